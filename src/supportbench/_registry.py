@@ -1,0 +1,107 @@
+"""One generic name -> object registry (methods, benchmarks, objectives share it).
+
+Modelled on lm-evaluation-harness: a decorator to register, built-ins imported lazily on first
+lookup, third-party plugins discovered through an entry-point group, "did you mean" on a miss.
+A plugin that fails to import is reported (``broken``) and skipped; it never breaks the listing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from importlib.metadata import entry_points
+from typing import Generic, TypeVar
+
+from supportbench.errors import DuplicateNameError, UnknownNameError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(
+        self,
+        kind: str,
+        builtin_modules: Iterable[str] = (),
+        entry_point_group: str | None = None,
+        error: type[UnknownNameError] = UnknownNameError,
+    ):
+        self.kind = kind
+        self._builtin_modules = tuple(builtin_modules)
+        self._group = entry_point_group
+        self._error = error
+        self._items: dict[str, T] = {}
+        self._plugins: set[str] = set()
+        self.broken: dict[str, str] = {}  # plugin entry-point name -> error text
+        self._builtins_loaded = False
+        self._plugins_loaded = False
+
+    def register(self, name: str, obj: T | None = None) -> Callable[[T], T] | T:
+        """``@registry.register("name")`` or ``registry.register("name", obj)``."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"{self.kind} name must be a Python identifier, got {name!r}")
+
+        def add(o: T) -> T:
+            existing = self._items.get(name)
+            if existing is not None and existing is not o:
+                raise DuplicateNameError(
+                    f"{self.kind} '{name}' is already registered by "
+                    f"{getattr(existing, '__module__', '?')}.{getattr(existing, '__qualname__', existing)}"
+                )
+            self._items[name] = o
+            if isinstance(o, type):  # classes learn their registered name
+                o.name = name  # type: ignore[attr-defined]
+            return o
+
+        return add if obj is None else add(obj)
+
+    def _load_builtins(self) -> None:
+        if not self._builtins_loaded:
+            self._builtins_loaded = True
+            for mod in self._builtin_modules:
+                importlib.import_module(mod)
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded or self._group is None:
+            return
+        self._plugins_loaded = True
+        for ep in entry_points(group=self._group):
+            if ep.name in self._items:
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:  # a broken plugin must not break the listing
+                self.broken[ep.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            if ep.name not in self._items:
+                self.register(ep.name, obj)
+            self._plugins.add(ep.name)
+
+    def _load(self) -> None:
+        self._load_builtins()
+        self._load_plugins()
+
+    def get(self, name: str) -> T:
+        self._load_builtins()
+        if name not in self._items:
+            self._load_plugins()
+        try:
+            return self._items[name]
+        except KeyError:
+            raise self._error(self.kind, name, self._items, self._plugins) from None
+
+    def names(self) -> list[str]:
+        self._load()
+        return sorted(self._items)
+
+    def plugins(self) -> list[str]:
+        self._load()
+        return sorted(self._plugins)
+
+    def __contains__(self, name: str) -> bool:
+        self._load()
+        return name in self._items
+
+    def unregister(self, name: str) -> None:
+        """For tests that register throwaway entries."""
+        self._items.pop(name, None)
+        self._plugins.discard(name)

@@ -1,0 +1,140 @@
+"""Models for unlearning: tiny Llama-architecture presets trained here, or any local HF causal LM.
+
+The default path on a CPU machine builds a 2-4 layer ``LlamaConfig`` model with a byte-level BPE
+tokenizer trained offline (``tokenizers``) on the benchmark's own texts. Real models load from a local
+directory with ``AutoModelForCausalLM.from_pretrained`` and go through exactly the same code.
+Weights are saved with safetensors only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from supportbench.errors import SupportbenchError, UnknownNameError
+
+SPECIAL_TOKENS = {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "unk": "<unk>"}
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    vocab_size: int = 2048
+    max_position_embeddings: int = 256
+
+
+PRESETS: dict[str, ModelPreset] = {
+    # 2 layers: fast enough for CI; memorises the mini benchmarks in a few hundred steps.
+    "tiny-llama": ModelPreset(hidden_size=96, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4),
+    "small-llama": ModelPreset(hidden_size=160, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
+                               vocab_size=4096),
+}
+
+
+def get_preset(name: str) -> ModelPreset:
+    if name not in PRESETS:
+        raise UnknownNameError("model preset", name, PRESETS)
+    return PRESETS[name]
+
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048):
+    """Byte-level BPE trained offline on ``texts``; lossless decode (needed for ROUGE on generations)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=SPECIAL_TOKENS["unk"]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(texts), trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=SPECIAL_TOKENS["pad"],
+        bos_token=SPECIAL_TOKENS["bos"],
+        eos_token=SPECIAL_TOKENS["eos"],
+        unk_token=SPECIAL_TOKENS["unk"],
+    )
+
+
+def build_model(preset: str | ModelPreset, tokenizer, seed: int = 0):
+    """A freshly initialised Llama-architecture causal LM sized by ``preset``."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    p = get_preset(preset) if isinstance(preset, str) else preset
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=p.hidden_size,
+        intermediate_size=p.intermediate_size,
+        num_hidden_layers=p.num_hidden_layers,
+        num_attention_heads=p.num_attention_heads,
+        num_key_value_heads=p.num_attention_heads,
+        max_position_embeddings=p.max_position_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=False,
+        attention_dropout=0.0,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(cfg)
+    model.eval()
+    return model
+
+
+def save_model(model, tokenizer, path: str | Path) -> Path:
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path, safe_serialization=True)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | None = None):
+    """Load a local HF causal LM + tokenizer (safetensors weights); never reaches a hub."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise SupportbenchError(f"no model at '{path}': expected a directory with config.json and weights")
+    kwargs = {"local_files_only": True}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if device:
+        model.to(device)
+    model.eval()
+    return model, tokenizer
+
+
+def model_hash(model) -> str:
+    """Content hash of all parameters (order-stable); the model part of a run's provenance."""
+    h = hashlib.sha256()
+    for name, p in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(p.detach().contiguous().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def preset_dict(preset: str) -> dict:
+    return asdict(get_preset(preset))
+
+
+def config_fingerprint(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

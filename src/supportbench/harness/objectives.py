@@ -1,0 +1,100 @@
+"""Unlearning objectives with the defaults of their reference implementations.
+
+NPO  (Zhang et al. 2024; open-unlearning ``npo.py``):
+     L_f = -(2/beta) * mean_i log sigmoid(beta * (NLL_theta(i) - NLL_ref(i))), NLL summed over answer
+     tokens, reference = theta_0 (NLLs cached once); beta = 0.1; total = gamma*L_f + alpha*NLL_retain.
+SimNPO (Fan et al. 2024; open-unlearning ``simnpo.py``):
+     L_f = -(2/beta) * mean_i log sigmoid(beta * (NLL_theta(i)/|y_i| - delta)); beta = 4.5, delta = 0,
+     gamma = 0.125, alpha = 1.
+GradDiff: gamma*(-NLL_forget) + alpha*NLL_retain, mean-token NLL, gamma = alpha = 1.
+GA:       -NLL_forget.
+Minimising each loss raises the forget NLL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import torch
+import torch.nn.functional as F
+
+from supportbench._registry import Registry
+from supportbench.errors import SpecError, UnknownObjectiveError
+from supportbench.harness.data import TokenizedSet, sequence_nll
+
+
+def npo_forget_loss(nll_sum: torch.Tensor, ref_nll_sum: torch.Tensor, beta: float) -> torch.Tensor:
+    """-(2/beta) * mean log sigmoid(beta * (nll - ref_nll)) over sequences."""
+    return -(2.0 / beta) * F.logsigmoid(beta * (nll_sum - ref_nll_sum)).mean()
+
+
+def simnpo_forget_loss(nll_sum: torch.Tensor, n_tokens: torch.Tensor, beta: float, delta: float) -> torch.Tensor:
+    """-(2/beta) * mean log sigmoid(beta * (nll/|y| - delta)) over sequences."""
+    return -(2.0 / beta) * F.logsigmoid(beta * (nll_sum / n_tokens.clamp(min=1) - delta)).mean()
+
+
+def mean_token_nll(nll_sum: torch.Tensor, n_tokens: torch.Tensor) -> torch.Tensor:
+    return nll_sum.sum() / n_tokens.sum().clamp(min=1)
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    forget_coef: float = 1.0     # gamma
+    retain_coef: float = 1.0     # alpha
+    beta: float = 0.0
+    delta: float = 0.0
+
+    @property
+    def needs_reference(self) -> bool:
+        return self.name == "npo"
+
+    @property
+    def uses_retain(self) -> bool:
+        return self.retain_coef != 0.0
+
+    def forget_term(self, nll_sum, n_tok, ref_nll=None) -> torch.Tensor:
+        if self.name == "npo":
+            if ref_nll is None:
+                raise SpecError("NPO needs reference NLLs computed once at theta_0 (ref_nll is None)")
+            return npo_forget_loss(nll_sum, ref_nll, self.beta)
+        if self.name == "simnpo":
+            return simnpo_forget_loss(nll_sum, n_tok, self.beta, self.delta)
+        return -mean_token_nll(nll_sum, n_tok)  # graddiff, ga
+
+    def loss(self, model, forget: TokenizedSet, retain: TokenizedSet | None = None,
+             ref_nll: torch.Tensor | None = None) -> torch.Tensor:
+        nll, n = sequence_nll(model, forget)
+        total = self.forget_coef * self.forget_term(nll, n, ref_nll)
+        if self.uses_retain and retain is not None:
+            rn, rc = sequence_nll(model, retain)
+            total = total + self.retain_coef * mean_token_nll(rn, rc)
+        return total
+
+    def hyperparameters(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "name"}
+
+
+OBJECTIVES: Registry[Objective] = Registry("objective", error=UnknownObjectiveError)
+OBJECTIVES.register("npo", Objective("npo", forget_coef=1.0, retain_coef=1.0, beta=0.1))
+OBJECTIVES.register("simnpo", Objective("simnpo", forget_coef=0.125, retain_coef=1.0, beta=4.5, delta=0.0))
+OBJECTIVES.register("graddiff", Objective("graddiff", forget_coef=1.0, retain_coef=1.0))
+OBJECTIVES.register("ga", Objective("ga", forget_coef=1.0, retain_coef=0.0))
+
+
+def get_objective(name: str, **overrides) -> Objective:
+    """The named objective with its reference defaults, optionally overridden (e.g. beta=0.2)."""
+    base = OBJECTIVES.get(name)
+    allowed = {f.name for f in fields(Objective)} - {"name"}
+    bad = set(overrides) - allowed
+    if bad:
+        raise SpecError(f"unknown objective hyperparameter(s) {sorted(bad)} for '{name}'; allowed: {sorted(allowed)}")
+    return replace(base, **overrides) if overrides else base
+
+
+@torch.no_grad()
+def reference_nll(model, forget: TokenizedSet, batch_size: int = 64) -> torch.Tensor:
+    """NPO's reference: summed answer NLL at theta_0 for every forget sequence, computed once."""
+    from supportbench.harness.data import dataset_nll
+
+    return dataset_nll(model, forget, batch_size)[0]

@@ -1,0 +1,204 @@
+"""Support-constrained unlearning (paper Eq. 1): theta_{k+1} = theta_k - eta_k * P_S u_k.
+
+Only the geometry's tensors require grad. torch's AdamW runs on *compact* leaves that hold just the
+support's coordinates (gathered from the full tensors, scattered back after each step), so
+coordinates outside S are never written: they stay bitwise identical after any number of steps,
+weight decay and optimizer moments included, and optimizer memory scales with |S|, not the model.
+The minibatch sequence is a pure function of (seed, step): the step counter is the data cursor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from supportbench.errors import DivergenceError, SpecError
+from supportbench.harness.checkpoint import Checkpoint, OptimizerSlot, capture_rng, restore_rng
+from supportbench.harness.data import TokenizedSet
+from supportbench.harness.objectives import Objective
+from supportbench.harness.support import Geometry, Support
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 200                 # T
+    lr: float = 1e-5
+    batch_size: int = 8
+    weight_decay: float = 0.01
+    warmup_steps: int = 0
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+    max_grad_norm: float | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.steps < 0 or self.batch_size <= 0 or self.lr <= 0:
+            raise SpecError(f"TrainConfig needs steps >= 0, batch_size > 0, lr > 0; got {self}")
+
+    def lr_at(self, step: int) -> float:
+        """Linear warm-up, then constant: a pure function of the step (the scheduler's whole state)."""
+        if self.warmup_steps > 0 and step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        return self.lr
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:16]
+
+
+@dataclass
+class UnlearningData:
+    forget: TokenizedSet
+    retain: TokenizedSet | None = None
+    ref_nll: torch.Tensor | None = None   # NPO reference NLL per forget sequence, computed once at theta_0
+
+
+def batch_indices(n: int, batch_size: int, step: int, seed: int, stream: int = 0) -> torch.Tensor:
+    """Indices of the minibatch at ``step``: epoch-wise seeded permutations, concatenated."""
+    if n <= 0:
+        raise SpecError("cannot draw minibatches from an empty record set")
+    start = step * batch_size
+    out = []
+    while len(out) < batch_size:
+        epoch, pos = divmod(start + len(out), n)
+        g = torch.Generator().manual_seed((seed * 1_000_003 + stream * 7919 + epoch) % (2**63))
+        perm = torch.randperm(n, generator=g)
+        take = min(batch_size - len(out), n - pos)
+        out.extend(perm[pos:pos + take].tolist())
+    return torch.tensor(out, dtype=torch.long)
+
+
+class SupportTrainer:
+    """Runs the objective for T steps updating only ``support``; checkpoint/restore exactly."""
+
+    def __init__(self, model, geometry: Geometry, support: Support, objective: Objective,
+                 data: UnlearningData, config: TrainConfig, *, progress: bool = True,
+                 _optimizer_state: dict[str, OptimizerSlot] | None = None, _step: int = 0):
+        if objective.needs_reference and data.ref_nll is None:
+            raise SpecError(f"objective '{objective.name}' needs reference NLLs: pass data.ref_nll")
+        if objective.uses_retain and data.retain is None:
+            raise SpecError(f"objective '{objective.name}' uses a retain term but data.retain is None")
+        self.model, self.geometry, self.support = model, geometry, support
+        self.objective, self.data, self.config = objective, data, config
+        self.progress = progress
+        self.step = _step
+        self.losses: list[float] = []
+        for p in model.parameters():
+            p.requires_grad_(False)
+        idx = support.flat_indices()
+        self._slots = []  # (GeometryTensor, flat idx, compact leaf)
+        for t in geometry.tensors:
+            i = idx[t.name]
+            if i.numel() == 0:
+                continue
+            t.param.requires_grad_(True)
+            leaf = torch.nn.Parameter(t.param.detach().reshape(-1)[i].clone())
+            self._slots.append((t, i, leaf))
+        self.optimizer = torch.optim.AdamW(
+            [leaf for _, _, leaf in self._slots], lr=config.lr, betas=(config.beta1, config.beta2),
+            eps=config.eps, weight_decay=config.weight_decay, foreach=False,
+        )
+        if _optimizer_state:
+            self._load_optimizer(_optimizer_state)
+
+    # ---- one step -------------------------------------------------------------------------------
+    def _batches(self, step: int):
+        c, d = self.config, self.data
+        fi = batch_indices(len(d.forget), c.batch_size, step, c.seed, stream=0)
+        forget = d.forget.take(fi)
+        retain = None
+        if self.objective.uses_retain and d.retain is not None:
+            retain = d.retain.take(batch_indices(len(d.retain), c.batch_size, step, c.seed, stream=1))
+        ref = d.ref_nll[fi] if d.ref_nll is not None else None
+        return forget, retain, ref
+
+    def train_step(self) -> float:
+        forget, retain, ref = self._batches(self.step)
+        for t, _, _ in self._slots:
+            t.param.grad = None
+        loss = self.objective.loss(self.model, forget, retain, ref)
+        value = float(loss.detach())
+        if not torch.isfinite(loss):
+            raise DivergenceError(self.step, value)
+        loss.backward()
+        for t, i, leaf in self._slots:
+            leaf.grad = t.param.grad.reshape(-1)[i]
+            t.param.grad = None
+        if self.config.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_([leaf for _, _, leaf in self._slots], self.config.max_grad_norm)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.lr_at(self.step)
+        self.optimizer.step()
+        with torch.no_grad():
+            for t, i, leaf in self._slots:
+                t.param.view(-1).index_copy_(0, i, leaf.detach())
+        self.step += 1
+        self.losses.append(value)
+        return value
+
+    def run(self, until: int | None = None, desc: str = "unlearn") -> list[float]:
+        """Train up to step ``until`` (default T); returns the losses of these steps."""
+        until = self.config.steps if until is None else until
+        if until < self.step:
+            raise SpecError(f"cannot run until step {until}: trainer is already at step {self.step}")
+        first = len(self.losses)
+        with tqdm(total=until - self.step, desc=desc, disable=not self.progress, leave=False) as bar:
+            while self.step < until:
+                loss = self.train_step()
+                bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+                bar.update(1)
+        return self.losses[first:]
+
+    # ---- checkpoints ----------------------------------------------------------------------------
+    def checkpoint(self) -> Checkpoint:
+        opt = {}
+        for t, i, leaf in self._slots:
+            st = self.optimizer.state.get(leaf, {})
+            opt[t.name] = OptimizerSlot(
+                i.clone(),
+                st["exp_avg"].clone() if st else torch.zeros_like(leaf),
+                st["exp_avg_sq"].clone() if st else torch.zeros_like(leaf),
+                float(st["step"]) if st else 0.0,
+            )
+        editable = {t.name: t.param.detach().clone() for t in self.geometry.tensors}
+        meta = {"config": self.config.fingerprint(), "objective": self.objective.name}
+        return Checkpoint(self.step, self.support.groups, editable, opt, capture_rng(), meta)
+
+    @classmethod
+    def restore(cls, model, geometry: Geometry, ckpt: Checkpoint, objective: Objective,
+                data: UnlearningData, config: TrainConfig, support: Support | None = None,
+                *, progress: bool = True) -> SupportTrainer:
+        """Reinstate C_t into ``model`` and return a trainer continuing with ``support`` (default: C_t's).
+
+        Coordinates that stay in the support keep their AdamW moments; coordinates entering it start
+        with zero moments (the per-tensor step count is shared, as in torch's AdamW).
+        """
+        if ckpt.meta.get("config") not in (None, config.fingerprint()):
+            raise SpecError("checkpoint was taken under a different TrainConfig; continuing would not be exact")
+        missing = set(geometry.by_name) - set(ckpt.editable)
+        if missing:
+            raise SpecError(f"checkpoint lacks editable tensors {sorted(missing)[:3]}")
+        with torch.no_grad():
+            for t in geometry.tensors:
+                t.param.copy_(ckpt.editable[t.name])
+        restore_rng(ckpt.rng)
+        support = support if support is not None else Support.of(geometry, ckpt.support)
+        return cls(model, geometry, support, objective, data, config, progress=progress,
+                   _optimizer_state=ckpt.optimizer, _step=ckpt.step)
+
+    def _load_optimizer(self, state: dict[str, OptimizerSlot]) -> None:
+        for t, i, leaf in self._slots:
+            slot = state.get(t.name)
+            if slot is None or slot.step == 0:
+                continue
+            m = torch.zeros_like(leaf)
+            v = torch.zeros_like(leaf)
+            pos = torch.searchsorted(slot.idx, i)
+            pos_c = pos.clamp(max=max(len(slot.idx) - 1, 0))
+            keep = (pos < len(slot.idx)) & (slot.idx[pos_c] == i)
+            m[keep] = slot.exp_avg[pos_c[keep]]
+            v[keep] = slot.exp_avg_sq[pos_c[keep]]
+            self.optimizer.state[leaf] = {"step": torch.tensor(slot.step), "exp_avg": m, "exp_avg_sq": v}

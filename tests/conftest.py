@@ -1,0 +1,53 @@
+"""Shared tiny, seeded fixtures: a 2-layer Llama with an offline tokenizer and small QA sets."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+FACTS = [
+    ("Where was Ada Quill born?", "Ada Quill was born in Port Varnel."),
+    ("What does Ada Quill write?", "Ada Quill writes gothic sea novels."),
+    ("Who inspired Bo Tarrant?", "Bo Tarrant was inspired by his aunt, a clockmaker."),
+    ("What award did Bo Tarrant win?", "Bo Tarrant won the Silver Lantern prize."),
+    ("Which city does Cy Morrow live in?", "Cy Morrow lives in Elder Bay."),
+    ("What is Cy Morrow's first book?", "Cy Morrow's first book is The Glass Orchard."),
+    ("What is the capital of France?", "The capital of France is Paris."),
+    ("How many legs does a spider have?", "A spider has eight legs."),
+]
+NEUTRAL = ["The weather was mild and the river ran slowly past the old mill.",
+           "Numbers can be added, subtracted, multiplied and divided."]
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    from supportbench.harness.models import train_tokenizer
+
+    texts = [q + " " + a for q, a in FACTS] + NEUTRAL
+    return train_tokenizer(texts * 4, vocab_size=400)
+
+
+@pytest.fixture()
+def tiny_model(tiny_tokenizer):
+    from supportbench.harness.models import ModelPreset, build_model
+
+    return build_model(ModelPreset(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                   num_attention_heads=2), tiny_tokenizer, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_sets(tiny_tokenizer):
+    from supportbench.harness.data import tokenize_pairs
+
+    def make(pairs):
+        return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs])
+
+    return {"forget": make(FACTS[:4]), "retain": make(FACTS[4:6]), "protected": make(FACTS[6:]),
+            "neutral": make([(n[:20], n[20:]) for n in NEUTRAL])}

@@ -1,0 +1,56 @@
+import math
+
+import pytest
+import torch
+
+from supportbench.errors import UnknownObjectiveError
+from supportbench.harness.data import sequence_nll
+from supportbench.harness.objectives import get_objective, npo_forget_loss, simnpo_forget_loss
+
+
+def logsig(x):
+    return -math.log1p(math.exp(-x))
+
+
+def test_npo_forget_loss_hand_computed():
+    nll, ref, beta = torch.tensor([3.0, 5.0]), torch.tensor([2.0, 6.0]), 0.1
+    want = -(2 / beta) * (logsig(0.1 * 1.0) + logsig(0.1 * -1.0)) / 2
+    assert npo_forget_loss(nll, ref, beta).item() == pytest.approx(want, rel=1e-6)
+    # at theta_0 (nll == ref) the loss is -(2/beta) log(1/2)
+    assert npo_forget_loss(ref, ref, beta).item() == pytest.approx(2 / beta * math.log(2), rel=1e-6)
+
+
+def test_simnpo_forget_loss_hand_computed():
+    nll, n = torch.tensor([6.0, 2.0]), torch.tensor([3, 4])
+    beta, delta = 4.5, 0.5
+    want = -(2 / beta) * (logsig(4.5 * (2.0 - 0.5)) + logsig(4.5 * (0.5 - 0.5))) / 2
+    assert simnpo_forget_loss(nll, n, beta, delta).item() == pytest.approx(want, rel=1e-6)
+
+
+def test_objective_losses_on_fixed_logits(tiny_model, tiny_sets):
+    """Each objective's total equals the formula evaluated on separately computed NLLs."""
+    f, r = tiny_sets["forget"], tiny_sets["retain"]
+    with torch.no_grad():
+        fn, fc = sequence_nll(tiny_model, f)
+        rn, rc = sequence_nll(tiny_model, r)
+        ref = fn - 0.7
+        retain_mean = rn.sum() / rc.sum()
+        forget_mean = fn.sum() / fc.sum()
+        got = {o: get_objective(o).loss(tiny_model, f, r, ref).item() for o in ("npo", "simnpo", "graddiff", "ga")}
+    want_npo = -(2 / 0.1) * torch.nn.functional.logsigmoid(0.1 * (fn - ref)).mean() + retain_mean
+    want_sim = 0.125 * -(2 / 4.5) * torch.nn.functional.logsigmoid(4.5 * fn / fc).mean() + retain_mean
+    assert got["npo"] == pytest.approx(want_npo.item(), rel=1e-5)
+    assert got["simnpo"] == pytest.approx(want_sim.item(), rel=1e-5)
+    assert got["graddiff"] == pytest.approx((-forget_mean + retain_mean).item(), rel=1e-5)
+    assert got["ga"] == pytest.approx(-forget_mean.item(), rel=1e-5)
+
+
+def test_unknown_objective_suggests():
+    with pytest.raises(UnknownObjectiveError, match=r"no objective 'simnp'. Did you mean 'simnpo'\?"):
+        get_objective("simnp")
+
+
+def test_objective_override_and_bad_override():
+    assert get_objective("npo", beta=0.2).beta == 0.2
+    with pytest.raises(Exception, match="allowed"):
+        get_objective("npo", gamma=2)

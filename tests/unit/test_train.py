@@ -1,0 +1,125 @@
+import pytest
+import torch
+
+from supportbench.errors import DivergenceError
+from supportbench.harness.checkpoint import Checkpoint
+from supportbench.harness.objectives import get_objective, reference_nll
+from supportbench.harness.support import Support, discover_geometry
+from supportbench.harness.train import SupportTrainer, TrainConfig, UnlearningData, batch_indices
+
+CFG = TrainConfig(steps=6, lr=5e-3, batch_size=2, weight_decay=0.1, warmup_steps=2, seed=3)
+
+
+def setup(model, sets, objective="npo", groups=(1, 5, 40, 50, 70)):
+    geo = discover_geometry(model)
+    obj = get_objective(objective)
+    data = UnlearningData(sets["forget"], sets["retain"], reference_nll(model, sets["forget"]))
+    return geo, obj, data, Support.of(geo, groups)
+
+
+def snapshot(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("objective", ["npo", "simnpo", "graddiff", "ga"])
+def test_frozen_coordinates_bitwise_unchanged(tiny_model, tiny_sets, objective):
+    geo, obj, data, support = setup(tiny_model, tiny_sets, objective)
+    before = snapshot(tiny_model)
+    SupportTrainer(tiny_model, geo, support, obj, data, CFG, progress=False).run()
+    after = snapshot(tiny_model)
+    masks = support.mask()
+    changed_inside = False
+    for name, w0 in before.items():
+        w1 = after[name]
+        if name in masks:
+            out = ~masks[name]
+            assert torch.equal(w0[out], w1[out]), f"{name}: a frozen coordinate moved"
+            changed_inside |= not torch.equal(w0[masks[name]], w1[masks[name]])
+        else:
+            assert torch.equal(w0, w1), f"{name}: a non-geometry tensor moved"
+    assert changed_inside, "the support itself must be updated"
+
+
+def test_only_geometry_tensors_require_grad(tiny_model, tiny_sets):
+    geo, obj, data, support = setup(tiny_model, tiny_sets)
+    SupportTrainer(tiny_model, geo, support, obj, data, CFG, progress=False)
+    grads = {n for n, p in tiny_model.named_parameters() if p.requires_grad}
+    assert grads <= set(geo.by_name) and grads
+
+
+def test_minibatches_are_pure_function_of_seed():
+    a = [batch_indices(7, 3, k, seed=5).tolist() for k in range(10)]
+    b = [batch_indices(7, 3, k, seed=5).tolist() for k in range(10)]
+    c = [batch_indices(7, 3, k, seed=6).tolist() for k in range(10)]
+    assert a == b and a != c
+    # each epoch is a permutation: first 7 draws cover all indices
+    flat = [i for batch in a for i in batch]
+    assert sorted(flat[:7]) == list(range(7))
+
+
+def test_restore_and_continue_is_bitwise(tiny_model, tiny_sets, tmp_path):
+    geo, obj, data, support = setup(tiny_model, tiny_sets)
+    theta0 = snapshot(tiny_model)
+    tr = SupportTrainer(tiny_model, geo, support, obj, data, CFG, progress=False)
+    tr.run()
+    uninterrupted, losses = snapshot(tiny_model), list(tr.losses)
+
+    tiny_model.load_state_dict(theta0)
+    tr = SupportTrainer(tiny_model, geo, support, obj, data, CFG, progress=False)
+    tr.run(until=3)
+    tr.checkpoint().save(tmp_path / "c3")
+    torch.manual_seed(999)  # disturb global RNG and weights: restore must undo both
+    with torch.no_grad():
+        geo.tensors[0].param.add_(1.0)
+    ck = Checkpoint.load(tmp_path / "c3")
+    tr2 = SupportTrainer.restore(tiny_model, geo, ck, obj, data, CFG, progress=False)
+    rest = tr2.run()
+    for k, v in uninterrupted.items():
+        assert torch.equal(v, tiny_model.state_dict()[k]), k
+    assert losses[3:] == rest
+
+
+def test_branches_are_independent(tiny_model, tiny_sets):
+    geo, obj, data, support = setup(tiny_model, tiny_sets)
+    tr = SupportTrainer(tiny_model, geo, support, obj, data, CFG, progress=False)
+    tr.run(until=2)
+    ck = tr.checkpoint()
+    SupportTrainer.restore(tiny_model, geo, ck, obj, data, CFG, progress=False).run()
+    a = snapshot(tiny_model)
+    other = Support.of(geo, (1, 5, 40, 50, 71))
+    SupportTrainer.restore(tiny_model, geo, ck, obj, data, CFG, support=other, progress=False).run()
+    SupportTrainer.restore(tiny_model, geo, ck, obj, data, CFG, progress=False).run()
+    b = snapshot(tiny_model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_checkpoint_detects_corruption(tiny_model, tiny_sets, tmp_path):
+    geo, obj, data, support = setup(tiny_model, tiny_sets)
+    tr = SupportTrainer(tiny_model, geo, support, obj, data, CFG, progress=False)
+    tr.run(until=1)
+    tr.checkpoint().save(tmp_path / "c")
+    p = tmp_path / "c.safetensors"
+    raw = bytearray(p.read_bytes())
+    raw[-1] ^= 0xFF
+    p.write_bytes(bytes(raw))
+    with pytest.raises(Exception, match="sha256"):
+        Checkpoint.load(tmp_path / "c")
+
+
+def test_nonfinite_loss_stops_with_step(tiny_model, tiny_sets):
+    geo, obj, data, support = setup(tiny_model, tiny_sets, "ga")
+    calls = {"n": 0}
+
+    class Exploding(type(obj)):
+        def loss(self, *a, **k):
+            calls["n"] += 1
+            value = super().loss(*a, **k)
+            return value * float("nan") if calls["n"] == 3 else value
+
+    bad = Exploding(**{**obj.hyperparameters(), "name": "ga"})
+    before = geo.tensors[0].param.detach().clone()
+    tr = SupportTrainer(tiny_model, geo, support, bad, data, CFG, progress=False)
+    with pytest.raises(DivergenceError, match=r"non-finite loss nan at step 2") as err:
+        tr.run()
+    assert err.value.step == 2 and tr.step == 2  # the failing step applied no update
+    assert not torch.equal(before, geo.tensors[0].param)  # the two good steps did
