@@ -51,3 +51,17 @@ def tiny_sets(tiny_tokenizer):
 
     return {"forget": make(FACTS[:4]), "retain": make(FACTS[4:6]), "protected": make(FACTS[6:]),
             "neutral": make([(n[:20], n[20:]) for n in NEUTRAL])}
+
+
+@pytest.fixture(scope="session")
+def diag_records(tiny_tokenizer):
+    from supportbench.harness.data import tokenize_pairs
+    from supportbench.methods.diagnostics import DiagnosticRecords
+
+    def make(pairs, subjects=None):
+        return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs],
+                              subjects=subjects)
+
+    names = ["Ada Quill", "Ada Quill", "Bo Tarrant", "Bo Tarrant"]
+    return DiagnosticRecords(F=make(FACTS[:4], names), R=make(FACTS[4:6]), P=make(FACTS[6:]),
+                             N=make([(n[:20], n[20:]) for n in NEUTRAL]))

@@ -18,6 +18,7 @@ class TokenizedSet:
     input_ids: torch.Tensor       # [N, L] int64
     attention_mask: torch.Tensor  # [N, L] int64
     labels: torch.Tensor          # [N, L] int64
+    subject_mask: torch.Tensor | None = None  # [N, L] bool: prompt tokens naming the subject
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -27,7 +28,8 @@ class TokenizedSet:
         # trim trailing all-pad columns so a batch of short sequences costs less
         am = self.attention_mask[idx]
         width = int(am.sum(1).max()) if len(idx) else 1
-        return TokenizedSet(self.input_ids[idx, :width], am[:, :width], self.labels[idx, :width])
+        sm = self.subject_mask[idx, :width] if self.subject_mask is not None else None
+        return TokenizedSet(self.input_ids[idx, :width], am[:, :width], self.labels[idx, :width], sm)
 
     def batches(self, batch_size: int):
         for s in range(0, len(self), batch_size):
@@ -38,14 +40,28 @@ class TokenizedSet:
         return (self.labels[:, 1:] != IGNORE).sum(1)
 
 
-def tokenize_pairs(tokenizer, prompts: Sequence[str], answers: Sequence[str], max_length: int = 256) -> TokenizedSet:
-    """Tokenise ``prompt + answer + eos``; the loss covers answer tokens and eos only."""
+def tokenize_pairs(tokenizer, prompts: Sequence[str], answers: Sequence[str], max_length: int = 256,
+                   subjects: Sequence[str | None] | None = None) -> TokenizedSet:
+    """Tokenise ``prompt + answer + eos``; the loss covers answer tokens and eos only.
+
+    ``subjects`` (optional, one per prompt) marks the prompt tokens overlapping the first occurrence
+    of the subject string; corrupted and counterfactual diagnostics replace exactly those tokens.
+    """
     if len(prompts) != len(answers):
         raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
-    ids, lab = [], []
+    ids, lab, subj = [], [], []
     eos = tokenizer.eos_token_id
-    for p, a in zip(prompts, answers):
-        pi = tokenizer(p, add_special_tokens=False)["input_ids"]
+    for k, (p, a) in enumerate(zip(prompts, answers)):
+        enc = tokenizer(p, add_special_tokens=False, return_offsets_mapping=subjects is not None)
+        pi = enc["input_ids"]
+        if subjects is not None:
+            mark = [False] * len(pi)
+            s = subjects[k]
+            at = p.find(s) if s else -1
+            if at >= 0:
+                for j, (b, e) in enumerate(enc["offset_mapping"]):
+                    mark[j] = b < at + len(s) and e > at
+            subj.append(mark)
         ai = tokenizer(a, add_special_tokens=False)["input_ids"] + [eos]
         seq = (pi + ai)[:max_length]
         lbl = ([IGNORE] * len(pi) + ai)[:max_length]
@@ -56,11 +72,22 @@ def tokenize_pairs(tokenizer, prompts: Sequence[str], answers: Sequence[str], ma
     input_ids = torch.full((len(ids), L), pad, dtype=torch.long)
     labels = torch.full((len(ids), L), IGNORE, dtype=torch.long)
     mask = torch.zeros((len(ids), L), dtype=torch.long)
+    smask = torch.zeros((len(ids), L), dtype=torch.bool) if subjects is not None else None
     for i, (s, lb) in enumerate(zip(ids, lab)):
         input_ids[i, : len(s)] = torch.tensor(s)
         labels[i, : len(lb)] = torch.tensor(lb)
         mask[i, : len(s)] = 1
-    return TokenizedSet(input_ids, mask, labels)
+        if smask is not None:
+            m = subj[i][: len(s)]
+            smask[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
+    return TokenizedSet(input_ids, mask, labels, smask)
+
+
+def answer_positions(batch: TokenizedSet) -> torch.Tensor:
+    """[B, L] bool: positions whose next-token prediction is an answer token (the trained outputs)."""
+    pos = torch.zeros_like(batch.labels, dtype=torch.bool)
+    pos[:, :-1] = batch.labels[:, 1:] != IGNORE
+    return pos
 
 
 def token_nll(model, batch: TokenizedSet) -> torch.Tensor:

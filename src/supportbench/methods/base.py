@@ -1,0 +1,98 @@
+"""The selection-method contract and registry.
+
+A selection method ranks editable groups: ``score(diagnostics, geometry) -> Tensor[n_groups]``,
+higher = select first. It declares the diagnostics it reads (``requires``) and where its formula
+comes from (``provenance``). Register one with ``@register_method("name")`` in any module, or from
+another package through the entry-point group ``supportbench.methods``::
+
+    [project.entry-points."supportbench.methods"]
+    my_method = "my_pkg.my_module:MyMethod"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from supportbench._registry import Registry
+from supportbench.errors import MethodOutputError, UnknownMethodError
+
+BUILTINS = ("intervention_score", "random", "activation", "storage", "wagle", "memflex", "fila", "ap_mlp",
+            "activation_down", "grail", "projected_causal")
+
+
+@runtime_checkable
+class SelectionMethod(Protocol):
+    name: str
+    provenance: str
+    requires: tuple[str, ...]
+
+    @property
+    def hyperparameters(self) -> dict[str, Any]: ...
+
+    def score(self, diagnostics, geometry) -> torch.Tensor: ...
+
+
+class MethodBase:
+    """Optional convenience base: dataclass fields are the hyperparameters."""
+
+    name = "?"
+    provenance = ""
+    requires: tuple[str, ...] = ()
+
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) if dataclasses.is_dataclass(self) else {}
+
+
+METHODS: Registry = Registry(
+    "selection method",
+    builtin_modules=[f"supportbench.methods.{m}" for m in BUILTINS],
+    entry_point_group="supportbench.methods",
+    error=UnknownMethodError,
+)
+
+
+def register_method(name: str):
+    """Class decorator: ``@register_method("wagle")``."""
+    return METHODS.register(name)
+
+
+def get_method(name: str, **hyperparameters) -> SelectionMethod:
+    """An instance of the named method with its source defaults, optionally overridden."""
+    cls = METHODS.get(name)
+    try:
+        return cls(**hyperparameters)
+    except TypeError as exc:
+        raise MethodOutputError(f"method '{name}' rejected hyperparameters {hyperparameters}: {exc}") from None
+
+
+def list_methods() -> list[str]:
+    return METHODS.names()
+
+
+def compute_scores(method: SelectionMethod, diagnostics) -> torch.Tensor:
+    """Run ``method.score`` and check its output: one finite float per group."""
+    name = getattr(method, "name", type(method).__name__)
+    geo = diagnostics.geometry
+    diagnostics.prepare(getattr(method, "requires", ()))
+    out = method.score(diagnostics, geo)
+    if not isinstance(out, torch.Tensor):
+        raise MethodOutputError(f"method '{name}' returned {type(out).__name__}, expected a torch.Tensor")
+    if tuple(out.shape) != (geo.n_groups,):
+        raise MethodOutputError(f"method '{name}' returned scores of shape {tuple(out.shape)}, "
+                                f"expected ({geo.n_groups},) = one per editable group")
+    out = out.detach().to(torch.float64)
+    bad = ~torch.isfinite(out)
+    if bad.any():
+        raise MethodOutputError(f"method '{name}' returned {int(bad.sum())} non-finite scores "
+                                f"(first at group ids {bad.nonzero().squeeze(1)[:5].tolist()})")
+    return out
+
+
+def demote(primary: torch.Tensor, demoted: torch.Tensor) -> torch.Tensor:
+    """Rank every group in ``demoted`` after every other group, keeping ``primary`` order inside each part."""
+    span = float(primary.max() - primary.min()) + 1.0
+    return primary - demoted.to(primary.dtype) * span

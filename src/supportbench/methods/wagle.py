@@ -1,0 +1,22 @@
+"""WAGLE (Jia et al. 2024): weight attribution, element score |(theta - g_r / mu) * g_f|, gradients
+summed over batches, mu = 1e-6; column score = sum over the column's elements."""
+
+from dataclasses import dataclass
+
+from supportbench.methods.base import MethodBase, register_method
+
+
+@register_method("wagle")
+@dataclass
+class Wagle(MethodBase):
+    mu: float = 1e-6
+    provenance = ("code: OPTML-Group/WAGLE src/unlearn/generate_mask.py (snip_advanced): element score "
+                  "|(theta - g_r/mu) * g_f|, batch-summed grads, mu=1e-6; column adaptation (sum over the "
+                  "column) defined here")
+    requires = ("grad:F", "grad:R", "weights")
+
+    def score(self, diag, geometry):
+        gf, gr = diag.role_grad("F", "sum"), diag.role_grad("R", "sum")
+        w = geometry.weights()
+        elem = {k: ((w[k].double() - gr[k].double() / self.mu) * gf[k].double()).abs() for k in w}
+        return geometry.per_group_sum(elem)

@@ -1,0 +1,130 @@
+import pytest
+import torch
+
+from supportbench.harness.data import sequence_nll
+from supportbench.harness.objectives import get_objective
+from supportbench.harness.support import discover_geometry
+from supportbench.methods.base import compute_scores, get_method, list_methods
+from supportbench.methods.diagnostics import DiagnosticRecords, Diagnostics
+
+
+def full_grad(model, params, loss_fn):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    return torch.autograd.grad(loss_fn(), params)
+
+
+def reference_intervention_score(model, rec, objective, eps):
+    """Eq. 9-10 from separately taken full-batch gradients, column by column."""
+    geo = discover_geometry(model)
+    params = [t.param for t in geo.tensors]
+    obj = get_objective(objective)
+
+    def mean_nll(data):
+        s, n = sequence_nll(model, data)
+        return s.sum() / n.sum()
+
+    def unl():
+        s, n = sequence_nll(model, rec.F)
+        rs, rn = sequence_nll(model, rec.R)
+        return obj.forget_coef * obj.forget_term(s, n, s.detach()) + obj.retain_coef * rs.sum() / rn.sum()
+
+    u0 = full_grad(model, params, unl)
+    g = {q: full_grad(model, params, lambda q=q: mean_nll(getattr(rec, q))) for q in "FRPN"}
+    out = []
+    for k, t in enumerate(geo.tensors):
+        for j in range(t.n):
+            e = {q: -float((g[q][k][:, j].double() * u0[k][:, j].double()).sum()) for q in "FRPN"}
+            out.append((e["F"] - max(e["R"], e["P"], 0.0)) / (abs(e["N"]) + eps))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("objective", ["npo", "simnpo", "graddiff"])
+def test_intervention_score_matches_equation(tiny_model, diag_records, objective):
+    diag = Diagnostics(tiny_model, diag_records, objective, batch_size=3)  # chunked on purpose
+    got = compute_scores(get_method("intervention_score", eps=1e-8), diag)
+    want = reference_intervention_score(tiny_model, diag_records, objective, 1e-8)
+    torch.testing.assert_close(got, want, rtol=2e-4, atol=1e-6)
+
+
+def test_each_diagnostic_computed_once_for_all_methods(tiny_model, diag_records):
+    diag = Diagnostics(tiny_model, diag_records, "npo")
+    for name in list_methods():
+        compute_scores(get_method(name), diag)
+    for name in list_methods():
+        compute_scores(get_method(name), diag)
+    assert diag.computed and set(diag.computed.values()) == {1}
+    assert {"grad:F", "objective_direction", "attribution:corrupted", "random_label_grad:R"} <= set(diag.computed)
+
+
+def test_diagnostics_refuse_anything_but_diagnostic_records(tiny_model, tiny_sets):
+    with pytest.raises(TypeError, match="only DiagnosticRecords"):
+        Diagnostics(tiny_model, tiny_sets, "npo")
+
+    class EvalSplit(type(tiny_sets["forget"])):  # an evaluation split is a different type
+        pass
+
+    ev = EvalSplit(*[getattr(tiny_sets["forget"], f) for f in ("input_ids", "attention_mask", "labels")])
+    with pytest.raises(TypeError, match="DiagnosticRecords.F must be a TokenizedSet of diagnostic records"):
+        DiagnosticRecords(F=ev, R=tiny_sets["retain"], P=tiny_sets["protected"], N=tiny_sets["neutral"])
+
+
+def test_fisher_and_grad_chunking_is_exact(tiny_model, diag_records):
+    a = Diagnostics(tiny_model, diag_records, "npo", batch_size=1)
+    b = Diagnostics(tiny_model, diag_records, "npo", batch_size=64)
+    for k in a.role_grad("F"):
+        torch.testing.assert_close(a.role_grad("F")[k], b.role_grad("F")[k], rtol=1e-4, atol=1e-7)
+    # per-batch Fisher depends on batching by definition; with batch 1 it is sum_i n_i g_i^2 / N
+    assert not torch.allclose(a.fisher("F")[k], b.fisher("F")[k])
+
+
+def test_attribution_matches_leaf_patching_on_last_layer(tiny_model, diag_records):
+    diag = Diagnostics(tiny_model, diag_records, "npo", batch_size=64)
+    got = diag.attribution("corrupted")["signed"]
+    geo = diag.geometry
+    last = geo.tensors[-1]
+    mod = dict(tiny_model.named_modules())[last.module_name]
+    captured = {}
+
+    def leaf(_m, args):
+        h = args[0].detach().requires_grad_(True)
+        captured["h"] = h
+        return (h,)
+
+    for p in tiny_model.parameters():
+        p.requires_grad_(False)
+    hd = mod.register_forward_pre_hook(leaf)
+    s, _ = sequence_nll(tiny_model, diag_records.F)
+    (-s.sum()).backward()
+    h_clean, grad = captured["h"].detach(), captured["h"].grad
+    with torch.no_grad():
+        c = diag.corrupted_inputs("corrupted")
+        tiny_model(input_ids=c.input_ids, attention_mask=c.attention_mask)
+    hd.remove()
+    mask = diag_records.F.attention_mask.bool().unsqueeze(-1)
+    want = (((captured["h"].detach() - h_clean) * grad) * mask).sum((0, 1)).double()
+    torch.testing.assert_close(got[last.offset:last.offset + last.n], want, rtol=1e-4, atol=1e-6)
+    assert not torch.equal(c.input_ids, diag_records.F.input_ids)
+    outside = ~diag_records.F.subject_mask
+    assert torch.equal(c.input_ids[outside], diag_records.F.input_ids[outside])
+
+
+def test_counterfactual_swaps_in_another_subject(tiny_model, diag_records):
+    diag = Diagnostics(tiny_model, diag_records, "npo")
+    cf = diag.corrupted_inputs("counterfactual")
+    F = diag_records.F
+    assert not torch.equal(cf.input_ids[0][F.subject_mask[0]], F.input_ids[0][F.subject_mask[0]])
+
+
+@pytest.mark.parametrize("method", ["activation", "activation_down", "storage", "wagle"])
+def test_column_with_amplified_neuron_ranks_first(tiny_model, diag_records, method):
+    """Scaling up_proj row j by 100 scales neuron j's activation and the gradient of its down-proj column."""
+    j = 7
+    with torch.no_grad():
+        tiny_model.model.layers[1].mlp.up_proj.weight[j] *= 100.0
+    diag = Diagnostics(tiny_model, diag_records, "npo")
+    scores = compute_scores(get_method(method), diag)
+    geo = diag.geometry
+    assert int(torch.argmax(scores)) == geo.tensors[1].offset + j
