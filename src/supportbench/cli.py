@@ -42,6 +42,54 @@ def _cmd_methods(args) -> int:
     return 0
 
 
+def _parse_sets(items: list[str]) -> dict:
+    import json
+
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise SupportbenchError(f"--set expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+def _cmd_run(args) -> int:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from supportbench.harness.runner import Runner
+    from supportbench.harness.spec import RunSpec
+
+    spec = RunSpec(args.benchmark, args.field, args.objective, args.method, seed=args.seed, variant=args.variant,
+                   split=args.split, experiment=args.experiment, budget=args.budget, T=args.T, t=args.t, d=args.d,
+                   rho_p=args.rho_p, model=args.model, hyperparameters=_parse_sets(args.set))
+    decision = None
+    if args.variant == "dirr":
+        from supportbench.harness.dirr import load_decision_for
+
+        decision = load_decision_for(spec, args.decision, allow_unfrozen=args.allow_unfrozen)
+    rec = Runner(args.results, cache_dir=args.cache, force=args.force).run(spec, decision=decision)
+    state = "skipped (record exists; --force to rerun)" if rec.get("_skipped") else rec["status"]
+    print(f"run {spec.run_key[:12]}  {spec.benchmark}/{spec.field}/{spec.objective}/{spec.method}/{spec.variant}"
+          f"/seed {spec.seed}: {state}")
+    if rec["status"] != "ok":
+        print(rec["error"], file=sys.stderr)
+        return 1
+    o = rec["outcome"]
+    print(f"J = {o['J']:+.6f}   G_F = {o['G_F']:.6f}   D_coll = {o['D_coll']:.6f}")
+    for k, v in sorted(o["components"].items()):
+        print(f"  {k:<24} {v:.6g}" if isinstance(v, float) else f"  {k:<24} {v}")
+    if rec.get("dirr"):
+        d = rec["dirr"]
+        print(f"DIR-R: s_t = {d['probe_signal']:.6g}, triggered = {d['triggered']}, chosen rho = {d['chosen_rho']}")
+    print(f"record: {args.results}/runs/{spec.run_key}.json")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="supportbench", description=__doc__.split("\n")[0])
     from supportbench import __version__
@@ -54,6 +102,29 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("methods", help="list selection methods: name, what data they need, provenance")
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
     m.set_defaults(func=_cmd_methods)
+    r = sub.add_parser("run", help="run one cell (benchmark x field x objective x method x seed) and print its outcome")
+    r.add_argument("--benchmark", default="natural_tofu")
+    r.add_argument("--field", default="forget10")
+    r.add_argument("--objective", default="npo")
+    r.add_argument("--method", default="intervention_score")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--variant", default="static", help="static or dirr")
+    r.add_argument("--split", default="final", help="calibration, final or replication")
+    r.add_argument("--experiment", default="adhoc")
+    r.add_argument("--budget", type=float, default=0.1, help="editable scalars, or a fraction (< 1) of the total")
+    r.add_argument("--T", type=int, default=40)
+    r.add_argument("--t", type=int, default=32, help="DIR-R decision checkpoint")
+    r.add_argument("--d", type=int, default=4, help="DIR-R probe length")
+    r.add_argument("--rho-p", dest="rho_p", type=float, default=0.01)
+    r.add_argument("--model", default="tiny-llama", help="model preset (tiny-llama, small-llama)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="hyperparameter, e.g. lr=0.01")
+    r.add_argument("--results", default="results")
+    r.add_argument("--cache", default=None, help="cache directory (default $SUPPORTBENCH_CACHE or ./.cache)")
+    r.add_argument("--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)")
+    r.add_argument("--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision")
+    r.add_argument("--force", action="store_true", help="rerun even if the record exists")
+    r.add_argument("--threads", type=int, default=1, help="torch threads (one per worker process)")
+    r.set_defaults(func=_cmd_run)
     return p
 
 

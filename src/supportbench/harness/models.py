@@ -96,6 +96,9 @@ def build_model(preset: str | ModelPreset, tokenizer, seed: int = 0):
 
 
 def save_model(model, tokenizer, path: str | Path) -> Path:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path, safe_serialization=True)
@@ -106,7 +109,9 @@ def save_model(model, tokenizer, path: str | Path) -> Path:
 def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | None = None):
     """Load a local HF causal LM + tokenizer (safetensors weights); never reaches a hub."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # one bar per load would drown the sweep's own progress
     path = Path(path)
     if not (path / "config.json").exists():
         raise SupportbenchError(f"no model at '{path}': expected a directory with config.json and weights")

@@ -115,6 +115,7 @@ class SupportTrainer:
         ref = d.ref_nll[fi] if d.ref_nll is not None else None
         return forget, retain, ref
 
+    @torch.enable_grad()
     def train_step(self) -> float:
         forget, retain, ref = self._batches(self.step)
         for t, _, _ in self._slots:
@@ -202,3 +203,56 @@ class SupportTrainer:
             m[keep] = slot.exp_avg[pos_c[keep]]
             v[keep] = slot.exp_avg_sq[pos_c[keep]]
             self.optimizer.state[leaf] = {"step": torch.tensor(slot.step), "exp_avg": m, "exp_avg_sq": v}
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """Full-parameter training used by benchmarks to inject their facts into a base model."""
+
+    epochs: int = 40
+    lr: float = 3e-3
+    batch_size: int = 16
+    weight_decay: float = 0.0
+    warmup_frac: float = 0.05
+    seed: int = 0
+
+
+@torch.enable_grad()
+def finetune(model, data: TokenizedSet, config: FinetuneConfig, *, progress: bool = True,
+             desc: str = "fine-tune") -> list[float]:
+    """Train every parameter on mean-token answer NLL; linear warm-up then cosine decay. Returns losses."""
+    import math
+
+    from supportbench.harness.data import sequence_nll
+
+    steps = max(1, math.ceil(len(data) * config.epochs / config.batch_size))
+    warm = max(1, int(steps * config.warmup_frac))
+    params = [p for p in model.parameters()]
+    for p in params:
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    def schedule(k: int) -> float:
+        return (k + 1) / warm if k < warm else 0.5 * (1 + math.cos(math.pi * (k - warm) / max(1, steps - warm)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    model.train()
+    losses = []
+    with tqdm(range(steps), desc=desc, disable=not progress, leave=False) as bar:
+        for k in bar:
+            b = data.take(batch_indices(len(data), config.batch_size, k, config.seed, stream=2))
+            nll, n = sequence_nll(model, b)
+            loss = nll.sum() / n.sum()
+            if not torch.isfinite(loss):
+                raise DivergenceError(k, float(loss))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            losses.append(float(loss.detach()))
+            if k % 20 == 0:
+                bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+    model.eval()
+    for p in params:
+        p.requires_grad_(False)
+    return losses

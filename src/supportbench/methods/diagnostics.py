@@ -136,7 +136,8 @@ class Diagnostics:
             t.param.requires_grad_(True)
         self.model.eval()
         try:
-            yield [t.param for t in self.geometry.tensors]
+            with torch.enable_grad():
+                yield [t.param for t in self.geometry.tensors]
         finally:
             for p, r in saved:
                 p.requires_grad_(r)

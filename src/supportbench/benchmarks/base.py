@@ -1,0 +1,101 @@
+"""The benchmark protocol: data roles, the prepared base model theta_0 and the evaluator J.
+
+A benchmark (paper §5) supplies
+  fields()                      the data fields it can unlearn (e.g. forget10, Email_Address)
+  prepare(preset, seed)         theta_0: generated/read data injected into a base model, cached on disk
+                                by a content hash of data + preset + training config + seed
+  roles(field, seed)            DiagnosticRecords (F/R/P/N) for selection methods, the unlearning train
+                                sets, and development / evaluation splits disjoint from the diagnostics
+  evaluate(model, roles, which) Outcome(J, G_F, D_coll, components), paper Eq. 19
+Benchmarks register like methods: ``@register_benchmark("name")`` or the entry-point group
+``supportbench.benchmarks``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from supportbench._registry import Registry
+from supportbench.errors import UnknownBenchmarkError
+from supportbench.harness.data import TokenizedSet
+from supportbench.methods.diagnostics import DiagnosticRecords
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """J = G_F - D_coll (paper Eq. 19, eq:terminal-score-metric); larger is better."""
+
+    J: float
+    G_F: float
+    D_coll: float
+    components: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"J": self.J, "G_F": self.G_F, "D_coll": self.D_coll, "components": self.components}
+
+
+@dataclass
+class EvalSplit:
+    """Held-out records for evaluation or development. Deliberately *not* a TokenizedSet: it cannot be
+    passed where diagnostic records are expected."""
+
+    name: str
+    data: TokenizedSet
+    rows: list[dict]                  # the source rows (question, answer, perturbed answers, source, ...)
+    prompts: list[str]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@dataclass
+class Roles:
+    field: str
+    seed: int
+    diagnostics: DiagnosticRecords
+    forget: TokenizedSet              # unlearning train sets
+    retain: TokenizedSet
+    splits: dict[str, dict[str, EvalSplit]]   # {"dev": {"forget":..., "retain":..., "protected":...}, "eval": {...}}
+    theta0_nll: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # filled by attach_baseline
+    data_hash: str = ""
+
+
+@dataclass
+class Prepared:
+    model: Any
+    tokenizer: Any
+    path: str
+    model_hash: str
+    data_hash: str
+    from_cache: bool
+
+
+class Benchmark(Protocol):
+    name: str
+
+    def fields(self) -> list[str]: ...
+
+    def prepare(self, model_preset: str, seed: int = 0) -> Prepared: ...
+
+    def roles(self, field: str, seed: int) -> Roles: ...
+
+    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome: ...
+
+
+BENCHMARKS: Registry = Registry(
+    "benchmark",
+    builtin_modules=["supportbench.benchmarks.tofu"],
+    entry_point_group="supportbench.benchmarks",
+    error=UnknownBenchmarkError,
+)
+
+
+def register_benchmark(name: str):
+    return BENCHMARKS.register(name)
+
+
+def get_benchmark(name: str, **options) -> Benchmark:
+    return BENCHMARKS.get(name)(**options)

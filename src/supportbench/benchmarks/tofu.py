@@ -1,0 +1,440 @@
+"""TOFU (Maini et al. 2024) and Natural-TOFU (the paper's variant, §5.3) adapters.
+
+Reader: the real locuslab/TOFU files from a local directory — JSON Lines per config
+(``<config>.json``) or the older ``<config>_dataset.json`` files (optionally under ``default/``);
+each config's fields are validated, errors name file and line. forgetXX pairs with retain(100-XX).
+
+Protocol (this machine has no pretrained model, so "pretraining" knowledge is trained jointly):
+theta_0 = base preset fine-tuned on ``full`` + real_authors + world_facts + neutral text; the retain
+model (forget-quality reference) is trained the same way on ``retain(100-XX)`` instead of ``full``.
+Both are cached by content hash.
+
+Roles for field forgetXX and seed s (disjoint by construction, see docs/benchmarks.md):
+  per forget author, its 20 QA are permuted by s: 5 -> F diagnostics, 5 -> dev, 10 -> eval;
+  retain: R diagnostics from retain rows outside retain_perturbed, dev/eval from retain_perturbed;
+  protected (real_authors + world_facts): thirds for P diagnostics / dev / eval;
+  neutral: generic sentences -> N diagnostics only.
+Unlearning trains on the whole forgetXX set with retain(100-XX) as the retain set.
+J (paper Eq. 19): G_F = mean forget-eval increase of summed answer NLL vs theta_0; D_coll =
+max(0, mean retain increase) + max(0, mean protected increase).
+TOFU's own metrics (probability, truth ratio, forget quality, ROUGE-L, model utility) are added as
+components when ``evaluate(..., full=True)``.
+Natural-TOFU asks the dev/eval questions in their paraphrased (natural) form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from supportbench.benchmarks import evaluators as ev
+from supportbench.benchmarks.base import EvalSplit, Outcome, Prepared, Roles, register_benchmark
+from supportbench.benchmarks.generators import tofu as gen
+from supportbench.errors import DataFormatError, SpecError, UnknownNameError
+from supportbench.harness.data import TokenizedSet, dataset_nll, tokenize_pairs
+from supportbench.harness.models import build_model, get_preset, load_model, model_hash, save_model, train_tokenizer
+from supportbench.harness.train import FinetuneConfig, finetune
+from supportbench.methods.diagnostics import DiagnosticRecords
+
+FIELDS = ("forget01", "forget05", "forget10")
+PROMPT = "Q: {q}\nA: "
+QA_PER_AUTHOR = 20
+FICTITIOUS_PERTURBED = ("forget01_perturbed", "forget05_perturbed", "forget10_perturbed", "retain_perturbed")
+PROTECTED = ("real_authors_perturbed", "world_facts_perturbed")
+PREP_VERSION = "tofu-prepare-v2"
+
+
+class TofuFormatError(DataFormatError):
+    pass
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("SUPPORTBENCH_CACHE", Path.cwd() / ".cache" / "supportbench"))
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+def config_path(data_dir: Path, config: str) -> Path:
+    candidates = [data_dir / f"{config}.json", data_dir / f"{config}_dataset.json",
+                  data_dir / "default" / f"{config}_dataset.json", data_dir / "default" / f"{config}.json"]
+    for c in candidates:
+        if c.exists():
+            return c
+    raise TofuFormatError(f"TOFU config '{config}' not found in {data_dir}: looked for "
+                          + ", ".join(str(c.relative_to(data_dir)) for c in candidates))
+
+
+def _validate(row, fname: str, line: int, config: str) -> dict:
+    where = f"{fname} line {line}"
+    if not isinstance(row, dict):
+        raise TofuFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for key in ("question", "answer"):
+        if key not in row:
+            raise TofuFormatError(f"{where}: row has no '{key}' (config '{config}' needs question and answer)")
+        if not isinstance(row[key], str):
+            raise TofuFormatError(f"{where}: '{key}' must be a string, got {type(row[key]).__name__}")
+    if config.endswith("_perturbed"):
+        pa = row.get("perturbed_answer")
+        if not isinstance(pa, list) or not pa or not all(isinstance(x, str) for x in pa):
+            raise TofuFormatError(f"{where}: 'perturbed_answer' must be a list of strings, got "
+                                  f"{type(pa).__name__ if not isinstance(pa, list) else 'list with non-strings'}")
+        if config in FICTITIOUS_PERTURBED:
+            for key in ("paraphrased_answer", "paraphrased_question"):
+                if key == "paraphrased_question" and key not in row:
+                    row = {**row, key: row["question"]}  # some upstream revisions omit it
+                    continue
+                if not isinstance(row.get(key), str):
+                    raise TofuFormatError(f"{where}: '{key}' must be a string, got {type(row.get(key)).__name__}")
+    return row
+
+
+def read_config(data_dir: str | Path, config: str) -> list[dict]:
+    """Rows of one TOFU config, validated; JSON Lines, or a JSON array in older exports."""
+    path = config_path(Path(data_dir), config)
+    text = path.read_text(encoding="utf-8")
+    rows = []
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TofuFormatError(f"{path.name} line {exc.lineno}: invalid JSON ({exc.msg})") from None
+        for i, r in enumerate(items, 1):
+            rows.append(_validate(r, path.name, i, config))
+        return rows
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TofuFormatError(f"{path.name} line {i}: invalid JSON ({exc.msg})") from None
+        rows.append(_validate(r, path.name, i, config))
+    if not rows:
+        raise TofuFormatError(f"{path.name}: no rows")
+    return rows
+
+
+def read_pair(data_dir: str | Path, field: str) -> tuple[list[dict], list[dict]]:
+    """forgetXX and its retain(100-XX), checked to be disjoint."""
+    if field not in FIELDS:
+        raise UnknownNameError("TOFU field", field, FIELDS)
+    retain_name = f"retain{100 - int(field[-2:])}"
+    forget, retain = read_config(data_dir, field), read_config(data_dir, retain_name)
+    seen = {r["question"] for r in retain}
+    for i, r in enumerate(forget, 1):
+        if r["question"] in seen:
+            raise TofuFormatError(f"{field} and {retain_name} overlap: {config_path(Path(data_dir), field).name} "
+                                  f"line {i} ({r['question']!r}) is also in {retain_name}")
+    return forget, retain
+
+
+def _hash_files(data_dir: Path, names) -> str:
+    h = hashlib.sha256()
+    for n in sorted(names):
+        h.update(n.encode())
+        h.update(config_path(data_dir, n).read_bytes())
+    return h.hexdigest()[:16]
+
+
+# ---- the benchmark -----------------------------------------------------------------------------------
+@register_benchmark("tofu")
+class Tofu:
+    question_key = "question"          # the question form used by dev/eval splits
+    finetune_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16)
+
+    def __init__(self, data_dir: str | Path | None = None, size: str = "mini", cache_dir: str | Path | None = None,
+                 progress: bool = True, max_new_tokens: int = 200):
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        if data_dir is None:
+            data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
+            if not (data_dir / "full.json").exists():
+                tmp = data_dir.with_name(data_dir.name + f".tmp{os.getpid()}")
+                gen.generate(tmp, size=size, seed=0)
+                tmp.replace(data_dir) if not data_dir.exists() else shutil.rmtree(tmp)
+        self.data_dir = Path(data_dir)
+        if not self.data_dir.is_dir():
+            raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
+        self.progress = progress
+        self.max_new_tokens = max_new_tokens
+        self._rows: dict[str, list[dict]] = {}
+        self._prepared: Prepared | None = None
+        self._retain_models: dict[str, object] = {}
+        self._roles: dict[tuple, Roles] = {}
+        self._retain_tr: dict[tuple, torch.Tensor] = {}
+
+    def fields(self) -> list[str]:
+        return list(FIELDS)
+
+    def rows(self, config: str) -> list[dict]:
+        if config not in self._rows:
+            self._rows[config] = read_config(self.data_dir, config)
+        return self._rows[config]
+
+    def neutral_texts(self) -> list[str]:
+        p = self.data_dir / "neutral.txt"
+        texts = p.read_text().splitlines() if p.exists() else []
+        return [t for t in texts if t.strip()] or [f"{s} {q}." for s in gen.NEUTRAL_SUBJ for q in gen.NEUTRAL_PRED]
+
+    @property
+    def data_hash(self) -> str:
+        names = ["full", *FIELDS, *(f"retain{100 - int(f[-2:])}" for f in FIELDS), *FICTITIOUS_PERTURBED, *PROTECTED]
+        return _hash_files(self.data_dir, names)
+
+    # ---- theta_0 --------------------------------------------------------------------------------------
+    def _background(self) -> list[tuple[str, str]]:
+        """'Pretraining' knowledge of the tiny base model: real authors, world facts, generic text."""
+        pairs = [(PROMPT.format(q=r["question"]), r["answer"]) for c in ("real_authors", "world_facts")
+                 for r in self.rows(c)]
+        for t in self.neutral_texts():
+            w = t.split(" ")
+            pairs.append((" ".join(w[:3]) + " ", " ".join(w[3:])))
+        return pairs
+
+    def _tokenizer_texts(self) -> list[str]:
+        texts = [r["question"] + " " + r["answer"] for r in self.rows("full")]
+        for c in (*FICTITIOUS_PERTURBED, *PROTECTED):
+            for r in self.rows(c):
+                texts += [r.get("paraphrased_question", ""), r.get("paraphrased_answer", ""), *r["perturbed_answer"]]
+        return texts + self.neutral_texts() + [PROMPT.format(q="x")]
+
+    def _train_model(self, preset: str, seed: int, rows: list[dict], tokenizer, desc: str):
+        pairs = [(PROMPT.format(q=r["question"]), r["answer"]) for r in rows] + self._background()
+        data = tokenize_pairs(tokenizer, [p for p, _ in pairs], [a for _, a in pairs])
+        model = build_model(preset, tokenizer, seed=seed)
+        finetune(model, data, self.finetune_config, progress=self.progress, desc=desc)
+        return model
+
+    def _cached_model(self, kind: str, preset: str, seed: int, rows: list[dict], tokenizer=None):
+        key = hashlib.sha256(json.dumps([PREP_VERSION, kind, self.data_hash, asdict(get_preset(preset)),
+                                         asdict(self.finetune_config), seed], sort_keys=True).encode()).hexdigest()[:16]
+        path = self.cache_dir / "models" / f"{self.name}-{kind}-{preset}-{key}"
+        if (path / "config.json").exists():
+            model, tok = load_model(path)
+            return model, tok, path, True
+        if tokenizer is None:
+            tokenizer = train_tokenizer(self._tokenizer_texts(), get_preset(preset).vocab_size)
+        model = self._train_model(preset, seed, rows, tokenizer, desc=f"prepare {self.name} {kind}")
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        save_model(model, tokenizer, tmp)
+        if path.exists():
+            shutil.rmtree(tmp)
+        else:
+            tmp.replace(path)
+        return model, tokenizer, path, False
+
+    def prepare(self, model_preset: str = "tiny-llama", seed: int = 0) -> Prepared:
+        """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune)."""
+        model, tok, path, hit = self._cached_model("full", model_preset, seed, self.rows("full"))
+        self._prepared = Prepared(model, tok, str(path), model_hash(model), self.data_hash, hit)
+        self._preset, self._seed = model_preset, seed
+        return self._prepared
+
+    def load_theta0(self):
+        """A fresh copy of theta_0 (runs mutate their model; the cache stays untouched)."""
+        if self._prepared is None:
+            raise SpecError("call prepare() before load_theta0()")
+        return load_model(self._prepared.path)[0]
+
+    def retain_model(self, field: str):
+        if field not in self._retain_models:
+            if self._prepared is None:
+                raise SpecError("call prepare() before asking for the retain model")
+            _, retain = read_pair(self.data_dir, field)
+            model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self._seed, retain,
+                                                tokenizer=self._prepared.tokenizer)
+            self._retain_models[field] = model
+        return self._retain_models[field]
+
+    # ---- roles -----------------------------------------------------------------------------------------
+    def _tok(self, prompts, answers, subjects=None) -> TokenizedSet:
+        return tokenize_pairs(self._prepared.tokenizer, prompts, answers, subjects=subjects)
+
+    def _split(self, name: str, rows: list[dict]) -> EvalSplit:
+        prompts = [PROMPT.format(q=r.get(self.question_key) or r["question"]) for r in rows]
+        return EvalSplit(name, self._tok(prompts, [r["answer"] for r in rows]), rows, prompts)
+
+    def roles(self, field: str, seed: int) -> Roles:
+        if field not in FIELDS:
+            raise UnknownNameError("TOFU field", field, FIELDS)
+        if self._prepared is None:
+            raise SpecError("call prepare() before roles(): tokenisation uses theta_0's tokenizer")
+        key = (field, seed)
+        if key in self._roles:
+            return self._roles[key]
+        forget, retain = read_pair(self.data_dir, field)
+        fp = self.rows(f"{field}_perturbed")
+        rng = random.Random(seed * 9973 + 17)
+        f_diag, f_dev, f_eval = [], [], []
+        for a in range(0, len(fp), QA_PER_AUTHOR):
+            block = fp[a:a + QA_PER_AUTHOR]
+            rng.shuffle(block)
+            q = max(1, len(block) // 4)
+            f_diag += block[:q]
+            f_dev += block[q:2 * q]
+            f_eval += block[2 * q:]
+        rp = self.rows("retain_perturbed")
+        rp_q = {r["question"] for r in rp}
+        retain_q = {r["question"] for r in retain}
+        r_pool = [r for r in rp if r["question"] in retain_q]
+        rng.shuffle(r_pool)
+        r_plain = [r for r in retain if r["question"] not in rp_q]
+        r_diag = rng.sample(r_plain, min(40, len(r_plain)))
+        half = len(r_pool) // 2
+        r_dev, r_eval = r_pool[:min(half, 40)], r_pool[half:half + 80]
+        prot = [{**r, "source": c.replace("_perturbed", "")} for c in PROTECTED for r in self.rows(c)]
+        rng.shuffle(prot)
+        third = len(prot) // 3
+        p_diag, p_dev, p_eval = prot[:third], prot[third:2 * third], prot[2 * third:]
+        neutral = self.neutral_texts()
+        n_diag = rng.sample(neutral, min(20, len(neutral)))
+
+        def diag(rows, subjects=False):
+            prompts = [PROMPT.format(q=r["question"]) for r in rows]
+            subj = [_author_of(r) for r in rows] if subjects else None
+            return self._tok(prompts, [r["answer"] for r in rows], subj)
+
+        nd = [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in n_diag]
+        records = DiagnosticRecords(F=diag(f_diag, subjects=True), R=diag(r_diag), P=diag(p_diag),
+                                    N=self._tok([p for p, _ in nd], [a for _, a in nd]))
+        train_f = self._tok([PROMPT.format(q=r["question"]) for r in forget], [r["answer"] for r in forget])
+        train_r = self._tok([PROMPT.format(q=r["question"]) for r in retain], [r["answer"] for r in retain])
+        splits = {
+            "dev": {"forget": self._split("forget", f_dev), "retain": self._split("retain", r_dev),
+                    "protected": self._split("protected", p_dev)},
+            "eval": {"forget": self._split("forget", f_eval), "retain": self._split("retain", r_eval),
+                     "protected": self._split("protected", p_eval)},
+        }
+        _check_disjoint(field, {"F": f_diag, "R": r_diag, "P": p_diag}, splits)
+        roles = Roles(field, seed, records, train_f, train_r, splits, data_hash=self.data_hash)
+        self._roles[key] = roles
+        return roles
+
+    # ---- evaluation ---------------------------------------------------------------------------------
+    def attach_baseline(self, model, roles: Roles) -> None:
+        """Record theta_0's per-item answer NLL on every dev/eval split (J is measured against it)."""
+        for which, parts in roles.splits.items():
+            roles.theta0_nll[which] = {k: dataset_nll(model, s.data)[0] for k, s in parts.items()}
+
+    @torch.no_grad()
+    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
+        if which not in roles.splits:
+            raise SpecError(f"unknown split {which!r}; allowed: {', '.join(roles.splits)}")
+        if which not in roles.theta0_nll:
+            raise SpecError("attach_baseline(theta_0, roles) must run before evaluate()")
+        parts, base = roles.splits[which], roles.theta0_nll[which]
+        nll = {k: dataset_nll(model, s.data) for k, s in parts.items()}
+        deltas = {k: nll[k][0] - base[k] for k in parts}
+        comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
+        for k in parts:
+            comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
+        if full:
+            comp.update(self._tofu_metrics(model, roles, which, nll))
+        J, G, D = comp.pop("J"), comp.pop("G_F"), comp.pop("D_coll")
+        return Outcome(J, G, D, comp)
+
+    def _answer_probs(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
+        s, n = dataset_nll(model, self._tok(split.prompts, answers))
+        return ev.probability(s, n)
+
+    def _truth_ratio(self, model, split: EvalSplit, correct_key: str) -> torch.Tensor:
+        correct = [r.get(correct_key) or r["answer"] for r in split.rows]
+        p_c = self._answer_probs(model, split, correct)
+        k = min(len(r["perturbed_answer"]) for r in split.rows)
+        p_w = torch.stack([self._answer_probs(model, split, [r["perturbed_answer"][j] for r in split.rows])
+                           for j in range(k)], 1)
+        return ev.truth_ratio(p_c, p_w)
+
+    def _tofu_metrics(self, model, roles: Roles, which: str, nll) -> dict:
+        parts = roles.splits[which]
+        out = {}
+        tr_f = self._truth_ratio(model, parts["forget"], "paraphrased_answer")
+        out["forget_truth_ratio"] = ev.truth_ratio_forget(tr_f)
+        key = (roles.field, roles.seed, which)
+        if key not in self._retain_tr:
+            retain_model = self.retain_model(roles.field)
+            self._retain_tr[key] = self._truth_ratio(retain_model, parts["forget"], "paraphrased_answer")
+        out["forget_quality"] = ev.forget_quality(tr_f.tolist(), self._retain_tr[key].tolist())
+        gens = {k: self.generate(model, parts[k].prompts) for k in ("forget", "retain", "protected")}
+        out["forget_rouge"] = _mean(ev.rouge_l_recall(gens["forget"], [r["answer"] for r in parts["forget"].rows]))
+        utility = []
+        tr_r = self._truth_ratio(model, parts["retain"], "paraphrased_answer")
+        r_vals = [float(ev.probability(*nll["retain"]).mean()),
+                  _mean(ev.rouge_l_recall(gens["retain"], [r["answer"] for r in parts["retain"].rows])),
+                  ev.truth_ratio_keep(tr_r)]
+        out.update(dict(zip(("retain_prob", "retain_rouge", "retain_truth_ratio"), r_vals)))
+        utility += r_vals
+        prot = parts["protected"]
+        for src in ("real_authors", "world_facts"):
+            idx = [i for i, r in enumerate(prot.rows) if r.get("source") == src]
+            if not idx:
+                continue
+            sub = EvalSplit(src, prot.data.take(idx), [prot.rows[i] for i in idx], [prot.prompts[i] for i in idx])
+            p_true = self._answer_probs(model, sub, [r["answer"] for r in sub.rows])
+            k = min(len(r["perturbed_answer"]) for r in sub.rows)
+            p_w = torch.stack([self._answer_probs(model, sub, [r["perturbed_answer"][j] for r in sub.rows])
+                               for j in range(k)], 1)
+            vals = [float(ev.normalised_probability(p_true, p_w).mean()),
+                    _mean(ev.rouge_l_recall([gens["protected"][i] for i in idx], [r["answer"] for r in sub.rows])),
+                    ev.truth_ratio_keep(ev.truth_ratio(p_true, p_w))]
+            out.update(dict(zip((f"{src}_prob", f"{src}_rouge", f"{src}_truth_ratio"), vals)))
+            utility += vals
+        out["model_utility"] = ev.model_utility(utility) if len(utility) == 9 else float("nan")
+        return out
+
+    @torch.no_grad()
+    def generate(self, model, prompts: list[str], batch_size: int = 32) -> list[str]:
+        """Greedy answers (ROUGE-L), left-padded batches, stop at eos or max_new_tokens."""
+        tok = self._prepared.tokenizer
+        outs = []
+        for s in range(0, len(prompts), batch_size):
+            chunk = prompts[s:s + batch_size]
+            enc = [tok(p, add_special_tokens=False)["input_ids"] for p in chunk]
+            L = max(len(e) for e in enc)
+            ids = torch.full((len(enc), L), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(enc), L), dtype=torch.long)
+            for i, e in enumerate(enc):
+                ids[i, L - len(e):] = torch.tensor(e)
+                mask[i, L - len(e):] = 1
+            max_new = min(self.max_new_tokens, model.config.max_position_embeddings - L)
+            gen_ids = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
+                                     pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+            outs += tok.batch_decode(gen_ids[:, L:], skip_special_tokens=True)
+        return [o.strip() for o in outs]
+
+
+@register_benchmark("natural_tofu")
+class NaturalTofu(Tofu):
+    """TOFU with dev/eval questions in their paraphrased (natural) form; used for the ten-method panel."""
+
+    question_key = "paraphrased_question"
+
+
+def _author_of(row: dict) -> str | None:
+    """The fictitious author's name in a TOFU question (two capitalised words), for subject spans."""
+    words = row["question"].replace("'s", "").replace("?", "").split()
+    for i in range(len(words) - 1):
+        a, b = words[i], words[i + 1]
+        if a[:1].isupper() and b[:1].isupper() and a.isalpha() and b.isalpha() and i > 0:
+            return f"{a} {b}"
+    return None
+
+
+def _check_disjoint(field: str, diag: dict[str, list[dict]], splits: dict) -> None:
+    diag_q = {(r["question"], r["answer"]) for rows in diag.values() for r in rows}
+    for which, parts in splits.items():
+        for name, s in parts.items():
+            clash = [r["question"] for r in s.rows if (r["question"], r["answer"]) in diag_q]
+            if clash:
+                raise SpecError(f"{field}: {which}/{name} overlaps the diagnostic records ({clash[0]!r})")
+
+
+def _mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else math.nan

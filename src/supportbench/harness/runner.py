@@ -1,0 +1,181 @@
+"""One run end to end (DESIGN data flow): theta_0 -> diagnostics -> method scores -> support ->
+support-constrained training (-> DIR-R) -> evaluation -> one self-contained record file.
+
+``Runner`` keeps what runs share in one process: prepared benchmarks, a CPU copy of theta_0 (each run
+starts from it), and the Diagnostics of the last (benchmark, field, objective, seed) so methods
+scored on the same cell share every gradient pass. Records are written atomically to
+``<results>/runs/<run_key>.json``; a run whose record exists is skipped unless ``force``.
+A failing run still writes its record (status failed / diverged, with the error text).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from supportbench import __version__
+from supportbench._io import write_json_atomic
+from supportbench.benchmarks.base import get_benchmark
+from supportbench.errors import DivergenceError, SpecError
+from supportbench.harness.objectives import get_objective, reference_nll
+from supportbench.harness.spec import SCHEMA, RunSpec
+from supportbench.harness.support import select
+from supportbench.harness.train import SupportTrainer, TrainConfig, UnlearningData
+from supportbench.methods.base import compute_scores, get_method
+from supportbench.methods.diagnostics import Diagnostics
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def record_path(results_dir: str | Path, run_key: str) -> Path:
+    return Path(results_dir) / "runs" / f"{run_key}.json"
+
+
+def resolve_budget(budget: float, total: int) -> int:
+    return int(budget) if budget >= 1 else max(1, int(budget * total))
+
+
+class Runner:
+    def __init__(self, results_dir: str | Path = "results", *, cache_dir: str | Path | None = None,
+                 progress: bool = True, force: bool = False, benchmark_options: dict | None = None):
+        self.results_dir = Path(results_dir)
+        self.cache_dir = cache_dir
+        self.progress = progress
+        self.force = force
+        self.benchmark_options = benchmark_options or {}
+        self._benchmarks: dict[str, object] = {}
+        self._theta0: dict[tuple, dict] = {}
+        self._models: dict[tuple, object] = {}
+        self._diag_key = None
+        self._diag = None
+        self._git = git_commit()
+
+    # ---- shared state ---------------------------------------------------------------------------------
+    def benchmark(self, name: str):
+        if name not in self._benchmarks:
+            self._benchmarks[name] = get_benchmark(name, cache_dir=self.cache_dir, progress=self.progress,
+                                                   **self.benchmark_options.get(name, {}))
+        return self._benchmarks[name]
+
+    def theta0(self, spec: RunSpec):
+        """The run's model, reset to theta_0 (weights copied from the in-memory snapshot)."""
+        key = (spec.benchmark, spec.model)
+        bench = self.benchmark(spec.benchmark)
+        if key not in self._models:
+            prepared = bench.prepare(spec.model, seed=0)
+            self._models[key] = prepared.model
+            self._theta0[key] = {k: v.clone() for k, v in prepared.model.state_dict().items()}
+            self._prepared_info = prepared
+        model = self._models[key]
+        model.load_state_dict(self._theta0[key])
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return bench, model
+
+    def diagnostics(self, spec: RunSpec, model, roles) -> Diagnostics:
+        key = (spec.benchmark, spec.model, spec.field, spec.objective, spec.seed,
+               tuple(sorted(spec.prefixed("objective.").items())), spec.hp("diag_batch_size"))
+        if key != self._diag_key:
+            obj = get_objective(spec.objective, **spec.prefixed("objective."))
+            self._diag = Diagnostics(model, roles.diagnostics, obj, seed=spec.seed,
+                                     batch_size=spec.hp("diag_batch_size"))
+            self._diag_key = key
+        return self._diag
+
+    # ---- one run --------------------------------------------------------------------------------------
+    def run(self, spec: RunSpec, decision: dict | None = None) -> dict:
+        path = record_path(self.results_dir, spec.run_key)
+        if path.exists() and not self.force:
+            rec = json.loads(path.read_text())
+            rec["_skipped"] = True
+            return rec
+        rec = {"schema": SCHEMA, "run_key": spec.run_key, "spec": spec.canonical(), "status": "ok", "error": None,
+               "outcome": None, "support": None, "dirr": None,
+               "compute": {"step_equivalents": 0.0, "wall_s": {}}, "provenance": self._provenance()}
+        try:
+            self._execute(spec, rec, decision)
+        except DivergenceError as exc:
+            rec.update(status="diverged", error=f"{type(exc).__name__}: {exc}")
+        except SpecError:
+            raise
+        except Exception as exc:  # the record keeps the failure; nothing is imputed later
+            rec.update(status="failed", error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
+        rec["provenance"]["finished_at"] = now()
+        write_json_atomic(path, rec)
+        return rec
+
+    def _execute(self, spec: RunSpec, rec: dict, decision: dict | None) -> None:
+        wall = rec["compute"]["wall_s"]
+        t0 = time.perf_counter()
+        bench, model = self.theta0(spec)
+        roles = bench.roles(spec.field, spec.seed)
+        if not roles.theta0_nll:
+            bench.attach_baseline(model, roles)
+        rec["provenance"].update(data_hash=roles.data_hash, model_hash=self._prepared_info.model_hash)
+        wall["prepare"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        diag = self.diagnostics(spec, model, roles)
+        method = get_method(spec.method, **spec.prefixed("method."))
+        scores = compute_scores(method, diag)
+        geometry = diag.geometry
+        budget = resolve_budget(spec.budget, geometry.total_cost)
+        support = select(scores, budget, geometry)
+        rec["support"] = {"n_groups": len(support), "cost": support.cost, "budget": budget,
+                          "groups": list(support.groups)}
+        wall["select"] = time.perf_counter() - t0
+
+        objective = get_objective(spec.objective, **spec.prefixed("objective."))
+        data = UnlearningData(roles.forget, roles.retain,
+                              reference_nll(model, roles.forget) if objective.needs_reference else None)
+        config = TrainConfig(steps=spec.T, lr=spec.hp("lr"), batch_size=spec.hp("batch_size"),
+                             weight_decay=spec.hp("weight_decay"), warmup_steps=spec.hp("warmup_steps"),
+                             seed=spec.seed)
+        if spec.variant == "static":
+            t0 = time.perf_counter()
+            SupportTrainer(model, geometry, support, objective, data, config, progress=self.progress,
+                           ).run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
+            wall["train"] = time.perf_counter() - t0
+            rec["compute"]["step_equivalents"] = float(spec.T)
+        else:
+            from supportbench.harness.dirr import run_dirr
+
+            run_dirr(spec, rec, bench=bench, model=model, roles=roles, geometry=geometry, scores=scores,
+                     support=support, objective=objective, data=data, config=config, decision=decision,
+                     progress=self.progress)
+        t0 = time.perf_counter()
+        if rec.get("_final_outcome") is not None:
+            outcome = rec.pop("_final_outcome")
+        else:
+            outcome = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
+        wall["eval"] = wall.get("eval", 0.0) + time.perf_counter() - t0
+        rec["outcome"] = outcome.to_dict()
+
+    def _provenance(self) -> dict:
+        import transformers
+
+        return {"supportbench": __version__, "git": self._git, "torch": torch.__version__,
+                "transformers": transformers.__version__, "python": platform.python_version(),
+                "data_hash": None, "model_hash": None, "started_at": now(), "finished_at": None}
+
+
+def run(spec: RunSpec, results_dir: str | Path = "results", **kwargs) -> dict:
+    """Convenience: run one spec in a fresh Runner."""
+    return Runner(results_dir, **kwargs).run(spec)

@@ -1,0 +1,110 @@
+"""The mini TOFU benchmark on the tiny preset: memorisation, unlearning, runner records, cache."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from supportbench.benchmarks.base import get_benchmark
+from supportbench.harness.data import dataset_nll
+from supportbench.harness.runner import Runner
+from supportbench.harness.spec import RunSpec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("sbcache")
+
+
+@pytest.fixture(scope="session")
+def tofu(cache):
+    b = get_benchmark("tofu", cache_dir=cache, progress=False)
+    b.prepare("tiny-llama", seed=0)
+    return b
+
+
+def test_tiny_model_memorises_mini_tofu(tofu):
+    roles = tofu.roles("forget10", 0)
+    s, n = dataset_nll(tofu._prepared.model, roles.forget)
+    prob = torch.exp(-s / n).mean().item()
+    chance = 1 / len(tofu._prepared.tokenizer)
+    assert prob > 0.5 > 100 * chance
+
+
+def test_roles_are_disjoint_and_sized(tofu):
+    r = tofu.roles("forget10", 3)
+    ev_q = {row["question"] for s in r.splits["eval"].values() for row in s.rows}
+    dev_q = {row["question"] for s in r.splits["dev"].values() for row in s.rows}
+    assert not ev_q & dev_q
+    assert len(r.diagnostics.F) == 10 and len(r.splits["eval"]["forget"]) == 20
+    assert bool(r.diagnostics.F.subject_mask.any(1).all()), "every F record has a subject span"
+    assert tofu.roles("forget10", 3) is r and tofu.roles("forget10", 4).splits["eval"]["forget"].rows != \
+        r.splits["eval"]["forget"].rows
+
+
+def test_npo_steps_on_a_support_reduce_forget_probability(tofu, cache, tmp_path):
+    runner = Runner(tmp_path, cache_dir=cache, progress=False)
+    spec = RunSpec("tofu", "forget10", "npo", "intervention_score", seed=0, T=20, budget=0.1)
+    rec = runner.run(spec)
+    assert rec["status"] == "ok", rec["error"]
+    o = rec["outcome"]
+    assert all(map(lambda v: v == v and abs(v) < float("inf"), (o["J"], o["G_F"], o["D_coll"])))
+    assert o["G_F"] > 1.0 and o["D_coll"] >= 0
+    # record file: atomic, complete, skipped on rerun, refreshed with force
+    path = tmp_path / "runs" / f"{spec.run_key}.json"
+    on_disk = json.loads(path.read_text())
+    assert on_disk["run_key"] == spec.run_key and on_disk["support"]["cost"] <= on_disk["support"]["budget"]
+    assert on_disk["provenance"]["model_hash"] and on_disk["provenance"]["data_hash"]
+    assert on_disk["compute"]["step_equivalents"] == 20.0
+    assert runner.run(spec).get("_skipped") is True
+    assert not list((tmp_path / "runs").glob("*.tmp"))
+
+
+def test_forget_probability_drops(tofu, cache, tmp_path):
+    runner = Runner(tmp_path, cache_dir=cache, progress=False)
+    spec = RunSpec("tofu", "forget10", "npo", "intervention_score", seed=1, T=20, budget=0.1)
+    _, model = runner.theta0(spec)
+    bench = runner.benchmark("tofu")
+    roles = bench.roles("forget10", 1)
+    bench.attach_baseline(model, roles)
+    before = bench.evaluate(model, roles).components["forget_prob"]
+    after = runner.run(spec)["outcome"]["components"]["forget_prob"]
+    assert after < before - 0.2
+
+
+def test_full_tofu_metrics(tofu):
+    roles = tofu.roles("forget01", 0)
+    model = tofu.load_theta0()
+    tofu.attach_baseline(model, roles)
+    o = tofu.evaluate(model, roles, full=True)
+    assert o.J == 0.0 and o.G_F == 0.0  # theta_0 against itself
+    c = o.components
+    for k in ("forget_quality", "forget_rouge", "model_utility", "real_authors_prob", "world_facts_truth_ratio"):
+        assert 0.0 <= c[k] <= 1.0, k
+    assert c["world_facts_rouge"] > 0.8 and c["model_utility"] > 0.0
+
+
+def test_prepare_is_cached(tofu, cache):
+    again = get_benchmark("tofu", cache_dir=cache, progress=False).prepare("tiny-llama", seed=0)
+    assert again.from_cache and again.model_hash == tofu._prepared.model_hash
+
+
+def test_failed_run_keeps_a_record(tofu, cache, tmp_path):
+    runner = Runner(tmp_path, cache_dir=cache, progress=False)
+    rec = runner.run(RunSpec("tofu", "forget10", "npo", "random", T=2, budget=10**9))
+    assert rec["status"] == "failed" and "BudgetError" in rec["error"]
+    assert (tmp_path / "runs" / f"{rec['run_key']}.json").exists()
+
+
+def test_cli_run_prints_outcome(cache, tmp_path, tofu):
+    out = subprocess.run([sys.executable, "-m", "supportbench.cli", "run", "--benchmark", "tofu", "--field",
+                          "forget10", "--objective", "npo", "--method", "intervention_score", "--seed", "0",
+                          "--T", "5", "--results", str(tmp_path), "--cache", str(cache)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "J = +" in out.stdout or "J = -" in out.stdout
+    assert "record: " in out.stdout

@@ -1,0 +1,35 @@
+import pytest
+
+from supportbench.errors import SpecError
+from supportbench.harness.spec import RunSpec
+
+
+def test_run_key_is_stable_and_sensitive():
+    a = RunSpec("tofu", "forget10", "npo", "random", seed=1, hyperparameters={"lr": 0.01})
+    b = RunSpec.from_dict(a.canonical_full())
+    assert a.run_key == b.run_key and len(a.run_key) == 64
+    assert a.run_key != a.replace(seed=2).run_key
+    assert a.run_key != a.replace(hyperparameters={"lr": 0.02}).run_key
+    # checkpoint settings are not part of a static run's identity
+    assert a.run_key == a.replace(t=10).run_key
+    d = a.replace(variant="dirr")
+    assert d.run_key != d.replace(t=100).run_key
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"variant": "dynamic"}, "variant 'dynamic' is not allowed; allowed: static, dirr"),
+    ({"split": "test"}, "split 'test' is not allowed"),
+    ({"T": 0}, "T must be a positive integer"),
+    ({"budget": 0}, "budget must be > 0"),
+    ({"variant": "dirr", "T": 20, "t": 20}, "0 < t < T=20"),
+    ({"variant": "dirr", "T": 20, "t": 15, "d": 10}, "d must satisfy"),
+    ({"hyperparameters": {"learning_rate": 1}}, "unknown hyperparameter"),
+])
+def test_invalid_specs(kw, msg):
+    with pytest.raises(SpecError, match=msg):
+        RunSpec("tofu", "forget10", "npo", "random", **kw)
+
+
+def test_unknown_field_in_dict():
+    with pytest.raises(SpecError, match="unknown RunSpec field"):
+        RunSpec.from_dict({"benchmark": "tofu", "field": "forget10", "objective": "npo", "method": "x", "sed": 1})
