@@ -90,6 +90,30 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _cmd_calibrate(args) -> int:
+    import json
+    from pathlib import Path
+
+    from supportbench.harness.dirr import calibrate_and_freeze
+
+    recs = []
+    for f in sorted(Path(args.results, "runs").glob("*.json")):
+        r = json.loads(f.read_text())
+        s = r["spec"]
+        if (s.get("split") == "calibration" and s.get("variant") == "dirr" and s["experiment"] == args.experiment
+                and s["benchmark"] == args.benchmark and s["objective"] == args.objective):
+            recs.append(r)
+    cal, dec = calibrate_and_freeze(recs, args.out, baselines=args.baselines or [],
+                                    admissible=(args.range[0], args.range[1]))
+    print(f"{'tau':>10} {'trigger':>8} {'captured':>9} {'extra':>7} {'gain/compute':>12}")
+    for row in cal.table:
+        mark = "*" if row["tau"] == cal.tau else (" " if row["admissible"] else "x")
+        print(f"{row['tau']:>10.6f} {row['trigger_fraction']:>8.1%} {row['captured_gain']:>9.4f} "
+              f"{row['extra_compute']:>7.2f} {row['gain_per_compute']:>12.6f} {mark}")
+    print(f"frozen tau* = {cal.tau:.6f} ({cal.triggered}/{cal.n} triggered) -> {args.out}/{dec['hash']}.json")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="supportbench", description=__doc__.split("\n")[0])
     from supportbench import __version__
@@ -125,6 +149,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="rerun even if the record exists")
     r.add_argument("--threads", type=int, default=1, help="torch threads (one per worker process)")
     r.set_defaults(func=_cmd_run)
+    c = sub.add_parser("calibrate", help="choose tau* on calibration-seed DIR-R runs and freeze the decision")
+    c.add_argument("--results", default="results")
+    c.add_argument("--experiment", default="adhoc")
+    c.add_argument("--benchmark", required=True)
+    c.add_argument("--objective", required=True)
+    c.add_argument("--range", nargs=2, type=float, default=[0.2, 0.8], metavar=("LO", "HI"),
+                   help="admissible trigger fraction (default 0.2 0.8)")
+    c.add_argument("--baselines", nargs="*", help="baseline identities frozen with the decision")
+    c.add_argument("--out", default="results/decisions")
+    c.set_defaults(func=_cmd_calibrate)
     return p
 
 

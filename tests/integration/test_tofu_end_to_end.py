@@ -15,18 +15,6 @@ from supportbench.harness.spec import RunSpec
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("sbcache")
-
-
-@pytest.fixture(scope="session")
-def tofu(cache):
-    b = get_benchmark("tofu", cache_dir=cache, progress=False)
-    b.prepare("tiny-llama", seed=0)
-    return b
-
-
 def test_tiny_model_memorises_mini_tofu(tofu):
     roles = tofu.roles("forget10", 0)
     s, n = dataset_nll(tofu._prepared.model, roles.forget)

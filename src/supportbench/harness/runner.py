@@ -100,9 +100,20 @@ class Runner:
         return self._diag
 
     # ---- one run --------------------------------------------------------------------------------------
-    def run(self, spec: RunSpec, decision: dict | None = None) -> dict:
+    def run(self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False) -> dict:
+        """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc completion."""
+        if spec.variant == "dirr" and spec.split != "calibration" and decision is None and spec.hp("tau") is None:
+            from supportbench.errors import DecisionError
+
+            raise DecisionError(f"DIR-R {spec.split} run refused: no frozen decision. Freeze tau* on calibration "
+                                "seeds first, or set an explicit tau (recorded as unfrozen)")
+        if decision is not None:
+            from supportbench.harness.dirr import check_decision_matches, verify_decision
+
+            verify_decision(decision)
+            check_decision_matches(spec, decision)
         path = record_path(self.results_dir, spec.run_key)
-        if path.exists() and not self.force:
+        if path.exists() and not self.force and not complete:
             rec = json.loads(path.read_text())
             rec["_skipped"] = True
             return rec
@@ -110,7 +121,7 @@ class Runner:
                "outcome": None, "support": None, "dirr": None,
                "compute": {"step_equivalents": 0.0, "wall_s": {}}, "provenance": self._provenance()}
         try:
-            self._execute(spec, rec, decision)
+            self._execute(spec, rec, decision, complete)
         except DivergenceError as exc:
             rec.update(status="diverged", error=f"{type(exc).__name__}: {exc}")
         except SpecError:
@@ -121,7 +132,32 @@ class Runner:
         write_json_atomic(path, rec)
         return rec
 
-    def _execute(self, spec: RunSpec, rec: dict, decision: dict | None) -> None:
+    def complete_post_hoc(self, spec: RunSpec, decision: dict | None = None) -> dict:
+        """Evaluate the candidates a non-triggered DIR-R run skipped (for the available-gain denominator).
+
+        Reruns the cell (bitwise reproducible), checks that the frozen decisions and the outcome are
+        unchanged, and adds the candidates to the existing record flagged ``post_hoc``.
+        """
+        path = record_path(self.results_dir, spec.run_key)
+        if not path.exists():
+            raise SpecError(f"no record for run {spec.run_key[:12]}: run it before completing it post hoc")
+        old = json.loads(path.read_text())
+        if old["dirr"] is None or old["dirr"]["complete"]:
+            return old
+        new = {"compute": {"step_equivalents": 0.0, "wall_s": {}}, "provenance": self._provenance()}
+        self._execute(spec, new, decision, True)
+        for k in ("triggered", "chosen_rho", "probe_signal"):
+            if new["dirr"][k] != old["dirr"][k]:
+                raise SpecError(f"post-hoc rerun changed {k} ({old['dirr'][k]} -> {new['dirr'][k]}); not recorded")
+        if new["outcome"]["J"] != old["outcome"]["J"]:
+            raise SpecError("post-hoc rerun did not reproduce the recorded outcome; not recorded")
+        old["dirr"].update(candidates=new["dirr"]["candidates"], candidates_J=new["dirr"]["candidates_J"],
+                           post_hoc=True, complete=True)
+        old["compute"]["post_hoc_steps"] = new["compute"].get("post_hoc_steps", 0)
+        write_json_atomic(path, old)
+        return old
+
+    def _execute(self, spec: RunSpec, rec: dict, decision: dict | None, complete: bool = False) -> None:
         wall = rec["compute"]["wall_s"]
         t0 = time.perf_counter()
         bench, model = self.theta0(spec)
@@ -159,7 +195,7 @@ class Runner:
 
             run_dirr(spec, rec, bench=bench, model=model, roles=roles, geometry=geometry, scores=scores,
                      support=support, objective=objective, data=data, config=config, decision=decision,
-                     progress=self.progress)
+                     progress=self.progress, complete=complete)
         t0 = time.perf_counter()
         if rec.get("_final_outcome") is not None:
             outcome = rec.pop("_final_outcome")

@@ -19,7 +19,7 @@ SCHEMA = 1
 # Defaults for the tiny CPU presets; real models set their own (open-unlearning: lr 1e-5).
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "lr": 1e-2, "batch_size": 8, "weight_decay": 0.01, "warmup_steps": 0, "diag_batch_size": 16,
-    "eval_full": False, "selection": "evaluation",
+    "eval_full": False, "selection": "evaluation", "tau": None,
 }
 
 

@@ -1,0 +1,30 @@
+"""Step-equivalent compute accounting for Static-IV and DIR-R (paper §4.4, App. A.4).
+
+One step-equivalent = one optimisation step of the objective. Static-IV costs T (1x).
+DIR-R commits S0 to step t, probes rho = 0 and rho_p for d steps each from C_t; the rho = 0 probe
+*is* the start of the committed continuation (bitwise), so a non-triggered run costs T + d.
+After a trigger, the rho_p branch continues to T and the |A| - 2 remaining candidates run from C_t.
+With T = 200, t = 160, d = 20, |A| = 5 this gives the paper's 1.10x and 1.80x; the exhaustive
+multi-checkpoint reference (all actions from checkpoints {0, T/5, ..., 4T/5}) gives 16x.
+"""
+
+from __future__ import annotations
+
+
+def dirr_path_steps(T: int, t: int, d: int, n_actions: int, triggered: bool) -> dict[str, int]:
+    return {
+        "committed": T,
+        "probe": d,
+        "exhaustive": ((T - t - d) + (n_actions - 2) * (T - t)) if triggered else 0,
+    }
+
+
+def dirr_step_equivalents(T: int, t: int, d: int, n_actions: int, triggered: bool) -> float:
+    """Normalised compute of one DIR-R run (Static-IV = 1)."""
+    return sum(dirr_path_steps(T, t, d, n_actions, triggered).values()) / T
+
+
+def exhaustive_reference(T: int, n_actions: int = 5, n_checkpoints: int = 5) -> float:
+    """All actions continued from checkpoints i*T/n (i = 0..n-1), plus the committed trajectory."""
+    checkpoints = [i * T // n_checkpoints for i in range(n_checkpoints)]
+    return (T + n_actions * sum(T - c for c in checkpoints)) / T

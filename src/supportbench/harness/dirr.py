@@ -1,0 +1,349 @@
+"""Selective DIR-R: checkpoint-conditioned support revision (paper §4.4, Algorithm 1, App. A.4).
+
+candidate_supports   Eq. 12: drop the k(rho) = floor(rho M) lowest-scoring selected groups, add the
+                     k(rho) highest-scoring unselected ones; equal cost kept exactly (explicit cost
+                     matching for heterogeneous geometries).
+run_dirr             commit S0 to t, save C_t, probe rho = 0 and rho_p for d steps from independent
+                     restorations, s_t = max(0, V~(rho_p) - V~(0)) on development records (Eq. 13-14);
+                     s_t <= tau* -> continue rho = 0 (bitwise the Static-IV continuation); else run every
+                     rho in A from C_t to T and keep argmax V_t, ties toward smaller rho (Eq. 15).
+calibrate            Eq. 17-18: on calibration seeds only, pick tau* among thresholds whose trigger
+                     fraction lies in the admissible range, maximising captured gain per extra
+                     step-equivalent.
+freeze_decision      tau*, rho_p, d, A, range, seeds and baselines frozen with a content hash.
+
+V_t's selection reads either the evaluation records ("evaluation", the paper's definition: V_t is the
+terminal J) or held-out development records ("development"); every record says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from supportbench._io import write_json_atomic
+from supportbench.errors import CalibrationError, DecisionError, SpecError
+from supportbench.harness.compute import dirr_path_steps, exhaustive_reference
+from supportbench.harness.support import Geometry, Support, rank
+from supportbench.harness.train import SupportTrainer
+
+ACTIONS: tuple[float, ...] = (0.0, 0.01, 0.025, 0.05, 0.10)
+SELECTIONS = ("evaluation", "development")
+
+
+# ---- candidate family (Eq. 12) -------------------------------------------------------------------------
+def candidate_supports(scores: torch.Tensor, support: Support,
+                       actions: Sequence[float] = ACTIONS) -> dict[float, Support]:
+    geo = support.geometry
+    order = rank(scores).tolist()                       # highest score first, ties by group id
+    chosen = set(support.groups)
+    lowest_selected = [g for g in reversed(order) if g in chosen]        # g^-_1, g^-_2, ...
+    best_unselected = [g for g in order if g not in chosen]              # g^+_1, g^+_2, ...
+    M = len(support)
+    equal = bool((geo.costs == geo.costs[0]).all())
+    out = {}
+    for rho in actions:
+        if not 0 <= rho < 1:
+            raise SpecError(f"replacement fraction must lie in [0, 1), got {rho}")
+        k = math.floor(rho * M + 1e-9)
+        if k == 0:
+            out[rho] = support
+            continue
+        k = min(k, len(best_unselected))
+        removed = lowest_selected[:k]
+        if equal:
+            added = best_unselected[:k]
+        else:
+            added = _cost_matched(best_unselected, geo, int(geo.costs[removed].sum()), rho)
+        cand = Support.of(geo, (chosen - set(removed)) | set(added))
+        if cand.cost != support.cost:
+            raise SpecError(f"candidate rho={rho} costs {cand.cost}, S0 costs {support.cost}")
+        out[rho] = cand
+    return out
+
+
+def _cost_matched(ranked: list[int], geo: Geometry, freed: int, rho: float) -> list[int]:
+    """Highest-ranked unselected groups whose costs sum to exactly ``freed`` (greedy, then exact DP)."""
+    costs = geo.costs.tolist()
+    picked, left = [], freed
+    for g in ranked:
+        if costs[g] <= left:
+            picked.append(g)
+            left -= costs[g]
+            if left == 0:
+                return picked
+    # greedy could not fill exactly: subset-sum over the top candidates, preferring better ranks
+    pool = ranked[:256]
+    reach: dict[int, list[int]] = {0: []}
+    for g in pool:
+        for total, items in list(reach.items()):
+            s = total + costs[g]
+            if s <= freed and s not in reach:
+                reach[s] = items + [g]
+        if freed in reach:
+            return reach[freed]
+    raise SpecError(f"DIR-R candidate rho={rho}: no set of unselected groups costs exactly {freed} "
+                    "(heterogeneous geometry); choose other actions or an equal-cost geometry")
+
+
+# ---- decisions ---------------------------------------------------------------------------------------
+FROZEN_ITEMS = ("tau", "rho_p", "d", "t", "T", "actions", "admissible_range", "calibration_seeds", "baselines",
+                "benchmark", "objective", "selection")
+
+
+def decision_hash(decision: dict) -> str:
+    items = {k: decision.get(k) for k in FROZEN_ITEMS}
+    return hashlib.sha256(json.dumps(items, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def freeze_decision(directory: str | Path, **items) -> dict:
+    """Write ``<directory>/<hash>.json`` with the frozen items, their content hash and frozen_at."""
+    missing = [k for k in FROZEN_ITEMS if k not in items]
+    if missing:
+        raise DecisionError(f"cannot freeze a decision without {missing}")
+    if items["selection"] not in SELECTIONS:
+        raise DecisionError(f"selection must be one of {SELECTIONS}, got {items['selection']!r}")
+    dec = {k: items[k] for k in FROZEN_ITEMS}
+    dec["actions"] = [float(a) for a in dec["actions"]]
+    dec.update({k: v for k, v in items.items() if k not in FROZEN_ITEMS})  # informational extras
+    dec["hash"] = decision_hash(dec)
+    dec["frozen_at"] = datetime.now(UTC).isoformat(timespec="microseconds")
+    write_json_atomic(Path(directory) / f"{dec['hash']}.json", dec)
+    return dec
+
+
+def load_decision(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise DecisionError(f"decision file '{path}' does not exist")
+    dec = json.loads(path.read_text())
+    verify_decision(dec, source=str(path))
+    return dec
+
+
+def verify_decision(dec: dict, source: str = "decision") -> None:
+    want = decision_hash(dec)
+    if dec.get("hash") != want:
+        raise DecisionError(f"{source}: frozen items do not match their content hash (stored {dec.get('hash')}, "
+                            f"recomputed {want}): tau={dec.get('tau')!r} or another frozen item was changed "
+                            "after freezing")
+    if not dec.get("frozen_at"):
+        raise DecisionError(f"{source}: no frozen_at timestamp")
+
+
+def load_decision_for(spec, path: str | Path | None, *, allow_unfrozen: bool = False) -> dict | None:
+    """The decision a DIR-R run of ``spec`` must follow; calibration runs need none."""
+    if spec.split == "calibration":
+        return None
+    if path is None:
+        if allow_unfrozen:
+            return None
+        raise DecisionError(f"DIR-R {spec.split} runs need a frozen decision (--decision FILE) so that tau*, rho_p "
+                            "and d cannot be tuned on final outcomes; pass --allow-unfrozen to run anyway "
+                            "(the record is then marked unfrozen)")
+    return load_decision(path)
+
+
+def check_decision_matches(spec, dec: dict) -> None:
+    for k in ("rho_p", "d", "t", "T", "benchmark", "objective"):
+        want = getattr(spec, k)
+        if dec.get(k) != want:
+            raise DecisionError(f"decision {dec['hash'][:12]} froze {k}={dec.get(k)!r} but the run asks {k}={want!r}")
+
+
+# ---- one DIR-R run (Algorithm 1) ------------------------------------------------------------------------
+def _snapshot(geometry: Geometry) -> dict[str, torch.Tensor]:
+    return {t.name: t.param.detach().clone() for t in geometry.tensors}
+
+
+def _load(geometry: Geometry, snap: dict[str, torch.Tensor]) -> None:
+    with torch.no_grad():
+        for t in geometry.tensors:
+            t.param.copy_(snap[t.name])
+
+
+def run_dirr(spec, rec: dict, *, bench, model, roles, geometry, scores, support, objective, data, config,
+             decision: dict | None, progress: bool = True, complete: bool = False) -> None:
+    """Fill ``rec['dirr']`` and ``rec['compute']``; leave the chosen terminal model in ``model`` and its
+    evaluation Outcome in ``rec['_final_outcome']``."""
+    selection = decision["selection"] if decision else spec.hp("selection")
+    if selection not in SELECTIONS:
+        raise SpecError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    actions = tuple(decision["actions"]) if decision else ACTIONS
+    if spec.rho_p not in actions or spec.rho_p == 0:
+        raise SpecError(f"probe action rho_p={spec.rho_p} must be a non-zero member of A={actions}")
+    calibration = spec.split == "calibration"
+    if decision is not None:
+        check_decision_matches(spec, decision)
+        tau = float(decision["tau"])
+    elif calibration:
+        tau = None  # calibration evaluates every candidate: gamma_i needs them all
+    else:
+        tau = spec.hp("tau")
+        if tau is None:
+            raise SpecError("an unfrozen DIR-R run needs --set tau=VALUE")
+    wall = rec["compute"]["wall_s"]
+    cands = candidate_supports(scores, support, actions)
+    T, t, d = spec.T, spec.t, spec.d
+    crit = "eval" if selection == "evaluation" else "dev"
+
+    def value(which: str) -> float:
+        return bench.evaluate(model, roles, which).J
+
+    t0 = time.perf_counter()
+    trainer = SupportTrainer(model, geometry, support, objective, data, config, progress=progress)
+    trainer.run(until=t, desc=f"DIR-R commit to t={t}")
+    ckpt = trainer.checkpoint()
+    wall["train"] = time.perf_counter() - t0
+
+    # probe: independent restorations of C_t for rho = 0 and rho_p, d steps each
+    t0 = time.perf_counter()
+    probe, branch = {}, {}
+    for rho in (0.0, spec.rho_p):
+        tr = SupportTrainer.restore(model, geometry, ckpt, objective, data, config, support=cands[rho],
+                                    progress=progress)
+        tr.run(until=t + d, desc=f"probe rho={rho}")
+        probe[rho] = value("dev")
+        branch[rho] = tr.checkpoint()
+    s_t = max(0.0, probe[spec.rho_p] - probe[0.0])
+    triggered = True if calibration else bool(s_t > tau)
+    wall["probe"] = time.perf_counter() - t0
+
+    # continuations: rho = 0 always; the others after a trigger (or post hoc, flagged)
+    t0 = time.perf_counter()
+    run_all = triggered or complete
+    terminal, V, J_eval = {}, {}, {}
+    for rho in actions:
+        if rho not in (0.0,) and not run_all:
+            continue
+        if rho in branch:
+            tr = SupportTrainer.restore(model, geometry, branch[rho], objective, data, config, progress=progress)
+        else:
+            tr = SupportTrainer.restore(model, geometry, ckpt, objective, data, config, support=cands[rho],
+                                        progress=progress)
+        tr.run(until=T, desc=f"continue rho={rho}")
+        terminal[rho] = _snapshot(geometry)
+        V[rho] = value(crit)
+        J_eval[rho] = V[rho] if crit == "eval" else value("eval")
+    wall["branches"] = time.perf_counter() - t0
+    decided = actions if triggered else (0.0,)
+    chosen = max(decided, key=lambda r: (V[r], -r))  # argmax, ties toward smaller rho
+    _load(geometry, terminal[chosen])
+    rec["_final_outcome"] = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
+
+    paths = dirr_path_steps(T, t, d, len(actions), triggered)
+    rec["compute"].update(step_equivalents=float(sum(paths.values())), normalized=sum(paths.values()) / T,
+                          paths=paths, exhaustive_reference=exhaustive_reference(T, len(actions)))
+    if complete and not triggered:
+        rec["compute"]["post_hoc_steps"] = (T - t - d) + (len(actions) - 2) * (T - t)
+    rec["dirr"] = {
+        "decision_hash": decision["hash"] if decision else None, "unfrozen": decision is None and not calibration,
+        "tau": tau, "probe_signal": s_t, "probe_values": {str(k): v for k, v in probe.items()},
+        "triggered": triggered, "chosen_rho": chosen, "selection": selection,
+        "candidates": {str(k): v for k, v in V.items()}, "candidates_J": {str(k): v for k, v in J_eval.items()},
+        "rho0_J": J_eval[0.0], "post_hoc": bool(complete and not triggered),
+        "complete": set(V) == set(actions), "calibration": calibration,
+        "candidate_groups": {str(k): len(set(c.groups) ^ set(support.groups)) // 2 for k, c in cands.items()},
+    }
+
+
+# ---- calibration (Eq. 17-18) ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Calibration:
+    tau: float
+    trigger_fraction: float
+    triggered: int
+    n: int
+    captured_gain: float
+    total_gain: float
+    extra_compute: float
+    gain_per_compute: float
+    precision: float
+    table: list[dict]
+
+
+def calibrate(signals: Sequence[float], gains: Sequence[float], *, T: int, t: int, d: int, n_actions: int = 5,
+              admissible: tuple[float, float] = (0.2, 0.8)) -> Calibration:
+    """Choose tau* from development checkpoints i with probe signal s_i and available gain gamma_i.
+
+    Thresholds considered: 0 and every distinct s_i (any tau between two distinct signals triggers the
+    same set). For each, I_tau = {i : s_i > tau}; admissible iff lo <= |I_tau|/n <= hi. Objective:
+    sum_{i in I_tau} gamma_i / sum_i (cost_i - 1), cost_i = the normalised path cost (trigger or not).
+    Ties: the larger tau (fewer triggers, less compute).
+    """
+    s = [float(x) for x in signals]
+    g = [max(0.0, float(x)) for x in gains]
+    if len(s) != len(g) or not s:
+        raise CalibrationError(f"need one available gain per probe signal, got {len(s)} signals and {len(g)} gains")
+    lo, hi = admissible
+    if not 0 <= lo <= hi <= 1:
+        raise CalibrationError(f"admissible trigger range must satisfy 0 <= lo <= hi <= 1, got {admissible}")
+    n = len(s)
+    c_trig = sum(dirr_path_steps(T, t, d, n_actions, True).values()) / T - 1
+    c_none = sum(dirr_path_steps(T, t, d, n_actions, False).values()) / T - 1
+    rows, best = [], None
+    for tau in sorted({0.0, *s}):
+        idx = [i for i in range(n) if s[i] > tau]
+        frac = len(idx) / n
+        captured = sum(g[i] for i in idx)
+        extra = len(idx) * c_trig + (n - len(idx)) * c_none
+        ratio = captured / extra if extra > 0 else 0.0
+        ok = lo - 1e-12 <= frac <= hi + 1e-12
+        rows.append({"tau": tau, "trigger_fraction": frac, "captured_gain": captured, "extra_compute": extra,
+                     "gain_per_compute": ratio, "admissible": ok})
+        if ok and (best is None or ratio > best[0] + 1e-15 or (abs(ratio - best[0]) <= 1e-15 and tau > best[1])):
+            best = (ratio, tau, idx, captured, extra)
+    if best is None:
+        fracs = ", ".join(f"{r['trigger_fraction']:.0%}" for r in rows)
+        raise CalibrationError(f"no threshold has a trigger fraction in the admissible range [{lo:.0%}, {hi:.0%}]; "
+                               f"available fractions: {fracs}. Widen the range or add calibration instances")
+    ratio, tau, idx, captured, extra = best
+    prec = sum(1 for i in idx if g[i] > 0) / len(idx) if idx else 0.0
+    return Calibration(tau, len(idx) / n, len(idx), n, captured, sum(g), extra, ratio, prec, rows)
+
+
+def calibration_instances(records: Sequence[dict]) -> list[dict]:
+    """(s_i, gamma_i) from completed calibration-split DIR-R records; anything else is refused."""
+    out = []
+    for r in records:
+        spec, d = r["spec"], r.get("dirr")
+        if spec.get("split") != "calibration" or spec.get("variant") != "dirr":
+            raise CalibrationError(f"run {r['run_key'][:12]} is {spec.get('split')}/{spec.get('variant')}: "
+                                   "calibration reads calibration-split DIR-R runs only")
+        if r["status"] != "ok" or not d or not d.get("complete"):
+            raise CalibrationError(f"run {r['run_key'][:12]} has no complete candidate set (status {r['status']})")
+        v = d["candidates"]
+        out.append({"run_key": r["run_key"], "field": spec["field"], "seed": spec["seed"],
+                    "s": d["probe_signal"], "gamma": max(0.0, max(v.values()) - v["0.0"])})
+    return out
+
+
+def calibrate_and_freeze(records: Sequence[dict], out_dir: str | Path, *, baselines: Sequence[str] = (),
+                         admissible: tuple[float, float] = (0.2, 0.8)) -> tuple[Calibration, dict]:
+    """Calibrate tau* on calibration records and freeze it with rho_p, d, A, range, seeds and baselines."""
+    if not records:
+        raise CalibrationError("no calibration records: run the calibration seeds first")
+    inst = calibration_instances(records)
+    keys = {(r["spec"]["T"], r["spec"]["t"], r["spec"]["d"], r["spec"]["rho_p"], r["spec"]["benchmark"],
+             r["spec"]["objective"], r["dirr"]["selection"]) for r in records}
+    if len(keys) != 1:
+        raise CalibrationError(f"calibration records disagree on (T, t, d, rho_p, benchmark, objective, selection): "
+                               f"{sorted(keys)}")
+    T, t, d, rho_p, benchmark, objective, selection = keys.pop()
+    cal = calibrate([i["s"] for i in inst], [i["gamma"] for i in inst], T=T, t=t, d=d, admissible=admissible)
+    dec = freeze_decision(out_dir, tau=cal.tau, rho_p=rho_p, d=d, t=t, T=T, actions=list(ACTIONS),
+                          admissible_range=list(admissible), calibration_seeds=sorted({i["seed"] for i in inst}),
+                          baselines=list(baselines), benchmark=benchmark, objective=objective, selection=selection,
+                          calibration={"instances": inst, "trigger_fraction": cal.trigger_fraction,
+                                       "triggered": cal.triggered, "n": cal.n, "captured_gain": cal.captured_gain,
+                                       "total_gain": cal.total_gain, "extra_compute": cal.extra_compute,
+                                       "gain_per_compute": cal.gain_per_compute, "precision": cal.precision})
+    return cal, dec
