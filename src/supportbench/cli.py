@@ -114,6 +114,68 @@ def _cmd_calibrate(args) -> int:
     return 0
 
 
+def _cmd_registry(args) -> int:
+    from supportbench.registry import ingest as ing
+    from supportbench.registry.store import connect
+
+    if args.action == "query":
+        return _query(connect(args.registry, read_only=True), args.command_sql)
+    con = connect(args.registry)
+    if args.action == "ingest":
+        rep = ing.ingest(con, args.path or "results")
+        print(rep.summary())
+        return 1 if rep.conflicts or rep.decision_conflicts else 0
+    if args.action == "import":
+        if not args.path:
+            raise SupportbenchError("registry import needs a CSV or Parquet file")
+        rep = ing.import_table(con, args.path)
+        print(rep.summary().replace("record files", "tables"))
+        return 1 if rep.conflicts else 0
+    if not args.path:
+        raise SupportbenchError("registry export needs an output file (.csv or .parquet)")
+    n = ing.export_table(con, args.path, args.experiment)
+    print(f"wrote {n} rows to {args.path}")
+    return 0
+
+
+def _query(con, sql: str | None) -> int:
+    if sql:
+        print(con.sql(sql))
+        return 0
+    print("read-only SQL prompt; end statements with ';', Ctrl-D to quit. Tables: runs, outcomes, components, "
+          "supports, decisions, gate_events, candidates, calibration, provenance; view: results")
+    buf = ""
+    while True:
+        try:
+            line = input("sql> " if not buf else "...> ")
+        except EOFError:
+            return 0
+        buf += line + "\n"
+        if buf.strip().endswith(";"):
+            try:
+                print(con.sql(buf))
+            except Exception as exc:  # keep the prompt alive on a bad query
+                print(f"error: {exc}")
+            buf = ""
+
+
+def _cmd_audit(args) -> int:
+    import json
+
+    from supportbench.registry.audit import audit
+    from supportbench.registry.store import connect
+
+    spec = None
+    if args.spec:
+        from supportbench.harness.plan import ExperimentSpec
+
+        spec = ExperimentSpec.from_toml(args.spec)
+    exp = args.experiment or (spec.name if spec else None)
+    rep = audit(connect(args.registry, read_only=True), exp, spec)
+    print(json.dumps(rep.to_dict(), indent=1, default=str) if args.json else rep.text())
+    return 0 if rep.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="supportbench", description=__doc__.split("\n")[0])
     from supportbench import __version__
@@ -159,6 +221,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--baselines", nargs="*", help="baseline identities frozen with the decision")
     c.add_argument("--out", default="results/decisions")
     c.set_defaults(func=_cmd_calibrate)
+    g = sub.add_parser("registry", help="the DuckDB results registry: ingest | import | export | query")
+    g.add_argument("action", choices=["ingest", "import", "export", "query"])
+    g.add_argument("path", nargs="?", help="ingest: results directory; import/export: .csv or .parquet file")
+    g.add_argument("--registry", default="results/registry.duckdb")
+    g.add_argument("--experiment", default=None, help="export only this experiment")
+    g.add_argument("-c", dest="command_sql", default=None, help="query: run this SQL and exit")
+    g.set_defaults(func=_cmd_registry)
+    a = sub.add_parser("audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions")
+    a.add_argument("--registry", default="results/registry.duckdb")
+    a.add_argument("--experiment", default=None)
+    a.add_argument("--spec", default=None, help="experiment TOML: the expected grid (default: observed levels)")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_cmd_audit)
     return p
 
 

@@ -18,25 +18,29 @@ terminal J) or held-out development records ("development"); every record says w
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
 
-from supportbench._io import write_json_atomic
-from supportbench.errors import CalibrationError, DecisionError, SpecError
+from supportbench.errors import CalibrationError, SpecError
 from supportbench.harness.compute import dirr_path_steps, exhaustive_reference
+from supportbench.harness.decisions import (  # noqa: F401  (re-exported: the public DIR-R API)
+    ACTIONS,
+    FROZEN_ITEMS,
+    SELECTIONS,
+    check_decision_matches,
+    decision_hash,
+    freeze_decision,
+    load_decision,
+    load_decision_for,
+    verify_decision,
+)
 from supportbench.harness.support import Geometry, Support, rank
 from supportbench.harness.train import SupportTrainer
-
-ACTIONS: tuple[float, ...] = (0.0, 0.01, 0.025, 0.05, 0.10)
-SELECTIONS = ("evaluation", "development")
 
 
 # ---- candidate family (Eq. 12) -------------------------------------------------------------------------
@@ -92,71 +96,6 @@ def _cost_matched(ranked: list[int], geo: Geometry, freed: int, rho: float) -> l
             return reach[freed]
     raise SpecError(f"DIR-R candidate rho={rho}: no set of unselected groups costs exactly {freed} "
                     "(heterogeneous geometry); choose other actions or an equal-cost geometry")
-
-
-# ---- decisions ---------------------------------------------------------------------------------------
-FROZEN_ITEMS = ("tau", "rho_p", "d", "t", "T", "actions", "admissible_range", "calibration_seeds", "baselines",
-                "benchmark", "objective", "selection")
-
-
-def decision_hash(decision: dict) -> str:
-    items = {k: decision.get(k) for k in FROZEN_ITEMS}
-    return hashlib.sha256(json.dumps(items, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def freeze_decision(directory: str | Path, **items) -> dict:
-    """Write ``<directory>/<hash>.json`` with the frozen items, their content hash and frozen_at."""
-    missing = [k for k in FROZEN_ITEMS if k not in items]
-    if missing:
-        raise DecisionError(f"cannot freeze a decision without {missing}")
-    if items["selection"] not in SELECTIONS:
-        raise DecisionError(f"selection must be one of {SELECTIONS}, got {items['selection']!r}")
-    dec = {k: items[k] for k in FROZEN_ITEMS}
-    dec["actions"] = [float(a) for a in dec["actions"]]
-    dec.update({k: v for k, v in items.items() if k not in FROZEN_ITEMS})  # informational extras
-    dec["hash"] = decision_hash(dec)
-    dec["frozen_at"] = datetime.now(UTC).isoformat(timespec="microseconds")
-    write_json_atomic(Path(directory) / f"{dec['hash']}.json", dec)
-    return dec
-
-
-def load_decision(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.exists():
-        raise DecisionError(f"decision file '{path}' does not exist")
-    dec = json.loads(path.read_text())
-    verify_decision(dec, source=str(path))
-    return dec
-
-
-def verify_decision(dec: dict, source: str = "decision") -> None:
-    want = decision_hash(dec)
-    if dec.get("hash") != want:
-        raise DecisionError(f"{source}: frozen items do not match their content hash (stored {dec.get('hash')}, "
-                            f"recomputed {want}): tau={dec.get('tau')!r} or another frozen item was changed "
-                            "after freezing")
-    if not dec.get("frozen_at"):
-        raise DecisionError(f"{source}: no frozen_at timestamp")
-
-
-def load_decision_for(spec, path: str | Path | None, *, allow_unfrozen: bool = False) -> dict | None:
-    """The decision a DIR-R run of ``spec`` must follow; calibration runs need none."""
-    if spec.split == "calibration":
-        return None
-    if path is None:
-        if allow_unfrozen:
-            return None
-        raise DecisionError(f"DIR-R {spec.split} runs need a frozen decision (--decision FILE) so that tau*, rho_p "
-                            "and d cannot be tuned on final outcomes; pass --allow-unfrozen to run anyway "
-                            "(the record is then marked unfrozen)")
-    return load_decision(path)
-
-
-def check_decision_matches(spec, dec: dict) -> None:
-    for k in ("rho_p", "d", "t", "T", "benchmark", "objective"):
-        want = getattr(spec, k)
-        if dec.get(k) != want:
-            raise DecisionError(f"decision {dec['hash'][:12]} froze {k}={dec.get(k)!r} but the run asks {k}={want!r}")
 
 
 # ---- one DIR-R run (Algorithm 1) ------------------------------------------------------------------------

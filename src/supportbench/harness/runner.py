@@ -33,7 +33,7 @@ from supportbench.methods.diagnostics import Diagnostics
 
 
 def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def git_commit() -> str:

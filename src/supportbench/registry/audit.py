@@ -1,0 +1,110 @@
+"""Audit an experiment in the registry: what is missing, duplicated, failed, from the wrong split, or
+governed by a decision frozen after its outcomes started (paper App. B: "Missing runs are not imputed,
+and DIR-R settings are frozen before final outcomes are read").
+
+Expected grid: from the experiment's spec when given; otherwise, per (experiment, benchmark, split), the
+full cross product of the levels the rows show: fields x objectives x (method, variant) x seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from supportbench.harness.plan import CELL, ExperimentSpec
+from supportbench.registry.store import scalar
+
+CELL_COLS = ", ".join(CELL)
+
+
+@dataclass
+class AuditReport:
+    experiments: list[str]
+    expected: int
+    observed_cells: int
+    missing: list[dict] = field(default_factory=list)
+    duplicates: list[dict] = field(default_factory=list)
+    failed: list[dict] = field(default_factory=list)
+    wrong_split: list[dict] = field(default_factory=list)
+    post_hoc_decisions: list[dict] = field(default_factory=list)
+    conflicts: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.duplicates or self.failed or self.wrong_split or self.post_hoc_decisions
+                    or self.conflicts)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+    def text(self) -> str:
+        lines = [f"audit of {', '.join(self.experiments) or '(no experiments)'}: {self.observed_cells} of "
+                 f"{self.expected} expected cells present -> {'PASS' if self.ok else 'FAIL'}"]
+        sections = [("missing cells (not imputed)", self.missing), ("duplicated cells", self.duplicates),
+                    ("failed runs", self.failed), ("runs from the wrong split", self.wrong_split),
+                    ("decisions frozen after the outcomes they govern", self.post_hoc_decisions),
+                    ("ingest conflicts", self.conflicts)]
+        for title, rows in sections:
+            lines.append(f"{title}: {len(rows)}")
+            for r in rows[:20]:
+                lines.append("  " + ", ".join(f"{k}={v}" for k, v in r.items()))
+            if len(rows) > 20:
+                lines.append(f"  ... and {len(rows) - 20} more (use --json)")
+        return "\n".join(lines)
+
+
+def _rows(con, sql: str, params=None) -> list[dict]:
+    cur = con.execute(sql, params or [])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None) -> AuditReport:
+    filt = "WHERE experiment = $exp" if experiment else ""
+    params = {"exp": experiment} if experiment else {}
+    con.execute(f"CREATE OR REPLACE TEMP TABLE arun AS SELECT * FROM results {filt}", params)
+    exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM arun ORDER BY 1").fetchall()]
+    if spec is not None:
+        import polars as pl  # noqa: F401  (arrow interchange for the expected grid)
+        import pyarrow as pa
+
+        cells = spec.expected_cells()
+        grid = pa.table({c: [row[i] for row in cells] for i, c in enumerate(CELL)})
+        con.register("expected_grid", grid)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE expected AS SELECT DISTINCT {CELL_COLS} FROM expected_grid")
+        con.unregister("expected_grid")
+    else:
+        con.execute(f"""CREATE OR REPLACE TEMP TABLE expected AS
+            WITH fo AS (SELECT DISTINCT experiment, benchmark, field FROM arun),
+                 ob AS (SELECT DISTINCT experiment, benchmark, objective FROM arun),
+                 mv AS (SELECT DISTINCT experiment, benchmark, split, method, variant FROM arun),
+                 sd AS (SELECT DISTINCT experiment, benchmark, split, seed FROM arun)
+            SELECT DISTINCT {CELL_COLS} FROM fo JOIN ob USING (experiment, benchmark)
+                JOIN mv USING (experiment, benchmark) JOIN sd USING (experiment, benchmark, split)""")
+    expected = scalar(con, "SELECT count(*) FROM expected")
+    observed = scalar(con, f"SELECT count(*) FROM (SELECT DISTINCT {CELL_COLS} FROM arun)")
+    rep = AuditReport(exps, expected, observed)
+    rep.missing = _rows(con, f"SELECT {CELL_COLS} FROM expected EXCEPT SELECT {CELL_COLS} FROM arun ORDER BY ALL")
+    rep.duplicates = _rows(con, f"SELECT {CELL_COLS}, count(*) AS n FROM arun GROUP BY ALL HAVING count(*) > 1 "
+                                "ORDER BY ALL")
+    rep.failed = _rows(con, f"SELECT run_key, {CELL_COLS}, status, error FROM arun WHERE status <> 'ok' ORDER BY ALL")
+    for r in rep.failed:
+        r["error"] = (r["error"] or "").splitlines()[0][:200] if r["error"] else None
+    if spec is not None:
+        declared = [(s, seed) for s, seeds in spec.seeds.items() for seed in seeds]
+        con.execute("CREATE OR REPLACE TEMP TABLE declared (split VARCHAR, seed BIGINT)")
+        if declared:
+            con.executemany("INSERT INTO declared VALUES (?, ?)", declared)
+        rep.wrong_split = _rows(con, f"""SELECT run_key, {CELL_COLS}, 'seed not declared for this split' AS reason
+            FROM arun a WHERE NOT EXISTS (SELECT 1 FROM declared d WHERE d.split = a.split AND d.seed = a.seed)
+            ORDER BY ALL""")
+    else:
+        rep.wrong_split = _rows(con, f"""SELECT run_key, {CELL_COLS}, 'seed is a calibration seed' AS reason
+            FROM arun a WHERE split <> 'calibration' AND EXISTS (SELECT 1 FROM arun c WHERE c.split = 'calibration'
+              AND c.experiment = a.experiment AND c.benchmark = a.benchmark AND c.seed = a.seed) ORDER BY ALL""")
+    rep.post_hoc_decisions = _rows(con, """SELECT d.hash, d.tau, d.frozen_at::VARCHAR AS frozen_at,
+            min(p.started_at)::VARCHAR AS first_outcome_started, count(*) AS runs
+        FROM decisions d JOIN arun a ON a.decision_hash = d.hash JOIN provenance p ON p.run_key = a.run_key
+        GROUP BY d.hash, d.tau, d.frozen_at HAVING min(p.started_at) < d.frozen_at ORDER BY 1""")
+    rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "
+                               "(SELECT 1 FROM arun a WHERE a.run_key = c.run_key) ORDER BY ALL")
+    return rep

@@ -1,0 +1,129 @@
+-- supportbench results registry, schema version 1.
+-- Every table is keyed by run_key (sha256 of the canonical RunSpec) or decision hash.
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     INTEGER PRIMARY KEY,
+    applied_at  TIMESTAMP NOT NULL
+);
+CREATE TABLE IF NOT EXISTS experiments (
+    experiment  VARCHAR PRIMARY KEY,
+    first_seen  TIMESTAMP NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_key         VARCHAR PRIMARY KEY,
+    experiment      VARCHAR NOT NULL,
+    benchmark       VARCHAR NOT NULL,
+    field           VARCHAR NOT NULL,
+    objective       VARCHAR NOT NULL,
+    method          VARCHAR NOT NULL,
+    variant         VARCHAR NOT NULL,
+    seed            BIGINT NOT NULL,
+    split           VARCHAR NOT NULL,
+    budget          DOUBLE,
+    horizon         INTEGER,               -- T
+    checkpoint      INTEGER,               -- t (DIR-R)
+    d               INTEGER,
+    rho_p           DOUBLE,
+    model           VARCHAR,
+    hyperparameters JSON,
+    origin          VARCHAR NOT NULL,      -- 'record' (run file) or 'import' (outcome table)
+    source          VARCHAR NOT NULL,      -- file the row came from
+    content_hash    VARCHAR NOT NULL,      -- md5 of the record file / imported row
+    ingest_seq      BIGINT NOT NULL,       -- ingestion order (deduplication keeps the first)
+    ingested_at     TIMESTAMP NOT NULL
+);
+-- Child tables hold at most one row per run (ingest guarantees it); no index: it would double the
+-- cost of every ingest for no lookup that needs it.
+CREATE TABLE IF NOT EXISTS outcomes (
+    run_key          VARCHAR NOT NULL,
+    status           VARCHAR NOT NULL CHECK (status IN ('ok', 'failed', 'diverged')),
+    error            VARCHAR,
+    J                DOUBLE,
+    G_F              DOUBLE,
+    D_coll           DOUBLE,
+    components       JSON,
+    step_equivalents DOUBLE,
+    wall_s           JSON
+);
+CREATE TABLE IF NOT EXISTS supports (
+    run_key  VARCHAR NOT NULL,
+    n_groups INTEGER,
+    cost     BIGINT,
+    budget   BIGINT,
+    groups   INTEGER[]
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    hash              VARCHAR PRIMARY KEY,
+    tau               DOUBLE,
+    rho_p             DOUBLE,
+    d                 INTEGER,
+    checkpoint        INTEGER,             -- t
+    horizon           INTEGER,             -- T
+    actions           DOUBLE[],
+    admissible_lo     DOUBLE,
+    admissible_hi     DOUBLE,
+    calibration_seeds BIGINT[],
+    baselines         VARCHAR[],
+    benchmark         VARCHAR,
+    objective         VARCHAR,
+    selection         VARCHAR,
+    frozen_at         TIMESTAMP NOT NULL,
+    content           JSON,
+    source            VARCHAR
+);
+CREATE TABLE IF NOT EXISTS gate_events (
+    run_key         VARCHAR NOT NULL,
+    decision_hash   VARCHAR,
+    tau             DOUBLE,
+    probe_signal    DOUBLE,
+    triggered       BOOLEAN,
+    chosen_rho      DOUBLE,
+    selection       VARCHAR,
+    post_hoc        BOOLEAN,
+    complete        BOOLEAN,
+    unfrozen        BOOLEAN,
+    rho0_J          DOUBLE,
+    available_gain  DOUBLE
+);
+CREATE TABLE IF NOT EXISTS candidates (
+    run_key VARCHAR NOT NULL,
+    rho     DOUBLE NOT NULL,
+    V       DOUBLE,
+    J       DOUBLE
+);
+CREATE TABLE IF NOT EXISTS calibration (
+    decision_hash VARCHAR NOT NULL,
+    run_key       VARCHAR NOT NULL,
+    field         VARCHAR,
+    seed          BIGINT,
+    s             DOUBLE,
+    gamma         DOUBLE,
+    PRIMARY KEY (decision_hash, run_key)
+);
+CREATE TABLE IF NOT EXISTS provenance (
+    run_key      VARCHAR NOT NULL,
+    supportbench VARCHAR,
+    git          VARCHAR,
+    torch        VARCHAR,
+    transformers VARCHAR,
+    data_hash    VARCHAR,
+    model_hash   VARCHAR,
+    started_at   TIMESTAMP,
+    finished_at  TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS ingest_conflicts (
+    run_key      VARCHAR NOT NULL,
+    source       VARCHAR NOT NULL,
+    content_hash VARCHAR NOT NULL,
+    seen_at      TIMESTAMP NOT NULL,
+    PRIMARY KEY (run_key, content_hash)
+);
+-- Outcome components in long form, derived from outcomes.components (not stored twice).
+CREATE OR REPLACE VIEW components AS
+SELECT o.run_key, je.key AS name, TRY_CAST(je.value AS DOUBLE) AS value
+FROM outcomes o, json_each(o.components) je;
+CREATE OR REPLACE VIEW results AS
+SELECT r.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, r.variant, r.seed, r.split,
+       o.status, o.error, o.J, o.G_F, o.D_coll, o.step_equivalents,
+       g.triggered, g.probe_signal, g.chosen_rho, g.available_gain, g.rho0_J, g.selection, g.post_hoc,
+       g.complete, g.decision_hash, r.origin, r.ingest_seq
+FROM runs r JOIN outcomes o USING (run_key) LEFT JOIN gate_events g USING (run_key);

@@ -1,0 +1,64 @@
+"""Synthetic run records in the exact on-disk format (for tests and benches, never for results)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+from supportbench._io import write_text_atomic
+
+ACTIONS = ("0.0", "0.01", "0.025", "0.05", "0.1")
+
+
+def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10", objective="npo",
+           method="intervention_score", variant="static", seed=0, split="final", J=0.0, status="ok",
+           candidates: dict | None = None, triggered=None, probe_signal=0.0, decision_hash=None,
+           started_at="2026-01-01T00:00:00+00:00", T=200, t=160, d=20, extra_key: str = "") -> dict:
+    spec = {"experiment": experiment, "benchmark": benchmark, "field": field, "objective": objective,
+            "method": method, "variant": variant, "seed": seed, "split": split, "budget": 0.1, "T": T,
+            "model": "tiny-llama", "hyperparameters": {"lr": 0.01, **({"tag": extra_key} if extra_key else {})}}
+    if variant == "dirr":
+        spec.update(t=t, d=d, rho_p=0.01)
+    run_key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    rec = {"schema": 1, "run_key": run_key, "spec": spec, "status": status,
+           "error": None if status == "ok" else "RuntimeError: synthetic failure",
+           "outcome": {"J": J, "G_F": J + 0.5, "D_coll": 0.5, "components": {"forget_prob": 0.1}}
+           if status == "ok" else None,
+           "support": {"n_groups": 3, "cost": 30, "budget": 30, "groups": [1, 5, 9]} if status == "ok" else None,
+           "dirr": None, "compute": {"step_equivalents": float(T), "wall_s": {"train": 1.0}},
+           "provenance": {"supportbench": "0.1.0", "git": "synthetic", "torch": "-", "transformers": "-",
+                          "data_hash": "d", "model_hash": "m", "started_at": started_at, "finished_at": started_at}}
+    if variant == "dirr":
+        cands = candidates or {"0.0": J}
+        chosen = max(cands, key=lambda r: (cands[r], -float(r)))
+        rec["dirr"] = {"decision_hash": decision_hash, "unfrozen": decision_hash is None, "tau": 0.02,
+                       "probe_signal": probe_signal, "triggered": bool(triggered), "chosen_rho": float(chosen),
+                       "selection": "evaluation", "candidates": cands, "candidates_J": cands,
+                       "rho0_J": cands["0.0"], "post_hoc": False, "complete": len(cands) == len(ACTIONS),
+                       "calibration": split == "calibration"}
+    return rec
+
+
+def write(results_dir: str | Path, rec: dict) -> Path:
+    return write_text_atomic(Path(results_dir) / "runs" / f"{rec['run_key']}.json", json.dumps(rec))
+
+
+def grid(n: int, seed: int = 0, experiment: str = "synthetic") -> list[dict]:
+    """``n`` records over methods x fields x objectives x seeds with random J (complete grid when n allows)."""
+    rng = random.Random(seed)
+    methods = ["intervention_score", "random", "activation", "wagle", "storage", "memflex", "fila", "ap_mlp",
+               "grail", "activation_down", "projected_causal"]
+    fields = ["Email_Address", "Phone_Number", "Birth_City", "Drivers_License"]
+    out = []
+    i = 0
+    while len(out) < n:
+        m = methods[i % len(methods)]
+        f = fields[(i // len(methods)) % len(fields)]
+        o = ("npo", "simnpo")[(i // (len(methods) * len(fields))) % 2]
+        s = i // (len(methods) * len(fields) * 2)
+        out.append(record(experiment=experiment, benchmark="lacuna", field=f, objective=o, method=m, seed=s,
+                          J=rng.gauss(1.0, 0.5)))
+        i += 1
+    return out

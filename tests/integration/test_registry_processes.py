@@ -1,0 +1,81 @@
+"""Crash safety and concurrency of ingest, with real processes."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from supportbench.registry import synthetic as syn
+from supportbench.registry.ingest import ingest
+from supportbench.registry.store import connect, scalar
+
+pytestmark = pytest.mark.slow
+
+INGEST = textwrap.dedent("""
+    import sys
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+    ingest(connect(sys.argv[1]), sys.argv[2], chunk=int(sys.argv[3]))
+""")
+
+
+def consistent_counts(db):
+    con = connect(db)
+    counts = [scalar(con, f"SELECT count(*) FROM {t}") for t in ("runs", "outcomes", "provenance")]
+    con.close()
+    return counts
+
+
+def test_kill9_mid_ingest_leaves_db_consistent_and_rerun_completes(tmp_path):
+    res, db = tmp_path / "res", tmp_path / "r.duckdb"
+    recs = syn.grid(30_000)
+    for r in recs:
+        syn.write(res, r)
+    connect(db).close()  # schema exists before the crash
+    killed = False
+    for delay in (0.8, 1.5, 2.5):  # kill while the transaction is open
+        p = subprocess.Popen([sys.executable, "-c", INGEST, str(db), str(res), "5000"])
+        time.sleep(delay)
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            killed = True
+            break
+        # finished before the kill: start over with an empty database
+        db.unlink()
+        connect(db).close()
+    assert killed, "ingest finished before it could be killed; increase the record count"
+    runs, outcomes, prov = consistent_counts(db)
+    assert runs == outcomes == prov and runs in (0, len(recs))
+    rep = ingest(connect(db), res)
+    assert rep.new + rep.unchanged == len(recs) and not rep.conflicts
+    assert consistent_counts(db) == [len(recs)] * 3
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from supportbench.registry import synthetic as syn
+    w, n, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    for i in range(n):
+        syn.write(out, syn.record(experiment=f"w{w}", seed=i, J=float(i)))
+""")
+
+
+def test_concurrent_writers_while_ingesting_lose_nothing(tmp_path):
+    res, db = tmp_path / "res", tmp_path / "r.duckdb"
+    n = 400
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(w), str(n), str(res)]) for w in range(4)]
+    con = connect(db)
+    rounds = 0
+    while any(w.poll() is None for w in writers):
+        rep = ingest(con, res)
+        assert not rep.conflicts
+        rounds += 1
+    assert all(w.wait() == 0 for w in writers)
+    rep = ingest(con, res)
+    assert not rep.conflicts and rounds >= 1
+    assert scalar(con, "SELECT count(*) FROM runs") == 4 * n
+    assert scalar(con, "SELECT count(DISTINCT experiment) FROM runs") == 4

@@ -1,0 +1,46 @@
+import json
+import subprocess
+import sys
+
+from supportbench.registry import synthetic as syn
+
+CLI = [sys.executable, "-m", "supportbench.cli"]
+
+
+def run(*args):
+    return subprocess.run(CLI + list(args), capture_output=True, text=True)
+
+
+def test_registry_and_audit_cli(tmp_path):
+    res, db = tmp_path / "res", tmp_path / "r.duckdb"
+    for seed in (1, 2):
+        for m in ("wagle", "random"):
+            syn.write(res, syn.record(experiment="e", method=m, seed=seed, J=float(seed)))
+    out = run("registry", "ingest", str(res), "--registry", str(db))
+    assert out.returncode == 0 and "4 new" in out.stdout
+    out = run("audit", "--registry", str(db), "--experiment", "e")
+    assert out.returncode == 0 and "PASS" in out.stdout
+    out = run("registry", "query", "--registry", str(db), "-c", "SELECT count(*) AS n FROM results WHERE J = 2")
+    assert out.returncode == 0 and "2" in out.stdout
+    out = run("registry", "export", str(tmp_path / "o.csv"), "--registry", str(db))
+    assert out.returncode == 0 and (tmp_path / "o.csv").read_text().count("\n") == 5
+    # delete one run: the audit fails, with the missing cell in its JSON
+    (res / "runs" / f"{syn.record(experiment='e', method='wagle', seed=1)['run_key']}.json").unlink()
+    run("registry", "ingest", str(res), "--registry", str(tmp_path / "r2.duckdb"))
+    out = run("audit", "--registry", str(tmp_path / "r2.duckdb"), "--json")
+    assert out.returncode == 1
+    rep = json.loads(out.stdout)
+    assert not rep["ok"] and rep["missing"][0]["method"] == "wagle" and rep["missing"][0]["seed"] == 1
+
+
+def test_query_is_read_only(tmp_path):
+    db = tmp_path / "r.duckdb"
+    run("registry", "ingest", str(tmp_path), "--registry", str(db))
+    out = run("registry", "query", "--registry", str(db), "-c", "DELETE FROM runs")
+    assert out.returncode != 0 and "read-only" in (out.stderr + out.stdout).lower()
+
+
+def test_reporting_layers_never_import_torch():
+    code = ("import sys, supportbench.cli, supportbench.registry.audit, supportbench.registry.ingest, "
+            "supportbench.harness.plan; sys.exit(1 if 'torch' in sys.modules or 'transformers' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
