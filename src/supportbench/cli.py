@@ -176,6 +176,20 @@ def _cmd_audit(args) -> int:
     return 0 if rep.ok else 1
 
 
+def _cmd_report(args) -> int:
+    from supportbench.reports.report import report
+
+    st = report(args.registry, args.out, args.experiment)
+    for kind in ("tables", "figures"):
+        done = [k for k, v in st[kind].items() if v is None]
+        miss = {k: v for k, v in st[kind].items() if v is not None}
+        print(f"{kind}: {len(done)} rendered, {len(miss)} missing")
+        for k, v in miss.items():
+            print(f"  missing {k}: {v}")
+    print(f"wrote {args.out}/report.md, {args.out}/paper.tex, {args.out}/tables/, {args.out}/figures/")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="supportbench", description=__doc__.split("\n")[0])
     from supportbench import __version__
@@ -234,6 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--spec", default=None, help="experiment TOML: the expected grid (default: observed levels)")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_cmd_audit)
+    rp = sub.add_parser("report", help="every paper table (LaTeX), figures, report.md and paper.tex from a registry")
+    rp.add_argument("--registry", default="results/registry.duckdb")
+    rp.add_argument("--out", default="results/report")
+    rp.add_argument("--experiment", default=None)
+    rp.set_defaults(func=_cmd_report)
     return p
 
 

@@ -15,7 +15,8 @@ ACTIONS = ("0.0", "0.01", "0.025", "0.05", "0.1")
 def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10", objective="npo",
            method="intervention_score", variant="static", seed=0, split="final", J=0.0, status="ok",
            candidates: dict | None = None, triggered=None, probe_signal=0.0, decision_hash=None,
-           started_at="2026-01-01T00:00:00+00:00", T=200, t=160, d=20, extra_key: str = "") -> dict:
+           started_at="2026-01-01T00:00:00+00:00", T=200, t=160, d=20, extra_key: str = "",
+           components: dict | None = None, groups=(1, 5, 9)) -> dict:
     spec = {"experiment": experiment, "benchmark": benchmark, "field": field, "objective": objective,
             "method": method, "variant": variant, "seed": seed, "split": split, "budget": 0.1, "T": T,
             "model": "tiny-llama", "hyperparameters": {"lr": 0.01, **({"tag": extra_key} if extra_key else {})}}
@@ -24,9 +25,10 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
     run_key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
     rec = {"schema": 1, "run_key": run_key, "spec": spec, "status": status,
            "error": None if status == "ok" else "RuntimeError: synthetic failure",
-           "outcome": {"J": J, "G_F": J + 0.5, "D_coll": 0.5, "components": {"forget_prob": 0.1}}
+           "outcome": {"J": J, "G_F": J + 0.5, "D_coll": 0.5, "components": components or {"forget_prob": 0.1}}
            if status == "ok" else None,
-           "support": {"n_groups": 3, "cost": 30, "budget": 30, "groups": [1, 5, 9]} if status == "ok" else None,
+           "support": {"n_groups": len(groups), "cost": 10 * len(groups), "budget": 10 * len(groups),
+                       "groups": list(groups)} if status == "ok" else None,
            "dirr": None, "compute": {"step_equivalents": float(T), "wall_s": {"train": 1.0}},
            "provenance": {"supportbench": "0.1.0", "git": "synthetic", "torch": "-", "transformers": "-",
                           "data_hash": "d", "model_hash": "m", "started_at": started_at, "finished_at": started_at}}

@@ -1,0 +1,210 @@
+"""Statistics of the paper's tables on Polars frames read from the registry (no torch).
+
+Units: a paired comparison matches runs on (benchmark, field, objective, seed); ΔJ(A, B) is the mean
+of J(A) − J(B) over matched units (positive favours A). Unmatched units are returned, never dropped
+silently. Deduplication keeps the first-ingested ok run of each cell (the paper's "n unique runs").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import polars as pl
+from scipy import stats as sps
+
+UNIT = ("benchmark", "field", "objective", "seed")
+CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
+RESULT_COLUMNS = ("run_key", *CELL, "status", "J", "G_F", "D_coll", "triggered", "probe_signal", "chosen_rho",
+                  "available_gain", "rho0_J", "selection", "complete", "post_hoc", "decision_hash", "ingest_seq")
+
+
+def load(con, experiment: str | None = None) -> pl.DataFrame:
+    """The registry's ``results`` view as a Polars frame."""
+    where = "WHERE experiment = $exp" if experiment else ""
+    return con.sql(f"SELECT {', '.join(RESULT_COLUMNS)} FROM results {where}",
+                   params={"exp": experiment} if experiment else None).pl()
+
+
+def usable(df: pl.DataFrame) -> pl.DataFrame:
+    """ok runs, one per cell (the first ingested)."""
+    return (df.filter(pl.col("status") == "ok").sort("ingest_seq")
+            .unique(subset=list(CELL), keep="first", maintain_order=True))
+
+
+def pick(df: pl.DataFrame, method: str | None = None, variant: str | None = None, **eq) -> pl.DataFrame:
+    if method is not None:
+        df = df.filter(pl.col("method") == method)
+    if variant is not None:
+        df = df.filter(pl.col("variant") == variant)
+    for k, v in eq.items():
+        df = df.filter(pl.col(k).is_in(v) if isinstance(v, list | tuple | set) else pl.col(k) == v)
+    return df
+
+
+@dataclass(frozen=True)
+class Paired:
+    frame: pl.DataFrame          # UNIT..., J_a, J_b, diff
+    unmatched_a: pl.DataFrame    # units only A has
+    unmatched_b: pl.DataFrame
+
+    @property
+    def diffs(self) -> np.ndarray:
+        return self.frame["diff"].to_numpy()
+
+
+def paired(a: pl.DataFrame, b: pl.DataFrame, on=UNIT) -> Paired:
+    on = list(on)
+    aa = a.select([*on, pl.col("J").alias("J_a")])
+    bb = b.select([*on, pl.col("J").alias("J_b")])
+    j = aa.join(bb, on=on, how="inner").with_columns((pl.col("J_a") - pl.col("J_b")).alias("diff")).sort(on)
+    return Paired(j, aa.join(bb, on=on, how="anti"), bb.join(aa, on=on, how="anti"))
+
+
+def wtl(d: np.ndarray, tol: float = 0.0) -> tuple[int, int, int]:
+    """Wins / ties / losses of A over B; a tie is |d| <= tol (exact equality by default)."""
+    d = np.asarray(d, dtype=float)
+    return int((d > tol).sum()), int((np.abs(d) <= tol).sum()), int((d < -tol).sum())
+
+
+def loo_range(d: np.ndarray) -> tuple[float, float] | None:
+    """Min and max of the mean after deleting one run at a time; undefined (None) for n < 2."""
+    d = np.asarray(d, dtype=float)
+    n = len(d)
+    if n < 2:
+        return None
+    loo = (d.sum() - d) / (n - 1)
+    return float(loo.min()), float(loo.max())
+
+
+def t_interval(d: np.ndarray, level: float = 0.95) -> tuple[float, float] | None:
+    d = np.asarray(d, dtype=float)
+    n = len(d)
+    if n < 2:
+        return None
+    half = sps.t.ppf(0.5 + level / 2, n - 1) * d.std(ddof=1) / math.sqrt(n)
+    return float(d.mean() - half), float(d.mean() + half)
+
+
+def bootstrap_interval(d: np.ndarray, level: float = 0.95, n_boot: int = 10_000,
+                       seed: int = 0) -> tuple[float, float] | None:
+    """Percentile interval of the mean, resampling units with replacement (seeded)."""
+    d = np.asarray(d, dtype=float)
+    if len(d) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class GapSummary:
+    n: int
+    mean: float | None
+    median: float | None
+    wins: int
+    ties: int
+    losses: int
+    loo: tuple[float, float] | None
+    t_ci: tuple[float, float] | None
+    boot_ci: tuple[float, float] | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def summarize(d: np.ndarray, tol: float = 0.0, seed: int = 0, bootstrap: bool = False) -> GapSummary:
+    """Mean, median, W/T/L, LOO range, t interval; the bootstrap interval only when asked (it costs
+    n_boot x n draws)."""
+    d = np.asarray(d, dtype=float)
+    w, t, l = wtl(d, tol)
+    if len(d) == 0:
+        return GapSummary(0, None, None, 0, 0, 0, None, None, None)
+    return GapSummary(len(d), float(d.mean()), float(np.median(d)), w, t, l, loo_range(d), t_interval(d),
+                      bootstrap_interval(d, seed=seed) if bootstrap else None)
+
+
+def method_means(df: pl.DataFrame, by=("objective",), deduplicate: bool = True) -> pl.DataFrame:
+    """Mean J and n (after deduplication) per method x variant x ``by``."""
+    return ((usable(df) if deduplicate else df).group_by(["method", "variant", *by])
+            .agg(pl.col("J").mean().alias("mean_J"), pl.len().alias("n")).sort(["method", "variant", *by]))
+
+
+def ranks(df: pl.DataFrame, by=("objective",)) -> pl.DataFrame:
+    """Rank of each static method's mean J within ``by`` (1 = best)."""
+    m = method_means(df.filter(pl.col("variant") == "static"), by)
+    return m.with_columns(pl.col("mean_J").rank("ordinal", descending=True).over(list(by)).alias("rank"))
+
+
+def field_decomposition(p: Paired) -> pl.DataFrame:
+    return p.frame.group_by("field").agg(pl.col("diff").mean().alias("mean_gap"), pl.len().alias("n")).sort("field")
+
+
+def setting_wins(p: Paired, setting=("benchmark", "field", "objective"), seed: int = 0) -> dict:
+    """Setting-level mean gaps: how many favour A, and a bootstrap interval over settings."""
+    s = p.frame.group_by(list(setting)).agg(pl.col("diff").mean().alias("gap"))
+    g = s["gap"].to_numpy()
+    return {"wins": int((g > 0).sum()), "n": len(g), "ci": bootstrap_interval(g, seed=seed)}
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def support_jaccard(supports: pl.DataFrame, across: str = "objective") -> pl.DataFrame:
+    """Mean Jaccard overlap of supports between levels of ``across`` (same benchmark, field, seed, method).
+
+    ``supports`` has UNIT columns, method and ``groups`` (list of ids)."""
+    levels = sorted(supports[across].unique().to_list())
+    keys = [k for k in ("benchmark", "field", "seed", "method", "objective") if k != across]
+    rows = []
+    by = {tuple(r[k] for k in keys) + (r[across],): set(r["groups"] or []) for r in supports.iter_rows(named=True)}
+    for x in levels:
+        for y in levels:
+            vals = [jaccard(by[k + (x,)], by[k + (y,)]) for k in {kk[:-1] for kk in by}
+                    if k + (x,) in by and k + (y,) in by]
+            rows.append({"a": x, "b": y, "jaccard": float(np.mean(vals)) if vals else None, "n": len(vals)})
+    return pl.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class DirrMetrics:
+    n: int
+    delta: float | None            # mean J(DIR-R) - J(Static-IV) over matched units
+    median: float | None
+    wins: int
+    ties: int
+    losses: int
+    triggered: int
+    trigger_rate: float | None     # n^-1 sum 1[s_i > tau]
+    available_gain: float | None   # Eq. 20; None when any run lacks a complete candidate set
+    captured: float | None         # Eq. 21; None when undefined
+    complete: int                  # runs with a complete candidate set
+    evaluation_selected: int       # runs whose selection read the evaluation outcome
+
+
+def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> DirrMetrics:
+    """DIR-R vs Static-IV on matched units (paper App. B metric definitions)."""
+    p = paired(dirr, static)
+    d = p.diffs
+    w, t, l = wtl(d, tol)
+    matched = dirr.join(p.frame.select(list(UNIT)), on=list(UNIT), how="semi")
+    n = len(d)
+    trig = int(matched["triggered"].fill_null(False).sum()) if n else 0
+    complete = int(matched["complete"].fill_null(False).sum()) if n else 0
+    avail = captured = None
+    if n and complete == n:
+        gains = matched.join(p.frame, on=list(UNIT)).select("available_gain", "diff")
+        total = float(gains["available_gain"].sum())
+        avail = total / n
+        captured = float(gains["diff"].sum()) / total if total > 0 else None
+    evalsel = int((matched["selection"] == "evaluation").sum()) if n else 0
+    return DirrMetrics(n, float(d.mean()) if n else None, float(np.median(d)) if n else None, w, t, l, trig,
+                       trig / n if n else None, avail, captured, complete, evalsel)
+
+
+def composed_margin(static_gap: float, dirr_gap: float) -> float:
+    """Eq. 22: ΔJ_full,C = ΔJ_Static,C + ΔJ_DIRR,Static (components from different evaluation sets)."""
+    return static_gap + dirr_gap

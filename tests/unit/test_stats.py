@@ -1,0 +1,108 @@
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats as sps
+
+from supportbench.reports import stats as S
+
+
+def frame(rows):
+    base = {"experiment": "e", "benchmark": "b", "split": "final", "status": "ok", "variant": "static",
+            "triggered": None, "probe_signal": None, "chosen_rho": None, "available_gain": None, "rho0_J": None,
+            "selection": None, "complete": None, "post_hoc": None, "decision_hash": None, "run_key": ""}
+    out = [{**base, **r, "ingest_seq": i} for i, r in enumerate(rows)]
+    return pl.DataFrame(out)
+
+
+def test_paired_gap_mean_median_wtl_and_unmatched():
+    a = frame([{"method": "A", "field": f, "objective": "npo", "seed": s, "J": j}
+               for f, s, j in [("x", 1, 3.0), ("x", 2, 1.0), ("y", 1, 2.0), ("y", 9, 7.0)]])
+    b = frame([{"method": "B", "field": f, "objective": "npo", "seed": s, "J": j}
+               for f, s, j in [("x", 1, 1.0), ("x", 2, 1.0), ("y", 1, 3.5), ("z", 1, 0.0)]])
+    p = S.paired(a, b)
+    assert sorted(p.diffs.tolist()) == [-1.5, 0.0, 2.0]
+    assert p.unmatched_a["seed"].to_list() == [9] and p.unmatched_b["field"].to_list() == ["z"]
+    s = S.summarize(p.diffs)
+    assert s.mean == pytest.approx(0.5 / 3) and s.median == 0.0 and (s.wins, s.ties, s.losses) == (1, 1, 1)
+    assert S.wtl(np.array([0.001, -0.002, 0.5]), tol=0.01) == (1, 2, 0)
+
+
+def test_median_odd_and_even():
+    assert S.summarize(np.array([3.0, 1.0, 2.0])).median == 2.0
+    assert S.summarize(np.array([4.0, 1.0, 2.0, 3.0])).median == 2.5
+
+
+def test_loo_range_by_hand():
+    assert S.loo_range(np.array([1.0])) is None                      # n = 1: undefined
+    assert S.loo_range(np.array([1.0, 4.0])) == (1.0, 4.0)           # n = 2: the other value
+    # n = 4, sum 10: deleting 1 -> 3.0, deleting 4 -> 2.0
+    assert S.loo_range(np.array([1.0, 2.0, 3.0, 4.0])) == pytest.approx((2.0, 3.0))
+
+
+def test_t_interval_by_hand():
+    d = np.array([1.0, 2.0, 3.0])
+    half = sps.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)  # sd = 1
+    assert S.t_interval(d) == pytest.approx((2 - half, 2 + half))
+    assert S.t_interval(np.array([1.0])) is None
+
+
+def test_bootstrap_is_seeded_and_brackets_the_mean():
+    d = np.array([0.1, 0.4, -0.2, 0.3, 0.25])
+    a, b = S.bootstrap_interval(d, seed=3), S.bootstrap_interval(d, seed=3)
+    assert a == b and a[0] < d.mean() < a[1]
+    assert S.bootstrap_interval(np.array([0.1, 0.1])) == pytest.approx((0.1, 0.1))
+
+
+def test_dedup_keeps_first_ok_run_per_cell():
+    df = frame([{"method": "A", "field": "x", "objective": "npo", "seed": 1, "J": 1.0, "status": "failed"},
+                {"method": "A", "field": "x", "objective": "npo", "seed": 1, "J": 2.0},
+                {"method": "A", "field": "x", "objective": "npo", "seed": 1, "J": 3.0}])
+    u = S.usable(df)
+    assert u["J"].to_list() == [2.0]
+    m = S.method_means(df)
+    assert m.row(0, named=True)["n"] == 1
+
+
+def test_ranks_and_field_decomposition_and_setting_wins():
+    rows = []
+    for f, (ja, jb) in {"x": (1.0, 0.0), "y": (0.0, 2.0)}.items():
+        for s in (1, 2):
+            rows += [{"method": "A", "field": f, "objective": "npo", "seed": s, "J": ja},
+                     {"method": "B", "field": f, "objective": "npo", "seed": s, "J": jb}]
+    df = frame(rows)
+    r = S.ranks(df).sort("method")
+    assert r["rank"].to_list() == [2, 1]  # means: A 0.5, B 1.0
+    p = S.paired(S.pick(df, "A"), S.pick(df, "B"))
+    fd = S.field_decomposition(p)
+    assert fd["mean_gap"].to_list() == [1.0, -2.0]
+    sw = S.setting_wins(p)
+    assert sw["wins"] == 1 and sw["n"] == 2
+
+
+def test_dirr_metrics_available_and_captured_gain():
+    static = frame([{"method": "is", "field": "x", "objective": "npo", "seed": s, "J": 1.0} for s in (1, 2)])
+    dirr = frame([{"method": "is", "variant": "dirr", "field": "x", "objective": "npo", "seed": 1, "J": 1.3,
+                   "triggered": True, "available_gain": 0.4, "complete": True, "selection": "evaluation"},
+                  {"method": "is", "variant": "dirr", "field": "x", "objective": "npo", "seed": 2, "J": 1.0,
+                   "triggered": False, "available_gain": 0.2, "complete": True, "selection": "evaluation"}])
+    m = S.dirr_metrics(dirr, static)
+    assert m.delta == pytest.approx(0.15) and m.trigger_rate == 0.5 and (m.wins, m.ties, m.losses) == (1, 1, 0)
+    assert m.available_gain == pytest.approx(0.3)           # Eq. 20: mean of (0.4, 0.2)
+    assert m.captured == pytest.approx(0.3 / 0.6)           # Eq. 21: sum diffs / sum available
+    incomplete = dirr.with_columns(pl.Series("complete", [True, False]))
+    m2 = S.dirr_metrics(incomplete, static)
+    assert m2.available_gain is None and m2.captured is None  # undefined, shown as such
+
+
+def test_composed_margin_reproduces_paper_full_column():
+    assert S.composed_margin(0.002789, 0.002010) == pytest.approx(0.004799, abs=2e-6)
+
+
+def test_support_jaccard_across_objectives():
+    sup = pl.DataFrame([{"benchmark": "b", "field": "x", "seed": 1, "method": "is", "objective": o, "groups": g}
+                        for o, g in (("npo", [1, 2, 3]), ("simnpo", [3, 4]))])
+    m = S.support_jaccard(sup)
+    got = {(r["a"], r["b"]): r["jaccard"] for r in m.iter_rows(named=True)}
+    assert got[("npo", "simnpo")] == pytest.approx(1 / 4) and got[("npo", "npo")] == 1.0
