@@ -25,7 +25,7 @@ test: $(STAMP) lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q
 
 bench: $(STAMP)
-	for b in bench/*.py; do OMP_NUM_THREADS=1 $(PY) $$b || exit 1; done
+	for b in bench/[!_]*.py; do echo "== $$b"; OMP_NUM_THREADS=1 $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache build src/*.egg-info

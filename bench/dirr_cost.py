@@ -35,7 +35,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as res:
         runner = Runner(res, cache_dir=cache, progress=False, force=True)
         base = dict(benchmark="natural_tofu", field="forget10", objective="npo", method="intervention_score",
-                    T=T, t=t, d=d, budget=0.1)
+                    T=T, t=t, d=d, rho_p=0.05, budget=0.1)
         specs = {
             "static": RunSpec(**base),
             "non-trigger": RunSpec(**base, variant="dirr", hyperparameters={"tau": 1e9}),

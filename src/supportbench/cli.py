@@ -190,6 +190,76 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _executor(args):
+    if args.executor == "slurm":
+        from supportbench.harness.executors.slurm import SlurmExecutor
+
+        params = _parse_sets(args.slurm)
+        return SlurmExecutor(f"{args.results}/slurm", **params)
+    from supportbench.harness.executors.local import LocalExecutor
+
+    return LocalExecutor(args.workers)
+
+
+def _cmd_sweep(args) -> int:
+    from supportbench.harness.plan import ExperimentSpec
+    from supportbench.harness.sweep import run_sweep
+
+    spec = ExperimentSpec.from_toml(args.spec)
+    s = run_sweep(spec, args.results, _executor(args), cache_dir=args.cache, post_hoc=args.post_hoc)
+    _print_sweep(s)
+    return 0 if not s.failed and not s.calibration_errors else 1
+
+
+def _print_sweep(s) -> None:
+    print(f"{s.runs} runs: {s.ok} ok ({s.skipped} already recorded), {len(s.failed)} not ok")
+    for f in s.failed[:10]:
+        print(f"  {f['status']}: run {f['run_key'][:12]}: {f['error']}")
+    for k, h in s.decisions.items():
+        print(f"  frozen decision {k}: {h[:12]}")
+    if s.post_hoc:
+        print(f"  {s.post_hoc} non-triggered DIR-R runs completed post hoc (decisions unchanged)")
+    for k, e in s.calibration_errors.items():
+        print(f"  no decision for {k} (its DIR-R final runs were not started): {e}")
+
+
+def _cmd_demo(args) -> int:
+    import os
+    import time
+    from importlib import resources
+    from pathlib import Path
+
+    from supportbench.harness.executors.local import LocalExecutor
+    from supportbench.harness.plan import ExperimentSpec
+    from supportbench.harness.sweep import run_sweep
+    from supportbench.registry.audit import audit
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+    from supportbench.reports.report import report
+
+    t0 = time.time()
+    out = Path(args.results)
+    spec_file = resources.files("supportbench.experiments").joinpath("mini-paper.toml")
+    spec = ExperimentSpec.from_toml(spec_file)
+    print(f"demo: experiment '{spec.name}' ({len(spec.all_runs())} runs) -> {out}/")
+    s = run_sweep(spec, out, LocalExecutor(args.workers or os.cpu_count()), cache_dir=args.cache, post_hoc=True)
+    _print_sweep(s)
+    db = out / "registry.duckdb"
+    con = connect(db)
+    print(ingest(con, out).summary())
+    con.close()
+    rep = audit(connect(db, read_only=True), spec.name, spec)
+    print(rep.text())
+    st = report(db, out / "report", spec.name)
+    done = sum(v is None for v in st["tables"].values())
+    print(f"\nreport: {done}/{len(st['tables'])} tables rendered (the others carry a 'missing' note), "
+          f"{sum(v is None for v in st['figures'].values())}/{len(st['figures'])} figures")
+    print(f"\nwritten in {time.time() - t0:.0f} s:\n  run records   {out}/runs/\n  decisions     {out}/decisions/\n"
+          f"  registry      {db}\n  report        {out}/report/report.md\n  tables        {out}/report/tables/\n"
+          f"  figures       {out}/report/figures/\n  LaTeX         {out}/report/paper.tex")
+    return 0 if not s.failed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="supportbench", description=__doc__.split("\n")[0])
     from supportbench import __version__
@@ -215,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--T", type=int, default=40)
     r.add_argument("--t", type=int, default=32, help="DIR-R decision checkpoint")
     r.add_argument("--d", type=int, default=4, help="DIR-R probe length")
-    r.add_argument("--rho-p", dest="rho_p", type=float, default=0.01)
+    r.add_argument("--rho-p", dest="rho_p", type=float, default=0.05,
+                   help="DIR-R probe action (paper: 0.01 with thousands of support columns)")
     r.add_argument("--model", default="tiny-llama", help="model preset (tiny-llama, small-llama)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="hyperparameter, e.g. lr=0.01")
     r.add_argument("--results", default="results")
@@ -253,6 +324,22 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default="results/report")
     rp.add_argument("--experiment", default=None)
     rp.set_defaults(func=_cmd_report)
+    sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
+    sw.add_argument("spec", help="experiment TOML (see experiments/mini-paper.toml)")
+    sw.add_argument("--results", default="results")
+    sw.add_argument("--cache", default=None)
+    sw.add_argument("--workers", type=int, default=None, help="local worker processes (default: cores)")
+    sw.add_argument("--executor", choices=["local", "slurm"], default="local")
+    sw.add_argument("--slurm", action="append", metavar="KEY=VALUE",
+                    help="submitit/Slurm parameter, e.g. partition=cpu")
+    sw.add_argument("--post-hoc", action="store_true",
+                    help="complete non-triggered DIR-R candidate sets afterwards (available-gain denominator)")
+    sw.set_defaults(func=_cmd_sweep)
+    dm = sub.add_parser("demo", help="the embedded mini-paper experiment end to end: sweep, registry, audit, report")
+    dm.add_argument("--results", default="results/demo")
+    dm.add_argument("--cache", default=None)
+    dm.add_argument("--workers", type=int, default=None)
+    dm.set_defaults(func=_cmd_demo)
     return p
 
 

@@ -12,7 +12,7 @@ from supportbench.harness.spec import RunSpec
 
 pytestmark = pytest.mark.slow
 BASE = dict(benchmark="tofu", field="forget10", objective="npo", method="intervention_score", T=12, t=8, d=2,
-            budget=0.1, hyperparameters={"lr": 0.01})
+            rho_p=0.05, budget=0.1, hyperparameters={"lr": 0.01})
 
 
 def geometry_state(runner, spec):
@@ -57,7 +57,7 @@ def test_dirr_selection_never_worse_than_static(tofu, cache, tmp_path, selection
 
 def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, tmp_path):
     runner = Runner(tmp_path / "res", cache_dir=cache, progress=False)
-    dec = freeze_decision(tmp_path / "decisions", tau=1e9, rho_p=0.01, d=2, t=8, T=12, actions=list(ACTIONS),
+    dec = freeze_decision(tmp_path / "decisions", tau=1e9, rho_p=0.05, d=2, t=8, T=12, actions=list(ACTIONS),
                           admissible_range=[0.2, 0.8], calibration_seeds=[73], baselines=[], benchmark="tofu",
                           objective="npo", selection="evaluation")
     spec = RunSpec(**BASE, seed=5, variant="dirr")

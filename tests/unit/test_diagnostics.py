@@ -128,3 +128,22 @@ def test_column_with_amplified_neuron_ranks_first(tiny_model, diag_records, meth
     scores = compute_scores(get_method(method), diag)
     geo = diag.geometry
     assert int(torch.argmax(scores)) == geo.tensors[1].offset + j
+
+
+def test_counterfactual_borrows_retain_names_when_forget_has_one_subject(tiny_tokenizer, tiny_model):
+    from supportbench.harness.data import tokenize_pairs
+
+    def make(pairs, subjects):
+        return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs],
+                              subjects=subjects)
+
+    one = [("Where was Ada Quill born?", "Port Varnel."), ("What does Ada Quill write?", "Sea novels.")]
+    other = [("Which city does Cy Morrow live in?", "Elder Bay.")]
+    rec = DiagnosticRecords(F=make(one, ["Ada Quill"] * 2), R=make(other, ["Cy Morrow"]), P=make(other, None),
+                            N=make(other, None))
+    cf = Diagnostics(tiny_model, rec, "npo").corrupted_inputs("counterfactual")
+    m = rec.F.subject_mask[0]
+    assert not torch.equal(cf.input_ids[0][m], rec.F.input_ids[0][m])
+    no_donor = DiagnosticRecords(F=rec.F, R=make(other, None), P=rec.P, N=rec.N)
+    with pytest.raises(Exception, match="need a second subject name"):
+        Diagnostics(tiny_model, no_donor, "npo").corrupted_inputs("counterfactual")

@@ -153,3 +153,17 @@ def test_calibrate_and_freeze_reads_only_complete_calibration_records(tmp_path):
         calibrate_and_freeze(recs + [rec(5, 0.0, {"0.0": 0.0}, split="final")], tmp_path)
     with pytest.raises(CalibrationError, match="no complete candidate set"):
         calibrate_and_freeze([rec(6, 0.0, {"0.0": 0.0}, complete=False)], tmp_path)
+
+
+def test_degenerate_probe_action_is_refused():
+    from supportbench.harness.dirr import run_dirr
+
+    geo = geometry([(2, 60)])
+    scores = torch.arange(60, dtype=torch.float64)
+    s0 = select(scores, 2 * 50, geo)  # M = 50: floor(0.01 * 50) = 0
+    spec = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=20, t=10, d=2,
+                   hyperparameters={"tau": 0.0})
+    rec = {"compute": {"wall_s": {}}}
+    with pytest.raises(SpecError, match=r"rho_p=0.01 swaps floor\(0.01 x 50\) = 0 groups"):
+        run_dirr(spec, rec, bench=None, model=None, roles=None, geometry=geo, scores=scores, support=s0,
+                 objective=None, data=None, config=None, decision=None, progress=False)

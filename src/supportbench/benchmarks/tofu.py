@@ -157,7 +157,7 @@ class Tofu:
             if not (data_dir / "full.json").exists():
                 tmp = data_dir.with_name(data_dir.name + f".tmp{os.getpid()}")
                 gen.generate(tmp, size=size, seed=0)
-                tmp.replace(data_dir) if not data_dir.exists() else shutil.rmtree(tmp)
+                _publish(tmp, data_dir)
         self.data_dir = Path(data_dir)
         if not self.data_dir.is_dir():
             raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
@@ -223,10 +223,7 @@ class Tofu:
         model = self._train_model(preset, seed, rows, tokenizer, desc=f"prepare {self.name} {kind}")
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         save_model(model, tokenizer, tmp)
-        if path.exists():
-            shutil.rmtree(tmp)
-        else:
-            tmp.replace(path)
+        _publish(tmp, path)
         return model, tokenizer, path, False
 
     def prepare(self, model_preset: str = "tiny-llama", seed: int = 0) -> Prepared:
@@ -301,7 +298,7 @@ class Tofu:
             return self._tok(prompts, [r["answer"] for r in rows], subj)
 
         nd = [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in n_diag]
-        records = DiagnosticRecords(F=diag(f_diag, subjects=True), R=diag(r_diag), P=diag(p_diag),
+        records = DiagnosticRecords(F=diag(f_diag, subjects=True), R=diag(r_diag, subjects=True), P=diag(p_diag),
                                     N=self._tok([p for p, _ in nd], [a for _, a in nd]))
         train_f = self._tok([PROMPT.format(q=r["question"]) for r in forget], [r["answer"] for r in forget])
         train_r = self._tok([PROMPT.format(q=r["question"]) for r in retain], [r["answer"] for r in retain])
@@ -414,6 +411,17 @@ class NaturalTofu(Tofu):
     """TOFU with dev/eval questions in their paraphrased (natural) form; used for the ten-method panel."""
 
     question_key = "paraphrased_question"
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Atomically move a finished cache entry into place; if another worker got there first (its content
+    is identical: same inputs, seeded), keep theirs."""
+    try:
+        tmp.replace(final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _author_of(row: dict) -> str | None:

@@ -131,6 +131,9 @@ def run_dirr(spec, rec: dict, *, bench, model, roles, geometry, scores, support,
             raise SpecError("an unfrozen DIR-R run needs --set tau=VALUE")
     wall = rec["compute"]["wall_s"]
     cands = candidate_supports(scores, support, actions)
+    if cands[spec.rho_p] is support:
+        raise SpecError(f"probe action rho_p={spec.rho_p} swaps floor({spec.rho_p} x {len(support)}) = 0 groups: the "
+                        "probe would compare S0 with itself and never trigger. Use a larger rho_p or budget")
     T, t, d = spec.T, spec.t, spec.d
     crit = "eval" if selection == "evaluation" else "dev"
 
@@ -266,7 +269,8 @@ def calibration_instances(records: Sequence[dict]) -> list[dict]:
 
 
 def calibrate_and_freeze(records: Sequence[dict], out_dir: str | Path, *, baselines: Sequence[str] = (),
-                         admissible: tuple[float, float] = (0.2, 0.8)) -> tuple[Calibration, dict]:
+                         admissible: tuple[float, float] = (0.2, 0.8),
+                         experiment: str | None = None) -> tuple[Calibration, dict]:
     """Calibrate tau* on calibration records and freeze it with rho_p, d, A, range, seeds and baselines."""
     if not records:
         raise CalibrationError("no calibration records: run the calibration seeds first")
@@ -281,6 +285,7 @@ def calibrate_and_freeze(records: Sequence[dict], out_dir: str | Path, *, baseli
     dec = freeze_decision(out_dir, tau=cal.tau, rho_p=rho_p, d=d, t=t, T=T, actions=list(ACTIONS),
                           admissible_range=list(admissible), calibration_seeds=sorted({i["seed"] for i in inst}),
                           baselines=list(baselines), benchmark=benchmark, objective=objective, selection=selection,
+                          experiment=experiment or records[0]["spec"].get("experiment"),
                           calibration={"instances": inst, "trigger_fraction": cal.trigger_fraction,
                                        "triggered": cal.triggered, "n": cal.n, "captured_gain": cal.captured_gain,
                                        "total_gain": cal.total_gain, "extra_compute": cal.extra_compute,

@@ -124,8 +124,6 @@ class Runner:
             self._execute(spec, rec, decision, complete)
         except DivergenceError as exc:
             rec.update(status="diverged", error=f"{type(exc).__name__}: {exc}")
-        except SpecError:
-            raise
         except Exception as exc:  # the record keeps the failure; nothing is imputed later
             rec.update(status="failed", error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
         rec["provenance"]["finished_at"] = now()

@@ -268,8 +268,8 @@ class Diagnostics:
         return out
 
     def corrupted_inputs(self, kind: str) -> TokenizedSet:
-        """F with its subject tokens replaced: random tokens ('corrupted') or another record's subject
-        tokens, cycled to the same length ('counterfactual'). Positions stay aligned with the clean run."""
+        """F with its subject tokens replaced: random tokens ('corrupted') or another subject's name tokens
+        (from F, else from R), cycled to the same length ('counterfactual'). Positions stay aligned."""
         F = self.records.F
         if F.subject_mask is None or not bool(F.subject_mask.any()):
             raise SpecError("attribution diagnostics need subject spans in the F records "
@@ -282,15 +282,19 @@ class Diagnostics:
             ids[F.subject_mask] = rand[F.subject_mask]
             return TokenizedSet(ids, F.attention_mask, F.labels, F.subject_mask)
         spans = [F.input_ids[i][F.subject_mask[i]] for i in range(len(F))]
+        R = self.records.R  # other people's names (retain subjects) are donors too
+        has_r = R.subject_mask is not None
+        spans_r = [R.input_ids[i][R.subject_mask[i]] for i in range(len(R))] if has_r else []
         n = len(F)
         for i in range(n):
             k = int(F.subject_mask[i].sum())
             if k == 0:
                 continue
-            donor = next((spans[(i + j) % n] for j in range(1, n)
-                          if len(spans[(i + j) % n]) and not torch.equal(spans[(i + j) % n], spans[i])), None)
+            pool = [spans[(i + j) % n] for j in range(1, n)] + spans_r
+            donor = next((d for d in pool if len(d) and not torch.equal(d, spans[i])), None)
             if donor is None:
-                raise SpecError("counterfactual inputs need at least two different subjects in the F records")
+                raise SpecError("counterfactual inputs need a second subject name (in the F or R diagnostic "
+                                "records); this benchmark's diagnostics name only one")
             ids[i][F.subject_mask[i]] = donor.repeat(k // len(donor) + 1)[:k]
         return TokenizedSet(ids, F.attention_mask, F.labels, F.subject_mask)
 

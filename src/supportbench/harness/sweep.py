@@ -1,0 +1,122 @@
+"""Run an experiment spec end to end in the protocol's order (paper §5.1, App. B):
+
+1. calibration seeds: DIR-R runs with every candidate evaluated;
+2. per (benchmark, objective): calibrate tau* on those runs only and freeze the decision (an existing
+   frozen decision for the same settings is reused, never re-frozen);
+3. final and replication seeds: every method statically, and DIR-R under the frozen decision.
+
+Runs are grouped by (benchmark, field, objective, seed) so that a worker scores all methods of a cell
+from one Diagnostics. Nothing here imports torch: workers do.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from supportbench.errors import CalibrationError
+from supportbench.harness.decisions import load_decision
+from supportbench.harness.plan import ExperimentSpec
+from supportbench.harness.spec import RunSpec
+
+
+@dataclass
+class SweepSummary:
+    runs: int = 0
+    ok: int = 0
+    skipped: int = 0
+    failed: list[dict] = field(default_factory=list)
+    decisions: dict = field(default_factory=dict)       # "benchmark/objective" -> decision hash
+    calibration_errors: dict = field(default_factory=dict)
+    post_hoc: int = 0                                     # DIR-R runs completed post hoc
+
+
+def _groups(specs: list[RunSpec], decisions: dict, results_dir, cache_dir, complete: bool = False) -> list[tuple]:
+    by = defaultdict(list)
+    for s in specs:
+        by[(s.benchmark, s.field, s.objective, s.seed)].append(s)
+    tasks = []
+    for group in by.values():
+        decs = [decisions.get((s.benchmark, s.objective)) if s.variant == "dirr" and s.split != "calibration" else None
+                for s in group]
+        tasks.append((str(results_dir), cache_dir, [s.canonical_full() for s in group], decs, complete))
+    return tasks
+
+
+def _execute(executor, specs, decisions, results_dir, cache_dir, summary: SweepSummary, desc: str,
+             complete: bool = False) -> None:
+    tasks = _groups(specs, decisions, results_dir, cache_dir, complete)
+    with tqdm(total=len(specs), desc=desc, unit="run") as bar:
+        for results in executor.map_groups(tasks):
+            for r in results:
+                summary.runs += 1
+                summary.skipped += r["skipped"]
+                if r["status"] == "ok":
+                    summary.ok += 1
+                else:
+                    summary.failed.append(r)
+                bar.update(1)
+
+
+def _existing_decision(results_dir: Path, spec: ExperimentSpec, benchmark: str, objective: str) -> dict | None:
+    for f in sorted((results_dir / "decisions").glob("*.json")):
+        d = load_decision(f)
+        if (d["benchmark"], d["objective"], d["T"], d["t"], d["d"], d["rho_p"], d.get("experiment")) == \
+                (benchmark, objective, spec.T, spec.t, spec.d, spec.rho_p, spec.name):
+            return d
+    return None
+
+
+def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_dir: str | None = None,
+              post_hoc: bool = False) -> SweepSummary:
+    """Run the experiment; ``post_hoc`` then completes the candidate sets of non-triggered final DIR-R
+    runs (for the available-gain denominator, flagged post hoc; decisions are never changed). Do it
+    before ingesting: a completed record differs from the one ingested earlier (a reported conflict)."""
+    from supportbench.harness.dirr import calibrate_and_freeze
+
+    results_dir = Path(results_dir)
+    summary = SweepSummary()
+    # phase 1: calibration
+    _execute(executor, spec.runs("calibration"), {}, results_dir, cache_dir, summary, "calibration runs")
+    # phase 2: freeze one decision per (benchmark, objective)
+    decisions = {}
+    for b in spec.benchmarks:
+        for o in spec.objectives:
+            dec = _existing_decision(results_dir, spec, b, o)
+            if dec is None:
+                recs = []
+                for s in spec.runs("calibration"):
+                    if s.benchmark == b and s.objective == o:
+                        p = results_dir / "runs" / f"{s.run_key}.json"
+                        if p.exists():
+                            recs.append(json.loads(p.read_text()))
+                try:
+                    _, dec = calibrate_and_freeze(recs, results_dir / "decisions",
+                                                  baselines=[m for m in spec.methods if m not in spec.dirr_methods],
+                                                  admissible=tuple(spec.admissible_range),
+                                                  experiment=spec.name)
+                except CalibrationError as exc:
+                    summary.calibration_errors[f"{b}/{o}"] = str(exc)
+                    continue
+            decisions[(b, o)] = dec
+            summary.decisions[f"{b}/{o}"] = dec["hash"]
+    # phase 3: final and replication seeds (DIR-R only where a decision was frozen)
+    final = [s for split in ("final", "replication") for s in spec.runs(split)
+             if s.variant != "dirr" or (s.benchmark, s.objective) in decisions]
+    _execute(executor, final, decisions, results_dir, cache_dir, summary, "final runs")
+    if post_hoc:
+        todo = []
+        for s in final:
+            p = results_dir / "runs" / f"{s.run_key}.json"
+            if s.variant == "dirr" and p.exists():
+                d = json.loads(p.read_text()).get("dirr") or {}
+                if not d.get("complete", True):
+                    todo.append(s)
+        done = SweepSummary()
+        _execute(executor, todo, decisions, results_dir, cache_dir, done, "post-hoc completion", complete=True)
+        summary.post_hoc = done.runs
+    return summary
