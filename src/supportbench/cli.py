@@ -261,7 +261,10 @@ def _cmd_demo(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="supportbench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="supportbench",
+        description="Localized LLM unlearning: support selection (Intervention Score and ten baselines), "
+                    "selective DIR-R, benchmarks, a DuckDB results registry and the paper's tables.")
     from supportbench import __version__
 
     p.add_argument("--version", action="version", version=f"supportbench {__version__}")

@@ -1,0 +1,28 @@
+import pytest
+import torch
+
+from supportbench.errors import SupportbenchError, UnknownNameError
+from supportbench.harness.models import get_preset, load_model, model_hash, save_model
+
+
+def test_save_load_roundtrip_is_exact(tiny_model, tiny_tokenizer, tmp_path):
+    save_model(tiny_model, tiny_tokenizer, tmp_path / "m")
+    assert (tmp_path / "m" / "model.safetensors").exists()
+    assert not list((tmp_path / "m").glob("*.bin")), "weights are saved with safetensors only"
+    model, tok = load_model(tmp_path / "m")
+    assert model_hash(model) == model_hash(tiny_model)
+    ids = torch.tensor([tok("Q: Who is Ada Quill?\nA: ")["input_ids"]])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids).logits, tiny_model(ids).logits)
+
+
+def test_tokenizer_decodes_losslessly(tiny_tokenizer):
+    text = "Ada Quill was born in Port Varnel."
+    assert tiny_tokenizer.decode(tiny_tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+
+
+def test_bad_model_path_and_preset(tmp_path):
+    with pytest.raises(SupportbenchError, match="no model at"):
+        load_model(tmp_path / "nothing")
+    with pytest.raises(UnknownNameError, match="Did you mean 'tiny-llama'"):
+        get_preset("tiny-lama")
