@@ -9,9 +9,8 @@ Weights are saved with safetensors only.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -136,10 +135,3 @@ def model_hash(model) -> str:
         h.update(p.detach().contiguous().cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 
-
-def preset_dict(preset: str) -> dict:
-    return asdict(get_preset(preset))
-
-
-def config_fingerprint(obj) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]

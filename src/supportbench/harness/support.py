@@ -75,18 +75,6 @@ class Geometry:
         """||W_down[:, j]||_2 for every group."""
         return self.per_group_norm(self.weights())
 
-    def split(self, per_group: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Inverse of concatenation: a Tensor[n_groups] -> per-tensor slices."""
-        return {t.name: per_group[t.offset:t.offset + t.n] for t in self.tensors}
-
-    def locate(self, group: int) -> tuple[GeometryTensor, int]:
-        if not 0 <= group < self.n_groups:
-            raise GeometryError(f"group id {group} out of range [0, {self.n_groups})")
-        for t in self.tensors:
-            if group < t.offset + t.n:
-                return t, group - t.offset
-        raise AssertionError("unreachable")
-
     def describe(self) -> str:
         return (f"{self.kind}: {len(self.tensors)} tensors, {self.n_groups} groups, "
                 f"{self.total_cost} editable scalars")
