@@ -6,6 +6,7 @@ A benchmark (paper §5) supplies
                                 by a content hash of data + preset + training config + seed
   roles(field, seed)            DiagnosticRecords (F/R/P/N) for selection methods, the unlearning train
                                 sets, and development / evaluation splits disjoint from the diagnostics
+  attach_baseline(theta_0, roles) theta_0's per-item NLLs on the dev/eval splits, before unlearning
   evaluate(model, roles, which) Outcome(J, G_F, D_coll, components), paper Eq. 19
 Benchmarks register like methods: ``@register_benchmark("name")`` or the entry-point group
 ``supportbench.benchmarks``.
@@ -81,6 +82,10 @@ class Benchmark(Protocol):
     def prepare(self, model_preset: str, seed: int = 0) -> Prepared: ...
 
     def roles(self, field: str, seed: int) -> Roles: ...
+
+    def attach_baseline(self, model, roles: Roles) -> None:
+        """Record theta_0's per-item NLLs on every dev/eval split of ``roles`` (J is measured against them)."""
+        ...
 
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome: ...
 

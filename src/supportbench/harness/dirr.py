@@ -111,8 +111,8 @@ def _load(geometry: Geometry, snap: dict[str, torch.Tensor]) -> None:
 
 def run_dirr(spec, rec: dict, *, bench, model, roles, geometry, scores, support, objective, data, config,
              decision: dict | None, progress: bool = True, complete: bool = False) -> None:
-    """Fill ``rec['dirr']`` and ``rec['compute']``; leave the chosen terminal model in ``model`` and its
-    evaluation Outcome in ``rec['_final_outcome']``."""
+    """Fill ``rec['dirr']`` and ``rec['compute']`` and leave the chosen branch's terminal weights in
+    ``model`` (the caller evaluates it, exactly as for a static run)."""
     selection = decision["selection"] if decision else spec.hp("selection")
     if selection not in SELECTIONS:
         raise SpecError(f"selection must be one of {SELECTIONS}, got {selection!r}")
@@ -179,7 +179,6 @@ def run_dirr(spec, rec: dict, *, bench, model, roles, geometry, scores, support,
     decided = actions if triggered else (0.0,)
     chosen = max(decided, key=lambda r: (V[r], -r))  # argmax, ties toward smaller rho
     _load(geometry, terminal[chosen])
-    rec["_final_outcome"] = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
 
     paths = dirr_path_steps(T, t, d, len(actions), triggered)
     rec["compute"].update(step_equivalents=float(sum(paths.values())), normalized=sum(paths.values()) / T,

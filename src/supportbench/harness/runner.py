@@ -63,6 +63,7 @@ class Runner:
         self._benchmarks: dict[str, object] = {}
         self._theta0: dict[tuple, dict] = {}
         self._models: dict[tuple, object] = {}
+        self._model_hash: dict[tuple, str] = {}
         self._diag_key = None
         self._diag = None
         self._git = git_commit()
@@ -82,7 +83,7 @@ class Runner:
             prepared = bench.prepare(spec.model, seed=0)
             self._models[key] = prepared.model
             self._theta0[key] = {k: v.clone() for k, v in prepared.model.state_dict().items()}
-            self._prepared_info = prepared
+            self._model_hash[key] = prepared.model_hash
         model = self._models[key]
         model.load_state_dict(self._theta0[key])
         for p in model.parameters():
@@ -162,7 +163,7 @@ class Runner:
         roles = bench.roles(spec.field, spec.seed)
         if not roles.theta0_nll:
             bench.attach_baseline(model, roles)
-        rec["provenance"].update(data_hash=roles.data_hash, model_hash=self._prepared_info.model_hash)
+        rec["provenance"].update(data_hash=roles.data_hash, model_hash=self._model_hash[(spec.benchmark, spec.model)])
         wall["prepare"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -194,12 +195,9 @@ class Runner:
             run_dirr(spec, rec, bench=bench, model=model, roles=roles, geometry=geometry, scores=scores,
                      support=support, objective=objective, data=data, config=config, decision=decision,
                      progress=self.progress, complete=complete)
-        t0 = time.perf_counter()
-        if rec.get("_final_outcome") is not None:
-            outcome = rec.pop("_final_outcome")
-        else:
-            outcome = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
-        wall["eval"] = wall.get("eval", 0.0) + time.perf_counter() - t0
+        t0 = time.perf_counter()  # both variants leave the terminal model (DIR-R: the chosen branch) in place
+        outcome = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
+        wall["eval"] = time.perf_counter() - t0
         rec["outcome"] = outcome.to_dict()
 
     def _provenance(self) -> dict:
