@@ -96,3 +96,17 @@ def test_cli_run_prints_outcome(cache, tmp_path, tofu):
     assert out.returncode == 0, out.stderr
     assert "J = +" in out.stdout or "J = -" in out.stdout
     assert "record: " in out.stdout
+
+
+def test_planned_runs_share_one_fused_diagnostics_pass(tofu, cache, tmp_path):
+    runner = Runner(tmp_path, cache_dir=cache, progress=False)
+    a = RunSpec("tofu", "forget10", "npo", "activation", seed=2, T=2, budget=0.1)
+    b = RunSpec("tofu", "forget10", "npo", "ap_mlp", seed=2, T=2, budget=0.1)
+    runner.plan([a, b])
+    assert runner.run(a)["status"] == "ok"
+    diag = runner._diag
+    assert set(diag.computed) == {"activations", "attribution:corrupted"}  # both, from the first run's pass
+    passes = diag.passes
+    assert runner.run(b)["status"] == "ok" and runner._diag is diag and diag.passes == passes
+    runner.plan([a, b])  # both recorded now: nothing left to prepare
+    assert runner._planned == {}

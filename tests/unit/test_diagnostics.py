@@ -147,3 +147,87 @@ def test_counterfactual_borrows_retain_names_when_forget_has_one_subject(tiny_to
     no_donor = DiagnosticRecords(F=rec.F, R=make(other, None), P=rec.P, N=rec.N)
     with pytest.raises(Exception, match="need a second subject name"):
         Diagnostics(tiny_model, no_donor, "npo").corrupted_inputs("counterfactual")
+
+
+def _autograd_batches(model, params, data, batch_size):
+    """Per-batch gradients of the mean-token answer NLL, the textbook way (parameter .grad)."""
+    out = []
+    for b in data.batches(batch_size):
+        s, n = sequence_nll(model, b)
+        out.append((torch.autograd.grad(s.sum() / n.sum(), params), int(n.sum())))
+    return out
+
+
+def _frozen_except(model, params):
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+
+
+def test_fused_contractions_equal_parameter_gradients(tiny_model, diag_records):
+    """mean / per-batch sum / Fisher and the random-label gradient, against autograd on the weights."""
+    diag = Diagnostics(tiny_model, diag_records, "npo", batch_size=2)
+    diag.prepare(["grad:F", "fisher:F", "random_label_grad:R"])
+    geo = diag.geometry
+    params = [t.param for t in geo.tensors]
+    _frozen_except(tiny_model, params)
+    per = _autograd_batches(tiny_model, params, diag_records.F, 2)
+    total = sum(n for _, n in per)
+    for i, t in enumerate(geo.tensors):
+        want_mean = sum(g[i] * n for g, n in per) / total
+        want_sum = sum(g[i] for g, _ in per)
+        want_fisher = sum(n * g[i] ** 2 for g, n in per) / total
+        torch.testing.assert_close(diag.role_grad("F")[t.name], want_mean, rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(diag.role_grad("F", "sum")[t.name], want_sum, rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(diag.fisher("F")[t.name], want_fisher, rtol=1e-4, atol=1e-9)
+    copies = [diag._random_label_copy(diag_records.R, c) for c in range(diag.random_label_copies)]
+    want = [torch.zeros_like(p) for p in params]
+    for copy in copies:
+        s, n = sequence_nll(tiny_model, copy)
+        for w, g in zip(want, torch.autograd.grad(s.sum() / n.sum() / len(copies), params)):
+            w += g
+    for t, w in zip(geo.tensors, want):
+        torch.testing.assert_close(diag.random_label_grad("R")[t.name], w, rtol=1e-4, atol=1e-7)
+
+
+def test_fused_gradients_on_gpt2_conv1d_layout(tiny_tokenizer, diag_records):
+    """GPT-2 stores the down-projection transposed (Conv1D [d_ff, d_model]); the contraction follows."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    eos = tiny_tokenizer.eos_token_id
+    model = GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=2, n_head=2, n_inner=40, n_positions=64,
+                                       vocab_size=len(tiny_tokenizer), bos_token_id=eos, eos_token_id=eos)).eval()
+    diag = Diagnostics(model, diag_records, "graddiff", batch_size=3)
+    got = diag.objective_direction()
+    params = [t.param for t in diag.geometry.tensors]
+    _frozen_except(model, params)
+    s, n = sequence_nll(model, diag_records.F)
+    rs, rn = sequence_nll(model, diag_records.R)
+    want = torch.autograd.grad(-s.sum() / n.sum() + rs.sum() / rn.sum(), params)
+    for t, w in zip(diag.geometry.tensors, want):
+        assert t.axis == 0
+        torch.testing.assert_close(got[t.name], w, rtol=1e-4, atol=1e-7)
+
+
+def test_prepare_runs_each_record_batch_through_the_model_once(tiny_model, diag_records):
+    union = sorted({k for m in list_methods() for k in get_method(m).requires})
+    shared = Diagnostics(tiny_model, diag_records, "npo", batch_size=2)
+    shared.prepare(union)
+    batches = lambda data: -(-len(data) // 2)  # noqa: E731
+    F, R = diag_records.F, diag_records.R
+    want = (sum(batches(getattr(diag_records, q)) for q in "FRPN")
+            + shared.random_label_copies * (batches(F) + batches(R))
+            + 2 * batches(F))  # the corrupted and the counterfactual run of F
+    assert shared.passes == want
+    for m in list_methods():
+        compute_scores(get_method(m), shared)
+    assert shared.passes == want  # everything was prepared; scoring runs nothing more
+    rows = shared.plan_rows(union)
+    assert rows == {"backward_rows": len(F) + len(R) + len(diag_records.P) + len(diag_records.N)
+                    + shared.random_label_copies * (len(F) + len(R)), "forward_only_rows": 2 * len(F)}
+    one_by_one = Diagnostics(tiny_model, diag_records, "npo", batch_size=2)
+    for m in list_methods():
+        compute_scores(get_method(m), one_by_one)
+    assert one_by_one.passes > want  # F is revisited for activations and attribution

@@ -23,7 +23,7 @@ import torch
 from supportbench import __version__
 from supportbench._io import write_json_atomic
 from supportbench.benchmarks.base import get_benchmark
-from supportbench.errors import DivergenceError, SpecError
+from supportbench.errors import DivergenceError, SpecError, SupportbenchError
 from supportbench.harness.objectives import get_objective, reference_nll
 from supportbench.harness.spec import SCHEMA, RunSpec
 from supportbench.harness.support import select
@@ -66,6 +66,7 @@ class Runner:
         self._model_hash: dict[tuple, str] = {}
         self._diag_key = None
         self._diag = None
+        self._planned: dict[tuple, set[str]] = {}
         self._git = git_commit()
 
     # ---- shared state ---------------------------------------------------------------------------------
@@ -90,14 +91,33 @@ class Runner:
             p.requires_grad_(False)
         return bench, model
 
+    @staticmethod
+    def _cell(spec: RunSpec) -> tuple:
+        """What a Diagnostics depends on: runs with the same cell share one."""
+        return (spec.benchmark, spec.model, spec.field, spec.objective, spec.seed,
+                tuple(sorted(spec.prefixed("objective.").items())), spec.hp("diag_batch_size"))
+
+    def plan(self, specs) -> None:
+        """Announce the runs that come next: each cell's Diagnostics then computes the union of what their
+        methods read in one fused pass. Runs already recorded are left out; unknown methods fail in ``run``."""
+        self._planned = {}
+        for spec in specs:
+            if record_path(self.results_dir, spec.run_key).exists() and not self.force:
+                continue
+            try:
+                requires = get_method(spec.method, **spec.prefixed("method.")).requires
+            except SupportbenchError:
+                continue
+            self._planned.setdefault(self._cell(spec), set()).update(requires)
+
     def diagnostics(self, spec: RunSpec, model, roles) -> Diagnostics:
-        key = (spec.benchmark, spec.model, spec.field, spec.objective, spec.seed,
-               tuple(sorted(spec.prefixed("objective.").items())), spec.hp("diag_batch_size"))
+        key = self._cell(spec)
         if key != self._diag_key:
             obj = get_objective(spec.objective, **spec.prefixed("objective."))
             self._diag = Diagnostics(model, roles.diagnostics, obj, seed=spec.seed,
                                      batch_size=spec.hp("diag_batch_size"))
             self._diag_key = key
+            self._diag.prepare(sorted(self._planned.get(key, ())))
         return self._diag
 
     # ---- one run --------------------------------------------------------------------------------------

@@ -7,6 +7,10 @@ ask. Methods declare what they need in ``requires``; ``prepare(requires)`` compu
 Diagnostics only ever see ``DiagnosticRecords``: a distinct type that benchmarks build from records
 disjoint from their evaluation splits. Passing anything else is a TypeError.
 
+All keys a ``prepare`` call asks for come from one fused pass (see ``Diagnostics``): the gradient of a
+down-projection weight is a contraction of its input and output gradient, so one backward serves every
+gradient-based key at once, and the clean forget rows serve the activations and attribution too.
+
 Keys
   grad:Q                  mean-token answer-NLL gradient on role Q in {F, R, P, N} (also the per-batch
                           sum used by WAGLE and the empirical Fisher used by FILA, from the same pass)
@@ -23,17 +27,19 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 
 from supportbench.errors import SpecError
-from supportbench.harness.data import IGNORE, TokenizedSet, answer_positions, sequence_nll
+from supportbench.harness.data import IGNORE, TokenizedSet, answer_positions, token_nll
 from supportbench.harness.objectives import Objective, get_objective
 from supportbench.harness.support import Geometry, discover_geometry
 
 ROLES = ("F", "R", "P", "N")
+RANDOM_LABEL_ROLES = ("F", "R")
+ATTRIBUTION_KINDS = ("corrupted", "counterfactual")
 
 
 @dataclass(frozen=True)
@@ -60,13 +66,44 @@ class DiagnosticRecords:
         return getattr(self, q)
 
 
+@dataclass
+class _Block:
+    """One record set run through the fused pass, and what is collected from it."""
+
+    name: str                  # "F", "R", "P", "N" or "rl:F:0" (random-label copy 0 of F)
+    data: TokenizedSet
+    stats: bool = False        # role mean / per-batch sum / Fisher
+    u0: bool = False           # forget part of the objective direction (F only)
+    activations: bool = False  # down-proj inputs at answer positions (F only)
+    attribution: tuple[str, ...] = ()  # corrupted runs to patch against (F only)
+    random_label: bool = False
+
+    @property
+    def needs_grad(self) -> bool:
+        return self.stats or self.u0 or self.random_label or bool(self.attribution)
+
+
 class Diagnostics:
+    """Lazy, cached diagnostics for one model state, one set of diagnostic records, one objective, one seed.
+
+    ``prepare(keys)`` computes every listed key that is not cached yet in **one fused pass**: each
+    diagnostic record set it needs (F, R, P, N and the random-label copies) goes through the model once,
+    ``batch_size`` rows to a forward (and backward) pass. Hooks on the down-projections keep their
+    inputs ``a`` and output gradients ``d``; every gradient the methods read
+    is a contraction of the two (``sum_t d_t a_t^T`` per batch, exact for a linear layer), so one backward
+    of the summed per-sequence NLL serves the role gradients, WAGLE's per-batch sums, FILA's Fisher,
+    the objective direction (per-sequence weights), the activations and the attribution terms at once.
+    Asking for a key that was not prepared computes it on its own (still once).
+    """
+
     def __init__(self, model, records: DiagnosticRecords, objective: Objective | str, *, seed: int = 0,
-                 batch_size: int = 16, geometry: Geometry | None = None, random_label_copies: int = 3,
-                 random_label_fraction: float = 0.5):
+                 batch_size: int = 16, geometry: Geometry | None = None,
+                 random_label_copies: int = 3, random_label_fraction: float = 0.5):
         if not isinstance(records, DiagnosticRecords):
             raise TypeError(f"Diagnostics reads only DiagnosticRecords, got {type(records).__name__}: "
                             "evaluation data must never reach a selection method")
+        if batch_size < 1:
+            raise SpecError(f"batch_size must be >= 1, got {batch_size}")
         self.model = model
         self.records = records
         self.objective = get_objective(objective) if isinstance(objective, str) else objective
@@ -76,171 +113,160 @@ class Diagnostics:
         self.random_label_copies = random_label_copies
         self.random_label_fraction = random_label_fraction
         self._cache: dict[str, object] = {}
-        self.computed = Counter()  # key -> number of times computed (tests assert <= 1)
+        self.computed = Counter()  # cache key -> number of times computed (tests assert <= 1)
+        self.passes = 0            # forward passes run (record batches + patched runs)
 
     # ---- public accessors ------------------------------------------------------------------------
     def role_grad(self, q: str, reduce: str = "mean") -> dict[str, torch.Tensor]:
         if reduce not in ("mean", "sum"):
             raise SpecError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
-        return self._role_pass(q)[reduce]
+        return self._lookup(f"grad:{q}")[reduce]
 
     def fisher(self, q: str) -> dict[str, torch.Tensor]:
-        return self._role_pass(q)["fisher"]
+        return self._lookup(f"grad:{q}")["fisher"]
 
     def objective_direction(self) -> dict[str, torch.Tensor]:
-        return self._cached("objective_direction", self._compute_objective_direction)
+        return self._lookup("objective_direction")
 
     def activations(self) -> dict[str, torch.Tensor]:
-        return self._cached("activations", self._compute_activations)
+        return self._lookup("activations")
 
     def random_label_grad(self, q: str) -> dict[str, torch.Tensor]:
-        return self._cached(f"random_label_grad:{q}", lambda: self._compute_random_label_grad(q))
+        return self._lookup(f"random_label_grad:{q}")
 
     def attribution(self, kind: str) -> dict[str, torch.Tensor]:
-        if kind not in ("corrupted", "counterfactual"):
+        if kind not in ATTRIBUTION_KINDS:
             raise SpecError(f"attribution kind must be 'corrupted' or 'counterfactual', got {kind!r}")
-        return self._cached(f"attribution:{kind}", lambda: self._compute_attribution(kind))
-
-    def prepare(self, requires: Iterable[str]) -> None:
-        """Compute every listed key now (e.g. the union over the methods of a sweep)."""
-        for key in requires:
-            self.get(key)
+        return self._lookup(f"attribution:{kind}")
 
     def get(self, key: str):
+        if key == "weights":
+            return self.geometry.weights()
         name, _, arg = key.partition(":")
-        table: dict[str, Callable] = {
-            "grad": lambda: self.role_grad(arg), "fisher": lambda: self.fisher(arg),
-            "objective_direction": self.objective_direction, "activations": self.activations,
-            "random_label_grad": lambda: self.random_label_grad(arg),
-            "attribution": lambda: self.attribution(arg), "weights": self.geometry.weights,
-        }
-        if name not in table:
-            raise SpecError(f"unknown diagnostic {key!r}; known: {', '.join(sorted(KNOWN_KEYS))}")
-        return table[name]()
+        if name == "fisher":
+            return self.fisher(arg)
+        if name == "grad":
+            return self.role_grad(arg)
+        return self._lookup(key)
+
+    def prepare(self, requires: Iterable[str]) -> None:
+        """Compute every listed key not cached yet, together, in one fused pass (e.g. a sweep's union)."""
+        wanted = []
+        for key in requires:
+            ck = _cache_key(key)
+            if ck is not None and ck not in self._cache and ck not in wanted:
+                wanted.append(ck)
+        if wanted:
+            self._compute(wanted)
 
     # ---- machinery --------------------------------------------------------------------------------
-    def _cached(self, key: str, fn: Callable):
-        if key not in self._cache:
-            self._cache[key] = fn()
+    def _lookup(self, key: str):
+        ck = _cache_key(key)
+        if ck not in self._cache:
+            self._compute([ck])
+        return self._cache[ck]
+
+    def _plan(self, keys: list[str], cached=()) -> list[_Block]:
+        ks = set(keys)
+        u0 = "objective_direction" in ks
+        if u0 and self.objective.uses_retain and "grad:R" not in cached:
+            ks.add("grad:R")  # u0's retain term is alpha * g_R
+        blocks = []
+        for q in ROLES:
+            f_extra = q == "F"
+            b = _Block(q, self.records.role(q), stats=f"grad:{q}" in ks, u0=f_extra and u0,
+                       activations=f_extra and "activations" in ks,
+                       attribution=tuple(k for k in ATTRIBUTION_KINDS if f_extra and f"attribution:{k}" in ks))
+            if b.stats or b.u0 or b.activations or b.attribution:
+                blocks.append(b)
+        for q in RANDOM_LABEL_ROLES:
+            if f"random_label_grad:{q}" in ks:
+                data = self.records.role(q)
+                blocks += [_Block(f"rl:{q}:{c}", self._random_label_copy(data, c), random_label=True)
+                           for c in range(self.random_label_copies)]
+        return blocks
+
+    def _compute(self, keys: list[str]) -> None:
+        blocks = self._plan(keys, cached=self._cache)
+        acc = _Accumulators(self, blocks)
+        corrupted = {k: self.corrupted_inputs(k) for b in blocks for k in b.attribution}
+        with self._frozen():
+            for b in blocks:
+                for s in range(0, len(b.data), self.batch_size):
+                    idx = torch.arange(s, min(s + self.batch_size, len(b.data)))
+                    part = b.data.take(idx)
+                    nll, a, d = self._forward(part, grads=b.needs_grad)
+                    acc.add(b, idx, part, nll, a, d)
+                    for k in b.attribution:  # the patched run of the same rows, no grad
+                        _, h_corr, _ = self._forward(corrupted[k].take(idx), grads=False)
+                        acc.add_attribution(k, part, a, d, h_corr)
+        for key, value in acc.finish().items():
+            self._cache[key] = value
             self.computed[key] += 1
-        return self._cache[key]
+
+    def plan_rows(self, requires: Iterable[str]) -> dict[str, int]:
+        """What ``prepare(requires)`` would run from scratch: record rows with a backward pass, rows forward only."""
+        blocks = self._plan([k for k in map(_cache_key, requires) if k is not None])
+        grad = sum(len(b.data) for b in blocks if b.needs_grad)
+        fwd = sum(len(b.data) for b in blocks if not b.needs_grad) + sum(
+            len(b.data) * len(b.attribution) for b in blocks)
+        return {"backward_rows": grad, "forward_only_rows": fwd}
 
     @contextlib.contextmanager
-    def _geometry_grad(self, geometry: bool = True):
-        """Freeze every parameter (then unfreeze the geometry's if asked); restore afterwards."""
+    def _frozen(self):
+        """Eval mode, every parameter frozen (gradients are taken at the down-proj outputs); restore after."""
         saved = [(p, p.requires_grad) for p in self.model.parameters()]
         was_training = self.model.training
         for p in self.model.parameters():
             p.requires_grad_(False)
-        for t in self.geometry.tensors if geometry else ():
-            t.param.requires_grad_(True)
         self.model.eval()
         try:
-            with torch.enable_grad():
-                yield [t.param for t in self.geometry.tensors]
+            yield
         finally:
             for p, r in saved:
                 p.requires_grad_(r)
             self.model.train(was_training)
 
-    def _zeros(self) -> dict[str, torch.Tensor]:
-        return {t.name: torch.zeros_like(t.param, dtype=torch.float32) for t in self.geometry.tensors}
-
-    def _role_pass(self, q: str) -> dict:
-        def compute():
-            data = self.records.role(q)
-            total = int(data.n_answer_tokens.sum())
-            mean, summ, fish = self._zeros(), self._zeros(), self._zeros()
-            with self._geometry_grad() as params:
-                for b in data.batches(self.batch_size):
-                    nll, n = sequence_nll(self.model, b)
-                    nb = int(n.sum())
-                    grads = torch.autograd.grad(nll.sum() / max(nb, 1), params)
-                    for t, g in zip(self.geometry.tensors, grads):
-                        g = g.float()
-                        mean[t.name] += g * (nb / max(total, 1))
-                        summ[t.name] += g
-                        fish[t.name] += nb * g * g
-            fish = {k: v / max(total, 1) for k, v in fish.items()}
-            return {"mean": mean, "sum": summ, "fisher": fish}
-
-        if q not in ROLES:
-            raise SpecError(f"unknown diagnostic role {q!r}; allowed: {', '.join(ROLES)}")
-        return self._cached(f"grad:{q}", compute)
-
-    def _compute_objective_direction(self) -> dict[str, torch.Tensor]:
-        """u0 = grad L_unl(theta_0) on the F (and R) diagnostic records.
-
-        Exact shortcuts reuse the role gradients: at theta_0 NPO's per-sequence derivative
-        d/dnll_i [-(2/beta) log sigmoid(beta (nll_i - ref_i))] = -1 (nll_i = ref_i), so
-        u0_F = -gamma * (N_tok / N_seq) * g_F; GradDiff/GA's forget term is -gamma * g_F; every retain
-        term is alpha * g_R (mean-token NLL on R). Only SimNPO (per-sequence weights) needs its own pass.
-        """
-        obj, F = self.objective, self.records.F
-        n_seq, n_tok = len(F), int(F.n_answer_tokens.sum())
-        if obj.name == "npo":
-            scale = -obj.forget_coef * n_tok / n_seq
-        elif obj.name in ("graddiff", "ga"):
-            scale = -obj.forget_coef
-        else:
-            scale = None
-        if scale is not None:
-            gF = self.role_grad("F")
-            u = {k: scale * v for k, v in gF.items()}
-        else:
-            u = self._zeros()
-            with self._geometry_grad() as params:
-                for b in F.batches(self.batch_size):
-                    nll, n = sequence_nll(self.model, b)
-                    # per-sequence mean loss: the chunk contributes (chunk mean) * chunk size / N.
-                    term = obj.forget_term(nll, n, nll.detach()) * (len(nll) / n_seq)
-                    for t, g in zip(self.geometry.tensors, torch.autograd.grad(obj.forget_coef * term, params)):
-                        u[t.name] += g.float()
-        if obj.uses_retain:
-            gR = self.role_grad("R")
-            for k in u:
-                u[k] = u[k] + obj.retain_coef * gR[k]
-        return u
-
     @contextlib.contextmanager
-    def _capture_down_inputs(self, keep_grad: bool):
-        """Hook every down-projection: record its input h ([B, L, d_ff]); optionally keep its grad."""
-        store: dict[str, torch.Tensor] = {}
+    def _capture(self, grads: bool):
+        """Hook every down-projection: keep its input a [B, L, d_ff] and, if ``grads``, the gradient d of
+        its output [B, L, d_model]. Outputs that do not require grad (the first layer's, with everything
+        frozen) become leaves, so the backward pass stops there."""
+        inputs: dict[str, torch.Tensor] = {}
+        outgrads: dict[str, torch.Tensor] = {}
         modules = dict(self.model.named_modules())
         handles = []
         for t in self.geometry.tensors:
-            def hook(_mod, args, name=t.name):
-                h = args[0]
-                if keep_grad and h.requires_grad:
-                    h.retain_grad()
-                store[name] = h
-            handles.append(modules[t.module_name].register_forward_pre_hook(hook))
-        if keep_grad:  # make everything downstream of the embeddings differentiable, params frozen
-            emb = self.model.get_input_embeddings()
-            handles.append(emb.register_forward_hook(lambda _m, _a, out: out.detach().requires_grad_(True)))
+            mod = modules[t.module_name]
+
+            def pre(_m, args, name=t.name):
+                inputs[name] = args[0].detach()
+
+            handles.append(mod.register_forward_pre_hook(pre))
+            if grads:
+                def post(_m, _args, out, name=t.name):
+                    if not out.requires_grad:
+                        out = out.detach().requires_grad_(True)
+                    out.register_hook(lambda g: outgrads.__setitem__(name, g.detach()))
+                    return out
+
+                handles.append(mod.register_forward_hook(post))
         try:
-            yield store
+            yield inputs, outgrads
         finally:
             for h in handles:
                 h.remove()
 
-    @torch.no_grad()
-    def _compute_activations(self) -> dict[str, torch.Tensor]:
-        F = self.records.F
-        abs_sum = {t.name: torch.zeros(t.n, dtype=torch.float64) for t in self.geometry.tensors}
-        sgn_sum = {t.name: torch.zeros(t.n, dtype=torch.float64) for t in self.geometry.tensors}
-        count = 0
-        with self._capture_down_inputs(keep_grad=False) as store:
-            for b in F.batches(self.batch_size):
-                self.model(input_ids=b.input_ids, attention_mask=b.attention_mask)
-                pos = answer_positions(b)
-                count += int(pos.sum())
-                for t in self.geometry.tensors:
-                    h = store[t.name][pos].double()  # [n_pos, d_ff]
-                    abs_sum[t.name] += h.abs().sum(0)
-                    sgn_sum[t.name] += h.sum(0)
-        cat = lambda d: torch.cat([d[t.name] for t in self.geometry.tensors]) / max(count, 1)  # noqa: E731
-        return {"mean_abs": cat(abs_sum), "mean": cat(sgn_sum)}
+    def _zeros_like_params(self) -> dict[str, torch.Tensor]:
+        return {t.name: torch.zeros_like(t.param, dtype=torch.float32) for t in self.geometry.tensors}
+
+    def _forward(self, rows: TokenizedSet, grads: bool):
+        with self._capture(grads) as (a, d), torch.set_grad_enabled(grads):
+            nll = token_nll(self.model, rows).sum(1)
+            if grads and nll.requires_grad:
+                nll.sum().backward()
+        self.passes += 1
+        return nll.detach(), a, d
 
     def _random_label_copy(self, data: TokenizedSet, copy: int) -> TokenizedSet:
         g = torch.Generator().manual_seed(self.seed * 7907 + copy)
@@ -252,20 +278,6 @@ class Diagnostics:
         ids[flip] = rand[flip]
         labels[flip] = rand[flip]
         return TokenizedSet(ids, data.attention_mask, labels, data.subject_mask)
-
-    def _compute_random_label_grad(self, q: str) -> dict[str, torch.Tensor]:
-        data = self.records.role(q)
-        out = self._zeros()
-        with self._geometry_grad() as params:
-            for c in range(self.random_label_copies):
-                copy = self._random_label_copy(data, c)
-                tok = int(copy.n_answer_tokens.sum())
-                for b in copy.batches(self.batch_size):
-                    nll, _ = sequence_nll(self.model, b)
-                    grads = torch.autograd.grad(nll.sum() / tok / self.random_label_copies, params)
-                    for t, g in zip(self.geometry.tensors, grads):
-                        out[t.name] += g.float()
-        return out
 
     def corrupted_inputs(self, kind: str) -> TokenizedSet:
         """F with its subject tokens replaced: random tokens ('corrupted') or another subject's name tokens
@@ -298,35 +310,116 @@ class Diagnostics:
             ids[i][F.subject_mask[i]] = donor.repeat(k // len(donor) + 1)[:k]
         return TokenizedSet(ids, F.attention_mask, F.labels, F.subject_mask)
 
-    def _compute_attribution(self, kind: str) -> dict[str, torch.Tensor]:
-        F, corrupted = self.records.F, self.corrupted_inputs(kind)
-        signed = {t.name: torch.zeros(t.n, dtype=torch.float64) for t in self.geometry.tensors}
-        absol = {t.name: torch.zeros(t.n, dtype=torch.float64) for t in self.geometry.tensors}
-        idx = torch.arange(len(F))
-        with self._geometry_grad(geometry=False):
-            self._attribution_batches(F, corrupted, idx, signed, absol)
-        cat = lambda d: torch.cat([d[t.name] for t in self.geometry.tensors])  # noqa: E731
-        return {"signed": cat(signed), "abs": cat(absol)}
 
-    def _attribution_batches(self, F, corrupted, idx, signed, absol) -> None:
-        for s in range(0, len(F), self.batch_size):
-            bi = idx[s:s + self.batch_size]
-            clean, corr = F.take(bi), corrupted.take(bi)
-            with self._capture_down_inputs(keep_grad=True) as store:
-                nll, _ = sequence_nll(self.model, clean)
-                (-nll.sum()).backward()  # m = summed answer log-prob
-                h_clean = {k: (v.detach(), v.grad) for k, v in store.items()}
-            with torch.no_grad(), self._capture_down_inputs(keep_grad=False) as store:
-                self.model(input_ids=corr.input_ids, attention_mask=corr.attention_mask)
-                h_corr = {k: v.detach() for k, v in store.items()}
-            valid = clean.attention_mask.bool().unsqueeze(-1)
-            for t in self.geometry.tensors:
-                hc, grad = h_clean[t.name]
-                term = ((h_corr[t.name] - hc) * grad).double() * valid
-                signed[t.name] += term.sum((0, 1))
-                absol[t.name] += term.abs().sum((0, 1))
+class _Accumulators:
+    """Running sums of one fused pass; ``finish`` turns them into the cached diagnostics."""
+
+    def __init__(self, diag: Diagnostics, blocks: list[_Block]):
+        self.diag, self.geo, self.obj = diag, diag.geometry, diag.objective
+        self.blocks = blocks
+        zeros = diag._zeros_like_params
+        cols = lambda: {t.name: torch.zeros(t.n, dtype=torch.float64) for t in self.geo.tensors}  # noqa: E731
+        self.stats = {b.name: {"mean": zeros(), "sum": zeros(), "fisher": zeros()} for b in blocks if b.stats}
+        self.tokens = {b.name: int(b.data.n_answer_tokens.sum()) for b in blocks}
+        self.u0 = zeros() if any(b.u0 for b in blocks) else None
+        self.act = {"abs": cols(), "signed": cols(), "count": 0}
+        self.attr = {k: {"signed": cols(), "abs": cols()} for b in blocks for k in b.attribution}
+        self.rl = {q: zeros() for q in RANDOM_LABEL_ROLES if any(b.name.startswith(f"rl:{q}:") for b in blocks)}
+
+    def _outer(self, d: dict, a: dict, row_weights: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """sum_{b,t} w_b d_bt a_bt^T in each geometry tensor's layout (Linear [d_model, d_ff]; Conv1D transposed)."""
+        out = {}
+        for t in self.geo.tensors:
+            dd, aa = d[t.name].float(), a[t.name].float()
+            if row_weights is not None:
+                dd = dd * row_weights.to(dd.dtype).view(-1, 1, 1)
+            dd, aa = dd.reshape(-1, dd.shape[-1]), aa.reshape(-1, aa.shape[-1])
+            out[t.name] = dd.T @ aa if t.axis == 1 else aa.T @ dd
+        return out
+
+    def add(self, b: _Block, idx, part: TokenizedSet, nll: torch.Tensor, a: dict, d: dict) -> None:
+        n = part.n_answer_tokens
+        nb = max(int(n.sum()), 1)
+        G = self._outer(d, a) if (b.stats or b.random_label) else None
+        if b.stats:
+            s, total = self.stats[b.name], max(self.tokens[b.name], 1)
+            for k, g in G.items():
+                s["mean"][k] += g / total
+                s["sum"][k] += g / nb
+                s["fisher"][k] += g * g / nb
+        if b.random_label:
+            q = b.name.split(":")[1]
+            scale = 1.0 / max(self.tokens[b.name], 1) / self.diag.random_label_copies
+            for k, g in G.items():
+                self.rl[q][k] += g * scale
+        if b.u0:
+            c = self._forget_weights(b.data, idx, nll)
+            U = G if G is not None and bool((c == c[0]).all()) else None
+            U = {k: c[0] * g for k, g in U.items()} if U is not None else self._outer(d, a, c)
+            for k, g in U.items():
+                self.u0[k] += g
+        if b.activations:
+            pos = answer_positions(part)
+            self.act["count"] += int(pos.sum())
+            for t in self.geo.tensors:
+                h = a[t.name][pos].double()
+                self.act["abs"][t.name] += h.abs().sum(0)
+                self.act["signed"][t.name] += h.sum(0)
+
+    def _forget_weights(self, data: TokenizedSet, idx, nll: torch.Tensor) -> torch.Tensor:
+        """c_i = d(gamma * L_f)/d nll_i at theta_0 for the rows ``idx``. Every forget term is a sum of
+        per-sequence terms normalised by counts (sequences or tokens), so the derivative at row i reads
+        only row i and the counts: the other rows may hold any value."""
+        x = torch.zeros(len(data), dtype=torch.float32)
+        x[idx] = nll.float()
+        x.requires_grad_(True)
+        term = self.obj.forget_coef * self.obj.forget_term(x, data.n_answer_tokens, x.detach())
+        (c,) = torch.autograd.grad(term, x)
+        return c[idx]
+
+    def add_attribution(self, kind: str, part: TokenizedSet, a: dict, d: dict, h_corr: dict) -> None:
+        """sum_{b,t} (h^corr - h)_j * dm/dh_j with m = summed answer log-prob: dm/dh = -d W (Linear) or -d W^T."""
+        valid = part.attention_mask.bool().unsqueeze(-1)
+        for t in self.geo.tensors:
+            W = t.param.detach().float()
+            grad = -(d[t.name].float() @ (W if t.axis == 1 else W.T))
+            term = ((h_corr[t.name].float() - a[t.name].float()) * grad).double() * valid
+            self.attr[kind]["signed"][t.name] += term.sum((0, 1))
+            self.attr[kind]["abs"][t.name] += term.abs().sum((0, 1))
+
+    def finish(self) -> dict[str, object]:
+        cat = lambda x: torch.cat([x[t.name] for t in self.geo.tensors])  # noqa: E731
+        out: dict[str, object] = {}
+        for name, s in self.stats.items():
+            total = max(self.tokens[name], 1)
+            out[f"grad:{name}"] = {"mean": s["mean"], "sum": s["sum"],
+                                   "fisher": {k: v / total for k, v in s["fisher"].items()}}
+        if self.u0 is not None:
+            u = self.u0
+            if self.obj.uses_retain:
+                gR = out["grad:R"]["mean"] if "grad:R" in out else self.diag._cache["grad:R"]["mean"]
+                u = {k: v + self.obj.retain_coef * gR[k] for k, v in u.items()}
+            out["objective_direction"] = u
+        if any(b.activations for b in self.blocks):
+            c = max(self.act["count"], 1)
+            out["activations"] = {"mean_abs": cat(self.act["abs"]) / c, "mean": cat(self.act["signed"]) / c}
+        for kind, v in self.attr.items():
+            out[f"attribution:{kind}"] = {"signed": cat(v["signed"]), "abs": cat(v["abs"])}
+        for q, g in self.rl.items():
+            out[f"random_label_grad:{q}"] = g
+        return out
 
 
-KNOWN_KEYS = {f"grad:{q}" for q in ROLES} | {f"fisher:{q}" for q in ROLES} | {
-    "objective_direction", "activations", "weights", "random_label_grad:F", "random_label_grad:R",
-    "attribution:corrupted", "attribution:counterfactual"}
+def _cache_key(key: str) -> str | None:
+    """The cache entry behind a diagnostic key (``fisher:Q`` lives with ``grad:Q``); None for ``weights``."""
+    if key not in KNOWN_KEYS:
+        raise SpecError(f"unknown diagnostic {key!r}; known: {', '.join(sorted(KNOWN_KEYS))}")
+    if key == "weights":
+        return None
+    name, _, arg = key.partition(":")
+    return f"grad:{arg}" if name == "fisher" else key
+
+
+KNOWN_KEYS = ({f"grad:{q}" for q in ROLES} | {f"fisher:{q}" for q in ROLES}
+              | {f"random_label_grad:{q}" for q in RANDOM_LABEL_ROLES} | {f"attribution:{k}" for k in ATTRIBUTION_KINDS}
+              | {"objective_direction", "activations", "weights"})

@@ -29,8 +29,10 @@ def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisi
     if _RUNNER is None or (str(_RUNNER.results_dir), _RUNNER.cache_dir) != (results_dir, cache_dir):
         _RUNNER = Runner(results_dir, cache_dir=cache_dir, progress=False)
     out = []
-    for s, dec in zip(specs, decisions):
-        spec = RunSpec.from_dict(s)
+    specs = [RunSpec.from_dict(s) for s in specs]
+    if not complete:
+        _RUNNER.plan(specs)
+    for spec, dec in zip(specs, decisions):
         rec = _RUNNER.complete_post_hoc(spec, dec) if complete else _RUNNER.run(spec, decision=dec)
         out.append({"run_key": rec["run_key"], "status": rec["status"], "skipped": bool(rec.get("_skipped")),
                     "error": (rec.get("error") or "").splitlines()[0] if rec.get("error") else None})
