@@ -354,8 +354,10 @@ class _Accumulators:
                 self.rl[q][k] += g * scale
         if b.u0:
             c = self._forget_weights(b.data, idx, nll)
-            U = G if G is not None and bool((c == c[0]).all()) else None
-            U = {k: c[0] * g for k, g in U.items()} if U is not None else self._outer(d, a, c)
+            if G is not None and bool((c == c[0]).all()):  # e.g. NPO at theta_0, GradDiff: reuse the contraction
+                U = {k: c[0] * g for k, g in G.items()}
+            else:
+                U = self._outer(d, a, c)
             for k, g in U.items():
                 self.u0[k] += g
         if b.activations:
