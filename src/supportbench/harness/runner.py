@@ -115,7 +115,7 @@ class Runner:
         if key != self._diag_key:
             obj = get_objective(spec.objective, **spec.prefixed("objective."))
             self._diag = Diagnostics(model, roles.diagnostics, obj, seed=spec.seed,
-                                     batch_size=spec.hp("diag_batch_size"))
+                                     batch_size=spec.hp("diag_batch_size"), progress=self.progress)
             self._diag_key = key
             self._diag.prepare(sorted(self._planned.get(key, ())))
         return self._diag

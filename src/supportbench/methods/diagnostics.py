@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
+from tqdm.auto import tqdm
 
 from supportbench.errors import SpecError
 from supportbench.harness.data import IGNORE, TokenizedSet, answer_positions, token_nll
@@ -98,7 +99,7 @@ class Diagnostics:
 
     def __init__(self, model, records: DiagnosticRecords, objective: Objective | str, *, seed: int = 0,
                  batch_size: int = 16, geometry: Geometry | None = None,
-                 random_label_copies: int = 3, random_label_fraction: float = 0.5):
+                 random_label_copies: int = 3, random_label_fraction: float = 0.5, progress: bool = False):
         if not isinstance(records, DiagnosticRecords):
             raise TypeError(f"Diagnostics reads only DiagnosticRecords, got {type(records).__name__}: "
                             "evaluation data must never reach a selection method")
@@ -112,6 +113,7 @@ class Diagnostics:
         self.geometry = geometry or discover_geometry(model)
         self.random_label_copies = random_label_copies
         self.random_label_fraction = random_label_fraction
+        self.progress = progress
         self._cache: dict[str, object] = {}
         self.computed = Counter()  # cache key -> number of times computed (tests assert <= 1)
         self.passes = 0            # forward passes run (record batches + patched runs)
@@ -190,9 +192,12 @@ class Diagnostics:
         blocks = self._plan(keys, cached=self._cache)
         acc = _Accumulators(self, blocks)
         corrupted = {k: self.corrupted_inputs(k) for b in blocks for k in b.attribution}
-        with self._frozen():
+        n_batches = sum(-(-len(b.data) // self.batch_size) for b in blocks)
+        with self._frozen(), tqdm(total=n_batches, desc="diagnostics " + " ".join(keys), unit="batch",
+                                  disable=not self.progress, leave=False) as bar:
             for b in blocks:
                 for s in range(0, len(b.data), self.batch_size):
+                    bar.update()
                     idx = torch.arange(s, min(s + self.batch_size, len(b.data)))
                     part = b.data.take(idx)
                     nll, a, d = self._forward(part, grads=b.needs_grad)
