@@ -61,12 +61,18 @@ def _cmd_run(args) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    from pathlib import Path
+
     from supportbench.harness.runner import Runner
     from supportbench.harness.spec import RunSpec
 
+    hp = _parse_sets(args.set)
+    if args.data_dir:
+        hp["benchmark.data_dir"] = str(Path(args.data_dir).resolve())
+    model = str(Path(args.model).resolve()) if Path(args.model, "config.json").is_file() else args.model
     spec = RunSpec(args.benchmark, args.field, args.objective, args.method, seed=args.seed, variant=args.variant,
                    split=args.split, experiment=args.experiment, budget=args.budget, T=args.T, t=args.t, d=args.d,
-                   rho_p=args.rho_p, model=args.model, hyperparameters=_parse_sets(args.set))
+                   rho_p=args.rho_p, model=model, hyperparameters=hp)
     decision = None
     if args.variant == "dirr":
         from supportbench.harness.dirr import load_decision_for
@@ -290,8 +296,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--d", type=int, default=4, help="DIR-R probe length")
     r.add_argument("--rho-p", dest="rho_p", type=float, default=0.05,
                    help="DIR-R probe action (paper: 0.01 with thousands of support columns)")
-    r.add_argument("--model", default="tiny-llama", help="model preset (tiny-llama, small-llama)")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="hyperparameter, e.g. lr=0.01")
+    r.add_argument("--model", default="tiny-llama",
+                   help="model preset (tiny-llama, small-llama) or a local Hugging Face model directory")
+    r.add_argument("--data-dir", default=None,
+                   help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="hyperparameter, e.g. lr=0.01, objective.beta=0.2, method.eps=1e-6, benchmark.size=full")
     r.add_argument("--results", default="results")
     r.add_argument("--cache", default=None, help="cache directory (default $SUPPORTBENCH_CACHE or ./.cache)")
     r.add_argument("--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)")

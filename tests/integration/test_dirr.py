@@ -16,7 +16,7 @@ BASE = dict(benchmark="tofu", field="forget10", objective="npo", method="interve
 
 
 def geometry_state(runner, spec):
-    model = runner._models[(spec.benchmark, spec.model)]
+    model = runner.live_model(spec)
     return {k: v.clone() for k, v in model.state_dict().items() if "down_proj" in k}
 
 

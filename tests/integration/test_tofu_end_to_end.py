@@ -56,7 +56,7 @@ def test_forget_probability_drops(tofu, cache, tmp_path):
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
     spec = RunSpec("tofu", "forget10", "npo", "intervention_score", seed=1, T=20, budget=0.1)
     _, model = runner.theta0(spec)
-    bench = runner.benchmark("tofu")
+    bench = runner.benchmark(spec)
     roles = bench.roles("forget10", 1)
     bench.attach_baseline(model, roles)
     before = bench.evaluate(model, roles).components["forget_prob"]

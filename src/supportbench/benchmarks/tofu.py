@@ -4,10 +4,12 @@ Reader: the real locuslab/TOFU files from a local directory — JSON Lines per c
 (``<config>.json``) or the older ``<config>_dataset.json`` files (optionally under ``default/``);
 each config's fields are validated, errors name file and line. forgetXX pairs with retain(100-XX).
 
-Protocol (this machine has no pretrained model, so "pretraining" knowledge is trained jointly):
-theta_0 = base preset fine-tuned on ``full`` + real_authors + world_facts + neutral text; the retain
-model (forget-quality reference) is trained the same way on ``retain(100-XX)`` instead of ``full``.
-Both are cached by content hash.
+Protocol. A local pretrained model directory (``model=/path/to/hf-model``) is fine-tuned on ``full``
+with TOFU's recipe (5 epochs, lr 1e-5, batch 32, weight decay 0.01, one warm-up epoch); the retain model
+(forget-quality reference) is the same base fine-tuned on ``retain(100-XX)``. A preset has no
+pretraining, so its "pretraining" knowledge is trained jointly: theta_0 = preset fine-tuned on ``full`` +
+real_authors + world_facts + neutral text (retain model: ``retain(100-XX)`` instead of ``full``).
+Both are cached, keyed by the data's content hash, the base model's identity and the recipe.
 
 Roles for field forgetXX and seed s (disjoint by construction, see docs/benchmarks.md):
   per forget author, its 20 QA are permuted by s: 5 -> F diagnostics, 5 -> dev, 10 -> eval;
@@ -30,7 +32,7 @@ import math
 import os
 import random
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -40,7 +42,7 @@ from supportbench.benchmarks.base import EvalSplit, Outcome, Prepared, Roles, re
 from supportbench.benchmarks.generators import tofu as gen
 from supportbench.errors import DataFormatError, SpecError, UnknownNameError
 from supportbench.harness.data import TokenizedSet, dataset_nll, tokenize_pairs
-from supportbench.harness.models import build_model, get_preset, load_model, model_hash, save_model, train_tokenizer
+from supportbench.harness.models import base_identity, base_model, is_model_dir, load_model, model_hash, save_model
 from supportbench.harness.train import FinetuneConfig, finetune
 from supportbench.methods.diagnostics import DiagnosticRecords
 
@@ -147,10 +149,12 @@ def _hash_files(data_dir: Path, names) -> str:
 @register_benchmark("tofu")
 class Tofu:
     question_key = "question"          # the question form used by dev/eval splits
-    finetune_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16)
+    finetune_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16)  # tiny presets, from scratch
+    # pretrained local models: TOFU's fine-tuning recipe (Maini et al. 2024)
+    pretrained_finetune_config = FinetuneConfig(epochs=5, lr=1e-5, batch_size=32, weight_decay=0.01, warmup_frac=0.2)
 
     def __init__(self, data_dir: str | Path | None = None, size: str = "mini", cache_dir: str | Path | None = None,
-                 progress: bool = True, max_new_tokens: int = 200):
+                 progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         if data_dir is None:
             data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
@@ -163,6 +167,13 @@ class Tofu:
             raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
         self.progress = progress
         self.max_new_tokens = max_new_tokens
+        if finetune:  # e.g. {"epochs": 3, "batch_size": 8}: overrides the recipe for either kind of base
+            known = set(FinetuneConfig.__dataclass_fields__)
+            bad = sorted(set(finetune) - known)
+            if bad:
+                raise SpecError(f"unknown fine-tuning option(s) {bad}; allowed: {', '.join(sorted(known))}")
+            self.finetune_config = replace(self.finetune_config, **finetune)
+            self.pretrained_finetune_config = replace(self.pretrained_finetune_config, **finetune)
         self._rows: dict[str, list[dict]] = {}
         self._prepared: Prepared | None = None
         self._retain_models: dict[str, object] = {}
@@ -204,30 +215,38 @@ class Tofu:
                 texts += [r.get("paraphrased_question", ""), r.get("paraphrased_answer", ""), *r["perturbed_answer"]]
         return texts + self.neutral_texts() + [PROMPT.format(q="x")]
 
-    def _train_model(self, preset: str, seed: int, rows: list[dict], tokenizer, desc: str):
-        pairs = [(PROMPT.format(q=r["question"]), r["answer"]) for r in rows] + self._background()
-        data = tokenize_pairs(tokenizer, [p for p, _ in pairs], [a for _, a in pairs])
-        model = build_model(preset, tokenizer, seed=seed)
-        finetune(model, data, self.finetune_config, progress=self.progress, desc=desc)
-        return model
+    def _recipe(self, model: str) -> FinetuneConfig:
+        return self.pretrained_finetune_config if is_model_dir(model) else self.finetune_config
 
-    def _cached_model(self, kind: str, preset: str, seed: int, rows: list[dict], tokenizer=None):
-        key = hashlib.sha256(json.dumps([PREP_VERSION, kind, self.data_hash, asdict(get_preset(preset)),
-                                         asdict(self.finetune_config), seed], sort_keys=True).encode()).hexdigest()[:16]
-        path = self.cache_dir / "models" / f"{self.name}-{kind}-{preset}-{key}"
+    def _train_model(self, model: str, seed: int, rows: list[dict], desc: str):
+        """A fresh base (preset or local directory) fine-tuned on ``rows`` (+ background for presets)."""
+        pairs = [(PROMPT.format(q=r["question"]), r["answer"]) for r in rows]
+        if not is_model_dir(model):
+            pairs += self._background()
+        shared = self._prepared.tokenizer if self._prepared is not None else None  # retain model: theta_0's
+        net, tokenizer = base_model(model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared)
+        data = tokenize_pairs(tokenizer, [p for p, _ in pairs], [a for _, a in pairs])
+        finetune(net, data, self._recipe(model), progress=self.progress, desc=desc)
+        return net, tokenizer
+
+    def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
+        key = hashlib.sha256(json.dumps([PREP_VERSION, kind, self.data_hash, base_identity(model),
+                                         asdict(self._recipe(model)), seed], sort_keys=True).encode()).hexdigest()[:16]
+        label = Path(model).name if is_model_dir(model) else model
+        path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
-            model, tok = load_model(path)
-            return model, tok, path, True
-        if tokenizer is None:
-            tokenizer = train_tokenizer(self._tokenizer_texts(), get_preset(preset).vocab_size)
-        model = self._train_model(preset, seed, rows, tokenizer, desc=f"prepare {self.name} {kind}")
+            net, tok = load_model(path)
+            return net, tok, path, True
+        net, tokenizer = self._train_model(model, seed, rows, desc=f"prepare {self.name} {kind}")
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        save_model(model, tokenizer, tmp)
+        save_model(net, tokenizer, tmp)
         _publish(tmp, path)
-        return model, tokenizer, path, False
+        return net, tokenizer, path, False
 
     def prepare(self, model_preset: str = "tiny-llama", seed: int = 0) -> Prepared:
         """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune)."""
+        base_identity(model_preset)  # an unknown name fails here, before any data is read
+        self._prepared = None
         model, tok, path, hit = self._cached_model("full", model_preset, seed, self.rows("full"))
         self._prepared = Prepared(model, tok, str(path), model_hash(model), self.data_hash, hit)
         self._preset, self._seed = model_preset, seed
@@ -244,8 +263,7 @@ class Tofu:
             if self._prepared is None:
                 raise SpecError("call prepare() before asking for the retain model")
             _, retain = read_pair(self.data_dir, field)
-            model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self._seed, retain,
-                                                tokenizer=self._prepared.tokenizer)
+            model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self._seed, retain)
             self._retain_models[field] = model
         return self._retain_models[field]
 

@@ -44,6 +44,32 @@ def get_preset(name: str) -> ModelPreset:
     return PRESETS[name]
 
 
+def is_model_dir(model: str) -> bool:
+    """True when ``model`` names a local Hugging Face model directory rather than a preset."""
+    return model not in PRESETS and (Path(model) / "config.json").is_file()
+
+
+def base_identity(model: str) -> dict:
+    """What identifies a base model for caching: a preset's sizes, or a local directory's path and the
+    (name, size, mtime) of every file in it -- replacing the weights invalidates derived caches."""
+    if model in PRESETS:
+        return vars(PRESETS[model])
+    if is_model_dir(model):
+        path = Path(model).resolve()
+        files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in path.iterdir() if f.is_file())
+        return {"dir": str(path), "files": files}
+    raise UnknownNameError("model preset or local model directory (with config.json)", model, PRESETS)
+
+
+def base_model(model: str, tokenizer_texts: Iterable[str] = (), seed: int = 0, tokenizer=None):
+    """(model, tokenizer) to fine-tune: the pretrained model and tokenizer of a local directory, or a
+    fresh preset model with ``tokenizer`` (default: one trained on ``tokenizer_texts``)."""
+    if is_model_dir(model):
+        return load_model(model)
+    tok = tokenizer or train_tokenizer(tokenizer_texts, get_preset(model).vocab_size)
+    return build_model(model, tok, seed=seed), tok
+
+
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048):
     """Byte-level BPE trained offline on ``texts``; lossless decode (needed for ROUGE on generations)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -132,6 +158,7 @@ def model_hash(model) -> str:
     h = hashlib.sha256()
     for name, p in sorted(model.state_dict().items()):
         h.update(name.encode())
-        h.update(p.detach().contiguous().cpu().numpy().tobytes())
+        # raw bytes, whatever the dtype (numpy has no bfloat16)
+        h.update(p.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes())
     return h.hexdigest()[:16]
 

@@ -54,12 +54,11 @@ def resolve_budget(budget: float, total: int) -> int:
 
 class Runner:
     def __init__(self, results_dir: str | Path = "results", *, cache_dir: str | Path | None = None,
-                 progress: bool = True, force: bool = False, benchmark_options: dict | None = None):
+                 progress: bool = True, force: bool = False):
         self.results_dir = Path(results_dir)
         self.cache_dir = cache_dir
         self.progress = progress
         self.force = force
-        self.benchmark_options = benchmark_options or {}
         self._benchmarks: dict[str, object] = {}
         self._theta0: dict[tuple, dict] = {}
         self._models: dict[tuple, object] = {}
@@ -70,16 +69,30 @@ class Runner:
         self._git = git_commit()
 
     # ---- shared state ---------------------------------------------------------------------------------
-    def benchmark(self, name: str):
-        if name not in self._benchmarks:
-            self._benchmarks[name] = get_benchmark(name, cache_dir=self.cache_dir, progress=self.progress,
-                                                   **self.benchmark_options.get(name, {}))
-        return self._benchmarks[name]
+    def benchmark(self, spec: RunSpec):
+        """The spec's benchmark, built once per (name, ``benchmark.*`` options)."""
+        key = self._bench_key(spec)
+        if key not in self._benchmarks:
+            options = spec.benchmark_options()
+            try:
+                self._benchmarks[key] = get_benchmark(spec.benchmark, cache_dir=self.cache_dir,
+                                                      progress=self.progress, **options)
+            except TypeError as exc:
+                raise SpecError(f"benchmark '{spec.benchmark}' rejected its options {options}: {exc}") from None
+        return self._benchmarks[key]
+
+    @staticmethod
+    def _bench_key(spec: RunSpec) -> tuple:
+        return (spec.benchmark, json.dumps(spec.prefixed("benchmark."), sort_keys=True))
+
+    def live_model(self, spec: RunSpec):
+        """The model object runs of ``spec``'s benchmark and model use, as the last run left it."""
+        return self._models[(*self._bench_key(spec), spec.model)]
 
     def theta0(self, spec: RunSpec):
         """The run's model, reset to theta_0 (weights copied from the in-memory snapshot)."""
-        key = (spec.benchmark, spec.model)
-        bench = self.benchmark(spec.benchmark)
+        key = (*self._bench_key(spec), spec.model)
+        bench = self.benchmark(spec)
         if key not in self._models:
             prepared = bench.prepare(spec.model, seed=0)
             self._models[key] = prepared.model
@@ -94,7 +107,7 @@ class Runner:
     @staticmethod
     def _cell(spec: RunSpec) -> tuple:
         """What a Diagnostics depends on: runs with the same cell share one."""
-        return (spec.benchmark, spec.model, spec.field, spec.objective, spec.seed,
+        return (*Runner._bench_key(spec), spec.model, spec.field, spec.objective, spec.seed,
                 tuple(sorted(spec.prefixed("objective.").items())), spec.hp("diag_batch_size"))
 
     def plan(self, specs) -> None:
@@ -183,7 +196,8 @@ class Runner:
         roles = bench.roles(spec.field, spec.seed)
         if not roles.theta0_nll:
             bench.attach_baseline(model, roles)
-        rec["provenance"].update(data_hash=roles.data_hash, model_hash=self._model_hash[(spec.benchmark, spec.model)])
+        rec["provenance"].update(data_hash=roles.data_hash,
+                                 model_hash=self._model_hash[(*self._bench_key(spec), spec.model)])
         wall["prepare"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -14,6 +14,7 @@ from supportbench.errors import SpecError
 
 VARIANTS = ("static", "dirr")
 SPLITS = ("calibration", "final", "replication")
+PREFIXES = ("objective.", "method.", "benchmark.")  # options of the objective, the method, the benchmark
 SCHEMA = 1
 
 # Defaults for the tiny CPU presets; real models set their own (open-unlearning: lr 1e-5).
@@ -58,16 +59,31 @@ class RunSpec:
             if self.d <= 0 or self.t + self.d > self.T:
                 raise SpecError(f"DIR-R probe length d must satisfy 0 < d <= T - t = {self.T - self.t}, got {self.d}")
         unknown = {k for k, _ in self.hyperparameters} - set(DEFAULT_HYPERPARAMETERS) - {
-            k for k, _ in self.hyperparameters if k.startswith(("objective.", "method."))}
+            k for k, _ in self.hyperparameters if k.startswith(PREFIXES)}
         if unknown:
             raise SpecError(f"unknown hyperparameter(s) {sorted(unknown)}; allowed: "
-                            f"{', '.join(sorted(DEFAULT_HYPERPARAMETERS))}, objective.<name>, method.<name>")
+                            f"{', '.join(sorted(DEFAULT_HYPERPARAMETERS))}, "
+                            + ", ".join(f"{p}<name>" for p in PREFIXES))
 
     def hp(self, key: str) -> Any:
         return dict(self.hyperparameters).get(key, DEFAULT_HYPERPARAMETERS.get(key))
 
     def prefixed(self, prefix: str) -> dict[str, Any]:
         return {k[len(prefix):]: v for k, v in self.hyperparameters if k.startswith(prefix)}
+
+    def benchmark_options(self) -> dict[str, Any]:
+        """Constructor options of the benchmark (``benchmark.data_dir=...``, ``benchmark.finetune.epochs=2``);
+        dotted names nest. They are hyperparameters, so they are part of the run's identity."""
+        out: dict[str, Any] = {}
+        for k, v in sorted(self.prefixed("benchmark.").items()):
+            *path, leaf = k.split(".")
+            node = out
+            for part in path:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    raise SpecError(f"benchmark option 'benchmark.{k}' conflicts with 'benchmark.{part}'")
+            node[leaf] = v
+        return out
 
     def canonical(self) -> dict:
         d = asdict(self)
