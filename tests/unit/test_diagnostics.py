@@ -231,3 +231,14 @@ def test_prepare_runs_each_record_batch_through_the_model_once(tiny_model, diag_
     for m in list_methods():
         compute_scores(get_method(m), one_by_one)
     assert one_by_one.passes > want  # F is revisited for activations and attribution
+
+
+def test_only_requested_reductions_are_kept(tiny_model, diag_records):
+    """A real model's down-projections are ~1.4e9 scalars: no full-size buffer nobody asked for."""
+    diag = Diagnostics(tiny_model, diag_records, "simnpo", batch_size=2)
+    diag.prepare(["grad:P", "objective_direction"])
+    assert set(diag._cache) == {"grad:P", "objective_direction", "grad:R"}  # u0 = ... + alpha * g_R
+    passes = diag.passes
+    diag.fisher("P")  # asked later: computed then, on its own
+    assert set(diag._cache) == {"grad:P", "objective_direction", "grad:R", "fisher:P"}
+    assert diag.passes == passes + -(-len(diag_records.P) // 2)

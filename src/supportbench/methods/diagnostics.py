@@ -12,9 +12,10 @@ down-projection weight is a contraction of its input and output gradient, so one
 gradient-based key at once, and the clean forget rows serve the activations and attribution too.
 
 Keys
-  grad:Q                  mean-token answer-NLL gradient on role Q in {F, R, P, N} (also the per-batch
-                          sum used by WAGLE and the empirical Fisher used by FILA, from the same pass)
+  grad:Q                  mean-token answer-NLL gradient on role Q in {F, R, P, N}
+  grad_sum:Q              sum over batches of the per-batch mean-token gradient (WAGLE)
   fisher:Q                F_Q / N_Q with F = sum_batches n_tokens * grad^2 (FILA's measure_importance)
+                          (the three come from the same pass; each is only kept when asked for)
   objective_direction     u0 = grad of the unlearning objective at theta_0 (no preconditioner)
   activations             per column: mean |h_j| and mean h_j over forget answer positions
   random_label_grad:Q     mean signed gradient on random-label copies of role Q (MemFlex, GRAIL)
@@ -41,6 +42,7 @@ from supportbench.harness.support import Geometry, discover_geometry
 ROLES = ("F", "R", "P", "N")
 RANDOM_LABEL_ROLES = ("F", "R")
 ATTRIBUTION_KINDS = ("corrupted", "counterfactual")
+REDUCTIONS = {"mean": "grad", "sum": "grad_sum", "fisher": "fisher"}  # role-gradient reduction -> key
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class _Block:
 
     name: str                  # "F", "R", "P", "N" or "rl:F:0" (random-label copy 0 of F)
     data: TokenizedSet
-    stats: bool = False        # role mean / per-batch sum / Fisher
+    stats: tuple[str, ...] = ()  # reductions of the role gradient kept: "mean", "sum", "fisher"
     u0: bool = False           # forget part of the objective direction (F only)
     activations: bool = False  # down-proj inputs at answer positions (F only)
     attribution: tuple[str, ...] = ()  # corrupted runs to patch against (F only)
@@ -81,7 +83,7 @@ class _Block:
 
     @property
     def needs_grad(self) -> bool:
-        return self.stats or self.u0 or self.random_label or bool(self.attribution)
+        return bool(self.stats) or self.u0 or self.random_label or bool(self.attribution)
 
 
 class Diagnostics:
@@ -122,10 +124,10 @@ class Diagnostics:
     def role_grad(self, q: str, reduce: str = "mean") -> dict[str, torch.Tensor]:
         if reduce not in ("mean", "sum"):
             raise SpecError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
-        return self._lookup(f"grad:{q}")[reduce]
+        return self._lookup(f"grad:{q}" if reduce == "mean" else f"grad_sum:{q}")
 
     def fisher(self, q: str) -> dict[str, torch.Tensor]:
-        return self._lookup(f"grad:{q}")["fisher"]
+        return self._lookup(f"fisher:{q}")
 
     def objective_direction(self) -> dict[str, torch.Tensor]:
         return self._lookup("objective_direction")
@@ -144,11 +146,6 @@ class Diagnostics:
     def get(self, key: str):
         if key == "weights":
             return self.geometry.weights()
-        name, _, arg = key.partition(":")
-        if name == "fisher":
-            return self.fisher(arg)
-        if name == "grad":
-            return self.role_grad(arg)
         return self._lookup(key)
 
     def prepare(self, requires: Iterable[str]) -> None:
@@ -176,7 +173,8 @@ class Diagnostics:
         blocks = []
         for q in ROLES:
             f_extra = q == "F"
-            b = _Block(q, self.records.role(q), stats=f"grad:{q}" in ks, u0=f_extra and u0,
+            stats = tuple(r for r, k in REDUCTIONS.items() if f"{k}:{q}" in ks)
+            b = _Block(q, self.records.role(q), stats=stats, u0=f_extra and u0,
                        activations=f_extra and "activations" in ks,
                        attribution=tuple(k for k in ATTRIBUTION_KINDS if f_extra and f"attribution:{k}" in ks))
             if b.stats or b.u0 or b.activations or b.attribution:
@@ -324,7 +322,7 @@ class _Accumulators:
         self.blocks = blocks
         zeros = diag._zeros_like_params
         cols = lambda: {t.name: torch.zeros(t.n, dtype=torch.float64) for t in self.geo.tensors}  # noqa: E731
-        self.stats = {b.name: {"mean": zeros(), "sum": zeros(), "fisher": zeros()} for b in blocks if b.stats}
+        self.stats = {b.name: {r: zeros() for r in b.stats} for b in blocks if b.stats}
         self.tokens = {b.name: int(b.data.n_answer_tokens.sum()) for b in blocks}
         self.u0 = zeros() if any(b.u0 for b in blocks) else None
         self.act = {"abs": cols(), "signed": cols(), "count": 0}
@@ -349,9 +347,12 @@ class _Accumulators:
         if b.stats:
             s, total = self.stats[b.name], max(self.tokens[b.name], 1)
             for k, g in G.items():
-                s["mean"][k] += g / total
-                s["sum"][k] += g / nb
-                s["fisher"][k] += g * g / nb
+                if "mean" in s:
+                    s["mean"][k] += g / total
+                if "sum" in s:
+                    s["sum"][k] += g / nb
+                if "fisher" in s:
+                    s["fisher"][k] += g * g / nb
         if b.random_label:
             q = b.name.split(":")[1]
             scale = 1.0 / max(self.tokens[b.name], 1) / self.diag.random_label_copies
@@ -398,13 +399,15 @@ class _Accumulators:
         cat = lambda x: torch.cat([x[t.name] for t in self.geo.tensors])  # noqa: E731
         out: dict[str, object] = {}
         for name, s in self.stats.items():
-            total = max(self.tokens[name], 1)
-            out[f"grad:{name}"] = {"mean": s["mean"], "sum": s["sum"],
-                                   "fisher": {k: v / total for k, v in s["fisher"].items()}}
+            if "fisher" in s:
+                total = max(self.tokens[name], 1)
+                s["fisher"] = {k: v / total for k, v in s["fisher"].items()}
+            for r, v in s.items():
+                out[f"{REDUCTIONS[r]}:{name}"] = v
         if self.u0 is not None:
             u = self.u0
             if self.obj.uses_retain:
-                gR = out["grad:R"]["mean"] if "grad:R" in out else self.diag._cache["grad:R"]["mean"]
+                gR = out["grad:R"] if "grad:R" in out else self.diag._cache["grad:R"]
                 u = {k: v + self.obj.retain_coef * gR[k] for k, v in u.items()}
             out["objective_direction"] = u
         if any(b.activations for b in self.blocks):
@@ -418,15 +421,12 @@ class _Accumulators:
 
 
 def _cache_key(key: str) -> str | None:
-    """The cache entry behind a diagnostic key (``fisher:Q`` lives with ``grad:Q``); None for ``weights``."""
+    """The cache entry behind a diagnostic key; None for ``weights`` (read from the model, never cached)."""
     if key not in KNOWN_KEYS:
         raise SpecError(f"unknown diagnostic {key!r}; known: {', '.join(sorted(KNOWN_KEYS))}")
-    if key == "weights":
-        return None
-    name, _, arg = key.partition(":")
-    return f"grad:{arg}" if name == "fisher" else key
+    return None if key == "weights" else key
 
 
-KNOWN_KEYS = ({f"grad:{q}" for q in ROLES} | {f"fisher:{q}" for q in ROLES}
+KNOWN_KEYS = ({f"{k}:{q}" for k in REDUCTIONS.values() for q in ROLES}
               | {f"random_label_grad:{q}" for q in RANDOM_LABEL_ROLES} | {f"attribution:{k}" for k in ATTRIBUTION_KINDS}
               | {"objective_direction", "activations", "weights"})

@@ -13,7 +13,7 @@ class Wagle(MethodBase):
     provenance = ("code: OPTML-Group/WAGLE src/unlearn/generate_mask.py (snip_advanced): element score "
                   "|(theta - g_r/mu) * g_f|, batch-summed grads, mu=1e-6; column adaptation (sum over the "
                   "column) defined here")
-    requires = ("grad:F", "grad:R", "weights")
+    requires = ("grad_sum:F", "grad_sum:R", "weights")
 
     def score(self, diag, geometry):
         gf, gr = diag.role_grad("F", "sum"), diag.role_grad("R", "sum")
