@@ -33,3 +33,15 @@ def test_invalid_specs(kw, msg):
 def test_unknown_field_in_dict():
     with pytest.raises(SpecError, match="unknown RunSpec field"):
         RunSpec.from_dict({"benchmark": "tofu", "field": "forget10", "objective": "npo", "method": "x", "sed": 1})
+
+
+def test_benchmark_options_nest_and_conflicts_are_named():
+    spec = RunSpec("tofu", "forget01", "npo", "random",
+                   hyperparameters={"benchmark.finetune.epochs": 2, "benchmark.finetune.lr": 1e-4, "lr": 0.1})
+    assert spec.benchmark_options() == {"finetune": {"epochs": 2, "lr": 1e-4}}
+    bad = RunSpec("tofu", "forget01", "npo", "random",
+                  hyperparameters={"benchmark.finetune": 3, "benchmark.finetune.epochs": 2})
+    with pytest.raises(SpecError, match="'benchmark.finetune.epochs' conflicts with 'benchmark.finetune'"):
+        bad.benchmark_options()
+    with pytest.raises(SpecError, match=r"allowed: .*benchmark\.<name>"):
+        RunSpec("tofu", "forget01", "npo", "random", hyperparameters={"bench.size": "full"})
