@@ -78,7 +78,7 @@ def _cmd_run(args) -> int:
         from supportbench.harness.dirr import load_decision_for
 
         decision = load_decision_for(spec, args.decision, allow_unfrozen=args.allow_unfrozen)
-    rec = Runner(args.results, cache_dir=args.cache, force=args.force).run(spec, decision=decision)
+    rec = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device).run(spec, decision=decision)
     state = "skipped (record exists; --force to rerun)" if rec.get("_skipped") else rec["status"]
     print(f"run {spec.run_key[:12]}  {spec.benchmark}/{spec.field}/{spec.objective}/{spec.method}/{spec.variant}"
           f"/seed {spec.seed}: {state}")
@@ -308,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision")
     r.add_argument("--force", action="store_true", help="rerun even if the record exists")
     r.add_argument("--threads", type=int, default=1, help="torch threads (one per worker process)")
+    r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
     r.set_defaults(func=_cmd_run)
     c = sub.add_parser("calibrate", help="choose tau* on calibration-seed DIR-R runs and freeze the decision")
     c.add_argument("--results", default="results")

@@ -47,6 +47,7 @@ def test_npo_steps_on_a_support_reduce_forget_probability(tofu, cache, tmp_path)
     on_disk = json.loads(path.read_text())
     assert on_disk["run_key"] == spec.run_key and on_disk["support"]["cost"] <= on_disk["support"]["budget"]
     assert on_disk["provenance"]["model_hash"] and on_disk["provenance"]["data_hash"]
+    assert on_disk["provenance"]["device"] == str(runner.device)
     assert on_disk["compute"]["step_equivalents"] == 20.0
     assert runner.run(spec).get("_skipped") is True
     assert not list((tmp_path / "runs").glob("*.tmp"))

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from supportbench.errors import SupportbenchError, UnknownNameError
-from supportbench.harness.models import get_preset, load_model, model_hash, save_model
+from supportbench.harness.models import get_preset, load_model, model_hash, resolve_device, save_model
 
 
 def test_save_load_roundtrip_is_exact(tiny_model, tiny_tokenizer, tmp_path):
@@ -26,3 +26,10 @@ def test_bad_model_path_and_preset(tmp_path):
         load_model(tmp_path / "nothing")
     with pytest.raises(UnknownNameError, match="Did you mean 'tiny-llama'"):
         get_preset("tiny-lama")
+
+
+def test_resolve_device():
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(SupportbenchError, match="unknown device 'gpu0'.*auto, cpu, cuda or cuda:N"):
+        resolve_device("gpu0")

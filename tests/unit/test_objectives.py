@@ -1,4 +1,5 @@
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -54,3 +55,29 @@ def test_objective_override_and_bad_override():
     assert get_objective("npo", beta=0.2).beta == 0.2
     with pytest.raises(Exception, match="allowed"):
         get_objective("npo", gamma=2)
+
+
+class _ElsewhereLM(torch.nn.Module):
+    """A stand-in causal LM whose weights live on another device ('meta': shapes only, no data), and which
+    refuses inputs that were not moved there -- the check a GPU run would make, on a CPU-only machine."""
+
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1, device="meta"))
+        self.vocab = vocab
+
+    def forward(self, input_ids, attention_mask):
+        assert input_ids.device == attention_mask.device == self.w.device, "batch left on the CPU"
+        return SimpleNamespace(logits=torch.zeros(*input_ids.shape, self.vocab, device="meta") * self.w)
+
+
+@pytest.mark.parametrize("name", ["npo", "simnpo", "graddiff", "ga"])
+def test_record_sets_follow_the_model_to_its_device(tiny_sets, name):
+    """Record sets stay on the CPU; each batch, its labels and NPO's reference NLLs move to the model."""
+    model = _ElsewhereLM(vocab=400)
+    forget, retain = tiny_sets["forget"], tiny_sets["retain"]
+    s, n = sequence_nll(model, forget)
+    assert s.device.type == n.device.type == "meta"
+    ref = torch.zeros(len(forget))  # computed once, kept on the CPU
+    loss = get_objective(name).loss(model, forget, retain, ref)
+    assert loss.device.type == "meta" and loss.shape == ()

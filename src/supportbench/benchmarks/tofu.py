@@ -41,8 +41,16 @@ from supportbench.benchmarks import evaluators as ev
 from supportbench.benchmarks.base import EvalSplit, Outcome, Prepared, Roles, register_benchmark
 from supportbench.benchmarks.generators import tofu as gen
 from supportbench.errors import DataFormatError, SpecError, UnknownNameError
-from supportbench.harness.data import TokenizedSet, dataset_nll, tokenize_pairs
-from supportbench.harness.models import base_identity, base_model, is_model_dir, load_model, model_hash, save_model
+from supportbench.harness.data import TokenizedSet, dataset_nll, model_device, tokenize_pairs
+from supportbench.harness.models import (
+    base_identity,
+    base_model,
+    is_model_dir,
+    load_model,
+    model_hash,
+    resolve_device,
+    save_model,
+)
 from supportbench.harness.train import FinetuneConfig, finetune
 from supportbench.methods.diagnostics import DiagnosticRecords
 
@@ -154,7 +162,8 @@ class Tofu:
     pretrained_finetune_config = FinetuneConfig(epochs=5, lr=1e-5, batch_size=32, weight_decay=0.01, warmup_frac=0.2)
 
     def __init__(self, data_dir: str | Path | None = None, size: str = "mini", cache_dir: str | Path | None = None,
-                 progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None):
+                 progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
+                 device: str | None = "auto"):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         if data_dir is None:
             data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
@@ -167,6 +176,7 @@ class Tofu:
             raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
         self.progress = progress
         self.max_new_tokens = max_new_tokens
+        self.device = resolve_device(device)  # where its models train and run (not part of any identity)
         if finetune:  # e.g. {"epochs": 3, "batch_size": 8}: overrides the recipe for either kind of base
             known = set(FinetuneConfig.__dataclass_fields__)
             bad = sorted(set(finetune) - known)
@@ -225,6 +235,7 @@ class Tofu:
             pairs += self._background()
         shared = self._prepared.tokenizer if self._prepared is not None else None  # retain model: theta_0's
         net, tokenizer = base_model(model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared)
+        net.to(self.device)
         data = tokenize_pairs(tokenizer, [p for p, _ in pairs], [a for _, a in pairs])
         finetune(net, data, self._recipe(model), progress=self.progress, desc=desc)
         return net, tokenizer
@@ -235,7 +246,7 @@ class Tofu:
         label = Path(model).name if is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
-            net, tok = load_model(path)
+            net, tok = load_model(path, device=self.device)
             return net, tok, path, True
         net, tokenizer = self._train_model(model, seed, rows, desc=f"prepare {self.name} {kind}")
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -256,7 +267,7 @@ class Tofu:
         """A fresh copy of theta_0 (runs mutate their model; the cache stays untouched)."""
         if self._prepared is None:
             raise SpecError("call prepare() before load_theta0()")
-        return load_model(self._prepared.path)[0]
+        return load_model(self._prepared.path, device=self.device)[0]
 
     def retain_model(self, field: str):
         if field not in self._retain_models:
@@ -418,9 +429,10 @@ class Tofu:
                 ids[i, L - len(e):] = torch.tensor(e)
                 mask[i, L - len(e):] = 1
             max_new = min(self.max_new_tokens, model.config.max_position_embeddings - L)
-            gen_ids = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
-                                     pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-            outs += tok.batch_decode(gen_ids[:, L:], skip_special_tokens=True)
+            dev = model_device(model)
+            gen_ids = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), max_new_tokens=max_new,
+                                     do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+            outs += tok.batch_decode(gen_ids[:, L:].cpu(), skip_special_tokens=True)
         return [o.strip() for o in outs]
 
 

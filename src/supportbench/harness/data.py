@@ -90,10 +90,16 @@ def answer_positions(batch: TokenizedSet) -> torch.Tensor:
     return pos
 
 
+def model_device(model) -> torch.device:
+    """Where the model's weights live; record sets stay on the CPU and travel batch by batch."""
+    return next(model.parameters()).device
+
+
 def token_nll(model, batch: TokenizedSet) -> torch.Tensor:
-    """Per-token NLL of the answer tokens, [B, L-1], zero where not an answer token."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    labels = batch.labels[:, 1:]
+    """Per-token NLL of the answer tokens, [B, L-1], zero where not an answer token (on the model's device)."""
+    dev = model_device(model)
+    logits = model(input_ids=batch.input_ids.to(dev), attention_mask=batch.attention_mask.to(dev)).logits
+    labels = batch.labels[:, 1:].to(dev)
     nll = F.cross_entropy(
         logits[:, :-1].float().reshape(-1, logits.shape[-1]), labels.reshape(-1),
         ignore_index=IGNORE, reduction="none",
@@ -104,15 +110,15 @@ def token_nll(model, batch: TokenizedSet) -> torch.Tensor:
 def sequence_nll(model, batch: TokenizedSet) -> tuple[torch.Tensor, torch.Tensor]:
     """(sum of answer-token NLL per sequence [B], answer-token count per sequence [B])."""
     nll = token_nll(model, batch)
-    return nll.sum(1), (batch.labels[:, 1:] != IGNORE).sum(1)
+    return nll.sum(1), (batch.labels[:, 1:] != IGNORE).sum(1).to(nll.device)
 
 
 @torch.no_grad()
 def dataset_nll(model, data: TokenizedSet, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed answer NLL and token count for every sequence, batched, without grad."""
+    """Summed answer NLL and token count for every sequence, batched, without grad (on the CPU)."""
     sums, counts = [], []
     for b in data.batches(batch_size):
         s, c = sequence_nll(model, b)
-        sums.append(s)
-        counts.append(c)
+        sums.append(s.cpu())
+        counts.append(c.cpu())
     return torch.cat(sums), torch.cat(counts)

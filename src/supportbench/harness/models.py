@@ -44,6 +44,16 @@ def get_preset(name: str) -> ModelPreset:
     return PRESETS[name]
 
 
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``auto`` (or None): the first CUDA GPU when there is one, else the CPU; otherwise as given."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except RuntimeError as exc:
+        raise SupportbenchError(f"unknown device {device!r} ({exc}); use auto, cpu, cuda or cuda:N") from None
+
+
 def is_model_dir(model: str) -> bool:
     """True when ``model`` names a local Hugging Face model directory rather than a preset."""
     return model not in PRESETS and (Path(model) / "config.json").is_file()

@@ -57,7 +57,8 @@ class Objective:
         if self.name == "npo":
             if ref_nll is None:
                 raise SpecError("NPO needs reference NLLs computed once at theta_0 (ref_nll is None)")
-            return npo_forget_loss(nll_sum, ref_nll, self.beta)
+            return npo_forget_loss(nll_sum, ref_nll.to(nll_sum.device), self.beta)
+        n_tok = n_tok.to(nll_sum.device)
         if self.name == "simnpo":
             return simnpo_forget_loss(nll_sum, n_tok, self.beta, self.delta)
         return -mean_token_nll(nll_sum, n_tok)  # graddiff, ga

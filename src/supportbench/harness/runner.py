@@ -10,6 +10,7 @@ A failing run still writes its record (status failed / diverged, with the error 
 
 from __future__ import annotations
 
+import inspect
 import json
 import platform
 import subprocess
@@ -22,8 +23,9 @@ import torch
 
 from supportbench import __version__
 from supportbench._io import write_json_atomic
-from supportbench.benchmarks.base import get_benchmark
+from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.errors import DivergenceError, SpecError, SupportbenchError
+from supportbench.harness.models import resolve_device
 from supportbench.harness.objectives import get_objective, reference_nll
 from supportbench.harness.spec import SCHEMA, RunSpec
 from supportbench.harness.support import select
@@ -54,11 +56,12 @@ def resolve_budget(budget: float, total: int) -> int:
 
 class Runner:
     def __init__(self, results_dir: str | Path = "results", *, cache_dir: str | Path | None = None,
-                 progress: bool = True, force: bool = False):
+                 progress: bool = True, force: bool = False, device: str | None = "auto"):
         self.results_dir = Path(results_dir)
         self.cache_dir = cache_dir
         self.progress = progress
         self.force = force
+        self.device = resolve_device(device)  # where models train and run; not part of a run's identity
         self._benchmarks: dict[str, object] = {}
         self._theta0: dict[tuple, dict] = {}
         self._models: dict[tuple, object] = {}
@@ -74,9 +77,10 @@ class Runner:
         key = self._bench_key(spec)
         if key not in self._benchmarks:
             options = spec.benchmark_options()
-            try:
-                self._benchmarks[key] = get_benchmark(spec.benchmark, cache_dir=self.cache_dir,
-                                                      progress=self.progress, **options)
+            cls = BENCHMARKS.get(spec.benchmark)
+            where = {"device": self.device} if "device" in inspect.signature(cls).parameters else {}
+            try:  # benchmarks that train models of their own do it on the runner's device
+                self._benchmarks[key] = cls(cache_dir=self.cache_dir, progress=self.progress, **where, **options)
             except TypeError as exc:
                 raise SpecError(f"benchmark '{spec.benchmark}' rejected its options {options}: {exc}") from None
         return self._benchmarks[key]
@@ -95,8 +99,9 @@ class Runner:
         bench = self.benchmark(spec)
         if key not in self._models:
             prepared = bench.prepare(spec.model, seed=0)
-            self._models[key] = prepared.model
-            self._theta0[key] = {k: v.clone() for k, v in prepared.model.state_dict().items()}
+            self._models[key] = prepared.model.to(self.device)
+            # the snapshot waits on the CPU: a GPU holds one copy of a large model, not two
+            self._theta0[key] = {k: v.detach().to("cpu", copy=True) for k, v in prepared.model.state_dict().items()}
             self._model_hash[key] = prepared.model_hash
         model = self._models[key]
         model.load_state_dict(self._theta0[key])
@@ -237,7 +242,7 @@ class Runner:
     def _provenance(self) -> dict:
         import transformers
 
-        return {"supportbench": __version__, "git": self._git, "torch": torch.__version__,
+        return {"supportbench": __version__, "git": self._git, "device": str(self.device), "torch": torch.__version__,
                 "transformers": transformers.__version__, "python": platform.python_version(),
                 "data_hash": None, "model_hash": None, "started_at": now(), "finished_at": None}
 

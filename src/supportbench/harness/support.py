@@ -55,7 +55,8 @@ class Geometry:
 
     # ---- reductions over groups -------------------------------------------------------------------
     def _reduce(self, t: GeometryTensor, x: torch.Tensor) -> torch.Tensor:
-        return x.sum(dim=1 - t.axis)
+        """Per-group sums; group-level vectors always live on the CPU (they are small, and the costs do)."""
+        return x.sum(dim=1 - t.axis).cpu()
 
     def per_group_sum(self, x: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Column sums of a per-element quantity given per tensor -> Tensor[n_groups]."""

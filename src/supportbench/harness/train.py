@@ -91,7 +91,7 @@ class SupportTrainer:
         idx = support.flat_indices()
         self._slots = []  # (GeometryTensor, flat idx, compact leaf)
         for t in geometry.tensors:
-            i = idx[t.name]
+            i = idx[t.name].to(t.param.device)
             if i.numel() == 0:
                 continue
             t.param.requires_grad_(True)
@@ -159,7 +159,7 @@ class SupportTrainer:
         for t, i, leaf in self._slots:
             st = self.optimizer.state.get(leaf, {})
             opt[t.name] = OptimizerSlot(
-                i.clone(),
+                i.cpu().clone(),
                 st["exp_avg"].clone() if st else torch.zeros_like(leaf),
                 st["exp_avg_sq"].clone() if st else torch.zeros_like(leaf),
                 float(st["step"]) if st else 0.0,
@@ -197,11 +197,12 @@ class SupportTrainer:
                 continue
             m = torch.zeros_like(leaf)
             v = torch.zeros_like(leaf)
-            pos = torch.searchsorted(slot.idx, i)
-            pos_c = pos.clamp(max=max(len(slot.idx) - 1, 0))
-            keep = (pos < len(slot.idx)) & (slot.idx[pos_c] == i)
-            m[keep] = slot.exp_avg[pos_c[keep]]
-            v[keep] = slot.exp_avg_sq[pos_c[keep]]
+            old = slot.idx.to(i.device)
+            pos = torch.searchsorted(old, i)
+            pos_c = pos.clamp(max=max(len(old) - 1, 0))
+            keep = (pos < len(old)) & (old[pos_c] == i)
+            m[keep] = slot.exp_avg.to(m.device)[pos_c[keep]]
+            v[keep] = slot.exp_avg_sq.to(v.device)[pos_c[keep]]
             self.optimizer.state[leaf] = {"step": torch.tensor(slot.step), "exp_avg": m, "exp_avg_sq": v}
 
 

@@ -84,7 +84,7 @@ def compute_scores(method: SelectionMethod, diagnostics) -> torch.Tensor:
     if tuple(out.shape) != (geo.n_groups,):
         raise MethodOutputError(f"method '{name}' returned scores of shape {tuple(out.shape)}, "
                                 f"expected ({geo.n_groups},) = one per editable group")
-    out = out.detach().to(torch.float64)
+    out = out.detach().to("cpu", torch.float64)
     bad = ~torch.isfinite(out)
     if bad.any():
         raise MethodOutputError(f"method '{name}' returned {int(bad.sum())} non-finite scores "

@@ -335,7 +335,7 @@ class _Accumulators:
         for t in self.geo.tensors:
             dd, aa = d[t.name].float(), a[t.name].float()
             if row_weights is not None:
-                dd = dd * row_weights.to(dd.dtype).view(-1, 1, 1)
+                dd = dd * row_weights.to(dd.device, dd.dtype).view(-1, 1, 1)
             dd, aa = dd.reshape(-1, dd.shape[-1]), aa.reshape(-1, aa.shape[-1])
             out[t.name] = dd.T @ aa if t.axis == 1 else aa.T @ dd
         return out
@@ -370,16 +370,16 @@ class _Accumulators:
             pos = answer_positions(part)
             self.act["count"] += int(pos.sum())
             for t in self.geo.tensors:
-                h = a[t.name][pos].double()
-                self.act["abs"][t.name] += h.abs().sum(0)
-                self.act["signed"][t.name] += h.sum(0)
+                h = a[t.name][pos.to(a[t.name].device)].double()
+                self.act["abs"][t.name] += h.abs().sum(0).cpu()
+                self.act["signed"][t.name] += h.sum(0).cpu()
 
     def _forget_weights(self, data: TokenizedSet, idx, nll: torch.Tensor) -> torch.Tensor:
         """c_i = d(gamma * L_f)/d nll_i at theta_0 for the rows ``idx``. Every forget term is a sum of
         per-sequence terms normalised by counts (sequences or tokens), so the derivative at row i reads
         only row i and the counts: the other rows may hold any value."""
         x = torch.zeros(len(data), dtype=torch.float32)
-        x[idx] = nll.float()
+        x[idx] = nll.float().cpu()
         x.requires_grad_(True)
         term = self.obj.forget_coef * self.obj.forget_term(x, data.n_answer_tokens, x.detach())
         (c,) = torch.autograd.grad(term, x)
@@ -391,9 +391,9 @@ class _Accumulators:
         for t in self.geo.tensors:
             W = t.param.detach().float()
             grad = -(d[t.name].float() @ (W if t.axis == 1 else W.T))
-            term = ((h_corr[t.name].float() - a[t.name].float()) * grad).double() * valid
-            self.attr[kind]["signed"][t.name] += term.sum((0, 1))
-            self.attr[kind]["abs"][t.name] += term.abs().sum((0, 1))
+            term = ((h_corr[t.name].float() - a[t.name].float()) * grad).double() * valid.to(W.device)
+            self.attr[kind]["signed"][t.name] += term.sum((0, 1)).cpu()
+            self.attr[kind]["abs"][t.name] += term.abs().sum((0, 1)).cpu()
 
     def finish(self) -> dict[str, object]:
         cat = lambda x: torch.cat([x[t.name] for t in self.geo.tensors])  # noqa: E731
