@@ -43,6 +43,12 @@ def test_local_model_directory_is_fine_tuned_cached_and_runs(tmp_path):
     other = spec.replace(hyperparameters={"benchmark.finetune.epochs": 3})
     assert other.run_key != spec.run_key  # benchmark options are part of the run's identity
 
+    preset = spec.replace(model="tiny-llama")  # same benchmark options, another model
+    assert runner.run(preset)["status"] == "ok"
+    tok_dir, tok_preset = (runner.benchmark(s)._prepared.tokenizer for s in (spec, preset))
+    assert len(tok_dir) != len(tok_preset)  # each model is tokenised with its own tokenizer
+    assert runner.benchmark(spec).roles("forget01", 0).forget.input_ids.max() < len(tok_dir)
+
 
 def test_benchmark_options_come_from_the_spec(tmp_path):
     spec = RunSpec("tofu", "forget01", "npo", "random", hyperparameters={

@@ -189,6 +189,8 @@ class Tofu:
         self._retain_models: dict[str, object] = {}
         self._roles: dict[tuple, Roles] = {}
         self._retain_tr: dict[tuple, torch.Tensor] = {}
+        self._preset: str | None = None
+        self._seed: int | None = None
 
     def fields(self) -> list[str]:
         return list(FIELDS)
@@ -257,6 +259,8 @@ class Tofu:
     def prepare(self, model_preset: str = "tiny-llama", seed: int = 0) -> Prepared:
         """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune)."""
         base_identity(model_preset)  # an unknown name fails here, before any data is read
+        if (model_preset, seed) != (self._preset, self._seed):  # roles and references belong to one model
+            self._roles, self._retain_models, self._retain_tr = {}, {}, {}
         self._prepared = None
         model, tok, path, hit = self._cached_model("full", model_preset, seed, self.rows("full"))
         self._prepared = Prepared(model, tok, str(path), model_hash(model), self.data_hash, hit)

@@ -73,7 +73,8 @@ class Runner:
 
     # ---- shared state ---------------------------------------------------------------------------------
     def benchmark(self, spec: RunSpec):
-        """The spec's benchmark, built once per (name, ``benchmark.*`` options)."""
+        """The spec's benchmark, built once per (name, ``benchmark.*`` options, model): a benchmark object
+        tokenises and evaluates with the tokenizer of the one model it prepared."""
         key = self._bench_key(spec)
         if key not in self._benchmarks:
             options = spec.benchmark_options()
@@ -87,15 +88,15 @@ class Runner:
 
     @staticmethod
     def _bench_key(spec: RunSpec) -> tuple:
-        return (spec.benchmark, json.dumps(spec.prefixed("benchmark."), sort_keys=True))
+        return (spec.benchmark, json.dumps(spec.prefixed("benchmark."), sort_keys=True), spec.model)
 
     def live_model(self, spec: RunSpec):
         """The model object runs of ``spec``'s benchmark and model use, as the last run left it."""
-        return self._models[(*self._bench_key(spec), spec.model)]
+        return self._models[self._bench_key(spec)]
 
     def theta0(self, spec: RunSpec):
         """The run's model, reset to theta_0 (weights copied from the in-memory snapshot)."""
-        key = (*self._bench_key(spec), spec.model)
+        key = self._bench_key(spec)
         bench = self.benchmark(spec)
         if key not in self._models:
             prepared = bench.prepare(spec.model, seed=0)
@@ -112,7 +113,7 @@ class Runner:
     @staticmethod
     def _cell(spec: RunSpec) -> tuple:
         """What a Diagnostics depends on: runs with the same cell share one."""
-        return (*Runner._bench_key(spec), spec.model, spec.field, spec.objective, spec.seed,
+        return (*Runner._bench_key(spec), spec.field, spec.objective, spec.seed,
                 tuple(sorted(spec.prefixed("objective.").items())), spec.hp("diag_batch_size"))
 
     def plan(self, specs) -> None:
@@ -202,7 +203,7 @@ class Runner:
         if not roles.theta0_nll:
             bench.attach_baseline(model, roles)
         rec["provenance"].update(data_hash=roles.data_hash,
-                                 model_hash=self._model_hash[(*self._bench_key(spec), spec.model)])
+                                 model_hash=self._model_hash[self._bench_key(spec)])
         wall["prepare"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
