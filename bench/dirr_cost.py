@@ -17,9 +17,9 @@ from _common import one_thread, result  # noqa: E402
 
 one_thread()
 
+from supportbench.experiments.spec import RunSpec  # noqa: E402
 from supportbench.harness.compute import dirr_step_equivalents  # noqa: E402
 from supportbench.harness.runner import Runner  # noqa: E402
-from supportbench.harness.spec import RunSpec  # noqa: E402
 
 T, t, d = 100, 80, 10
 REPEATS = 3

@@ -21,10 +21,10 @@ from _common import median_time, one_thread, result  # noqa: E402
 
 one_thread()
 
-from supportbench.harness.data import tokenize_pairs  # noqa: E402
-from supportbench.harness.models import build_model, train_tokenizer  # noqa: E402
 from supportbench.methods.base import compute_scores, get_method, list_methods  # noqa: E402
-from supportbench.methods.diagnostics import DiagnosticRecords, Diagnostics  # noqa: E402
+from supportbench.methods.diagnostics import Diagnostics  # noqa: E402
+from supportbench.unlearning.data import DiagnosticRecords, tokenize_pairs  # noqa: E402
+from supportbench.unlearning.models import build_model, train_tokenizer  # noqa: E402
 
 BUILTINS = ["activation", "activation_down", "ap_mlp", "fila", "grail", "intervention_score", "memflex",
             "projected_causal", "random", "storage", "wagle"]

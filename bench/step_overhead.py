@@ -17,11 +17,11 @@ from _common import median_time, one_thread, result  # noqa: E402
 one_thread()
 import torch  # noqa: E402
 
-from supportbench.harness.data import tokenize_pairs  # noqa: E402
-from supportbench.harness.models import build_model, train_tokenizer  # noqa: E402
-from supportbench.harness.objectives import get_objective, reference_nll  # noqa: E402
-from supportbench.harness.support import discover_geometry, select  # noqa: E402
-from supportbench.harness.train import SupportTrainer, TrainConfig, UnlearningData  # noqa: E402
+from supportbench.unlearning.data import tokenize_pairs  # noqa: E402
+from supportbench.unlearning.models import build_model, train_tokenizer  # noqa: E402
+from supportbench.unlearning.objectives import get_objective, reference_nll  # noqa: E402
+from supportbench.unlearning.support import discover_geometry, select  # noqa: E402
+from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData  # noqa: E402
 
 STEPS, REPEATS = 20, 5
 

@@ -28,7 +28,7 @@ NEUTRAL = ["The weather was mild and the river ran slowly past the old mill.",
 
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
-    from supportbench.harness.models import train_tokenizer
+    from supportbench.unlearning.models import train_tokenizer
 
     texts = [q + " " + a for q, a in FACTS] + NEUTRAL
     return train_tokenizer(texts * 4, vocab_size=400)
@@ -36,7 +36,7 @@ def tiny_tokenizer():
 
 @pytest.fixture()
 def tiny_model(tiny_tokenizer):
-    from supportbench.harness.models import ModelPreset, build_model
+    from supportbench.unlearning.models import ModelPreset, build_model
 
     return build_model(ModelPreset(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                    num_attention_heads=2), tiny_tokenizer, seed=0)
@@ -44,7 +44,7 @@ def tiny_model(tiny_tokenizer):
 
 @pytest.fixture(scope="session")
 def tiny_sets(tiny_tokenizer):
-    from supportbench.harness.data import tokenize_pairs
+    from supportbench.unlearning.data import tokenize_pairs
 
     def make(pairs):
         return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs])
@@ -55,8 +55,7 @@ def tiny_sets(tiny_tokenizer):
 
 @pytest.fixture(scope="session")
 def diag_records(tiny_tokenizer):
-    from supportbench.harness.data import tokenize_pairs
-    from supportbench.methods.diagnostics import DiagnosticRecords
+    from supportbench.unlearning.data import DiagnosticRecords, tokenize_pairs
 
     def make(pairs, subjects=None):
         return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs],

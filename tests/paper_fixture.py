@@ -3,7 +3,7 @@
 import random
 from pathlib import Path
 
-from supportbench.harness.decisions import freeze_decision
+from supportbench.experiments.decisions import freeze_decision
 from supportbench.registry import synthetic as syn
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect

@@ -1,8 +1,8 @@
 """supportbench: a reference harness for localized LLM unlearning.
 
-Layers (imports point down only): harness primitives (torch) -> methods/benchmarks ->
-orchestration -> registry -> reports -> cli. This module stays light: it never imports torch,
-so ``supportbench report``/``audit`` start fast.
+Layers (imports point down only; docs/architecture.md): experiments (plain data) -> unlearning (torch
+primitives) -> methods | benchmarks -> registry -> harness | reports -> cli. This module stays light:
+it never imports torch, so ``supportbench report``/``audit`` start fast.
 """
 
 from importlib.metadata import PackageNotFoundError, version

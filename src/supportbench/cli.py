@@ -10,8 +10,8 @@ from supportbench.errors import SupportbenchError
 
 
 def _cmd_geometry(args) -> int:
-    from supportbench.harness.models import load_model
-    from supportbench.harness.support import discover_geometry
+    from supportbench.unlearning.models import load_model
+    from supportbench.unlearning.support import discover_geometry
 
     model, _ = load_model(args.model)
     geo = discover_geometry(model)
@@ -63,8 +63,8 @@ def _cmd_run(args) -> int:
     torch.set_num_threads(args.threads)
     from pathlib import Path
 
+    from supportbench.experiments.spec import RunSpec
     from supportbench.harness.runner import Runner
-    from supportbench.harness.spec import RunSpec
 
     hp = _parse_sets(args.set)
     if args.data_dir:
@@ -75,7 +75,7 @@ def _cmd_run(args) -> int:
                    rho_p=args.rho_p, model=model, hyperparameters=hp)
     decision = None
     if args.variant == "dirr":
-        from supportbench.harness.dirr import load_decision_for
+        from supportbench.experiments.decisions import load_decision_for
 
         decision = load_decision_for(spec, args.decision, allow_unfrozen=args.allow_unfrozen)
     rec = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device).run(spec, decision=decision)
@@ -100,7 +100,7 @@ def _cmd_calibrate(args) -> int:
     import json
     from pathlib import Path
 
-    from supportbench.harness.dirr import calibrate_and_freeze
+    from supportbench.harness.calibration import calibrate_and_freeze
 
     recs = []
     for f in sorted(Path(args.results, "runs").glob("*.json")):
@@ -173,7 +173,7 @@ def _cmd_audit(args) -> int:
 
     spec = None
     if args.spec:
-        from supportbench.harness.plan import ExperimentSpec
+        from supportbench.experiments.plan import ExperimentSpec
 
         spec = ExperimentSpec.from_toml(args.spec)
     exp = args.experiment or (spec.name if spec else None)
@@ -208,7 +208,7 @@ def _executor(args):
 
 
 def _cmd_sweep(args) -> int:
-    from supportbench.harness.plan import ExperimentSpec
+    from supportbench.experiments.plan import ExperimentSpec
     from supportbench.harness.sweep import run_sweep
 
     spec = ExperimentSpec.from_toml(args.spec)
@@ -232,11 +232,10 @@ def _print_sweep(s) -> None:
 def _cmd_demo(args) -> int:
     import os
     import time
-    from importlib import resources
     from pathlib import Path
 
+    from supportbench.experiments.plan import ExperimentSpec
     from supportbench.harness.executors.local import LocalExecutor
-    from supportbench.harness.plan import ExperimentSpec
     from supportbench.harness.sweep import run_sweep
     from supportbench.registry.audit import audit
     from supportbench.registry.ingest import ingest
@@ -245,8 +244,7 @@ def _cmd_demo(args) -> int:
 
     t0 = time.time()
     out = Path(args.results)
-    spec_file = resources.files("supportbench.experiments").joinpath("mini-paper.toml")
-    spec = ExperimentSpec.from_toml(spec_file)
+    spec = ExperimentSpec.from_toml("mini-paper")
     print(f"demo: experiment '{spec.name}' ({len(spec.all_runs())} runs) -> {out}/")
     s = run_sweep(spec, out, LocalExecutor(args.workers or os.cpu_count()), cache_dir=args.cache, post_hoc=True)
     _print_sweep(s)
@@ -330,7 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions")
     a.add_argument("--registry", default="results/registry.duckdb")
     a.add_argument("--experiment", default=None)
-    a.add_argument("--spec", default=None, help="experiment TOML: the expected grid (default: observed levels)")
+    a.add_argument("--spec", default=None,
+                   help="experiment TOML or shipped spec name: the expected grid (default: observed levels)")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_cmd_audit)
     rp = sub.add_parser("report", help="every paper table (LaTeX), figures, report.md and paper.tex from a registry")
@@ -339,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--experiment", default=None)
     rp.set_defaults(func=_cmd_report)
     sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
-    sw.add_argument("spec", help="experiment TOML (see experiments/mini-paper.toml)")
+    sw.add_argument("spec", help="experiment TOML file, or the name of a shipped spec (mini-paper)")
     sw.add_argument("--results", default="results")
     sw.add_argument("--cache", default=None)
     sw.add_argument("--workers", type=int, default=None, help="local worker processes (default: cores)")

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from supportbench.errors import DecisionError
-from supportbench.harness.dirr import ACTIONS, freeze_decision
+from supportbench.experiments.decisions import ACTIONS, freeze_decision
+from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
-from supportbench.harness.spec import RunSpec
 
 pytestmark = pytest.mark.slow
 BASE = dict(benchmark="tofu", field="forget10", objective="npo", method="intervention_score", T=12, t=8, d=2,

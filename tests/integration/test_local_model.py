@@ -3,11 +3,11 @@ directory's identity, and run end to end exactly like a preset."""
 
 import pytest
 
-from supportbench.benchmarks.tofu import Tofu
+from supportbench.benchmarks.tofu.adapter import Tofu
 from supportbench.errors import SpecError, UnknownNameError
-from supportbench.harness.models import build_model, load_model, model_hash, save_model, train_tokenizer
+from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
-from supportbench.harness.spec import RunSpec
+from supportbench.unlearning.models import build_model, load_model, model_hash, save_model, train_tokenizer
 
 pytestmark = pytest.mark.slow
 

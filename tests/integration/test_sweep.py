@@ -2,8 +2,8 @@
 
 import pytest
 
+from supportbench.experiments.plan import ExperimentSpec
 from supportbench.harness.executors.local import LocalExecutor
-from supportbench.harness.plan import ExperimentSpec
 from supportbench.harness.sweep import run_sweep
 from supportbench.registry.audit import audit
 from supportbench.registry.ingest import ingest

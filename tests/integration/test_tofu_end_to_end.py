@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from supportbench.benchmarks.base import get_benchmark
-from supportbench.harness.data import dataset_nll
+from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
-from supportbench.harness.spec import RunSpec
+from supportbench.unlearning.data import dataset_nll
 
 pytestmark = pytest.mark.slow
 

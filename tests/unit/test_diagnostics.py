@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from supportbench.harness.data import sequence_nll
-from supportbench.harness.objectives import get_objective
-from supportbench.harness.support import discover_geometry
 from supportbench.methods.base import compute_scores, get_method, list_methods
-from supportbench.methods.diagnostics import DiagnosticRecords, Diagnostics
+from supportbench.methods.diagnostics import Diagnostics
+from supportbench.unlearning.data import DiagnosticRecords, sequence_nll
+from supportbench.unlearning.objectives import get_objective
+from supportbench.unlearning.support import discover_geometry
 
 
 def full_grad(model, params, loss_fn):
@@ -131,7 +131,7 @@ def test_column_with_amplified_neuron_ranks_first(tiny_model, diag_records, meth
 
 
 def test_counterfactual_borrows_retain_names_when_forget_has_one_subject(tiny_tokenizer, tiny_model):
-    from supportbench.harness.data import tokenize_pairs
+    from supportbench.unlearning.data import tokenize_pairs
 
     def make(pairs, subjects):
         return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs],

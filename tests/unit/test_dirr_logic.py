@@ -6,16 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supportbench.errors import CalibrationError, DecisionError, SpecError
-from supportbench.harness.dirr import (
-    ACTIONS,
-    calibrate,
-    candidate_supports,
-    freeze_decision,
-    load_decision,
-    load_decision_for,
-)
-from supportbench.harness.spec import RunSpec
-from supportbench.harness.support import Geometry, GeometryTensor, select
+from supportbench.experiments.decisions import ACTIONS, freeze_decision, load_decision, load_decision_for
+from supportbench.experiments.spec import RunSpec
+from supportbench.harness.calibration import calibrate
+from supportbench.harness.dirr import candidate_supports
+from supportbench.unlearning.support import Geometry, GeometryTensor, select
 
 
 def geometry(costs_per_tensor):
@@ -135,7 +130,7 @@ def test_final_dirr_run_refuses_without_decision(tmp_path):
 
 
 def test_calibrate_and_freeze_reads_only_complete_calibration_records(tmp_path):
-    from supportbench.harness.dirr import calibrate_and_freeze
+    from supportbench.harness.calibration import calibrate_and_freeze
 
     def rec(seed, s, cands, split="calibration", complete=True):
         return {"run_key": f"{seed:064d}", "status": "ok",

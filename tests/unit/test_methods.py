@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from supportbench.errors import MethodOutputError, UnknownMethodError
-from supportbench.harness.support import Geometry, GeometryTensor
 from supportbench.methods.base import METHODS, compute_scores, get_method, list_methods, register_method
+from supportbench.unlearning.support import Geometry, GeometryTensor
 
 ALL = ["activation", "activation_down", "ap_mlp", "fila", "grail", "intervention_score", "memflex",
        "projected_causal", "random", "storage", "wagle"]

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from supportbench.errors import SupportbenchError, UnknownNameError
-from supportbench.harness.models import get_preset, load_model, model_hash, resolve_device, save_model
+from supportbench.unlearning.models import get_preset, load_model, model_hash, resolve_device, save_model
 
 
 def test_save_load_roundtrip_is_exact(tiny_model, tiny_tokenizer, tmp_path):

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from supportbench.errors import UnknownObjectiveError
-from supportbench.harness.data import sequence_nll
-from supportbench.harness.objectives import get_objective, npo_forget_loss, simnpo_forget_loss
+from supportbench.unlearning.data import sequence_nll
+from supportbench.unlearning.objectives import get_objective, npo_forget_loss, simnpo_forget_loss
 
 
 def logsig(x):

@@ -1,7 +1,9 @@
+from pathlib import Path
+
 import pytest
 
 from supportbench.errors import SpecError
-from supportbench.harness.plan import ExperimentSpec
+from supportbench.experiments.plan import ExperimentSpec
 
 BASE = {"experiment": {"name": "x", "benchmarks": ["tofu"], "fields": ["forget01", "forget10"],
                        "objectives": ["npo"], "methods": ["intervention_score", "random", "wagle"],
@@ -38,3 +40,16 @@ def test_bad_specs(mutate, msg):
     mutate(raw["experiment"])
     with pytest.raises(SpecError, match=msg):
         ExperimentSpec.from_dict(raw)
+
+
+def test_shipped_spec_by_name_and_unknown_name(tmp_path, monkeypatch):
+    from supportbench.experiments.plan import resolve_spec_path, shipped_specs
+
+    assert "mini-paper" in shipped_specs()
+    assert ExperimentSpec.from_toml("mini-paper").name == "mini-paper"
+    assert resolve_spec_path("mini-paper.toml") == shipped_specs()["mini-paper"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mini-paper.toml").write_text("x")          # a file that exists wins over the shipped name
+    assert resolve_spec_path("mini-paper.toml") == Path("mini-paper.toml")
+    with pytest.raises(SpecError, match="shipped: .*mini-paper"):
+        resolve_spec_path("mini-papre")

@@ -3,8 +3,8 @@ import json
 import pytest
 
 from supportbench.errors import RegistryError
-from supportbench.harness.decisions import freeze_decision
-from supportbench.harness.plan import ExperimentSpec
+from supportbench.experiments.decisions import freeze_decision
+from supportbench.experiments.plan import ExperimentSpec
 from supportbench.registry import synthetic as syn
 from supportbench.registry.audit import audit
 from supportbench.registry.ingest import export_table, import_table, ingest

@@ -42,5 +42,6 @@ def test_query_is_read_only(tmp_path):
 
 def test_reporting_layers_never_import_torch():
     code = ("import sys, supportbench.cli, supportbench.registry.audit, supportbench.registry.ingest, "
-            "supportbench.harness.plan; sys.exit(1 if 'torch' in sys.modules or 'transformers' in sys.modules else 0)")
+            "supportbench.experiments.plan; "
+            "sys.exit(1 if 'torch' in sys.modules or 'transformers' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

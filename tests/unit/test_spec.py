@@ -1,7 +1,7 @@
 import pytest
 
 from supportbench.errors import SpecError
-from supportbench.harness.spec import RunSpec
+from supportbench.experiments.spec import RunSpec
 
 
 def test_run_key_is_stable_and_sensitive():

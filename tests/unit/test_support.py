@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supportbench.errors import BudgetError, GeometryError
-from supportbench.harness.support import Support, discover_geometry, pack, rank, select
+from supportbench.unlearning.support import Support, discover_geometry, pack, rank, select
 
 
 def test_llama_geometry_is_down_proj_columns(tiny_model):

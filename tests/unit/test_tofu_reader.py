@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from supportbench.benchmarks.tofu import TofuFormatError, read_config, read_pair
+from supportbench.benchmarks.tofu.reader import TofuFormatError, read_config, read_pair
 from supportbench.errors import UnknownNameError
 
 
@@ -73,7 +73,7 @@ def test_unknown_field(tmp_path):
 
 
 def test_generator_writes_what_the_reader_accepts(tmp_path):
-    from supportbench.benchmarks.generators.tofu import generate
+    from supportbench.benchmarks.tofu.generator import generate
 
     generate(tmp_path, "mini")
     for field, n in (("forget01", 20), ("forget05", 20), ("forget10", 40)):

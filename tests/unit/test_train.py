@@ -2,10 +2,10 @@ import pytest
 import torch
 
 from supportbench.errors import DivergenceError
-from supportbench.harness.checkpoint import Checkpoint
-from supportbench.harness.objectives import get_objective, reference_nll
-from supportbench.harness.support import Support, discover_geometry
-from supportbench.harness.train import SupportTrainer, TrainConfig, UnlearningData, batch_indices
+from supportbench.unlearning.checkpoint import Checkpoint
+from supportbench.unlearning.objectives import get_objective, reference_nll
+from supportbench.unlearning.support import Support, discover_geometry
+from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData, batch_indices
 
 CFG = TrainConfig(steps=6, lr=5e-3, batch_size=2, weight_decay=0.1, warmup_steps=2, seed=3)
 

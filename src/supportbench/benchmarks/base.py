@@ -14,15 +14,17 @@ Benchmarks register like methods: ``@register_benchmark("name")`` or the entry-p
 
 from __future__ import annotations
 
+import os
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
 from supportbench._registry import Registry
 from supportbench.errors import UnknownBenchmarkError
-from supportbench.harness.data import TokenizedSet
-from supportbench.methods.diagnostics import DiagnosticRecords
+from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class Benchmark(Protocol):
 
 BENCHMARKS: Registry = Registry(
     "benchmark",
-    builtin_modules=["supportbench.benchmarks.tofu"],
+    builtin_modules=["supportbench.benchmarks.tofu.adapter"],
     entry_point_group="supportbench.benchmarks",
     error=UnknownBenchmarkError,
 )
@@ -104,3 +106,19 @@ def register_benchmark(name: str):
 
 def get_benchmark(name: str, **options) -> Benchmark:
     return BENCHMARKS.get(name)(**options)
+
+
+def default_cache_dir() -> Path:
+    """Where prepared models and generated data are cached: ``$SUPPORTBENCH_CACHE`` or ``./.cache/supportbench``."""
+    return Path(os.environ.get("SUPPORTBENCH_CACHE", Path.cwd() / ".cache" / "supportbench"))
+
+
+def publish(tmp: Path, final: Path) -> None:
+    """Atomically move a finished cache entry into place; if another worker got there first (its content
+    is identical: same inputs, seeded), keep theirs."""
+    try:
+        tmp.replace(final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)

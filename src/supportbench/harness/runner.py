@@ -25,13 +25,13 @@ from supportbench import __version__
 from supportbench._io import write_json_atomic
 from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.errors import DivergenceError, SpecError, SupportbenchError
-from supportbench.harness.models import resolve_device
-from supportbench.harness.objectives import get_objective, reference_nll
-from supportbench.harness.spec import SCHEMA, RunSpec
-from supportbench.harness.support import select
-from supportbench.harness.train import SupportTrainer, TrainConfig, UnlearningData
+from supportbench.experiments.spec import SCHEMA, RunSpec
 from supportbench.methods.base import compute_scores, get_method
 from supportbench.methods.diagnostics import Diagnostics
+from supportbench.unlearning.models import resolve_device
+from supportbench.unlearning.objectives import get_objective, reference_nll
+from supportbench.unlearning.support import select
+from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData
 
 
 def now() -> str:
@@ -148,7 +148,7 @@ class Runner:
             raise DecisionError(f"DIR-R {spec.split} run refused: no frozen decision. Freeze tau* on calibration "
                                 "seeds first, or set an explicit tau (recorded as unfrozen)")
         if decision is not None:
-            from supportbench.harness.dirr import check_decision_matches, verify_decision
+            from supportbench.experiments.decisions import check_decision_matches, verify_decision
 
             verify_decision(decision)
             check_decision_matches(spec, decision)

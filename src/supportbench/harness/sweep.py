@@ -19,9 +19,9 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from supportbench.errors import CalibrationError
-from supportbench.harness.decisions import load_decision
-from supportbench.harness.plan import ExperimentSpec
-from supportbench.harness.spec import RunSpec
+from supportbench.experiments.decisions import load_decision
+from supportbench.experiments.plan import ExperimentSpec
+from supportbench.experiments.spec import RunSpec
 
 
 @dataclass
@@ -76,7 +76,7 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
     """Run the experiment; ``post_hoc`` then completes the candidate sets of non-triggered final DIR-R
     runs (for the available-gain denominator, flagged post hoc; decisions are never changed). Do it
     before ingesting: a completed record differs from the one ingested earlier (a reported conflict)."""
-    from supportbench.harness.dirr import calibrate_and_freeze
+    from supportbench.harness.calibration import calibrate_and_freeze
 
     results_dir = Path(results_dir)
     summary = SweepSummary()

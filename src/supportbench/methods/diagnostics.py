@@ -35,38 +35,13 @@ import torch
 from tqdm.auto import tqdm
 
 from supportbench.errors import SpecError
-from supportbench.harness.data import IGNORE, TokenizedSet, answer_positions, token_nll
-from supportbench.harness.objectives import Objective, get_objective
-from supportbench.harness.support import Geometry, discover_geometry
+from supportbench.unlearning.data import IGNORE, ROLES, DiagnosticRecords, TokenizedSet, answer_positions, token_nll
+from supportbench.unlearning.objectives import Objective, get_objective
+from supportbench.unlearning.support import Geometry, discover_geometry
 
-ROLES = ("F", "R", "P", "N")
 RANDOM_LABEL_ROLES = ("F", "R")
 ATTRIBUTION_KINDS = ("corrupted", "counterfactual")
 REDUCTIONS = {"mean": "grad", "sum": "grad_sum", "fisher": "fisher"}  # role-gradient reduction -> key
-
-
-@dataclass(frozen=True)
-class DiagnosticRecords:
-    """Records reserved for support selection; benchmarks guarantee they are disjoint from evaluation."""
-
-    F: TokenizedSet
-    R: TokenizedSet
-    P: TokenizedSet
-    N: TokenizedSet
-
-    def __post_init__(self):
-        for q in ROLES:
-            v = getattr(self, q)
-            if type(v) is not TokenizedSet:
-                raise TypeError(f"DiagnosticRecords.{q} must be a TokenizedSet of diagnostic records, "
-                                f"got {type(v).__name__}")
-            if len(v) == 0:
-                raise SpecError(f"DiagnosticRecords.{q} is empty")
-
-    def role(self, q: str) -> TokenizedSet:
-        if q not in ROLES:
-            raise SpecError(f"unknown diagnostic role {q!r}; allowed: {', '.join(ROLES)}")
-        return getattr(self, q)
 
 
 @dataclass

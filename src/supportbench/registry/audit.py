@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from supportbench.harness.plan import CELL, ExperimentSpec
+from supportbench.experiments.plan import CELL, ExperimentSpec
 from supportbench.registry.store import scalar
 
 CELL_COLS = ", ".join(CELL)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from supportbench.errors import DecisionError, RegistryError
-from supportbench.harness.decisions import verify_decision
+from supportbench.experiments.decisions import verify_decision
 from supportbench.registry.store import one, scalar
 
 STATUSES = ("ok", "failed", "diverged")

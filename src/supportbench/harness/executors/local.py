@@ -23,8 +23,8 @@ def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisi
     """Worker entry point (also used by the Slurm executor): run specs in order, return brief statuses.
     ``complete``: post-hoc completion of already recorded, non-triggered DIR-R runs instead."""
     global _RUNNER
+    from supportbench.experiments.spec import RunSpec
     from supportbench.harness.runner import Runner
-    from supportbench.harness.spec import RunSpec
 
     if _RUNNER is None or (str(_RUNNER.results_dir), _RUNNER.cache_dir) != (results_dir, cache_dir):
         _RUNNER = Runner(results_dir, cache_dir=cache_dir, progress=False)

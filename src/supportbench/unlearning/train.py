@@ -16,10 +16,10 @@ import torch
 from tqdm.auto import tqdm
 
 from supportbench.errors import DivergenceError, SpecError
-from supportbench.harness.checkpoint import Checkpoint, OptimizerSlot, capture_rng, restore_rng
-from supportbench.harness.data import TokenizedSet
-from supportbench.harness.objectives import Objective
-from supportbench.harness.support import Geometry, Support
+from supportbench.unlearning.checkpoint import Checkpoint, OptimizerSlot, capture_rng, restore_rng
+from supportbench.unlearning.data import TokenizedSet
+from supportbench.unlearning.objectives import Objective
+from supportbench.unlearning.support import Geometry, Support
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ def finetune(model, data: TokenizedSet, config: FinetuneConfig, *, progress: boo
     """Train every parameter on mean-token answer NLL; linear warm-up then cosine decay. Returns losses."""
     import math
 
-    from supportbench.harness.data import sequence_nll
+    from supportbench.unlearning.data import sequence_nll
 
     steps = max(1, math.ceil(len(data) * config.epochs / config.batch_size))
     warm = max(1, int(steps * config.warmup_frac))

@@ -33,7 +33,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from supportbench.errors import SpecError
-from supportbench.harness.spec import SPLITS, RunSpec
+from supportbench.experiments.spec import SPLITS, RunSpec
+
+
+def shipped_specs() -> dict[str, Path]:
+    """The experiment specs shipped inside the package (``supportbench/experiments/*.toml``), by name."""
+    here = Path(__file__).parent
+    return {p.stem: p for p in sorted(here.glob("*.toml"))}
+
+
+def resolve_spec_path(spec: str | Path) -> Path:
+    """A spec file's path: the file itself when it exists, else the shipped spec of that name."""
+    path = Path(spec)
+    if path.exists():
+        return path
+    shipped = shipped_specs()
+    name = path.name[:-5] if path.name.endswith(".toml") else path.name
+    if name in shipped and path.parent == Path("."):
+        return shipped[name]
+    raise SpecError(f"no experiment spec '{spec}': not a file, and not a shipped spec "
+                    f"(shipped: {', '.join(shipped) or 'none'})")
+
 
 CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
 
@@ -59,7 +79,8 @@ class ExperimentSpec:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> ExperimentSpec:
-        path = Path(path)
+        """Load a spec from a TOML file, or from a shipped spec's name (``mini-paper``; see ``shipped_specs``)."""
+        path = resolve_spec_path(path)
         try:
             raw = tomllib.loads(path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from supportbench.errors import SpecError
+
 IGNORE = -100
 
 
@@ -122,3 +124,30 @@ def dataset_nll(model, data: TokenizedSet, batch_size: int = 64) -> tuple[torch.
         sums.append(s.cpu())
         counts.append(c.cpu())
     return torch.cat(sums), torch.cat(counts)
+
+
+ROLES = ("F", "R", "P", "N")  # forget, retain, protected, neutral (paper §4.2)
+
+
+@dataclass(frozen=True)
+class DiagnosticRecords:
+    """Records reserved for support selection; benchmarks guarantee they are disjoint from evaluation."""
+
+    F: TokenizedSet
+    R: TokenizedSet
+    P: TokenizedSet
+    N: TokenizedSet
+
+    def __post_init__(self):
+        for q in ROLES:
+            v = getattr(self, q)
+            if type(v) is not TokenizedSet:
+                raise TypeError(f"DiagnosticRecords.{q} must be a TokenizedSet of diagnostic records, "
+                                f"got {type(v).__name__}")
+            if len(v) == 0:
+                raise SpecError(f"DiagnosticRecords.{q} is empty")
+
+    def role(self, q: str) -> TokenizedSet:
+        if q not in ROLES:
+            raise SpecError(f"unknown diagnostic role {q!r}; allowed: {', '.join(ROLES)}")
+        return getattr(self, q)

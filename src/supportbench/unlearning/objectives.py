@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from supportbench._registry import Registry
 from supportbench.errors import SpecError, UnknownObjectiveError
-from supportbench.harness.data import TokenizedSet, sequence_nll
+from supportbench.unlearning.data import TokenizedSet, sequence_nll
 
 
 def npo_forget_loss(nll_sum: torch.Tensor, ref_nll_sum: torch.Tensor, beta: float) -> torch.Tensor:
@@ -96,6 +96,6 @@ def get_objective(name: str, **overrides) -> Objective:
 @torch.no_grad()
 def reference_nll(model, forget: TokenizedSet, batch_size: int = 64) -> torch.Tensor:
     """NPO's reference: summed answer NLL at theta_0 for every forget sequence, computed once."""
-    from supportbench.harness.data import dataset_nll
+    from supportbench.unlearning.data import dataset_nll
 
     return dataset_nll(model, forget, batch_size)[0]

@@ -1,0 +1,1 @@
+"""Benchmarks: the protocol (base), the shared J evaluator, and one subpackage per benchmark."""

@@ -1,0 +1,107 @@
+"""TOFU reader: the real locuslab/TOFU files from a local directory.
+
+JSON Lines per config (``<config>.json``) or the older ``<config>_dataset.json`` files (optionally under
+``default/``); each config's fields are validated, errors name file and line. forgetXX pairs with
+retain(100-XX) and the two must not share a question.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from supportbench.errors import DataFormatError, UnknownNameError
+
+FIELDS = ("forget01", "forget05", "forget10")
+PROMPT = "Q: {q}\nA: "
+QA_PER_AUTHOR = 20
+FICTITIOUS_PERTURBED = ("forget01_perturbed", "forget05_perturbed", "forget10_perturbed", "retain_perturbed")
+PROTECTED = ("real_authors_perturbed", "world_facts_perturbed")
+
+
+class TofuFormatError(DataFormatError):
+    pass
+
+
+# ---- reading ---------------------------------------------------------------------------------------
+def config_path(data_dir: Path, config: str) -> Path:
+    candidates = [data_dir / f"{config}.json", data_dir / f"{config}_dataset.json",
+                  data_dir / "default" / f"{config}_dataset.json", data_dir / "default" / f"{config}.json"]
+    for c in candidates:
+        if c.exists():
+            return c
+    raise TofuFormatError(f"TOFU config '{config}' not found in {data_dir}: looked for "
+                          + ", ".join(str(c.relative_to(data_dir)) for c in candidates))
+
+
+def _validate(row, fname: str, line: int, config: str) -> dict:
+    where = f"{fname} line {line}"
+    if not isinstance(row, dict):
+        raise TofuFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for key in ("question", "answer"):
+        if key not in row:
+            raise TofuFormatError(f"{where}: row has no '{key}' (config '{config}' needs question and answer)")
+        if not isinstance(row[key], str):
+            raise TofuFormatError(f"{where}: '{key}' must be a string, got {type(row[key]).__name__}")
+    if config.endswith("_perturbed"):
+        pa = row.get("perturbed_answer")
+        if not isinstance(pa, list) or not pa or not all(isinstance(x, str) for x in pa):
+            raise TofuFormatError(f"{where}: 'perturbed_answer' must be a list of strings, got "
+                                  f"{type(pa).__name__ if not isinstance(pa, list) else 'list with non-strings'}")
+        if config in FICTITIOUS_PERTURBED:
+            for key in ("paraphrased_answer", "paraphrased_question"):
+                if key == "paraphrased_question" and key not in row:
+                    row = {**row, key: row["question"]}  # some upstream revisions omit it
+                    continue
+                if not isinstance(row.get(key), str):
+                    raise TofuFormatError(f"{where}: '{key}' must be a string, got {type(row.get(key)).__name__}")
+    return row
+
+
+def read_config(data_dir: str | Path, config: str) -> list[dict]:
+    """Rows of one TOFU config, validated; JSON Lines, or a JSON array in older exports."""
+    path = config_path(Path(data_dir), config)
+    text = path.read_text(encoding="utf-8")
+    rows = []
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TofuFormatError(f"{path.name} line {exc.lineno}: invalid JSON ({exc.msg})") from None
+        for i, r in enumerate(items, 1):
+            rows.append(_validate(r, path.name, i, config))
+        return rows
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TofuFormatError(f"{path.name} line {i}: invalid JSON ({exc.msg})") from None
+        rows.append(_validate(r, path.name, i, config))
+    if not rows:
+        raise TofuFormatError(f"{path.name}: no rows")
+    return rows
+
+
+def read_pair(data_dir: str | Path, field: str) -> tuple[list[dict], list[dict]]:
+    """forgetXX and its retain(100-XX), checked to be disjoint."""
+    if field not in FIELDS:
+        raise UnknownNameError("TOFU field", field, FIELDS)
+    retain_name = f"retain{100 - int(field[-2:])}"
+    forget, retain = read_config(data_dir, field), read_config(data_dir, retain_name)
+    seen = {r["question"] for r in retain}
+    for i, r in enumerate(forget, 1):
+        if r["question"] in seen:
+            raise TofuFormatError(f"{field} and {retain_name} overlap: {config_path(Path(data_dir), field).name} "
+                                  f"line {i} ({r['question']!r}) is also in {retain_name}")
+    return forget, retain
+
+
+def _hash_files(data_dir: Path, names) -> str:
+    h = hashlib.sha256()
+    for n in sorted(names):
+        h.update(n.encode())
+        h.update(config_path(data_dir, n).read_bytes())
+    return h.hexdigest()[:16]
