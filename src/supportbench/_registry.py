@@ -2,7 +2,9 @@
 
 Modelled on lm-evaluation-harness: a decorator to register, built-ins imported lazily on first
 lookup, third-party plugins discovered through an entry-point group, "did you mean" on a miss.
-A plugin that fails to import is reported (``broken``) and skipped; it never breaks the listing.
+A plugin that cannot be used — it fails to import, its entry-point name is not an identifier, or it
+has the name of a built-in (which always wins) — is reported in ``broken`` with the reason and
+skipped; it never breaks the listing or the built-ins.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ class Registry(Generic[T]):
         self._error = error
         self._items: dict[str, T] = {}
         self._plugins: set[str] = set()
-        self.broken: dict[str, str] = {}  # plugin entry-point name -> error text
+        self.broken: dict[str, str] = {}  # plugin entry-point name -> why it was skipped (broken or shadowed)
         self._builtins_loaded = False
         self._plugins_loaded = False
 
@@ -64,16 +66,24 @@ class Registry(Generic[T]):
         if self._plugins_loaded or self._group is None:
             return
         self._plugins_loaded = True
+        self._load_builtins()  # a plugin never replaces a built-in, so the built-ins must be known first
         for ep in entry_points(group=self._group):
+            if not ep.name.isidentifier():
+                suggestion = "".join(c if c.isalnum() or c == "_" else "_" for c in ep.name)
+                self.broken[ep.name] = (f"entry-point name {ep.name!r} is not a Python identifier "
+                                        f"(rename it, e.g. {suggestion!r})")
+                continue
             if ep.name in self._items:
+                if ep.name not in self._plugins:
+                    self.broken[ep.name] = (f"shadowed: a built-in {self.kind} is named {ep.name!r}, so the plugin "
+                                            f"{ep.value} is ignored (rename its entry point)")
                 continue
             try:
                 obj = ep.load()
             except Exception as exc:  # a broken plugin must not break the listing
                 self.broken[ep.name] = f"{type(exc).__name__}: {exc}"
                 continue
-            if ep.name not in self._items:
-                self.register(ep.name, obj)
+            self.register(ep.name, obj)
             self._plugins.add(ep.name)
 
     def _load(self) -> None:

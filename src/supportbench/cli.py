@@ -29,7 +29,7 @@ def _cmd_methods(args) -> int:
     rows = []
     for n in names:
         cls = METHODS.get(n)
-        rows.append((n + (" (plugin)" if n in plugins else ""), ", ".join(getattr(cls, "requires", ())) or "-",
+        rows.append((n + (" (plugin)" if n in plugins else ""), ", ".join(_requires_of(cls)) or "-",
                      getattr(cls, "provenance", "") or "(no provenance given)"))
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
@@ -37,9 +37,21 @@ def _cmd_methods(args) -> int:
     for r in rows:
         prov = r[2] if args.full or len(r[2]) <= 90 else r[2][:87] + "..."
         print(f"{r[0]:<{w0}}  {r[1]:<{w1}}  {prov}")
-    for name, err in sorted(METHODS.broken.items()):
-        print(f"warning: plugin '{name}' failed to load and was skipped: {err}", file=sys.stderr)
+    if METHODS.broken:
+        print("\nbroken/shadowed plugins (skipped):")
+        for name, err in sorted(METHODS.broken.items()):
+            print(f"  {name}: {err}")
+            print(f"warning: plugin '{name}' failed to load and was skipped: {err}", file=sys.stderr)
     return 0
+
+
+def _requires_of(cls) -> tuple[str, ...]:
+    """A method class's default ``requires`` (an instance may refine it from its hyperparameters)."""
+    try:
+        return tuple(cls().requires)
+    except Exception:  # a constructor that needs arguments: fall back to the class attribute
+        req = getattr(cls, "requires", ())
+        return tuple(req) if isinstance(req, (tuple, list)) else ()
 
 
 def _parse_sets(items: list[str]) -> dict:

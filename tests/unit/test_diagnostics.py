@@ -72,12 +72,20 @@ def test_diagnostics_refuse_anything_but_diagnostic_records(tiny_model, tiny_set
 
 
 def test_fisher_and_grad_chunking_is_exact(tiny_model, diag_records):
+    """No diagnostic depends on the forward batch size: the Fisher's micro-batch is its own (FILA's 4)."""
     a = Diagnostics(tiny_model, diag_records, "npo", batch_size=1)
     b = Diagnostics(tiny_model, diag_records, "npo", batch_size=64)
+    c = Diagnostics(tiny_model, diag_records, "npo", batch_size=3)  # micro-batches of 4 straddle batches of 3
     for k in a.role_grad("F"):
         torch.testing.assert_close(a.role_grad("F")[k], b.role_grad("F")[k], rtol=1e-4, atol=1e-7)
-    # per-batch Fisher depends on batching by definition; with batch 1 it is sum_i n_i g_i^2 / N
-    assert not torch.allclose(a.fisher("F")[k], b.fisher("F")[k])
+        for d in (b, c):
+            torch.testing.assert_close(a.role_grad("F", "sum")[k], d.role_grad("F", "sum")[k], rtol=1e-4, atol=1e-7)
+            torch.testing.assert_close(a.fisher("F")[k], d.fisher("F")[k], rtol=1e-4, atol=1e-9)
+            torch.testing.assert_close(a.random_label_grad("R")[k], d.random_label_grad("R")[k],
+                                       rtol=1e-4, atol=1e-8)
+    # the Fisher depends on its micro-batch by definition; with 1 it is sum_i n_i g_i^2 / N
+    assert not torch.allclose(a.fisher("F", 1)[k], a.fisher("F", 64)[k])
+    assert a.fisher("F")[k] is a.get("fisher:F@4")[k]
 
 
 def test_attribution_matches_leaf_patching_on_last_layer(tiny_model, diag_records):
@@ -150,7 +158,8 @@ def test_counterfactual_borrows_retain_names_when_forget_has_one_subject(tiny_to
 
 
 def _autograd_batches(model, params, data, batch_size):
-    """Per-batch gradients of the mean-token answer NLL, the textbook way (parameter .grad)."""
+    """Per-batch gradients of the mean-token answer NLL, the textbook way (parameter .grad): the upstream
+    loops (WAGLE's generate_mask.py, FILA's measure_importance.py, KnowUnDo's compute_info) at that batch size."""
     out = []
     for b in data.batches(batch_size):
         s, n = sequence_nll(model, b)
@@ -166,29 +175,28 @@ def _frozen_except(model, params):
 
 
 def test_fused_contractions_equal_parameter_gradients(tiny_model, diag_records):
-    """mean / per-batch sum / Fisher and the random-label gradient, against autograd on the weights."""
-    diag = Diagnostics(tiny_model, diag_records, "npo", batch_size=2)
-    diag.prepare(["grad:F", "fisher:F", "random_label_grad:R"])
+    """mean / per-example sum / Fisher and the random-label gradient, against autograd on the weights, each
+    with its upstream's batching: WAGLE batch 1 summed, FILA batch 4, KnowUnDo batch 1 / dataset length."""
+    diag = Diagnostics(tiny_model, diag_records, "npo", batch_size=3)
+    diag.prepare(["grad:F", "grad_sum:F", "fisher:F", "random_label_grad:R"])
     geo = diag.geometry
     params = [t.param for t in geo.tensors]
     _frozen_except(tiny_model, params)
-    per = _autograd_batches(tiny_model, params, diag_records.F, 2)
+    per = _autograd_batches(tiny_model, params, diag_records.F, 1)
+    per4 = _autograd_batches(tiny_model, params, diag_records.F, 4)
     total = sum(n for _, n in per)
     for i, t in enumerate(geo.tensors):
         want_mean = sum(g[i] * n for g, n in per) / total
         want_sum = sum(g[i] for g, _ in per)
-        want_fisher = sum(n * g[i] ** 2 for g, n in per) / total
+        want_fisher = sum(n * g[i] ** 2 for g, n in per4) / total
         torch.testing.assert_close(diag.role_grad("F")[t.name], want_mean, rtol=1e-4, atol=1e-7)
         torch.testing.assert_close(diag.role_grad("F", "sum")[t.name], want_sum, rtol=1e-4, atol=1e-7)
         torch.testing.assert_close(diag.fisher("F")[t.name], want_fisher, rtol=1e-4, atol=1e-9)
     copies = [diag._random_label_copy(diag_records.R, c) for c in range(diag.random_label_copies)]
-    want = [torch.zeros_like(p) for p in params]
-    for copy in copies:
-        s, n = sequence_nll(tiny_model, copy)
-        for w, g in zip(want, torch.autograd.grad(s.sum() / n.sum() / len(copies), params)):
-            w += g
-    for t, w in zip(geo.tensors, want):
-        torch.testing.assert_close(diag.random_label_grad("R")[t.name], w, rtol=1e-4, atol=1e-7)
+    examples = [(g, n) for copy in copies for g, n in _autograd_batches(tiny_model, params, copy, 1)]
+    for i, t in enumerate(geo.tensors):
+        want = sum(g[i] for g, _ in examples) / len(examples)  # every example weighs the same
+        torch.testing.assert_close(diag.random_label_grad("R")[t.name], want, rtol=1e-4, atol=1e-7)
 
 
 def test_fused_gradients_on_gpt2_conv1d_layout(tiny_tokenizer, diag_records):
@@ -240,5 +248,52 @@ def test_only_requested_reductions_are_kept(tiny_model, diag_records):
     assert set(diag._cache) == {"grad:P", "objective_direction", "grad:R"}  # u0 = ... + alpha * g_R
     passes = diag.passes
     diag.fisher("P")  # asked later: computed then, on its own
-    assert set(diag._cache) == {"grad:P", "objective_direction", "grad:R", "fisher:P"}
+    assert set(diag._cache) == {"grad:P", "objective_direction", "grad:R", "fisher:P@4"}
     assert diag.passes == passes + -(-len(diag_records.P) // 2)
+
+
+def _per_example(model, params, data):
+    return [g for g, _ in _autograd_batches(model, params, data, 1)]
+
+
+def test_wagle_sums_per_example_gradients_like_its_tofu_configs(tiny_model, diag_records):
+    """generate_mask.py at batch size 1: g = sum_i grad(mean-token NLL of example i); |(theta - g_r/mu) g_f|."""
+    diag = Diagnostics(tiny_model, diag_records, "npo", batch_size=16)
+    got = compute_scores(get_method("wagle"), diag)
+    geo = diag.geometry
+    params = [t.param for t in geo.tensors]
+    _frozen_except(tiny_model, params)
+    gf = [sum(g[i] for g in _per_example(tiny_model, params, diag_records.F)) for i in range(len(params))]
+    gr = [sum(g[i] for g in _per_example(tiny_model, params, diag_records.R)) for i in range(len(params))]
+    want = []
+    for i, t in enumerate(geo.tensors):
+        elem = ((t.param.detach().double() - gr[i].double() / 1e-6) * gf[i].double()).abs()
+        want.append(elem.sum(0))
+    torch.testing.assert_close(got, torch.cat(want), rtol=1e-4, atol=1e-6)
+    other = compute_scores(get_method("wagle"), Diagnostics(tiny_model, diag_records, "npo", batch_size=5))
+    torch.testing.assert_close(got, other, rtol=1e-4, atol=1e-6)   # no longer a function of the batch size
+
+
+def test_memflex_weighs_every_random_label_example_equally(tiny_model, diag_records):
+    """KnowUnDo's compute_info: batch size 1, gradients summed and divided by the dataset length."""
+    diag = Diagnostics(tiny_model, diag_records, "npo", batch_size=4)
+    got = compute_scores(get_method("memflex"), diag)
+    geo = diag.geometry
+    params = [t.param for t in geo.tensors]
+    _frozen_except(tiny_model, params)
+
+    def rl(q):
+        data = getattr(diag_records, q)
+        ex = [g for c in range(3) for g in _per_example(tiny_model, params, diag._random_label_copy(data, c))]
+        return [sum(g[i] for g in ex).double() / len(ex) for i in range(len(params))]
+
+    gu, gr = rl("F"), rl("R")
+    dot = torch.cat([(u * r).sum(0) for u, r in zip(gu, gr)])
+    nu = torch.cat([u.pow(2).sum(0).sqrt() for u in gu])
+    nr = torch.cat([r.pow(2).sum(0).sqrt() for r in gr])
+    cos = dot / (nu * nr)
+    mag = torch.cat([u.abs().mean(0) for u in gu])
+    eligible = (cos < 0.92) & (mag > mag.median())
+    want = sorted(range(len(mag)), key=lambda j: (not bool(eligible[j]), -float(mag[j]), j))
+    assert torch.argsort(-got, stable=True).tolist() == want
+    assert 0 < int(eligible.sum()) < len(mag)   # the eligibility rule is exercised both ways

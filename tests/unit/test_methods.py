@@ -33,7 +33,7 @@ class FakeDiag:
     def objective_direction(self):
         return {"w": self.t["u0"]}
 
-    def fisher(self, q):
+    def fisher(self, q, batch_size=4):
         return {"w": self.t[f"fisher{q}"]}
 
     def random_label_grad(self, q):
@@ -104,11 +104,49 @@ def test_grail_demotes_forget_and_retain_overlap():
     rlR = torch.zeros(1, 10)
     rlR[0, 9] = 100.0                                              # col 9 is also top for retain
     d = FakeDiag(geo, rlF=rlF, rlR=rlR)
-    got = order(get_method("grail", unlearn_ratio=0.1, retain_ratio=0.2).score(d, geo))
+    got = order(get_method("grail", unlearn_ratio=0.1).score(d, geo))
     zf = ((rlF - rlF.mean()) / rlF.std()).abs().view(-1)
     want = order(zf)
     want.remove(9)
     assert got == want + [9]
+
+
+def test_grail_takes_percentiles_per_tensor_like_upstream():
+    """OP-UR = top-UR(unlearn) ∩ top-UR(retain), both at UR, percentiles within each tensor, written out
+    from upstream's get_top_indices_zscore (numpy, unbiased std, ``>=`` np.percentile) on column means."""
+    import numpy as np
+
+    gen = torch.Generator().manual_seed(3)
+    shapes = {"a": (3, 10), "b": (3, 30)}
+    ts, off = [], 0
+    for k, (r, n) in shapes.items():
+        ts.append(GeometryTensor(k, k, torch.nn.Parameter(torch.zeros(r, n)), axis=1, offset=off, n=n))
+        off += n
+    geo = Geometry(ts)
+    rl = {q: {k: torch.randn(*s, generator=gen, dtype=torch.float64) * (100.0 if k == "b" else 1.0)
+              for k, s in shapes.items()} for q in "FR"}
+    for q in "FR":  # make every tensor hold a column that is top for both sides
+        rl[q]["a"][:, 2] += 9.0
+        rl[q]["b"][:, 7] += 900.0
+
+    class D:
+        def random_label_grad(self, q):
+            return rl[q]
+
+    def col_z(g):
+        g = g.numpy()
+        return np.abs((g - g.mean()) / g.std(ddof=1)).mean(axis=0)
+
+    score, frozen = [], []
+    for k in shapes:
+        zf, zr = col_z(rl["F"][k]), col_z(rl["R"][k])
+        top_f, top_r = zf >= np.percentile(zf, 90), zr >= np.percentile(zr, 90)
+        score += list(zf)
+        frozen += list(top_f & top_r)
+    want = sorted(range(len(score)), key=lambda j: (frozen[j], -score[j], j))
+    got = order(get_method("grail").score(D(), geo))
+    assert got == want
+    assert frozen[2] and frozen[10 + 7] and sum(frozen) >= 2   # one frozen column in each tensor
 
 
 def test_activation_methods_hand_computed():

@@ -13,15 +13,22 @@ gradient-based key at once, and the clean forget rows serve the activations and 
 
 Keys
   grad:Q                  mean-token answer-NLL gradient on role Q in {F, R, P, N}
-  grad_sum:Q              sum over batches of the per-batch mean-token gradient (WAGLE)
-  fisher:Q                F_Q / N_Q with F = sum_batches n_tokens * grad^2 (FILA's measure_importance)
+  grad_sum:Q              sum over records of each record's mean-token gradient (WAGLE's generate_mask.py
+                          at batch size 1, as its TOFU configs run it): independent of ``batch_size``
+  fisher:Q[@B]            F_Q / N_Q with F = sum over micro-batches of B consecutive records of
+                          n_tokens * grad^2 (FILA's measure_importance.py; B = 4, upstream's, by default)
                           (the three come from the same pass; each is only kept when asked for)
   objective_direction     u0 = grad of the unlearning objective at theta_0 (no preconditioner)
   activations             per column: mean |h_j| and mean h_j over forget answer positions
-  random_label_grad:Q     mean signed gradient on random-label copies of role Q (MemFlex, GRAIL)
+  random_label_grad:Q     mean over records x copies of each random-label record's mean-token gradient
+                          (KnowUnDo's compute_info at batch size 1, divided by the dataset length;
+                          MemFlex and GRAIL read it)
   attribution:corrupted / attribution:counterfactual
                           per column: sum_{b,t} (h^corr - h^clean)_j * dm/dh_j and sum_{b,t} |...|,
                           m = summed answer log-prob of the clean answer
+  <plugin name>           any diagnostic registered with ``@register_diagnostic(name)``: a function of
+                          the ``Diagnostics`` object (model, records, geometry, seed, and every key above),
+                          computed at most once per cell and shared by every method that requires it
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from supportbench.errors import SpecError
+from supportbench._registry import Registry
+from supportbench.errors import SpecError, UnknownNameError
 from supportbench.unlearning.data import IGNORE, ROLES, DiagnosticRecords, TokenizedSet, answer_positions, token_nll
 from supportbench.unlearning.objectives import Objective, get_objective
 from supportbench.unlearning.support import Geometry, discover_geometry
@@ -42,6 +50,21 @@ from supportbench.unlearning.support import Geometry, discover_geometry
 RANDOM_LABEL_ROLES = ("F", "R")
 ATTRIBUTION_KINDS = ("corrupted", "counterfactual")
 REDUCTIONS = {"mean": "grad", "sum": "grad_sum", "fisher": "fisher"}  # role-gradient reduction -> key
+FISHER_BATCH = 4  # FILA's measure_importance.py batch size; the Fisher depends on it by construction
+
+DIAGNOSTICS: Registry = Registry("diagnostic", entry_point_group="supportbench.diagnostics")
+
+
+def register_diagnostic(name: str):
+    """Register a plugin diagnostic: ``@register_diagnostic("my_key")`` on ``fn(diagnostics) -> value``.
+
+    ``fn`` receives the ``Diagnostics`` object (``model``, ``records`` — diagnostic records only —,
+    ``geometry``, ``seed``, ``batch_size`` and every built-in key through its accessors). The value is
+    computed at most once per ``Diagnostics`` (one sweep cell) and shared by every method whose
+    ``requires`` names it; read it with ``diagnostics.get("my_key")``."""
+    if name in KNOWN_KEYS or any(name.startswith(k.split(":")[0] + ":") for k in KNOWN_KEYS):
+        raise SpecError(f"diagnostic name {name!r} is a built-in key")
+    return DIAGNOSTICS.register(name)
 
 
 @dataclass
@@ -50,7 +73,8 @@ class _Block:
 
     name: str                  # "F", "R", "P", "N" or "rl:F:0" (random-label copy 0 of F)
     data: TokenizedSet
-    stats: tuple[str, ...] = ()  # reductions of the role gradient kept: "mean", "sum", "fisher"
+    stats: tuple[str, ...] = ()  # reductions of the role gradient kept: "mean", "sum"
+    fisher: tuple[int, ...] = ()  # Fisher micro-batch sizes kept
     u0: bool = False           # forget part of the objective direction (F only)
     activations: bool = False  # down-proj inputs at answer positions (F only)
     attribution: tuple[str, ...] = ()  # corrupted runs to patch against (F only)
@@ -58,7 +82,7 @@ class _Block:
 
     @property
     def needs_grad(self) -> bool:
-        return bool(self.stats) or self.u0 or self.random_label or bool(self.attribution)
+        return bool(self.stats) or bool(self.fisher) or self.u0 or self.random_label or bool(self.attribution)
 
 
 class Diagnostics:
@@ -71,7 +95,8 @@ class Diagnostics:
     is a contraction of the two (``sum_t d_t a_t^T`` per batch, exact for a linear layer), so one backward
     of the summed per-sequence NLL serves the role gradients, WAGLE's per-batch sums, FILA's Fisher,
     the objective direction (per-sequence weights), the activations and the attribution terms at once.
-    Asking for a key that was not prepared computes it on its own (still once).
+    Asking for a key that was not prepared computes it on its own (still once). Plugin diagnostics
+    (``register_diagnostic``) are computed after the fused pass, once each.
     """
 
     def __init__(self, model, records: DiagnosticRecords, objective: Objective | str, *, seed: int = 0,
@@ -101,8 +126,8 @@ class Diagnostics:
             raise SpecError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
         return self._lookup(f"grad:{q}" if reduce == "mean" else f"grad_sum:{q}")
 
-    def fisher(self, q: str) -> dict[str, torch.Tensor]:
-        return self._lookup(f"fisher:{q}")
+    def fisher(self, q: str, batch_size: int = FISHER_BATCH) -> dict[str, torch.Tensor]:
+        return self._lookup(f"fisher:{q}@{batch_size}")
 
     def objective_direction(self) -> dict[str, torch.Tensor]:
         return self._lookup("objective_direction")
@@ -119,6 +144,7 @@ class Diagnostics:
         return self._lookup(f"attribution:{kind}")
 
     def get(self, key: str):
+        """Any key by name: built-in (see the module docstring), ``weights``, or a plugin diagnostic."""
         if key == "weights":
             return self.geometry.weights()
         return self._lookup(key)
@@ -130,8 +156,7 @@ class Diagnostics:
             ck = _cache_key(key)
             if ck is not None and ck not in self._cache and ck not in wanted:
                 wanted.append(ck)
-        if wanted:
-            self._compute(wanted)
+        self._compute(wanted)
 
     # ---- machinery --------------------------------------------------------------------------------
     def _lookup(self, key: str):
@@ -141,18 +166,19 @@ class Diagnostics:
         return self._cache[ck]
 
     def _plan(self, keys: list[str], cached=()) -> list[_Block]:
-        ks = set(keys)
+        ks = {k for k in keys if k not in DIAGNOSTICS}
         u0 = "objective_direction" in ks
         if u0 and self.objective.uses_retain and "grad:R" not in cached:
             ks.add("grad:R")  # u0's retain term is alpha * g_R
         blocks = []
         for q in ROLES:
             f_extra = q == "F"
-            stats = tuple(r for r, k in REDUCTIONS.items() if f"{k}:{q}" in ks)
-            b = _Block(q, self.records.role(q), stats=stats, u0=f_extra and u0,
+            stats = tuple(r for r in ("mean", "sum") if f"{REDUCTIONS[r]}:{q}" in ks)
+            fisher = tuple(sorted(int(k.split("@")[1]) for k in ks if k.startswith(f"fisher:{q}@")))
+            b = _Block(q, self.records.role(q), stats=stats, fisher=fisher, u0=f_extra and u0,
                        activations=f_extra and "activations" in ks,
                        attribution=tuple(k for k in ATTRIBUTION_KINDS if f_extra and f"attribution:{k}" in ks))
-            if b.stats or b.u0 or b.activations or b.attribution:
+            if b.stats or b.fisher or b.u0 or b.activations or b.attribution:
                 blocks.append(b)
         for q in RANDOM_LABEL_ROLES:
             if f"random_label_grad:{q}" in ks:
@@ -162,6 +188,15 @@ class Diagnostics:
         return blocks
 
     def _compute(self, keys: list[str]) -> None:
+        plugins = [k for k in keys if k in DIAGNOSTICS]
+        builtin = [k for k in keys if k not in plugins]
+        if builtin:
+            self._fused(builtin)
+        for key in plugins:
+            self._cache[key] = DIAGNOSTICS.get(key)(self)
+            self.computed[key] += 1
+
+    def _fused(self, keys: list[str]) -> None:
         blocks = self._plan(keys, cached=self._cache)
         acc = _Accumulators(self, blocks)
         corrupted = {k: self.corrupted_inputs(k) for b in blocks for k in b.attribution}
@@ -184,7 +219,7 @@ class Diagnostics:
 
     def plan_rows(self, requires: Iterable[str]) -> dict[str, int]:
         """What ``prepare(requires)`` would run from scratch: record rows with a backward pass, rows forward only."""
-        blocks = self._plan([k for k in map(_cache_key, requires) if k is not None])
+        blocks = self._plan([k for k in map(_cache_key, requires) if k is not None and k not in DIAGNOSTICS])
         grad = sum(len(b.data) for b in blocks if b.needs_grad)
         fwd = sum(len(b.data) for b in blocks if not b.needs_grad) + sum(
             len(b.data) * len(b.attribution) for b in blocks)
@@ -298,6 +333,8 @@ class _Accumulators:
         zeros = diag._zeros_like_params
         cols = lambda: {t.name: torch.zeros(t.n, dtype=torch.float64) for t in self.geo.tensors}  # noqa: E731
         self.stats = {b.name: {r: zeros() for r in b.stats} for b in blocks if b.stats}
+        self.fisher = {b.name: {bs: zeros() for bs in b.fisher} for b in blocks if b.fisher}
+        self._open: dict[tuple[str, int], list] = {}  # (block, B) -> [micro-batch id, summed grads, tokens]
         self.tokens = {b.name: int(b.data.n_answer_tokens.sum()) for b in blocks}
         self.u0 = zeros() if any(b.u0 for b in blocks) else None
         self.act = {"abs": cols(), "signed": cols(), "count": 0}
@@ -316,23 +353,22 @@ class _Accumulators:
         return out
 
     def add(self, b: _Block, idx, part: TokenizedSet, nll: torch.Tensor, a: dict, d: dict) -> None:
-        n = part.n_answer_tokens
-        nb = max(int(n.sum()), 1)
-        G = self._outer(d, a) if (b.stats or b.random_label) else None
-        if b.stats:
+        per_record = 1.0 / part.n_answer_tokens.double().clamp_min(1)  # each record's mean over its own tokens
+        G = self._outer(d, a) if ("mean" in b.stats or b.u0) else None
+        if "mean" in b.stats:
             s, total = self.stats[b.name], max(self.tokens[b.name], 1)
             for k, g in G.items():
-                if "mean" in s:
-                    s["mean"][k] += g / total
-                if "sum" in s:
-                    s["sum"][k] += g / nb
-                if "fisher" in s:
-                    s["fisher"][k] += g * g / nb
+                s["mean"][k] += g / total
+        if "sum" in b.stats:
+            for k, g in self._outer(d, a, per_record).items():
+                self.stats[b.name]["sum"][k] += g
+        for bs in b.fisher:
+            self._add_fisher(b.name, bs, idx, part, a, d)
         if b.random_label:
             q = b.name.split(":")[1]
-            scale = 1.0 / max(self.tokens[b.name], 1) / self.diag.random_label_copies
-            for k, g in G.items():
-                self.rl[q][k] += g * scale
+            w = per_record / (len(b.data) * self.diag.random_label_copies)  # every record weighs the same
+            for k, g in self._outer(d, a, w).items():
+                self.rl[q][k] += g
         if b.u0:
             c = self._forget_weights(b.data, idx, nll)
             if G is not None and bool((c == c[0]).all()):  # e.g. NPO at theta_0, GradDiff: reuse the contraction
@@ -348,6 +384,30 @@ class _Accumulators:
                 h = a[t.name][pos.to(a[t.name].device)].double()
                 self.act["abs"][t.name] += h.abs().sum(0).cpu()
                 self.act["signed"][t.name] += h.sum(0).cpu()
+
+    def _add_fisher(self, name: str, bs: int, idx, part: TokenizedSet, a: dict, d: dict) -> None:
+        """F += n_tokens * (mean-token grad)^2 per micro-batch of ``bs`` consecutive records (record i is in
+        micro-batch i // bs). A micro-batch split across two forward batches stays open until it is whole."""
+        mb = torch.div(idx, bs, rounding_mode="floor")
+        for m in torch.unique_consecutive(mb).tolist():
+            rows = (mb == m).nonzero().squeeze(1)
+            g = self._outer({k: v[rows.to(v.device)] for k, v in d.items()},
+                            {k: v[rows.to(v.device)] for k, v in a.items()})
+            n = int(part.n_answer_tokens[rows].sum())
+            cur = self._open.get((name, bs))
+            if cur is not None and cur[0] == m:
+                for k in g:
+                    cur[1][k] += g[k]
+                cur[2] += n
+                continue
+            self._close_fisher(name, bs)
+            self._open[(name, bs)] = [m, g, n]
+
+    def _close_fisher(self, name: str, bs: int) -> None:
+        cur = self._open.pop((name, bs), None)
+        if cur is not None:
+            for k, g in cur[1].items():
+                self.fisher[name][bs][k] += g * g / max(cur[2], 1)
 
     def _forget_weights(self, data: TokenizedSet, idx, nll: torch.Tensor) -> torch.Tensor:
         """c_i = d(gamma * L_f)/d nll_i at theta_0 for the rows ``idx``. Every forget term is a sum of
@@ -374,11 +434,13 @@ class _Accumulators:
         cat = lambda x: torch.cat([x[t.name] for t in self.geo.tensors])  # noqa: E731
         out: dict[str, object] = {}
         for name, s in self.stats.items():
-            if "fisher" in s:
-                total = max(self.tokens[name], 1)
-                s["fisher"] = {k: v / total for k, v in s["fisher"].items()}
             for r, v in s.items():
                 out[f"{REDUCTIONS[r]}:{name}"] = v
+        for name, per_bs in self.fisher.items():
+            total = max(self.tokens[name], 1)
+            for bs, v in per_bs.items():
+                self._close_fisher(name, bs)
+                out[f"fisher:{name}@{bs}"] = {k: x / total for k, x in v.items()}
         if self.u0 is not None:
             u = self.u0
             if self.obj.uses_retain:
@@ -396,10 +458,18 @@ class _Accumulators:
 
 
 def _cache_key(key: str) -> str | None:
-    """The cache entry behind a diagnostic key; None for ``weights`` (read from the model, never cached)."""
-    if key not in KNOWN_KEYS:
-        raise SpecError(f"unknown diagnostic {key!r}; known: {', '.join(sorted(KNOWN_KEYS))}")
-    return None if key == "weights" else key
+    """The cache entry behind a diagnostic key; None for ``weights`` (read from the model, never cached).
+    ``fisher:Q`` and ``fisher:Q@B`` name the Fisher at micro-batch B (default ``FISHER_BATCH``)."""
+    base, at, bs = key.partition("@")
+    if base.startswith("fisher:") and base in KNOWN_KEYS:
+        if at and not (bs.isdigit() and int(bs) >= 1):
+            raise SpecError(f"diagnostic {key!r}: the Fisher micro-batch after '@' must be a whole number >= 1")
+        return f"{base}@{int(bs) if at else FISHER_BATCH}"
+    if key in KNOWN_KEYS:
+        return None if key == "weights" else key
+    if key in DIAGNOSTICS:
+        return key
+    raise UnknownNameError("diagnostic", key, set(KNOWN_KEYS) | set(DIAGNOSTICS.names()), set(DIAGNOSTICS.plugins()))
 
 
 KNOWN_KEYS = ({f"{k}:{q}" for k in REDUCTIONS.values() for q in ROLES}

@@ -14,7 +14,9 @@ class MemFlex(MethodBase):
     sigma: float = 6e-4
     provenance = ("code: zjunlp/KnowUnDo pretrain/localization.py: eligible iff cos(g_u, g_r) < mu=0.92 and "
                   "mean|g_u| > sigma=6e-4 on random-label gradients (3 copies, ~half the answer tokens "
-                  "replaced). Defined here: unit = column instead of a LoRA tensor; sigma rescaled to the "
+                  "replaced; compute_info at batch size 1 divided by the dataset length: every example's "
+                  "mean-token gradient weighs the same). Defined here: unit = column instead of a LoRA tensor; "
+                  "sigma rescaled to the "
                   "column geometry as sigma/6e-4 x median_j mean|g_u,j| (at the default, the median column)")
     requires = ("random_label_grad:F", "random_label_grad:R")
 

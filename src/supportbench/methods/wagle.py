@@ -1,5 +1,6 @@
 """WAGLE (Jia et al. 2024): weight attribution, element score |(theta - g_r / mu) * g_f|, gradients
-summed over batches, mu = 1e-6; column score = sum over the column's elements."""
+summed over examples (each example's mean-token gradient), mu = 1e-6; column score = sum over the
+column's elements."""
 
 from dataclasses import dataclass
 
@@ -11,8 +12,9 @@ from supportbench.methods.base import MethodBase, register_method
 class Wagle(MethodBase):
     mu: float = 1e-6
     provenance = ("code: OPTML-Group/WAGLE src/unlearn/generate_mask.py (snip_advanced): element score "
-                  "|(theta - g_r/mu) * g_f|, batch-summed grads, mu=1e-6; column adaptation (sum over the "
-                  "column) defined here")
+                  "|(theta - g_r/mu) * g_f|, mu=1e-6, gradients summed over batches of size 1 as its TOFU configs "
+                  "run it (a sum of per-example mean-token gradients, independent of the diagnostics batch "
+                  "size); column adaptation (sum over the column) defined here")
     requires = ("grad_sum:F", "grad_sum:R", "weights")
 
     def score(self, diag, geometry):
