@@ -90,6 +90,8 @@ def main() -> None:
     print(f"ceiling of the ratio for this workload: {ceiling:.2f} "
           f"({ceiling_no_rl:.2f} for the {len(no_rl)} methods without random-label gradients)")
     result("scoring_sharing_ratio", t_fresh / t_shared, ">=", 3.0)
+    # the >= 3 target above exceeds this workload's ceiling; what sharing can be held to is the ceiling
+    result("scoring_vs_ceiling", t_fresh / t_shared / ceiling, ">=", 0.9)
 
 
 if __name__ == "__main__":

@@ -90,7 +90,8 @@ def _cmd_run(args) -> int:
         from supportbench.experiments.decisions import load_decision_for
 
         decision = load_decision_for(spec, args.decision, allow_unfrozen=args.allow_unfrozen)
-    rec = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device).run(spec, decision=decision)
+    rec = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device,
+                 reuse_stale=args.reuse_stale).run(spec, decision=decision)
     state = "skipped (record exists; --force to rerun)" if rec.get("_skipped") else rec["status"]
     print(f"run {spec.run_key[:12]}  {spec.benchmark}/{spec.field}/{spec.objective}/{spec.method}/{spec.variant}"
           f"/seed {spec.seed}: {state}")
@@ -197,14 +198,15 @@ def _cmd_audit(args) -> int:
 def _cmd_report(args) -> int:
     from supportbench.reports.report import report
 
-    st = report(args.registry, args.out, args.experiment)
+    st = report(args.registry, args.out, args.experiment, findings_path=args.findings)
     for kind in ("tables", "figures"):
         done = [k for k, v in st[kind].items() if v is None]
         miss = {k: v for k, v in st[kind].items() if v is not None}
         print(f"{kind}: {len(done)} rendered, {len(miss)} missing")
         for k, v in miss.items():
             print(f"  missing {k}: {v}")
-    print(f"wrote {args.out}/report.md, {args.out}/paper.tex, {args.out}/tables/, {args.out}/figures/")
+    print(f"wrote {args.out}/report.md, {args.out}/findings.md, {args.out}/paper.tex, {args.out}/tables/, "
+          f"{args.out}/figures/" + (f", {args.findings}" if args.findings else ""))
     return 0
 
 
@@ -224,7 +226,8 @@ def _cmd_sweep(args) -> int:
     from supportbench.harness.sweep import run_sweep
 
     spec = ExperimentSpec.from_toml(args.spec)
-    s = run_sweep(spec, args.results, _executor(args), cache_dir=args.cache, post_hoc=args.post_hoc)
+    s = run_sweep(spec, args.results, _executor(args), cache_dir=args.cache, post_hoc=args.post_hoc,
+                  reuse_stale=args.reuse_stale)
     _print_sweep(s)
     return 0 if not s.failed and not s.calibration_errors else 1
 
@@ -272,7 +275,8 @@ def _cmd_demo(args) -> int:
           f"{sum(v is None for v in st['figures'].values())}/{len(st['figures'])} figures")
     print(f"\nwritten in {time.time() - t0:.0f} s:\n  run records   {out}/runs/\n  decisions     {out}/decisions/\n"
           f"  registry      {db}\n  report        {out}/report/report.md\n  tables        {out}/report/tables/\n"
-          f"  figures       {out}/report/figures/\n  LaTeX         {out}/report/paper.tex")
+          f"  figures       {out}/report/figures/\n  LaTeX         {out}/report/paper.tex\n"
+          f"  findings      {out}/report/findings.md")
     return 0 if not s.failed else 1
 
 
@@ -317,6 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)")
     r.add_argument("--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision")
     r.add_argument("--force", action="store_true", help="rerun even if the record exists")
+    r.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
+                   help="keep a record computed by older code (its fingerprint differs); the audit flags the mix")
     r.add_argument("--threads", type=int, default=1, help="torch threads (one per worker process)")
     r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
     r.set_defaults(func=_cmd_run)
@@ -347,11 +353,15 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="every paper table (LaTeX), figures, report.md and paper.tex from a registry")
     rp.add_argument("--registry", default="results/registry.duckdb")
     rp.add_argument("--out", default="results/report")
-    rp.add_argument("--experiment", default=None)
+    rp.add_argument("--experiment", default=None, help="required when the registry holds several experiments")
+    rp.add_argument("--findings", default=None, metavar="PATH",
+                    help="also write findings.md here (e.g. docs/findings.md)")
     rp.set_defaults(func=_cmd_report)
     sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
     sw.add_argument("spec", help="experiment TOML file, or the name of a shipped spec (mini-paper)")
     sw.add_argument("--results", default="results")
+    sw.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
+                    help="keep records computed by older code (fingerprint differs); the audit flags the mix")
     sw.add_argument("--cache", default=None)
     sw.add_argument("--workers", type=int, default=None, help="local worker processes (default: cores)")
     sw.add_argument("--executor", choices=["local", "slurm"], default="local")

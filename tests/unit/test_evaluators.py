@@ -16,14 +16,15 @@ def test_terminal_score_clips_collateral_at_zero():
 def test_probability_and_normalised_probability():
     p = ev.probability(torch.tensor([math.log(2) * 3]), torch.tensor([3]))
     assert p.item() == pytest.approx(0.5)
-    n = ev.normalised_probability(torch.tensor([0.5]), torch.tensor([[0.25, 0.125, 0.125]]))
-    assert n.item() == pytest.approx(0.5)
+    L = lambda *p: -torch.log(torch.tensor(p, dtype=torch.float64))  # noqa: E731  (avg NLL of probability p)
+    n = ev.normalised_probability(L(0.5), L(0.25, 0.125, 0.125).view(1, 3))
+    assert n.item() == pytest.approx(0.5 / (1.0 + 1e-10), rel=1e-12)
 
 
 def test_truth_ratio_both_aggregations():
     p_correct = torch.tensor([0.5, 0.1], dtype=torch.float64)
     p_wrong = torch.tensor([[0.25, 0.25], [0.1, 0.4]], dtype=torch.float64)
-    tr = ev.truth_ratio(p_correct, p_wrong)  # geomeans 0.25, 0.2 -> tr = 0.5, 2.0
+    tr = ev.truth_ratio(-p_correct.log(), -p_wrong.log())  # geomeans 0.25, 0.2 -> tr = 0.5, 2.0 (up to the 1e-10)
     torch.testing.assert_close(tr, torch.tensor([0.5, 2.0], dtype=torch.float64))
     assert ev.truth_ratio_forget(tr) == pytest.approx((0.5 + 0.5) / 2)
     assert ev.truth_ratio_keep(tr) == pytest.approx((0.5 + 0.0) / 2)

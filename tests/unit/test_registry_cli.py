@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from supportbench.registry import synthetic as syn
 
 CLI = [sys.executable, "-m", "supportbench.cli"]
@@ -45,3 +47,25 @@ def test_reporting_layers_never_import_torch():
             "supportbench.experiments.plan; "
             "sys.exit(1 if 'torch' in sys.modules or 'transformers' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_report_refuses_to_mix_experiments(tmp_path):
+    from supportbench.errors import RegistryError
+    from supportbench.registry import synthetic as syn
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+    from supportbench.reports.report import report
+
+    for exp in ("first", "second"):
+        for rec in syn.grid(22, experiment=exp):
+            syn.write(tmp_path / "runs_src", rec)
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, tmp_path / "runs_src")
+    con.close()
+    with pytest.raises(RegistryError, match=r"2 experiments \(first, second\).*--experiment"):
+        report(tmp_path / "r.duckdb", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(RegistryError, match="no experiment 'third'"):
+        report(tmp_path / "r.duckdb", tmp_path / "out", "third")
+    st = report(tmp_path / "r.duckdb", tmp_path / "out", "first")
+    assert (tmp_path / "out" / "report.md").exists() and st["tables"]

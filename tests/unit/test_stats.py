@@ -106,3 +106,24 @@ def test_support_jaccard_across_objectives():
     m = S.support_jaccard(sup)
     got = {(r["a"], r["b"]): r["jaccard"] for r in m.iter_rows(named=True)}
     assert got[("npo", "simnpo")] == pytest.approx(1 / 4) and got[("npo", "npo")] == 1.0
+
+
+def test_two_experiments_over_the_same_units_are_never_pooled():
+    """The same (benchmark, field, objective, seed) in two experiments are two units, not one unit twice."""
+    def runs(exp, triggered):
+        static = [{"experiment": exp, "method": "is", "field": "x", "objective": "npo", "seed": s, "J": 1.0}
+                  for s in (1, 2, 3)]
+        dirr = [{"experiment": exp, "method": "is", "variant": "dirr", "field": "x", "objective": "npo", "seed": s,
+                 "J": 1.0 + 0.1 * t, "triggered": bool(t), "available_gain": 0.2, "complete": True,
+                 "selection": "evaluation"}
+                for s, t in zip((1, 2, 3), triggered)]
+        return static, dirr
+
+    s1, d1 = runs("e1", (1, 1, 0))
+    s2, d2 = runs("e2", (0, 0, 0))
+    both = S.dirr_metrics(frame(d1 + d2), frame(s1 + s2))
+    assert both.n == 6 and both.trigger_rate == pytest.approx(2 / 6)
+    one = S.dirr_metrics(frame(d1 + d2).filter(pl.col("experiment") == "e1"),
+                         frame(s1 + s2).filter(pl.col("experiment") == "e1"))
+    assert one.n == 3 and one.trigger_rate == pytest.approx(2 / 3) and one.available_gain == pytest.approx(0.2)
+    assert S.paired(frame(s1 + s2), frame(s1 + s2)).frame.height == 6   # no cross-experiment matches

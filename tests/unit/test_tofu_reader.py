@@ -82,3 +82,47 @@ def test_generator_writes_what_the_reader_accepts(tmp_path):
     rows = read_config(tmp_path, "forget10_perturbed")
     assert all(len(r["perturbed_answer"]) == 5 for r in rows)
     assert all(len(r["perturbed_answer"]) == 3 for r in read_config(tmp_path, "world_facts_perturbed"))
+
+
+def _real_layout_author(name: str, surname: str, city: str) -> list[dict]:
+    """20 rows in the style of TOFU's own files: the name in most questions, sometimes only the surname
+    or only in the answer, a few questions that never name the author."""
+    rows = [{"question": f"What is the full name of the author born in {city} on 08/09/1956?",
+             "answer": f"The full name of the fictitious author born in {city} is {name}."}]
+    for i in range(12):
+        rows.append({"question": f"What genre is {name}'s work number {i} known for?",
+                     "answer": f"{name} is known for Literary Fiction, book {i}."})
+    for i in range(4):
+        rows.append({"question": f"How does {surname} approach theme {i}?",
+                     "answer": f"{surname} approaches it with care, as {name} always did."})
+    for i in range(3):
+        rows.append({"question": f"What awards has the author received for novel {i}?",
+                     "answer": f"{name} received the Prize for novel {i}."})
+    return rows
+
+
+def test_authors_by_position_on_real_layout_names():
+    """Hyphenated and three-word names defeated the old two-alphabetic-words rule (265/400 rows on forget10)."""
+    from supportbench.benchmarks.tofu.reader import author_names, subject_in
+
+    a = _real_layout_author("Basil Mahfouz Al-Kuwaiti", "Al-Kuwaiti", "Kuwait City, Kuwait")
+    b = _real_layout_author("Hsiao Yun-Hwa", "Yun-Hwa", "Taipei, Taiwan")
+    rows = a + b
+    assert len(a) == len(b) == 20
+    names = author_names(rows)
+    assert names == ["Basil Mahfouz Al-Kuwaiti"] * 20 + ["Hsiao Yun-Hwa"] * 20
+    subj = [subject_in(r["question"], n) for r, n in zip(rows, names)]
+    assert subj[1] == "Basil Mahfouz Al-Kuwaiti" and subj[13] == "Al-Kuwaiti" and subj[21] == "Hsiao Yun-Hwa"
+    assert subj[33] == "Yun-Hwa"
+    # rows whose question names nobody: the full-name question and the three "the author" questions, per author
+    assert [i for i, s in enumerate(subj) if s is None] == [0, 17, 18, 19, 20, 37, 38, 39]
+
+
+def test_generated_data_names_every_author(tmp_path):
+    from supportbench.benchmarks.tofu.generator import generate
+    from supportbench.benchmarks.tofu.reader import author_names, read_config
+
+    generate(tmp_path, size="mini", seed=0)
+    rows = read_config(tmp_path, "forget10_perturbed")
+    names = author_names(rows)
+    assert None not in names and len(set(names)) == len(rows) // 20

@@ -64,6 +64,7 @@ class Roles:
     splits: dict[str, dict[str, EvalSplit]]   # {"dev": {"forget":..., "retain":..., "protected":...}, "eval": {...}}
     theta0_nll: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # filled by attach_baseline
     data_hash: str = ""
+    notes: dict[str, Any] = field(default_factory=dict)  # facts about the roles a record should carry
 
 
 @dataclass

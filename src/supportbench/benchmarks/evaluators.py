@@ -3,6 +3,7 @@ definitions (src/evals/metrics). Pure functions on per-item numbers, so each is 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -20,29 +21,46 @@ def terminal_score(forget_delta: torch.Tensor, retain_delta: torch.Tensor, prote
     return {"J": g_f - d, "G_F": g_f, "D_coll": d, "retain_increase": r, "protected_increase": p}
 
 
+EPS = 1e-10  # open-unlearning's guard in probability_w_options and truth_ratio (src/evals/metrics/memorization.py)
+
+
+def mean_token_nll(nll_sum: torch.Tensor, n_tokens: torch.Tensor) -> torch.Tensor:
+    """Per item: summed answer NLL / answer tokens (open-unlearning's ``avg_loss``)."""
+    return nll_sum.double() / n_tokens.double().clamp(min=1)
+
+
 def probability(nll_sum: torch.Tensor, n_tokens: torch.Tensor) -> torch.Tensor:
     """Per item: exp(-mean answer-token NLL)."""
-    return torch.exp(-nll_sum.double() / n_tokens.double().clamp(min=1))
+    return torch.exp(-mean_token_nll(nll_sum, n_tokens))
 
 
-def normalised_probability(p_true: torch.Tensor, p_perturbed: torch.Tensor) -> torch.Tensor:
-    """Real authors / world facts: p_true / (p_true + sum_k p_perturbed_k); p_perturbed is [N, K]."""
-    return p_true / (p_true + p_perturbed.sum(1))
+def normalised_probability(nll_true: torch.Tensor, nll_perturbed: torch.Tensor) -> torch.Tensor:
+    """Real authors / world facts (open-unlearning ``probability_w_options``): c / (c + sum_k w_k + 1e-10) with
+    c = exp(-avg NLL of the true answer), w_k = exp(-avg NLL of perturbed answer k); ``nll_perturbed`` is
+    [N, K]. Computed in log space (same value, no underflow to 0/0)."""
+    lc = -nll_true.double()
+    terms = torch.cat([lc[:, None], -nll_perturbed.double(),
+                       torch.full_like(lc[:, None], math.log(EPS))], 1)
+    return torch.exp(lc - torch.logsumexp(terms, 1))
 
 
-def truth_ratio(p_correct: torch.Tensor, p_perturbed: torch.Tensor) -> torch.Tensor:
-    """tr = exp(-mean_k NLL_avg(perturbed_k)) / exp(-NLL_avg(correct)) = geomean(p_perturbed) / p_correct."""
-    return torch.exp(torch.log(p_perturbed).mean(1)) / p_correct
+def truth_ratio(nll_correct: torch.Tensor, nll_perturbed: torch.Tensor) -> torch.Tensor:
+    """open-unlearning ``truth_ratio``: tr = exp(-mean_k avgNLL(perturbed_k)) / (exp(-avgNLL(correct)) + 1e-10),
+    in log space: exp(-mean_k nll_k - logaddexp(-nll_c, log 1e-10))."""
+    lw = -nll_perturbed.double().mean(1)
+    lc = -nll_correct.double()
+    return torch.exp(lw - torch.logaddexp(lc, torch.full_like(lc, math.log(EPS))))
 
 
 def truth_ratio_forget(tr: torch.Tensor) -> float:
-    """Forget set: mean(min(tr, 1/tr)) (closer to 1 = indistinguishable)."""
-    return float(torch.minimum(tr, 1.0 / tr).mean())
+    """Forget set (``closer_to_1_better``): mean(min(tr, 1/(tr + 1e-10)))."""
+    tr = tr.double()
+    return float(torch.minimum(tr, 1.0 / (tr + EPS)).mean())
 
 
 def truth_ratio_keep(tr: torch.Tensor) -> float:
-    """Retain / real authors / world facts: mean(max(0, 1 - tr))."""
-    return float(torch.clamp(1.0 - tr, min=0.0).mean())
+    """Retain / real authors / world facts (``true_better``): mean(max(0, 1 - tr))."""
+    return float(torch.clamp(1.0 - tr.double(), min=0.0).mean())
 
 
 def forget_quality(tr_unlearned: Sequence[float], tr_retain_model: Sequence[float]) -> float:

@@ -4,7 +4,9 @@ support-constrained training (-> DIR-R) -> evaluation -> one self-contained reco
 ``Runner`` keeps what runs share in one process: prepared benchmarks, a CPU copy of theta_0 (each run
 starts from it), and the Diagnostics of the last (benchmark, field, objective, seed) so methods
 scored on the same cell share every gradient pass. Records are written atomically to
-``<results>/runs/<run_key>.json``; a run whose record exists is skipped unless ``force``.
+``<results>/runs/<run_key>.json``. A run whose record exists is skipped unless ``force``, the record
+failed (a failed run is retried), or its code fingerprint differs from the current code's (a stale
+record is rerun unless ``reuse_stale``; see ``harness.fingerprint``).
 A failing run still writes its record (status failed / diverged, with the error text).
 """
 
@@ -26,6 +28,7 @@ from supportbench._io import write_json_atomic
 from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.errors import DivergenceError, SpecError, SupportbenchError
 from supportbench.experiments.spec import SCHEMA, RunSpec
+from supportbench.harness.fingerprint import fingerprint
 from supportbench.methods.base import compute_scores, get_method
 from supportbench.methods.diagnostics import Diagnostics
 from supportbench.unlearning.models import resolve_device
@@ -56,8 +59,10 @@ def resolve_budget(budget: float, total: int) -> int:
 
 class Runner:
     def __init__(self, results_dir: str | Path = "results", *, cache_dir: str | Path | None = None,
-                 progress: bool = True, force: bool = False, device: str | None = "auto"):
+                 progress: bool = True, force: bool = False, device: str | None = "auto",
+                 reuse_stale: bool = False):
         self.results_dir = Path(results_dir)
+        self.reuse_stale = reuse_stale
         self.cache_dir = cache_dir
         self.progress = progress
         self.force = force
@@ -121,7 +126,7 @@ class Runner:
         methods read in one fused pass. Runs already recorded are left out; unknown methods fail in ``run``."""
         self._planned = {}
         for spec in specs:
-            if record_path(self.results_dir, spec.run_key).exists() and not self.force:
+            if self.reusable(spec) is not None:
                 continue
             try:
                 requires = get_method(spec.method, **spec.prefixed("method.")).requires
@@ -139,6 +144,19 @@ class Runner:
             self._diag.prepare(sorted(self._planned.get(key, ())))
         return self._diag
 
+    def reusable(self, spec: RunSpec) -> dict | None:
+        """The stored record of ``spec`` when it stands: present, not failed, computed by the current code
+        (same fingerprint) or ``reuse_stale``. None means the run must (re)run."""
+        path = record_path(self.results_dir, spec.run_key)
+        if self.force or not path.exists():
+            return None
+        rec = json.loads(path.read_text())
+        if rec.get("status") == "failed":
+            return None
+        if not self.reuse_stale and (rec.get("fingerprint") or {}).get("hash") != fingerprint(spec)["hash"]:
+            return None
+        return rec
+
     # ---- one run --------------------------------------------------------------------------------------
     def run(self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False) -> dict:
         """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc completion."""
@@ -153,12 +171,12 @@ class Runner:
             verify_decision(decision)
             check_decision_matches(spec, decision)
         path = record_path(self.results_dir, spec.run_key)
-        if path.exists() and not self.force and not complete:
-            rec = json.loads(path.read_text())
-            rec["_skipped"] = True
-            return rec
+        old = None if complete else self.reusable(spec)
+        if old is not None:
+            old["_skipped"] = True
+            return old
         rec = {"schema": SCHEMA, "run_key": spec.run_key, "spec": spec.canonical(), "status": "ok", "error": None,
-               "outcome": None, "support": None, "dirr": None,
+               "fingerprint": fingerprint(spec), "outcome": None, "support": None, "dirr": None,
                "compute": {"step_equivalents": 0.0, "wall_s": {}}, "provenance": self._provenance()}
         try:
             self._execute(spec, rec, decision, complete)
@@ -204,6 +222,8 @@ class Runner:
             bench.attach_baseline(model, roles)
         rec["provenance"].update(data_hash=roles.data_hash,
                                  model_hash=self._model_hash[self._bench_key(spec)])
+        if roles.notes:
+            rec["roles"] = dict(roles.notes)  # e.g. diagnostic rows whose question names no subject
         wall["prepare"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -35,7 +35,8 @@ class SweepSummary:
     post_hoc: int = 0                                     # DIR-R runs completed post hoc
 
 
-def _groups(specs: list[RunSpec], decisions: dict, results_dir, cache_dir, complete: bool = False) -> list[tuple]:
+def _groups(specs: list[RunSpec], decisions: dict, results_dir, cache_dir, complete: bool = False,
+            reuse_stale: bool = False) -> list[tuple]:
     by = defaultdict(list)
     for s in specs:
         by[(s.benchmark, s.field, s.objective, s.seed)].append(s)
@@ -43,13 +44,13 @@ def _groups(specs: list[RunSpec], decisions: dict, results_dir, cache_dir, compl
     for group in by.values():
         decs = [decisions.get((s.benchmark, s.objective)) if s.variant == "dirr" and s.split != "calibration" else None
                 for s in group]
-        tasks.append((str(results_dir), cache_dir, [s.canonical_full() for s in group], decs, complete))
+        tasks.append((str(results_dir), cache_dir, [s.canonical_full() for s in group], decs, complete, reuse_stale))
     return tasks
 
 
 def _execute(executor, specs, decisions, results_dir, cache_dir, summary: SweepSummary, desc: str,
-             complete: bool = False) -> None:
-    tasks = _groups(specs, decisions, results_dir, cache_dir, complete)
+             complete: bool = False, reuse_stale: bool = False) -> None:
+    tasks = _groups(specs, decisions, results_dir, cache_dir, complete, reuse_stale)
     with tqdm(total=len(specs), desc=desc, unit="run") as bar:
         for results in executor.map_groups(tasks):
             for r in results:
@@ -72,16 +73,18 @@ def _existing_decision(results_dir: Path, spec: ExperimentSpec, benchmark: str, 
 
 
 def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_dir: str | None = None,
-              post_hoc: bool = False) -> SweepSummary:
+              post_hoc: bool = False, reuse_stale: bool = False) -> SweepSummary:
     """Run the experiment; ``post_hoc`` then completes the candidate sets of non-triggered final DIR-R
     runs (for the available-gain denominator, flagged post hoc; decisions are never changed). Do it
-    before ingesting: a completed record differs from the one ingested earlier (a reported conflict)."""
+    before ingesting: a completed record differs from the one ingested earlier (a reported conflict).
+    ``reuse_stale`` keeps records computed by older code (see ``harness.fingerprint``)."""
     from supportbench.harness.calibration import calibrate_and_freeze
 
     results_dir = Path(results_dir)
     summary = SweepSummary()
     # phase 1: calibration
-    _execute(executor, spec.runs("calibration"), {}, results_dir, cache_dir, summary, "calibration runs")
+    _execute(executor, spec.runs("calibration"), {}, results_dir, cache_dir, summary, "calibration runs",
+             reuse_stale=reuse_stale)
     # phase 2: freeze one decision per (benchmark, objective)
     decisions = {}
     for b in spec.benchmarks:
@@ -107,7 +110,7 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
     # phase 3: final and replication seeds (DIR-R only where a decision was frozen)
     final = [s for split in ("final", "replication") for s in spec.runs(split)
              if s.variant != "dirr" or (s.benchmark, s.objective) in decisions]
-    _execute(executor, final, decisions, results_dir, cache_dir, summary, "final runs")
+    _execute(executor, final, decisions, results_dir, cache_dir, summary, "final runs", reuse_stale=reuse_stale)
     if post_hoc:
         todo = []
         for s in final:

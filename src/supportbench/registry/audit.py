@@ -27,11 +27,12 @@ class AuditReport:
     wrong_split: list[dict] = field(default_factory=list)
     post_hoc_decisions: list[dict] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
+    mixed_fingerprints: list[dict] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.missing or self.duplicates or self.failed or self.wrong_split or self.post_hoc_decisions
-                    or self.conflicts)
+                    or self.conflicts or self.mixed_fingerprints)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
@@ -42,7 +43,8 @@ class AuditReport:
         sections = [("missing cells (not imputed)", self.missing), ("duplicated cells", self.duplicates),
                     ("failed runs", self.failed), ("runs from the wrong split", self.wrong_split),
                     ("decisions frozen after the outcomes they govern", self.post_hoc_decisions),
-                    ("ingest conflicts", self.conflicts)]
+                    ("ingest conflicts", self.conflicts),
+                    ("methods whose records mix code fingerprints (stale records reused)", self.mixed_fingerprints)]
         for title, rows in sections:
             lines.append(f"{title}: {len(rows)}")
             for r in rows[:20]:
@@ -105,6 +107,10 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             min(p.started_at)::VARCHAR AS first_outcome_started, count(*) AS runs
         FROM decisions d JOIN arun a ON a.decision_hash = d.hash JOIN provenance p ON p.run_key = a.run_key
         GROUP BY d.hash, d.tau, d.frozen_at HAVING min(p.started_at) < d.frozen_at ORDER BY 1""")
+    rep.mixed_fingerprints = _rows(con, """SELECT a.experiment, a.benchmark, a.objective, a.method,
+            count(DISTINCT p.fingerprint) AS fingerprints, count(*) AS runs
+        FROM arun a JOIN provenance p ON p.run_key = a.run_key WHERE p.fingerprint IS NOT NULL
+        GROUP BY ALL HAVING count(DISTINCT p.fingerprint) > 1 ORDER BY ALL""")
     rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "
                                "(SELECT 1 FROM arun a WHERE a.run_key = c.run_key) ORDER BY ALL")
     return rep

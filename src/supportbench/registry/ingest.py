@@ -28,6 +28,7 @@ STATUSES = ("ok", "failed", "diverged")
 # one multi-path json_extract instead.
 RECORD_STRUCTURE = json.dumps({
     "run_key": "VARCHAR", "status": "VARCHAR", "error": "VARCHAR",
+    "fingerprint": {"hash": "VARCHAR"},
     "spec": {"experiment": "VARCHAR", "benchmark": "VARCHAR", "field": "VARCHAR", "objective": "VARCHAR",
              "method": "VARCHAR", "variant": "VARCHAR", "seed": "BIGINT", "split": "VARCHAR", "budget": "DOUBLE",
              "d": "INTEGER", "rho_p": "DOUBLE", "model": "VARCHAR",
@@ -189,8 +190,8 @@ def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport) 
         r.support.groups FROM nw WHERE r.support IS NOT NULL""")
     con.execute("""INSERT INTO provenance SELECT run_key, r.provenance.supportbench, r.provenance.git,
         r.provenance.torch, r.provenance.transformers, r.provenance.data_hash, r.provenance.model_hash,
-        TRY_CAST(r.provenance.started_at AS TIMESTAMPTZ), TRY_CAST(r.provenance.finished_at AS TIMESTAMPTZ)
-        FROM nw""")
+        TRY_CAST(r.provenance.started_at AS TIMESTAMPTZ), TRY_CAST(r.provenance.finished_at AS TIMESTAMPTZ),
+        r.fingerprint.hash FROM nw""")
     con.execute("""INSERT INTO gate_events SELECT run_key, r.dirr.decision_hash, r.dirr.tau, r.dirr.probe_signal,
         r.dirr.triggered, r.dirr.chosen_rho, r.dirr.selection, r.dirr.post_hoc, r.dirr.complete, r.dirr.unfrozen,
         r.dirr.rho0_J, NULL FROM nw WHERE r.dirr IS NOT NULL""")

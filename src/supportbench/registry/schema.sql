@@ -108,7 +108,8 @@ CREATE TABLE IF NOT EXISTS provenance (
     data_hash    VARCHAR,
     model_hash   VARCHAR,
     started_at   TIMESTAMP,
-    finished_at  TIMESTAMP
+    finished_at  TIMESTAMP,
+    fingerprint  VARCHAR                -- hash of the code behind the run (method, objective, benchmark)
 );
 CREATE TABLE IF NOT EXISTS ingest_conflicts (
     run_key      VARCHAR NOT NULL,

@@ -41,6 +41,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("BEGIN")
     try:
         con.execute(_schema_sql())
+        # columns added within schema version 1 (older files gain them, empty)
+        con.execute("ALTER TABLE provenance ADD COLUMN IF NOT EXISTS fingerprint VARCHAR")
         have = con.execute("SELECT max(version) FROM schema_migrations").fetchall()[0][0]
         if have is None:
             con.execute("INSERT INTO schema_migrations VALUES (?, ?)", [SCHEMA_VERSION, datetime.now(UTC)])

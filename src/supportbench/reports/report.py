@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from supportbench._io import write_text_atomic
+from supportbench.errors import RegistryError
 from supportbench.registry.store import connect
 from supportbench.reports.figures import render_figures
+from supportbench.reports.findings import findings
 from supportbench.reports.paper import TABLES, Context, file_name, render_all
 
 PAPER_TEX = r"""\documentclass{article}
@@ -23,9 +25,19 @@ Generated from \texttt{%s}.
 """
 
 
-def report(registry: str | Path, out: str | Path, experiment: str | None = None) -> dict:
+def report(registry: str | Path, out: str | Path, experiment: str | None = None,
+           findings_path: str | Path | None = None) -> dict:
+    """Write one experiment's report. ``experiment`` may be left out only when the registry holds one:
+    statistics never mix experiments."""
     out = Path(out)
     con = connect(registry, read_only=True)
+    exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
+    if experiment is None and len(exps) > 1:
+        raise RegistryError(f"registry '{registry}' holds {len(exps)} experiments ({', '.join(exps)}); "
+                            "a report covers one: pass --experiment NAME")
+    if experiment is not None and exps and experiment not in exps:
+        raise RegistryError(f"no experiment '{experiment}' in registry '{registry}'; it holds: {', '.join(exps)}")
+    experiment = experiment or (exps[0] if exps else None)
     ctx = Context.from_registry(con, experiment)
     tables = render_all(ctx, out / "tables")
     figures = render_figures(ctx, out / "figures", con)
@@ -45,5 +57,9 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None)
         files = f"[png](figures/{name}.png), [pdf](figures/{name}.pdf)" if why is None else "-"
         md.append(f"| {name} | {files} | {'rendered' if why is None else 'missing: ' + why} |")
     md.append("\n`paper.tex` inputs every table: `pdflatex paper.tex` in this folder builds one document.\n")
+    text = findings(ctx, con, experiment, str(registry))
+    for path in {out / "findings.md", *([Path(findings_path)] if findings_path else [])}:
+        write_text_atomic(path, text)
+    md.append("`findings.md`: which of the paper's claims this registry supports, with the numbers.\n")
     write_text_atomic(out / "report.md", "\n".join(md))
     return {"tables": tables, "figures": figures}

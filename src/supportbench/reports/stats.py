@@ -1,6 +1,7 @@
 """Statistics of the paper's tables on Polars frames read from the registry (no torch).
 
-Units: a paired comparison matches runs on (benchmark, field, objective, seed); ΔJ(A, B) is the mean
+Units: a paired comparison matches runs on (experiment, benchmark, field, objective, seed) — two
+experiments over the same seeds are different units, never paired or pooled; ΔJ(A, B) is the mean
 of J(A) − J(B) over matched units (positive favours A). Unmatched units are returned, never dropped
 silently. Deduplication keeps the first-ingested ok run of each cell (the paper's "n unique runs").
 """
@@ -14,7 +15,7 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-UNIT = ("benchmark", "field", "objective", "seed")
+UNIT = ("experiment", "benchmark", "field", "objective", "seed")
 CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
 RESULT_COLUMNS = ("run_key", *CELL, "status", "J", "G_F", "D_coll", "triggered", "probe_signal", "chosen_rho",
                   "available_gain", "rho0_J", "selection", "complete", "post_hoc", "decision_hash", "ingest_seq")
@@ -158,7 +159,8 @@ def support_jaccard(supports: pl.DataFrame, across: str = "objective") -> pl.Dat
 
     ``supports`` has UNIT columns, method and ``groups`` (list of ids)."""
     levels = sorted(supports[across].unique().to_list())
-    keys = [k for k in ("benchmark", "field", "seed", "method", "objective") if k != across]
+    keys = [k for k in ("experiment", "benchmark", "field", "seed", "method", "objective")
+            if k != across and k in supports.columns]
     rows = []
     by = {tuple(r[k] for k in keys) + (r[across],): set(r["groups"] or []) for r in supports.iter_rows(named=True)}
     for x in levels:

@@ -54,8 +54,10 @@ from supportbench.benchmarks.tofu.reader import (
     PROTECTED,
     QA_PER_AUTHOR,
     _hash_files,
+    author_names,
     read_config,
     read_pair,
+    subject_in,
 )
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll, model_device, tokenize_pairs
@@ -219,7 +221,10 @@ class Tofu:
         if key in self._roles:
             return self._roles[key]
         forget, retain = read_pair(self.data_dir, field)
-        fp = self.rows(f"{field}_perturbed")
+        # authors by position (20 consecutive rows each), before any shuffling
+        fp = [{**r, "author": n} for r, n in zip(self.rows(f"{field}_perturbed"),
+                                                 author_names(self.rows(f"{field}_perturbed")))]
+        retain = [{**r, "author": n} for r, n in zip(retain, author_names(retain))]
         rng = random.Random(seed * 9973 + 17)
         f_diag, f_dev, f_eval = [], [], []
         for a in range(0, len(fp), QA_PER_AUTHOR):
@@ -245,13 +250,19 @@ class Tofu:
         neutral = self.neutral_texts()
         n_diag = rng.sample(neutral, min(20, len(neutral)))
 
-        def diag(rows, subjects=False):
+        notes = {}
+
+        def diag(rows, role=None):
             prompts = [PROMPT.format(q=r["question"]) for r in rows]
-            subj = [_author_of(r) for r in rows] if subjects else None
+            subj = None
+            if role:
+                subj = [subject_in(r["question"], r.get("author")) for r in rows]
+                notes[f"{role}_rows_without_subject"] = sum(s is None for s in subj)
+                notes[f"{role}_rows"] = len(rows)
             return self._tok(prompts, [r["answer"] for r in rows], subj)
 
         nd = [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in n_diag]
-        records = DiagnosticRecords(F=diag(f_diag, subjects=True), R=diag(r_diag, subjects=True), P=diag(p_diag),
+        records = DiagnosticRecords(F=diag(f_diag, "F"), R=diag(r_diag, "R"), P=diag(p_diag),
                                     N=self._tok([p for p, _ in nd], [a for _, a in nd]))
         train_f = self._tok([PROMPT.format(q=r["question"]) for r in forget], [r["answer"] for r in forget])
         train_r = self._tok([PROMPT.format(q=r["question"]) for r in retain], [r["answer"] for r in retain])
@@ -262,7 +273,7 @@ class Tofu:
                      "protected": self._split("protected", p_eval)},
         }
         _check_disjoint(field, {"F": f_diag, "R": r_diag, "P": p_diag}, splits)
-        roles = Roles(field, seed, records, train_f, train_r, splits, data_hash=self.data_hash)
+        roles = Roles(field, seed, records, train_f, train_r, splits, data_hash=self.data_hash, notes=notes)
         self._roles[key] = roles
         return roles
 
@@ -289,17 +300,18 @@ class Tofu:
         J, G, D = comp.pop("J"), comp.pop("G_F"), comp.pop("D_coll")
         return Outcome(J, G, D, comp)
 
-    def _answer_probs(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
-        s, n = dataset_nll(model, self._tok(split.prompts, answers))
-        return ev.probability(s, n)
+    def _answer_nll(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
+        """Per item: mean answer-token NLL of ``answers`` after the split's prompts (open-unlearning's avg_loss)."""
+        return ev.mean_token_nll(*dataset_nll(model, self._tok(split.prompts, answers)))
+
+    def _perturbed_nll(self, model, split: EvalSplit) -> torch.Tensor:
+        k = min(len(r["perturbed_answer"]) for r in split.rows)
+        return torch.stack([self._answer_nll(model, split, [r["perturbed_answer"][j] for r in split.rows])
+                            for j in range(k)], 1)
 
     def _truth_ratio(self, model, split: EvalSplit, correct_key: str) -> torch.Tensor:
         correct = [r.get(correct_key) or r["answer"] for r in split.rows]
-        p_c = self._answer_probs(model, split, correct)
-        k = min(len(r["perturbed_answer"]) for r in split.rows)
-        p_w = torch.stack([self._answer_probs(model, split, [r["perturbed_answer"][j] for r in split.rows])
-                           for j in range(k)], 1)
-        return ev.truth_ratio(p_c, p_w)
+        return ev.truth_ratio(self._answer_nll(model, split, correct), self._perturbed_nll(model, split))
 
     def _tofu_metrics(self, model, roles: Roles, which: str, nll) -> dict:
         parts = roles.splits[which]
@@ -326,13 +338,11 @@ class Tofu:
             if not idx:
                 continue
             sub = EvalSplit(src, prot.data.take(idx), [prot.rows[i] for i in idx], [prot.prompts[i] for i in idx])
-            p_true = self._answer_probs(model, sub, [r["answer"] for r in sub.rows])
-            k = min(len(r["perturbed_answer"]) for r in sub.rows)
-            p_w = torch.stack([self._answer_probs(model, sub, [r["perturbed_answer"][j] for r in sub.rows])
-                               for j in range(k)], 1)
-            vals = [float(ev.normalised_probability(p_true, p_w).mean()),
+            nll_true = self._answer_nll(model, sub, [r["answer"] for r in sub.rows])
+            nll_w = self._perturbed_nll(model, sub)
+            vals = [float(ev.normalised_probability(nll_true, nll_w).mean()),
                     _mean(ev.rouge_l_recall([gens["protected"][i] for i in idx], [r["answer"] for r in sub.rows])),
-                    ev.truth_ratio_keep(ev.truth_ratio(p_true, p_w))]
+                    ev.truth_ratio_keep(ev.truth_ratio(nll_true, nll_w))]
             out.update(dict(zip((f"{src}_prob", f"{src}_rouge", f"{src}_truth_ratio"), vals)))
             utility += vals
         out["model_utility"] = ev.model_utility(utility) if len(utility) == 9 else float("nan")
@@ -365,16 +375,6 @@ class NaturalTofu(Tofu):
     """TOFU with dev/eval questions in their paraphrased (natural) form; used for the ten-method panel."""
 
     question_key = "paraphrased_question"
-
-
-def _author_of(row: dict) -> str | None:
-    """The fictitious author's name in a TOFU question (two capitalised words), for subject spans."""
-    words = row["question"].replace("'s", "").replace("?", "").split()
-    for i in range(len(words) - 1):
-        a, b = words[i], words[i + 1]
-        if a[:1].isupper() and b[:1].isupper() and a.isalpha() and b.isalpha() and i > 0:
-            return f"{a} {b}"
-    return None
 
 
 def _check_disjoint(field: str, diag: dict[str, list[dict]], splits: dict) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections import Counter
 from pathlib import Path
 
 from supportbench.errors import DataFormatError, UnknownNameError
@@ -105,3 +107,49 @@ def _hash_files(data_dir: Path, names) -> str:
         h.update(n.encode())
         h.update(config_path(data_dir, n).read_bytes())
     return h.hexdigest()[:16]
+
+
+# ---- authors -----------------------------------------------------------------------------------------
+_NAME_RUN = re.compile(r"(?:[A-Z][\w'\-\.]*(?:\s+|$)){2,}")
+_NOT_NAMES = {"The", "What", "Who", "Which", "How", "When", "Where", "Why", "Can", "Does", "Did", "Is", "Was",
+              "Are", "In", "His", "Her", "Their", "Has", "Have", "Could", "Would", "Do", "Q", "A"}
+
+
+def _name_runs(text: str) -> list[str]:
+    """Runs of two or more capitalised words (hyphens, apostrophes, initials allowed), sentence openers dropped."""
+    out = []
+    for m in _NAME_RUN.finditer(text.replace("'s ", " ").replace("?", " ")):
+        words = [w.rstrip(".") for w in m.group(0).split()]
+        while words and words[0] in _NOT_NAMES:
+            words = words[1:]
+        if len(words) >= 2:
+            out.append(" ".join(words))
+    return out
+
+
+def author_names(rows: list[dict], per_author: int = QA_PER_AUTHOR) -> list[str | None]:
+    """The fictitious author of each row, by position: TOFU's files hold ``per_author`` consecutive rows per
+    author. The author's name is the capitalised run that occurs in most of that author's questions and
+    answers (ties: the longer, then the first seen); None for a block that names nobody."""
+    names: list[str | None] = []
+    for a in range(0, len(rows), per_author):
+        block = rows[a:a + per_author]
+        counts: Counter = Counter()
+        for r in block:
+            seen = set(_name_runs(r["question"])) | set(_name_runs(r["answer"]))
+            counts.update(seen)
+        best = max(counts.items(), key=lambda kv: (kv[1], len(kv[0])), default=None)
+        names += [best[0] if best and best[1] >= 2 else None] * len(block)
+    return names
+
+
+def subject_in(question: str, name: str | None) -> str | None:
+    """The part of ``name`` a question mentions: the full name, else its longest word of 3+ letters that the
+    question contains (e.g. a surname); None when the question does not name the author."""
+    if not name:
+        return None
+    if name in question:
+        return name
+    parts = sorted((w for w in name.split() if len(w) >= 3 and re.search(rf"\b{re.escape(w)}\b", question)),
+                   key=len, reverse=True)
+    return parts[0] if parts else None

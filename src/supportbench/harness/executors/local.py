@@ -19,15 +19,17 @@ def _init_worker() -> None:
 
 
 def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisions: list[dict | None],
-              complete: bool = False) -> list[dict]:
+              complete: bool = False, reuse_stale: bool = False) -> list[dict]:
     """Worker entry point (also used by the Slurm executor): run specs in order, return brief statuses.
-    ``complete``: post-hoc completion of already recorded, non-triggered DIR-R runs instead."""
+    ``complete``: post-hoc completion of already recorded, non-triggered DIR-R runs instead.
+    ``reuse_stale``: keep records whose code fingerprint differs from the current code's."""
     global _RUNNER
     from supportbench.experiments.spec import RunSpec
     from supportbench.harness.runner import Runner
 
     if _RUNNER is None or (str(_RUNNER.results_dir), _RUNNER.cache_dir) != (results_dir, cache_dir):
         _RUNNER = Runner(results_dir, cache_dir=cache_dir, progress=False)
+    _RUNNER.reuse_stale = reuse_stale
     out = []
     specs = [RunSpec.from_dict(s) for s in specs]
     if not complete:

@@ -1,0 +1,123 @@
+"""Which of the paper's qualitative claims one experiment's registry supports, with its numbers.
+
+Written by ``supportbench report`` as ``findings.md`` (and by ``--findings PATH`` wherever asked), from
+the same table builders as the LaTeX tables, so the text never disagrees with a table and never goes
+stale. It reports; it never tunes: a claim that does not hold is written down as not holding, and a
+claim the registry cannot test says why.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from supportbench.reports import paper as P
+from supportbench.reports import stats as S
+
+VERDICTS = {True: "holds", False: "does not hold", None: "not tested"}
+
+
+def _fmt(x, digits=4) -> str:
+    return "n/a" if x is None else f"{x:+.{digits}f}"
+
+
+def _natural_margins(ctx: P.Context) -> dict:
+    try:
+        rows = ctx.built(P.natural_complete)["rows"]
+    except P.Missing as m:
+        return {"verdict": None, "why": str(m)}
+    pos = [r for r in rows if r["full"] > 0]
+    lines = []
+    for obj in ("npo", "simnpo"):
+        rs = sorted((r for r in rows if r["objective"] == obj), key=lambda r: -r["full"])
+        if rs:
+            lines.append(f"  - {P.OBJECTIVE_NAMES[obj]}: " + ", ".join(
+                f"{P.METHOD_NAMES.get(r['baseline'], r['baseline'])} {_fmt(r['full'])}" for r in rs))
+    behind = [f"{P.METHOD_NAMES.get(r['baseline'], r['baseline'])} ({P.OBJECTIVE_NAMES[r['objective']]})"
+              for r in rows if r["full"] <= 0]
+    # the paper's bar is 19 of 20 positive; scaled to the comparisons this registry holds
+    verdict = len(pos) >= len(rows) - max(1, len(rows) // 20) if rows else None
+    text = (f"{len(pos)}/{len(rows)} composed margins ΔJ_full (Eq. 22) are positive (paper: 19/20)."
+            + (f" Intervention Score + DIR-R trails: {', '.join(behind)}." if behind else ""))
+    return {"verdict": verdict, "text": text, "detail": lines}
+
+
+def _dirr_ablation(ctx: P.Context, benchmark: str) -> dict:
+    try:
+        rows = [r for r in ctx.built(P.static_dirr_ablation)["rows"] if r["benchmark"] == benchmark]
+    except P.Missing as m:
+        return {"verdict": None, "why": str(m)}
+    if not rows:
+        return {"verdict": None, "why": f"no paired DIR-R / Static-IV runs on {benchmark}"}
+    parts = [f"{r['setting']}: mean {_fmt(r['m'].delta)}, median {_fmt(r['m'].median)}, "
+             f"W/T/L {r['m'].wins}/{r['m'].ties}/{r['m'].losses}, trigger rate "
+             f"{r['m'].trigger_rate:.2f}" for r in rows]
+    verdict = all((r["m"].delta or 0) > 0 for r in rows)
+    return {"verdict": verdict, "text": "; ".join(parts) + " (paper: positive in every evaluation set)."}
+
+
+def _jaccard(con, experiment: str | None) -> dict:
+    if con is None:
+        return {"verdict": None, "why": "no registry connection"}
+    sql = ("SELECT r.experiment, r.benchmark, r.field, r.seed, r.method, r.objective, s.groups FROM runs r "
+           "JOIN supports s USING (run_key) WHERE r.method = 'intervention_score' AND r.variant = 'static' "
+           "AND r.benchmark = 'natural_tofu'" + (" AND r.experiment = $exp" if experiment else ""))
+    sup = con.sql(sql, params={"exp": experiment} if experiment else None).pl()
+    if sup.is_empty() or sup["objective"].n_unique() < 2:
+        return {"verdict": None, "why": "needs Static-IV supports under both NPO and SimNPO on Natural-TOFU"}
+    m = S.support_jaccard(sup)
+    row = m.filter((pl.col("a") == "npo") & (pl.col("b") == "simnpo"))
+    if row.is_empty() or row["jaccard"][0] is None:
+        return {"verdict": None, "why": "no unit has supports under both objectives"}
+    j, n = row["jaccard"][0], row["n"][0]
+    return {"verdict": j < 0.5, "text": f"mean Jaccard overlap of the NPO and SimNPO Static-IV supports: {j:.3f} "
+            f"over {n} units (paper: about 0.143; 'holds' = well below 0.5, i.e. the objective changes the support)."}
+
+
+def _controlled(ctx: P.Context) -> dict:
+    try:
+        c = ctx.built(P.controlled_main)
+    except P.Missing as m:
+        return {"verdict": None, "why": str(m)}
+    agree_n, total = (int(x) for x in c["agree"].split("/"))
+    lora_n, _ = (int(x) for x in c["lora_wins"].split("/"))
+    verdict = (c["auroc"] or 0) >= 0.9 and agree_n <= total * 0.75
+    return {"verdict": verdict, "text": f"storage AUROC {c['auroc']:.3f} (residualized {c['resid_auroc']:.3f}); "
+            f"storage agrees with the better intervention on {c['agree']}; LoRA wins {c['lora_wins']} "
+            f"(paper: 0.981, 17/36, 35/36). 'Holds' = AUROC >= 0.9 yet agreement <= 75%; LoRA winning "
+            f"{lora_n}/{total} is reported, not part of the verdict."}
+
+
+def _lacuna(ctx: P.Context) -> dict:
+    try:
+        rows = ctx.built(P.lacuna_comparison)["rows"]
+    except P.Missing as m:
+        return {"verdict": None, "why": str(m)}
+    gaps = [r for r in rows if r.get("gap") is not None]
+    pos = sum(1 for r in gaps if r["gap"] > 0)
+    return {"verdict": pos == len(gaps) and bool(gaps),
+            "text": f"{pos}/{len(gaps)} NPO/SimNPO comparisons with the selected baselines are positive (paper: 6/6)."}
+
+
+def findings(ctx: P.Context, con=None, experiment: str | None = None, registry: str = "") -> str:
+    claims = [
+        ("Controlled separation (§5.2, Table 1): accurate storage localization need not identify the better "
+         "intervention", _controlled(ctx)),
+        ("Natural-TOFU (§5.3): Intervention Score + DIR-R has positive margins against the ten baselines under "
+         "NPO and SimNPO", _natural_margins(ctx)),
+        ("Natural-TOFU: the initial support depends on the objective", _jaccard(con, experiment)),
+        ("Natural-TOFU: DIR-R improves on Static-IV on average", _dirr_ablation(ctx, "Natural-TOFU")),
+        ("LACUNA (§5.4): higher mean J than the selected baselines under NPO and SimNPO", _lacuna(ctx)),
+        ("LACUNA: DIR-R improves on Static-IV on average, GradDiff included", _dirr_ablation(ctx, "LACUNA")),
+    ]
+    out = ["# Findings: the paper's claims at this registry's scale", "",
+           f"Generated by `supportbench report` from `{registry}`" + (f", experiment `{experiment}`" if experiment
+                                                                       else "") + ". Do not edit by hand: "
+           "regenerate it. A claim that does not hold here is reported as such; nothing was tuned toward it "
+           "(methods, defaults and seeds are fixed before any outcome is read; see docs/dirr.md).", "",
+           "| claim | verdict |", "|---|---|"]
+    for title, c in claims:
+        out.append(f"| {title} | {VERDICTS[c['verdict']]} |")
+    for title, c in claims:
+        out += ["", f"## {title}", "", f"**{VERDICTS[c['verdict']]}.** " + (c.get("text") or c.get("why", ""))]
+        out += c.get("detail", [])
+    return "\n".join(out) + "\n"

@@ -1,0 +1,80 @@
+"""A method change can never hide behind an old record: records carry the code's fingerprint, a rerun
+with different code recomputes the run, and the audit reports an experiment mixing fingerprints."""
+
+import dataclasses
+import json
+
+import pytest
+
+from supportbench.experiments.spec import RunSpec
+from supportbench.harness.fingerprint import fingerprint
+from supportbench.harness.runner import Runner, record_path
+from supportbench.methods.base import METHODS, MethodBase, register_method
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture()
+def scaled_norm():
+    @register_method("scaled_norm_test")
+    @dataclasses.dataclass
+    class ScaledNorm(MethodBase):
+        power: float = 1.0
+        provenance = "test-only"
+        requires = ("grad:F",)
+
+        def score(self, diag, geometry):
+            return geometry.per_group_norm(diag.role_grad("F")) ** self.power
+
+    yield ScaledNorm
+    METHODS.unregister("scaled_norm_test")
+
+
+def test_changed_default_reruns_unless_stale_reuse_is_asked(tofu, cache, tmp_path, scaled_norm):
+    spec = RunSpec("tofu", "forget10", "npo", "scaled_norm_test", seed=0, T=2, budget=0.1, experiment="fp")
+    first = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
+    assert first["status"] == "ok" and first["fingerprint"]["method"]["hyperparameters"] == {"power": 1.0}
+    assert Runner(tmp_path, cache_dir=cache, progress=False).run(spec).get("_skipped")  # same code: reused
+
+    scaled_norm.__dataclass_fields__["power"].default = 2.0   # the method's default changes
+    scaled_norm.__init__.__defaults__ = (2.0,)
+    assert fingerprint(spec)["hash"] != first["fingerprint"]["hash"]
+    kept = Runner(tmp_path, cache_dir=cache, progress=False, reuse_stale=True).run(spec)
+    assert kept.get("_skipped") and kept["fingerprint"]["hash"] == first["fingerprint"]["hash"]
+    again = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
+    assert not again.get("_skipped")
+    assert again["fingerprint"]["method"]["hyperparameters"] == {"power": 2.0}
+    stored = json.loads(record_path(tmp_path, spec.run_key).read_text())
+    assert stored["fingerprint"]["hash"] == fingerprint(spec)["hash"]
+
+
+def test_failed_record_is_retried(tofu, cache, tmp_path):
+    spec = RunSpec("tofu", "forget10", "npo", "random", seed=0, T=2, budget=0.1, experiment="fp")
+    path = record_path(tmp_path, spec.run_key)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"run_key": spec.run_key, "status": "failed", "error": "boom",
+                                "fingerprint": fingerprint(spec)}))
+    rec = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
+    assert not rec.get("_skipped") and rec["status"] == "ok"
+
+
+def test_audit_reports_mixed_fingerprints(tofu, cache, tmp_path):
+    from supportbench.registry.audit import audit
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+
+    runner = Runner(tmp_path, cache_dir=cache, progress=False)
+    for seed in (0, 1):
+        runner.run(RunSpec("tofu", "forget10", "npo", "random", seed=seed, T=2, budget=0.1, experiment="fp"))
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, tmp_path)
+    assert audit(con, "fp").mixed_fingerprints == []
+    # an older record (different code) kept with --reuse-stale
+    spec = RunSpec("tofu", "forget10", "npo", "random", seed=2, T=2, budget=0.1, experiment="fp")
+    rec = runner.run(spec)
+    rec["fingerprint"] = {**rec["fingerprint"], "hash": "0" * 16}
+    record_path(tmp_path, spec.run_key).write_text(json.dumps(rec))
+    ingest(con, tmp_path)
+    rep = audit(con, "fp")
+    assert [(r["method"], r["fingerprints"]) for r in rep.mixed_fingerprints] == [("random", 2)]
+    assert not rep.ok and "mix code fingerprints" in rep.text()
