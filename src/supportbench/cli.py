@@ -138,7 +138,9 @@ def _cmd_registry(args) -> int:
     from supportbench.registry.store import connect
 
     if args.action == "query":
-        return _query(connect(args.registry, read_only=True), args.command_sql)
+        from supportbench.registry.store import query_connection
+
+        return _query(query_connection(args.registry), args.command_sql)
     con = connect(args.registry)
     if args.action == "ingest":
         rep = ing.ingest(con, args.path or "results")
@@ -158,8 +160,10 @@ def _cmd_registry(args) -> int:
 
 
 def _query(con, sql: str | None) -> int:
+    from supportbench.registry.store import run_query
+
     if sql:
-        print(con.sql(sql))
+        print(run_query(con, sql))
         return 0
     print("read-only SQL prompt; end statements with ';', Ctrl-D to quit. Tables: runs, outcomes, components, "
           "supports, decisions, gate_events, candidates, calibration, provenance; view: results")
@@ -172,8 +176,8 @@ def _query(con, sql: str | None) -> int:
         buf += line + "\n"
         if buf.strip().endswith(";"):
             try:
-                print(con.sql(buf))
-            except Exception as exc:  # keep the prompt alive on a bad query
+                print(run_query(con, buf))
+            except SupportbenchError as exc:  # keep the prompt alive on a bad or refused query
                 print(f"error: {exc}")
             buf = ""
 
@@ -242,6 +246,8 @@ def _print_sweep(s) -> None:
         print(f"  {s.post_hoc} non-triggered DIR-R runs completed post hoc (decisions unchanged)")
     for k, e in s.calibration_errors.items():
         print(f"  no decision for {k} (its DIR-R final runs were not started): {e}")
+    for c in dict.fromkeys(s.corrupt):
+        print(f"  unreadable record (its run was redone): {c}")
 
 
 def _cmd_demo(args) -> int:

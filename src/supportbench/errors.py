@@ -57,11 +57,13 @@ class GeometryError(SupportbenchError):
 
 
 class DivergenceError(SupportbenchError, FloatingPointError):
-    """Training produced a non-finite loss; carries the step so the run record can say where."""
+    """Training produced a non-finite loss (carries the step so the run record can say where), or the
+    evaluation a non-finite outcome (``message``)."""
 
-    def __init__(self, step: int, loss: float):
+    def __init__(self, step: int | None = None, loss: float | None = None, message: str | None = None):
         self.step, self.loss = step, loss
-        super().__init__(f"non-finite loss {loss} at step {step}; training stopped (record status 'diverged')")
+        super().__init__(message or f"non-finite loss {loss} at step {step}; training stopped "
+                                    "(record status 'diverged')")
 
 
 class MethodOutputError(SupportbenchError):

@@ -55,11 +55,13 @@ def test_benchmark_options_come_from_the_spec(tmp_path):
         "benchmark.data_dir": str(tmp_path / "nowhere"), "benchmark.finetune.epochs": 2, "benchmark.size": "mini"})
     assert spec.benchmark_options() == {"data_dir": str(tmp_path / "nowhere"), "finetune": {"epochs": 2},
                                         "size": "mini"}
-    rec = Runner(tmp_path / "results", cache_dir=tmp_path / "cache", progress=False).run(spec)
-    assert rec["status"] == "failed" and "nowhere" in rec["error"] and "does not exist" in rec["error"]
+    # a user's mistake is refused before any work and never recorded as a run
+    with pytest.raises(SpecError, match="nowhere' does not exist"):
+        Runner(tmp_path / "results", cache_dir=tmp_path / "cache", progress=False).run(spec)
     bad = spec.replace(hyperparameters={"benchmark.colour": "blue"})
-    rec = Runner(tmp_path / "results", cache_dir=tmp_path / "cache", progress=False).run(bad)
-    assert rec["status"] == "failed" and "rejected its options {'colour': 'blue'}" in rec["error"]
+    with pytest.raises(SpecError, match="rejects its options {'colour': 'blue'}"):
+        Runner(tmp_path / "results", cache_dir=tmp_path / "cache", progress=False).run(bad)
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 
 
 def test_unknown_model_is_named(tmp_path):
@@ -76,6 +78,7 @@ def test_cli_data_dir_reaches_the_benchmark(tmp_path, capsys):
     rc = main(["run", "--benchmark", "tofu", "--field", "forget01", "--method", "random", "--T", "2",
                "--data-dir", str(tmp_path / "no-such-tofu"), "--results", str(tmp_path / "r"),
                "--cache", str(tmp_path / "c")])
-    assert rc == 1
+    assert rc == 2   # the user's mistake is refused before any work, not recorded as a failed run
     err = capsys.readouterr().err
-    assert f"TOFU data directory '{tmp_path / 'no-such-tofu'}' does not exist" in err
+    assert f"benchmark.data_dir '{tmp_path / 'no-such-tofu'}' does not exist" in err
+    assert not (tmp_path / "r").exists()

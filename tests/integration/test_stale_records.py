@@ -78,3 +78,28 @@ def test_audit_reports_mixed_fingerprints(tofu, cache, tmp_path):
     rep = audit(con, "fp")
     assert [(r["method"], r["fingerprints"]) for r in rep.mixed_fingerprints] == [("random", 2)]
     assert not rep.ok and "mix code fingerprints" in rep.text()
+
+
+def test_non_finite_outcome_is_diverged_by_construction(tofu, cache, tmp_path, monkeypatch):
+    from supportbench.benchmarks.base import Outcome
+
+    def nan_eval(self, model, roles, which="eval", full=False):
+        return Outcome(float("nan"), 1.0, 0.0, {})
+
+    monkeypatch.setattr(type(tofu), "evaluate", nan_eval)
+    spec = RunSpec("tofu", "forget10", "npo", "random", seed=5, T=2, budget=0.1, experiment="fp")
+    rec = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
+    assert rec["status"] == "diverged" and "non-finite outcome" in rec["error"], rec["error"]
+
+
+def test_corrupt_record_is_named_redone_and_reported(tofu, cache, tmp_path, capsys):
+    spec = RunSpec("tofu", "forget10", "npo", "random", seed=6, T=2, budget=0.1, experiment="fp")
+    path = record_path(tmp_path, spec.run_key)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"run_key": "trunc')
+    runner = Runner(tmp_path, cache_dir=cache, progress=False)
+    rec = runner.run(spec)
+    assert rec["status"] == "ok" and not rec.get("_skipped")
+    assert str(path) in runner.corrupt and "not valid JSON" in runner.corrupt[str(path)]
+    assert f"run record '{path}' is not valid JSON" in capsys.readouterr().err
+    assert json.loads(path.read_text())["run_key"] == spec.run_key      # the redone run replaced it

@@ -83,9 +83,23 @@ def test_prepare_is_cached(tofu, cache):
 
 
 def test_failed_run_keeps_a_record(tofu, cache, tmp_path):
-    runner = Runner(tmp_path, cache_dir=cache, progress=False)
-    rec = runner.run(RunSpec("tofu", "forget10", "npo", "random", T=2, budget=10**9))
-    assert rec["status"] == "failed" and "BudgetError" in rec["error"]
+    """A valid run that crashes (here: inside a method) is recorded as failed, with its error."""
+    from supportbench.methods.base import METHODS, MethodBase, register_method
+
+    @register_method("crashing_test")
+    class Crashing(MethodBase):
+        provenance = "test"
+        requires = ("grad:F",)
+
+        def score(self, diag, geometry):
+            raise RuntimeError("method blew up")
+
+    try:
+        runner = Runner(tmp_path, cache_dir=cache, progress=False)
+        rec = runner.run(RunSpec("tofu", "forget10", "npo", "crashing_test", T=2))
+    finally:
+        METHODS.unregister("crashing_test")
+    assert rec["status"] == "failed" and "RuntimeError: method blew up" in rec["error"]
     assert (tmp_path / "runs" / f"{rec['run_key']}.json").exists()
 
 

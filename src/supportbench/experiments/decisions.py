@@ -2,8 +2,10 @@
 
 A decision freezes tau*, rho_p, d, t, T, the action set A, the admissible trigger range, the
 calibration seeds, the baseline identities, the benchmark/objective and the selection mode. Its
-``hash`` is the sha256 of those items; ``frozen_at`` records when. Changing any item after freezing
-is detected by ``verify_decision``.
+``hash`` is the sha256 of those items **and** ``frozen_at`` (when it was frozen), so neither an item nor
+the date can change without changing the hash; ``verify_decision`` detects a mismatch. A file whose
+items were edited *and* its hash recomputed is a different decision: the runs recorded under the original
+hash no longer find it (the audit reports runs whose decision is not in the registry).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ FROZEN_ITEMS = ("tau", "rho_p", "d", "t", "T", "actions", "admissible_range", "c
 
 
 def decision_hash(decision: dict) -> str:
-    items = {k: decision.get(k) for k in FROZEN_ITEMS}
+    items = {k: decision.get(k) for k in (*FROZEN_ITEMS, "frozen_at")}
     return hashlib.sha256(json.dumps(items, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -38,29 +40,41 @@ def freeze_decision(directory: str | Path, **items) -> dict:
     dec = {k: items[k] for k in FROZEN_ITEMS}
     dec["actions"] = [float(a) for a in dec["actions"]]
     dec.update({k: v for k, v in items.items() if k not in FROZEN_ITEMS})  # informational extras
-    dec["hash"] = decision_hash(dec)
     dec["frozen_at"] = datetime.now(UTC).isoformat(timespec="microseconds")
+    dec["hash"] = decision_hash(dec)
     write_json_atomic(Path(directory) / f"{dec['hash']}.json", dec)
     return dec
 
 
 def load_decision(path: str | Path) -> dict:
     path = Path(path)
-    if not path.exists():
-        raise DecisionError(f"decision file '{path}' does not exist")
-    dec = json.loads(path.read_text())
+    if not path.is_file():
+        raise DecisionError(f"decision file '{path}' does not exist" if not path.exists()
+                            else f"decision path '{path}' is not a file")
+    try:
+        dec = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DecisionError(f"decision file '{path}' is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise DecisionError(f"decision file '{path}' is not valid JSON (truncated?): {exc.msg} at line "
+                            f"{exc.lineno}") from None
+    if not isinstance(dec, dict):
+        raise DecisionError(f"decision file '{path}' must hold a JSON object, got {type(dec).__name__}")
     verify_decision(dec, source=str(path))
     return dec
 
 
 def verify_decision(dec: dict, source: str = "decision") -> None:
+    missing = [k for k in (*FROZEN_ITEMS, "hash") if k not in dec]
+    if missing:
+        raise DecisionError(f"{source}: not a frozen decision, it lacks {missing}")
+    if not dec.get("frozen_at"):
+        raise DecisionError(f"{source}: no frozen_at timestamp")
     want = decision_hash(dec)
     if dec.get("hash") != want:
         raise DecisionError(f"{source}: frozen items do not match their content hash (stored {dec.get('hash')}, "
-                            f"recomputed {want}): tau={dec.get('tau')!r} or another frozen item was changed "
-                            "after freezing")
-    if not dec.get("frozen_at"):
-        raise DecisionError(f"{source}: no frozen_at timestamp")
+                            f"recomputed {want}): tau={dec.get('tau')!r}, frozen_at or another frozen item was "
+                            "changed after freezing")
 
 
 def load_decision_for(spec, path: str | Path | None, *, allow_unfrozen: bool = False) -> dict | None:

@@ -28,11 +28,13 @@ statically plus DIR-R. No torch here: the audit reads the same grid.
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from supportbench.errors import SpecError
+from supportbench.experiments.decisions import SELECTIONS
 from supportbench.experiments.spec import SPLITS, RunSpec
 
 
@@ -53,6 +55,44 @@ def resolve_spec_path(spec: str | Path) -> Path:
         return shipped[name]
     raise SpecError(f"no experiment spec '{spec}': not a file, and not a shipped spec "
                     f"(shipped: {', '.join(shipped) or 'none'})")
+
+
+SECTIONS = ("experiment", "hyperparameters", "dirr")
+EXPERIMENT_KEYS = ("name", "benchmarks", "benchmark", "fields", "objectives", "methods", "dirr_methods", "model",
+                   "budget", "T", "t", "d", "rho_p", "seeds")
+DIRR_KEYS = ("admissible_range", "selection")
+
+
+def _known(table: dict, allowed, source: str, prefix: str, what: str) -> None:
+    for key in table:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+            raise SpecError(f"{source}: unknown {what} '{prefix}{key}'" + (f" (did you mean '{prefix}{close[0]}'?)"
+                            if close else "") + f"; allowed: {', '.join(prefix + a for a in allowed)}")
+
+
+def _isnum(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int | float)
+
+
+def _ints(values, source: str, path: str) -> list[int]:
+    if not isinstance(values, list | tuple):
+        raise SpecError(f"{source}: {path} must be a list of whole numbers, got {values!r}")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise SpecError(f"{source}: {path} must hold whole numbers, got {v!r}")
+    return list(values)
+
+
+def _names(values, source: str, path: str, empty_ok: bool = False) -> list[str]:
+    if not isinstance(values, list | tuple) or (not values and not empty_ok):
+        raise SpecError(f"{source}: {path} must be a non-empty list of names, got {values!r}")
+    for v in values:
+        if not isinstance(v, str) or not v.strip():
+            raise SpecError(f"{source}: {path} must hold names (strings), got {v!r}")
+    if len(set(values)) != len(values):
+        raise SpecError(f"{source}: {path} lists a name twice: {list(values)}")
+    return list(values)
 
 
 CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
@@ -89,33 +129,68 @@ class ExperimentSpec:
 
     @classmethod
     def from_dict(cls, raw: dict, source: str = "experiment spec") -> ExperimentSpec:
-        e = dict(raw.get("experiment", {}))
+        """Build and check a spec: unknown sections and keys are refused (with their path and a "did you
+        mean"), every value has its type checked, and every RunSpec of the grid is built once so that a
+        bad value fails here, before anything runs. Registry names (methods, objectives, benchmarks) are
+        checked by ``harness.validate`` (they need the plugin registries)."""
+        _known(raw, SECTIONS, source, "", "section")
+        e = dict(raw.get("experiment") or {})
+        if not isinstance(raw.get("experiment"), dict):
+            raise SpecError(f"{source}: no [experiment] section")
+        _known(e, EXPERIMENT_KEYS, source, "experiment.", "[experiment] key")
         need = ["name", "fields", "objectives", "methods", "seeds"]
         missing = [k for k in need if k not in e] + ([] if ("benchmarks" in e or "benchmark" in e) else ["benchmarks"])
         if missing:
             raise SpecError(f"{source}: [experiment] lacks {missing}")
-        seeds = {k: tuple(int(s) for s in v) for k, v in e.pop("seeds").items()}
-        bad = set(seeds) - set(SPLITS)
-        if bad:
-            raise SpecError(f"{source}: unknown seed split(s) {sorted(bad)}; allowed: {', '.join(SPLITS)}")
+        if not isinstance(e["seeds"], dict):
+            raise SpecError(f"{source}: experiment.seeds must be a table like [experiment.seeds], got {e['seeds']!r}")
+        _known(e["seeds"], SPLITS, source, "experiment.seeds.", "seed split")
+        seeds = {k: tuple(_ints(v, source, f"experiment.seeds.{k}")) for k, v in e.pop("seeds").items()}
         overlap = set(seeds.get("calibration", ())) & (set(seeds.get("final", ())) | set(seeds.get("replication", ())))
         if overlap:
             raise SpecError(f"{source}: calibration seeds {sorted(overlap)} also appear among final/replication seeds")
-        benchmarks = e.pop("benchmarks", None) or [e.pop("benchmark")]
-        e.pop("benchmark", None)
-        dirr = raw.get("dirr", {})
-        known = {"name", "fields", "objectives", "methods", "dirr_methods", "model", "budget", "T", "t", "d", "rho_p"}
-        unknown = set(e) - known
-        if unknown:
-            raise SpecError(f"{source}: unknown [experiment] key(s) {sorted(unknown)}; allowed: {sorted(known)}")
-        return cls(name=e["name"], benchmarks=tuple(benchmarks), fields=tuple(e["fields"]),
-                   objectives=tuple(e["objectives"]), methods=tuple(e["methods"]),
-                   dirr_methods=tuple(e.get("dirr_methods", ("intervention_score",))), seeds=seeds,
-                   model=e.get("model", "tiny-llama"), budget=e.get("budget", 0.1), T=e.get("T", 200),
-                   t=e.get("t", 160), d=e.get("d", 20), rho_p=e.get("rho_p", 0.01),
-                   hyperparameters=dict(raw.get("hyperparameters", {})),
-                   admissible_range=tuple(dirr.get("admissible_range", (0.2, 0.8))),
-                   selection=dirr.get("selection", "evaluation"))
+        if "benchmarks" in e and "benchmark" in e:
+            raise SpecError(f"{source}: give experiment.benchmarks or experiment.benchmark, not both")
+        benchmarks = _names(e.pop("benchmarks"), source, "experiment.benchmarks") if "benchmarks" in e else \
+            _names([e.pop("benchmark")], source, "experiment.benchmark")
+        dirr = raw.get("dirr") or {}
+        if not isinstance(dirr, dict):
+            raise SpecError(f"{source}: [dirr] must be a table")
+        _known(dirr, DIRR_KEYS, source, "dirr.", "[dirr] key")
+        hp = raw.get("hyperparameters") or {}
+        if not isinstance(hp, dict):
+            raise SpecError(f"{source}: [hyperparameters] must be a table")
+        rng = dirr.get("admissible_range", (0.2, 0.8))
+        if (not isinstance(rng, list | tuple) or len(rng) != 2 or not all(_isnum(x) for x in rng)
+                or not 0 <= rng[0] <= rng[1] <= 1):
+            raise SpecError(f"{source}: dirr.admissible_range must be [lo, hi] with 0 <= lo <= hi <= 1, got {rng!r}")
+        selection = dirr.get("selection", "evaluation")
+        if selection not in SELECTIONS:
+            raise SpecError(f"{source}: dirr.selection {selection!r} is not allowed; allowed: {', '.join(SELECTIONS)}")
+        for k in ("budget", "rho_p"):
+            if k in e and not _isnum(e[k]):
+                raise SpecError(f"{source}: experiment.{k} must be a number, got {e[k]!r}")
+        for k in ("T", "t", "d"):
+            if k in e:
+                _ints([e[k]], source, f"experiment.{k}")
+        if "model" in e and (not isinstance(e["model"], str) or not e["model"]):
+            raise SpecError(f"{source}: experiment.model must be a preset name or a model directory, "
+                            f"got {e['model']!r}")
+        if not isinstance(e["name"], str) or not e["name"].strip():
+            raise SpecError(f"{source}: experiment.name must be a non-empty string, got {e['name']!r}")
+        spec = cls(name=e["name"], benchmarks=tuple(benchmarks), fields=tuple(_names(e["fields"], source,
+                   "experiment.fields")), objectives=tuple(_names(e["objectives"], source, "experiment.objectives")),
+                   methods=tuple(_names(e["methods"], source, "experiment.methods")),
+                   dirr_methods=tuple(_names(e.get("dirr_methods", ["intervention_score"]), source,
+                                             "experiment.dirr_methods", empty_ok=True)),
+                   seeds=seeds, model=e.get("model", "tiny-llama"), budget=e.get("budget", 0.1), T=e.get("T", 200),
+                   t=e.get("t", 160), d=e.get("d", 20), rho_p=e.get("rho_p", 0.01), hyperparameters=dict(hp),
+                   admissible_range=tuple(rng), selection=selection)
+        try:
+            spec.all_runs()  # every RunSpec's own checks (budget, rho_p, t/d, hyperparameters), now
+        except SpecError as exc:
+            raise SpecError(f"{source}: {exc}") from None
+        return spec
 
     def _spec(self, benchmark, field_, objective, method, variant, seed, split) -> RunSpec:
         hp = dict(self.hyperparameters)

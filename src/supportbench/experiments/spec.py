@@ -5,12 +5,15 @@ No torch here: the registry and reports import this module.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from supportbench.errors import SpecError
+from supportbench.experiments.decisions import ACTIONS, SELECTIONS
 
 VARIANTS = ("static", "dirr")
 SPLITS = ("calibration", "final", "replication")
@@ -21,6 +24,28 @@ SCHEMA = 1
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "lr": 1e-2, "batch_size": 8, "weight_decay": 0.01, "warmup_steps": 0, "diag_batch_size": 16,
     "eval_full": False, "selection": "evaluation", "tau": None,
+}
+
+
+def spec_key(canonical: dict) -> str:
+    """The run key of a canonical spec (``RunSpec.canonical()``, as every record stores it)."""
+    blob = json.dumps({"schema": SCHEMA, **canonical}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _num(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
+
+
+HYPERPARAMETER_CHECKS = {
+    "lr": (lambda x: _num(x) and x > 0, "a finite number > 0"),
+    "batch_size": (lambda x: not isinstance(x, bool) and isinstance(x, int) and x >= 1, "a whole number >= 1"),
+    "diag_batch_size": (lambda x: not isinstance(x, bool) and isinstance(x, int) and x >= 1, "a whole number >= 1"),
+    "warmup_steps": (lambda x: not isinstance(x, bool) and isinstance(x, int) and x >= 0, "a whole number >= 0"),
+    "weight_decay": (lambda x: _num(x) and x >= 0, "a finite number >= 0"),
+    "eval_full": (lambda x: isinstance(x, bool), "true or false"),
+    "selection": (lambda x: x in SELECTIONS, f"one of {', '.join(SELECTIONS)}"),
+    "tau": (_num, "a finite number (below 0: always trigger)"),
 }
 
 
@@ -45,15 +70,30 @@ class RunSpec:
     def __post_init__(self):
         if isinstance(self.hyperparameters, dict):
             object.__setattr__(self, "hyperparameters", tuple(sorted(self.hyperparameters.items())))
+        for name in ("benchmark", "field", "objective", "method", "experiment", "model"):
+            v = getattr(self, name)
+            if not isinstance(v, str) or not v.strip():
+                raise SpecError(f"{name} must be a non-empty string, got {v!r}")
+        for name in ("seed", "T", "t", "d"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise SpecError(f"{name} must be a whole number, got {v!r}")
+        b = self.budget
+        if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b) or b <= 0:
+            raise SpecError(f"budget must be > 0 and finite: a fraction of the editable scalars (0 < b < 1) "
+                            f"or a whole number of scalars (>= 1); got {b!r}")
+        if b > 1 and b != int(b):
+            raise SpecError(f"budget {b!r} is neither a fraction (0 < b < 1) nor a whole number of scalars (>= 1)")
         if self.variant not in VARIANTS:
             raise SpecError(f"variant {self.variant!r} is not allowed; allowed: {', '.join(VARIANTS)}")
         if self.split not in SPLITS:
             raise SpecError(f"split {self.split!r} is not allowed; allowed: {', '.join(SPLITS)}")
-        if not isinstance(self.T, int) or self.T <= 0:
+        if self.T <= 0:
             raise SpecError(f"T must be a positive integer, got {self.T!r}")
-        if not self.budget or self.budget <= 0:
-            raise SpecError(f"budget must be > 0 (scalars, or a fraction < 1), got {self.budget!r}")
         if self.variant == "dirr":
+            if isinstance(self.rho_p, bool) or self.rho_p not in ACTIONS or self.rho_p == 0:
+                raise SpecError(f"rho_p {self.rho_p!r} is not a probe action; allowed: "
+                                f"{', '.join(str(a) for a in ACTIONS if a > 0)} (the action set A without 0)")
             if not 0 < self.t < self.T:
                 raise SpecError(f"DIR-R checkpoint t must satisfy 0 < t < T={self.T}, got {self.t}")
             if self.d <= 0 or self.t + self.d > self.T:
@@ -61,9 +101,15 @@ class RunSpec:
         unknown = {k for k, _ in self.hyperparameters} - set(DEFAULT_HYPERPARAMETERS) - {
             k for k, _ in self.hyperparameters if k.startswith(PREFIXES)}
         if unknown:
-            raise SpecError(f"unknown hyperparameter(s) {sorted(unknown)}; allowed: "
-                            f"{', '.join(sorted(DEFAULT_HYPERPARAMETERS))}, "
+            k = sorted(unknown)[0]
+            close = difflib.get_close_matches(k, list(DEFAULT_HYPERPARAMETERS), n=1)
+            raise SpecError(f"unknown hyperparameter {k!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+                            + f"; allowed: {', '.join(sorted(DEFAULT_HYPERPARAMETERS))}, "
                             + ", ".join(f"{p}<name>" for p in PREFIXES))
+        hp = dict(self.hyperparameters)
+        for key, kind in HYPERPARAMETER_CHECKS.items():
+            if key in hp and hp[key] is not None and not kind[0](hp[key]):
+                raise SpecError(f"hyperparameter {key} = {hp[key]!r}: must be {kind[1]}")
 
     def hp(self, key: str) -> Any:
         return dict(self.hyperparameters).get(key, DEFAULT_HYPERPARAMETERS.get(key))
@@ -95,8 +141,7 @@ class RunSpec:
 
     @property
     def run_key(self) -> str:
-        blob = json.dumps({"schema": SCHEMA, **self.canonical()}, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
+        return spec_key(self.canonical())
 
     @classmethod
     def from_dict(cls, d: dict) -> RunSpec:

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import platform
 import subprocess
+import sys
 import time
 import traceback
 from datetime import UTC, datetime
@@ -29,6 +31,7 @@ from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.errors import DivergenceError, SpecError, SupportbenchError
 from supportbench.experiments.spec import SCHEMA, RunSpec
 from supportbench.harness.fingerprint import fingerprint
+from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores, get_method
 from supportbench.methods.diagnostics import Diagnostics
 from supportbench.unlearning.models import resolve_device
@@ -53,6 +56,27 @@ def record_path(results_dir: str | Path, run_key: str) -> Path:
     return Path(results_dir) / "runs" / f"{run_key}.json"
 
 
+class CorruptRecord(SupportbenchError):
+    """A run record on disk that cannot be read (truncated, not UTF-8, not a JSON object)."""
+
+
+def read_record(path: str | Path) -> dict:
+    """A record file's content, or ``CorruptRecord`` naming the file and what is wrong with it."""
+    path = Path(path)
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise CorruptRecord(f"run record '{path}' is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise CorruptRecord(f"run record '{path}' is not valid JSON ({exc.msg} at line {exc.lineno}; "
+                            "truncated?)") from None
+    except IsADirectoryError:
+        raise CorruptRecord(f"run record path '{path}' is a directory") from None
+    if not isinstance(rec, dict):
+        raise CorruptRecord(f"run record '{path}' must hold a JSON object, got {type(rec).__name__}")
+    return rec
+
+
 def resolve_budget(budget: float, total: int) -> int:
     return int(budget) if budget >= 1 else max(1, int(budget * total))
 
@@ -75,6 +99,7 @@ class Runner:
         self._diag = None
         self._planned: dict[tuple, set[str]] = {}
         self._git = git_commit()
+        self.corrupt: dict[str, str] = {}  # record file -> why it could not be read (the run is redone)
 
     # ---- shared state ---------------------------------------------------------------------------------
     def benchmark(self, spec: RunSpec):
@@ -150,7 +175,13 @@ class Runner:
         path = record_path(self.results_dir, spec.run_key)
         if self.force or not path.exists():
             return None
-        rec = json.loads(path.read_text())
+        try:
+            rec = read_record(path)
+        except CorruptRecord as exc:  # the cell is not done: say so, and let the run replace the file
+            if str(path) not in self.corrupt:
+                print(f"warning: {exc}; the run will be redone", file=sys.stderr)
+            self.corrupt[str(path)] = str(exc)
+            return None
         if rec.get("status") == "failed":
             return None
         if not self.reuse_stale and (rec.get("fingerprint") or {}).get("hash") != fingerprint(spec)["hash"]:
@@ -159,7 +190,9 @@ class Runner:
 
     # ---- one run --------------------------------------------------------------------------------------
     def run(self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False) -> dict:
-        """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc completion."""
+        """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc completion.
+        An invalid spec raises before anything is recorded (``harness.validate``)."""
+        validate_spec(spec)
         if spec.variant == "dirr" and spec.split != "calibration" and decision is None and spec.hp("tau") is None:
             from supportbench.errors import DecisionError
 
@@ -197,7 +230,7 @@ class Runner:
         path = record_path(self.results_dir, spec.run_key)
         if not path.exists():
             raise SpecError(f"no record for run {spec.run_key[:12]}: run it before completing it post hoc")
-        old = json.loads(path.read_text())
+        old = read_record(path)
         if old["dirr"] is None or old["dirr"]["complete"]:
             return old
         new = {"compute": {"step_equivalents": 0.0, "wall_s": {}}, "provenance": self._provenance()}
@@ -259,6 +292,9 @@ class Runner:
         outcome = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
         wall["eval"] = time.perf_counter() - t0
         rec["outcome"] = outcome.to_dict()
+        if not all(math.isfinite(float(outcome.to_dict()[k])) for k in ("J", "G_F", "D_coll")):
+            raise DivergenceError(message=f"non-finite outcome (J={outcome.J!r}, G_F={outcome.G_F!r}, "
+                                          f"D_coll={outcome.D_coll!r}): the run diverged")
 
     def _provenance(self) -> dict:
         import transformers

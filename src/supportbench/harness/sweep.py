@@ -11,7 +11,6 @@ from one Diagnostics. Nothing here imports torch: workers do.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ class SweepSummary:
     decisions: dict = field(default_factory=dict)       # "benchmark/objective" -> decision hash
     calibration_errors: dict = field(default_factory=dict)
     post_hoc: int = 0                                     # DIR-R runs completed post hoc
+    corrupt: list[str] = field(default_factory=list)      # unreadable record files found (their runs redone)
 
 
 def _groups(specs: list[RunSpec], decisions: dict, results_dir, cache_dir, complete: bool = False,
@@ -56,6 +56,8 @@ def _execute(executor, specs, decisions, results_dir, cache_dir, summary: SweepS
             for r in results:
                 summary.runs += 1
                 summary.skipped += r["skipped"]
+                if r.get("corrupt"):
+                    summary.corrupt.append(r["corrupt"])
                 if r["status"] == "ok":
                     summary.ok += 1
                 else:
@@ -79,7 +81,10 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
     before ingesting: a completed record differs from the one ingested earlier (a reported conflict).
     ``reuse_stale`` keeps records computed by older code (see ``harness.fingerprint``)."""
     from supportbench.harness.calibration import calibrate_and_freeze
+    from supportbench.harness.runner import CorruptRecord, read_record
+    from supportbench.harness.validate import validate_experiment
 
+    validate_experiment(spec)  # every name and option, before any model is trained or record written
     results_dir = Path(results_dir)
     summary = SweepSummary()
     # phase 1: calibration
@@ -96,7 +101,10 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
                     if s.benchmark == b and s.objective == o:
                         p = results_dir / "runs" / f"{s.run_key}.json"
                         if p.exists():
-                            recs.append(json.loads(p.read_text()))
+                            try:
+                                recs.append(read_record(p))
+                            except CorruptRecord as exc:
+                                summary.corrupt.append(str(exc))
                 try:
                     _, dec = calibrate_and_freeze(recs, results_dir / "decisions",
                                                   baselines=[m for m in spec.methods if m not in spec.dirr_methods],
@@ -116,7 +124,11 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
         for s in final:
             p = results_dir / "runs" / f"{s.run_key}.json"
             if s.variant == "dirr" and p.exists():
-                d = json.loads(p.read_text()).get("dirr") or {}
+                try:
+                    d = read_record(p).get("dirr") or {}
+                except CorruptRecord as exc:
+                    summary.corrupt.append(str(exc))
+                    continue
                 if not d.get("complete", True):
                     todo.append(s)
         done = SweepSummary()

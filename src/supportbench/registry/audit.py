@@ -28,11 +28,16 @@ class AuditReport:
     post_hoc_decisions: list[dict] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
     mixed_fingerprints: list[dict] = field(default_factory=list)
+    unfrozen: list[dict] = field(default_factory=list)
+    undeclared_decisions: list[dict] = field(default_factory=list)
+    decisions_after_baselines: list[dict] = field(default_factory=list)
+    undated: list[dict] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.missing or self.duplicates or self.failed or self.wrong_split or self.post_hoc_decisions
-                    or self.conflicts or self.mixed_fingerprints)
+                    or self.conflicts or self.mixed_fingerprints or self.unfrozen or self.undeclared_decisions
+                    or self.decisions_after_baselines or self.undated)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
@@ -44,7 +49,12 @@ class AuditReport:
                     ("failed runs", self.failed), ("runs from the wrong split", self.wrong_split),
                     ("decisions frozen after the outcomes they govern", self.post_hoc_decisions),
                     ("ingest conflicts", self.conflicts),
-                    ("methods whose records mix code fingerprints (stale records reused)", self.mixed_fingerprints)]
+                    ("methods whose records mix code fingerprints (stale records reused)", self.mixed_fingerprints),
+                    ("final DIR-R runs without a frozen decision", self.unfrozen),
+                    ("DIR-R runs whose decision is not in the registry or disagrees with it",
+                     self.undeclared_decisions),
+                    ("decisions frozen after the baseline outcomes they name", self.decisions_after_baselines),
+                    ("records without a start time", self.undated)]
         for title, rows in sections:
             lines.append(f"{title}: {len(rows)}")
             for r in rows[:20]:
@@ -111,6 +121,29 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             count(DISTINCT p.fingerprint) AS fingerprints, count(*) AS runs
         FROM arun a JOIN provenance p ON p.run_key = a.run_key WHERE p.fingerprint IS NOT NULL
         GROUP BY ALL HAVING count(DISTINCT p.fingerprint) > 1 ORDER BY ALL""")
+    rep.unfrozen = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)}
+        FROM arun a JOIN gate_events g USING (run_key)
+        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND (coalesce(g.unfrozen, false) OR
+              g.decision_hash IS NULL) ORDER BY ALL""")
+    rep.undeclared_decisions = _rows(con, """SELECT a.run_key, a.experiment, a.benchmark, a.objective, a.seed,
+            g.decision_hash, g.tau AS run_tau, d.tau AS decision_tau,
+            CASE WHEN d.hash IS NULL THEN 'decision not in the registry (not in decisions/, or edited)'
+                 ELSE 'tau differs from the decision' END AS reason
+        FROM arun a JOIN gate_events g USING (run_key) LEFT JOIN decisions d ON d.hash = g.decision_hash
+        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL
+          AND (d.hash IS NULL OR (g.tau IS NOT NULL AND g.tau <> d.tau)) ORDER BY ALL""")
+    rep.decisions_after_baselines = _rows(con, """SELECT d.hash, d.benchmark, d.objective,
+            d.frozen_at::VARCHAR AS frozen_at, min(p.started_at)::VARCHAR AS first_baseline_started,
+            count(*) AS baseline_runs_started_before
+        FROM decisions d JOIN arun a ON a.benchmark = d.benchmark AND a.objective = d.objective
+            AND a.variant = 'static' AND a.split <> 'calibration'
+            AND (list_contains(d.baselines, a.method) OR a.method = 'intervention_score')
+            AND a.experiment = coalesce(json_extract_string(d.content, '$.experiment'), a.experiment)
+        JOIN provenance p ON p.run_key = a.run_key
+        WHERE p.started_at < d.frozen_at
+        GROUP BY ALL ORDER BY 1""")
+    rep.undated = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)} FROM arun a
+        LEFT JOIN provenance p USING (run_key) WHERE a.origin = 'record' AND p.started_at IS NULL ORDER BY ALL""")
     rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "
                                "(SELECT 1 FROM arun a WHERE a.run_key = c.run_key) ORDER BY ALL")
     return rep

@@ -2,14 +2,21 @@
 
 Workers write one JSON file per run (atomically), so a reader never sees half a record. ``ingest``
 runs in one transaction: a crash (even kill -9) leaves the database as it was, and rerunning completes
-it. Re-ingesting unchanged files changes nothing; a record whose run_key is already stored with
-different content is reported as a conflict (and kept in ``ingest_conflicts``), never overwritten.
+it. Re-ingesting unchanged files changes nothing. A record whose run_key is already stored with
+different content replaces it only when it is the same run done again on purpose — the retry of a
+failed run, a declared post-hoc completion (same J), or a rerun by other code (another fingerprint);
+anything else is reported as a conflict (and kept in ``ingest_conflicts``), never overwritten.
+
+Nothing invalid is stored: every record is checked before the transaction writes it — UTF-8 JSON
+object, run_key equal to the hash of its own spec, known variant and split, whole seed, known status,
+and a finite J, G_F and D_coll when the status is ``ok``; the error names the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,6 +27,7 @@ import pyarrow as pa
 
 from supportbench.errors import DecisionError, RegistryError
 from supportbench.experiments.decisions import verify_decision
+from supportbench.experiments.spec import SPLITS, VARIANTS, spec_key
 from supportbench.registry.store import one, scalar
 
 STATUSES = ("ok", "failed", "diverged")
@@ -56,10 +64,14 @@ class IngestReport:
     conflicts: list[dict] = field(default_factory=list)
     decisions_new: int = 0
     decision_conflicts: list[dict] = field(default_factory=list)
+    replaced: int = 0  # stored records replaced by a retry, a post-hoc completion or a rerun by other code
 
     def summary(self) -> str:
         s = (f"{self.files} record files: {self.new} new, {self.unchanged} unchanged, {len(self.conflicts)} conflicts; "
              f"{self.decisions_new} new decisions")
+        if self.replaced:
+            s += (f"\n  {self.replaced} stored records replaced by the same run done again (a retried failure, a "
+                  "post-hoc completion, or a rerun by changed code)")
         for c in self.conflicts[:10]:
             s += (f"\n  conflict: run {c['run_key'][:12]} in {c['source']} differs from the stored record "
                   "(not overwritten)")
@@ -74,18 +86,74 @@ def _read(path: str) -> bytes:
 
 
 def _read_all(names: list[str]) -> list[bytes]:
-    return [_read(n) for n in names]
+    """Read and check one chunk (on the reader thread, while DuckDB ingests the previous chunk)."""
+    texts = [_read(n) for n in names]
+    for n, t in zip(names, texts):
+        check_record(n, t)
+    return texts
+
+
+def _finite(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
+
+
+def check_record(name: str, text: bytes) -> dict:
+    """The parsed record, or a ``RegistryError`` naming the file and what is wrong."""
+    try:
+        rec = json.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise RegistryError(f"{name}: not UTF-8 text (byte {exc.start}); nothing ingested") from None
+    except json.JSONDecodeError as exc:
+        raise RegistryError(f"truncated or invalid record file(s), nothing ingested: {name} (not valid JSON: "
+                            f"{exc.msg} at line {exc.lineno})") from None
+    if not isinstance(rec, dict) or not isinstance(rec.get("spec"), dict) or not rec.get("run_key"):
+        raise RegistryError(f"record file(s) without run_key or spec, nothing ingested: {name}")
+    spec = rec["spec"]
+    if spec.get("variant") not in VARIANTS:
+        raise RegistryError(f"{name}: unknown variant {spec.get('variant')!r}; allowed: {', '.join(VARIANTS)}")
+    if spec.get("split") not in SPLITS:
+        raise RegistryError(f"{name}: unknown split {spec.get('split')!r}; allowed: {', '.join(SPLITS)}")
+    if isinstance(spec.get("seed"), bool) or not isinstance(spec.get("seed"), int):
+        raise RegistryError(f"{name}: seed must be a whole number, got {spec.get('seed')!r}")
+    for k in ("experiment", "benchmark", "field", "objective", "method"):
+        if not isinstance(spec.get(k), str) or not spec[k]:
+            raise RegistryError(f"{name}: spec.{k} must be a non-empty string, got {spec.get(k)!r}")
+    want = spec_key(spec)
+    if rec["run_key"] != want:
+        raise RegistryError(f"{name}: run_key {str(rec['run_key'])[:16]!r} does not match its spec (recomputed "
+                            f"{want[:16]}...): the record was edited or its key invented; nothing ingested")
+    if rec.get("status") not in STATUSES:
+        raise RegistryError(f"unknown status in record file(s), nothing ingested: {name}: {rec.get('status')!r}; "
+                            f"allowed: {', '.join(STATUSES)}")
+    if rec["status"] == "ok":
+        out = rec.get("outcome")
+        bad = [k for k in ("J", "G_F", "D_coll") if not isinstance(out, dict) or not _finite(out.get(k))]
+        if bad:
+            got = {k: (out or {}).get(k) for k in bad} if isinstance(out, dict) else out
+            raise RegistryError(f"{name}: status 'ok' but {', '.join(bad)} not a finite number ({got!r}); "
+                                "a run without a finite outcome is 'failed' or 'diverged'")
+    return rec
 
 
 def _list(directory: Path) -> list[str]:
     if not directory.is_dir():
         return []
-    return sorted(e.path for e in os.scandir(directory) if e.name.endswith(".json") and not e.name.startswith("."))
+    out = []
+    for e in os.scandir(directory):
+        if e.name.endswith(".json") and not e.name.startswith("."):
+            if not e.is_file():
+                raise RegistryError(f"{e.path} is a directory, not a record file: move it out of {directory}")
+            out.append(e.path)
+    return sorted(out)
 
 
 def ingest(con, results_dir: str | Path, *, chunk: int = 20_000) -> IngestReport:
     """Ingest ``<results_dir>/decisions/*.json`` and ``<results_dir>/runs/*.json`` into ``con``."""
     results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        raise RegistryError(f"no results directory '{results_dir}' (expected {results_dir}/runs/*.json)")
+    if not (results_dir / "runs").is_dir() and not (results_dir / "decisions").is_dir():
+        raise RegistryError(f"'{results_dir}' has neither runs/ nor decisions/: not a results directory")
     rep = IngestReport()
     run_files = _list(results_dir / "runs")
     dec_files = _list(results_dir / "decisions")
@@ -112,8 +180,12 @@ def ingest(con, results_dir: str | Path, *, chunk: int = 20_000) -> IngestReport
 def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
     for f in files:
         try:
-            dec = json.loads(_read(f))
+            dec = json.loads(_read(f).decode("utf-8"))
+            if not isinstance(dec, dict):
+                raise RegistryError(f"decision file {f} must hold a JSON object")
             verify_decision(dec, source=f)
+        except UnicodeDecodeError:
+            raise RegistryError(f"decision file {f} is not UTF-8 text") from None
         except json.JSONDecodeError as exc:
             raise RegistryError(f"truncated or invalid decision file {f}: {exc.msg}") from None
         except DecisionError as exc:
@@ -163,6 +235,20 @@ def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport) 
     if bad:
         raise RegistryError("unknown status in record file(s), nothing ingested: "
                             + ", ".join(f"{f}: {s!r}" for f, s in bad) + f"; allowed: {', '.join(STATUSES)}")
+    # the same run done again on purpose replaces the stored record: a retried failure, a declared post-hoc
+    # completion that reproduces J, or a rerun by other code (its fingerprint differs)
+    again = [r[0] for r in con.execute("""SELECT s.run_key FROM st2 s JOIN outcomes o USING (run_key)
+        LEFT JOIN gate_events g USING (run_key) LEFT JOIN provenance p USING (run_key)
+        WHERE s.old_h <> s.h AND s.k = 1 AND (o.status = 'failed'
+           OR (coalesce(s.r.dirr.post_hoc, false) AND NOT coalesce(g.complete, false) AND s.r.outcome.J = o.J)
+           OR (s.r.fingerprint.hash IS NOT NULL AND s.r.fingerprint.hash IS DISTINCT FROM p.fingerprint))
+        """).fetchall()]
+    if again:
+        con.execute("CREATE OR REPLACE TEMP TABLE again AS SELECT unnest(?::VARCHAR[]) AS run_key", [again])
+        for tbl in ("outcomes", "supports", "provenance", "gate_events", "candidates", "runs"):
+            con.execute(f"DELETE FROM {tbl} WHERE run_key IN (SELECT run_key FROM again)")
+        con.execute("UPDATE st2 SET old_h = NULL WHERE run_key IN (SELECT run_key FROM again)")
+        rep.replaced += len(again)
     # classify against what is stored: new, unchanged, or conflicting (kept aside, never overwritten)
     rep.unchanged += scalar(con, "SELECT count(*) FROM st2 WHERE old_h = h")
     clash = con.execute("SELECT run_key, filename FROM st2 WHERE old_h <> h").fetchall()
@@ -216,13 +302,21 @@ def import_table(con, path: str | Path) -> IngestReport:
     path = Path(path)
     if not path.exists():
         raise RegistryError(f"no such file: {path}")
-    if path.suffix == ".parquet":
-        df = pl.read_parquet(path)
-        df = df.with_columns([pl.col(c).cast(pl.String) for c in df.columns])
-    elif path.suffix == ".csv":
-        df = pl.read_csv(path, infer_schema=False)
-    else:
+    if path.suffix not in (".csv", ".parquet"):
         raise RegistryError(f"{path.name}: unknown table format '{path.suffix}'; allowed: .csv, .parquet")
+    if not path.is_file() or path.stat().st_size == 0:
+        raise RegistryError(f"{path}: empty or not a file; an outcome table needs a header row with "
+                            f"{', '.join(OUTCOME_COLUMNS)}")
+    try:
+        if path.suffix == ".parquet":
+            df = pl.read_parquet(path)
+            df = df.with_columns([pl.col(c).cast(pl.String) for c in df.columns])
+        else:
+            df = pl.read_csv(path, infer_schema=False)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise RegistryError(f"{path}: cannot be read as {path.suffix[1:]}: {str(exc).splitlines()[0]}") from None
+    if df.height == 0:
+        raise RegistryError(f"{path}: no rows")
     missing = [c for c in OUTCOME_COLUMNS if c not in df.columns]
     if missing:
         raise RegistryError(f"{path.name}: missing column(s) {missing}; required: {', '.join(OUTCOME_COLUMNS)}")
@@ -234,9 +328,16 @@ def import_table(con, path: str | Path) -> IngestReport:
                 return None
             raise RegistryError(f"{path.name} row {i}: '{col}' is empty")
         try:
-            return kind(float(v)) if kind is int else kind(v)
+            x = float(v)
         except (TypeError, ValueError):
             raise RegistryError(f"{path.name} row {i}: '{col}' must be numeric, got {v!r}") from None
+        if not math.isfinite(x):
+            raise RegistryError(f"{path.name} row {i}: '{col}' must be a finite number, got {v!r}")
+        if kind is int:
+            if x != int(x):
+                raise RegistryError(f"{path.name} row {i}: '{col}' must be a whole number, got {v!r}")
+            return int(x)
+        return x
 
     def boolean(v, i):
         if v in (None, ""):
@@ -257,6 +358,11 @@ def import_table(con, path: str | Path) -> IngestReport:
             if not r[col]:
                 raise RegistryError(f"{path.name} row {i}: '{col}' is empty")
         p = {c: r[c] for c in ("experiment", "benchmark", "field", "objective", "method", "variant", "split")}
+        if p["variant"] not in VARIANTS:
+            raise RegistryError(f"{path.name} row {i}: unknown variant {p['variant']!r}; "
+                                f"allowed: {', '.join(VARIANTS)}")
+        if p["split"] not in SPLITS:
+            raise RegistryError(f"{path.name} row {i}: unknown split {p['split']!r}; allowed: {', '.join(SPLITS)}")
         p["seed"] = num(r["seed"], "seed", i, int, nullable=False)
         p["status"] = status
         for col in ("J", "G_F", "D_coll"):

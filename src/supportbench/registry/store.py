@@ -1,11 +1,17 @@
 """The DuckDB results registry: one file, plain-SQL schema with a migration table.
 
-Many workers write run-record files; exactly one process ingests them (``ingest.py``). Nothing here
-imports torch or transformers.
+Many workers write run-record files; exactly one process ingests them (``ingest.py``). A second
+process that opens the file while another holds its lock waits (``SUPPORTBENCH_LOCK_TIMEOUT`` seconds,
+default 120) and then stops with a clear message; it never dies on DuckDB's raw lock error.
+``query_connection`` is the locked-down connection behind ``registry query``: read-only, no access to
+other files, configuration locked, one read statement at a time. Nothing here imports torch or
+transformers.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -22,19 +28,79 @@ def _schema_sql() -> str:
     return resources.files("supportbench.registry").joinpath("schema.sql").read_text()
 
 
-def connect(path: str | Path = DEFAULT_PATH, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+def _open(path: Path, read_only: bool, config: dict | None = None,
+          timeout: float | None = None) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, waiting while another process holds the file's lock; errors name the file."""
+    timeout = float(os.environ.get("SUPPORTBENCH_LOCK_TIMEOUT", 120)) if timeout is None else timeout
+    deadline, delay = time.monotonic() + timeout, 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only, config=config or {})
+        except duckdb.IOException as exc:
+            msg = str(exc)
+            if "lock" in msg.lower():
+                if time.monotonic() < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+                    continue
+                raise RegistryError(f"registry '{path}' is locked by another process (an ingest?); waited "
+                                    f"{timeout:.0f} s (SUPPORTBENCH_LOCK_TIMEOUT). Retry when it has "
+                                    "finished") from None
+            raise RegistryError(f"'{path}' is not a DuckDB registry file: {msg.splitlines()[0]}") from None
+        except duckdb.Error as exc:
+            raise RegistryError(f"'{path}' cannot be opened as a DuckDB registry: {str(exc).splitlines()[0]}") from None
+
+
+def connect(path: str | Path = DEFAULT_PATH, *, read_only: bool = False,
+            timeout: float | None = None) -> duckdb.DuckDBPyConnection:
     """Open (and, when writable, create or migrate) the registry at ``path``."""
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise RegistryError(f"registry path '{path}' is a directory, not a DuckDB file")
     if read_only:
         if not path.exists():
             raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
-        con = duckdb.connect(str(path), read_only=True)
+        con = _open(path, True, timeout=timeout)
         _check_version(con, path)
         return con
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path))
+    con = _open(path, False, timeout=timeout)
     migrate(con)
     return con
+
+
+READ_STATEMENTS = ("SELECT",)
+
+
+def query_connection(path: str | Path) -> duckdb.DuckDBPyConnection:
+    """A connection for user SQL: read-only, no file or network access beyond this registry
+    (``enable_external_access = false``), and ``lock_configuration`` so the query cannot undo either."""
+    path = Path(path)
+    if not path.is_file():
+        raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
+    con = _open(path, True, config={"enable_external_access": False})
+    _check_version(con, path)
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+def run_query(con: duckdb.DuckDBPyConnection, sql: str):
+    """Run one read statement (SELECT, WITH ... SELECT, VALUES, a table function); refuse anything else:
+    several statements, COPY, EXPORT, ATTACH, SET, PRAGMA, writes."""
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise RegistryError(f"cannot parse the query: {str(exc).splitlines()[0]}") from None
+    if len(statements) != 1:
+        raise RegistryError(f"one statement at a time, got {len(statements)}")
+    kind = statements[0].type.name
+    if kind not in READ_STATEMENTS:
+        raise RegistryError(f"the query connection is read-only: only read queries (SELECT ...) are allowed, "
+                            f"got a statement of type {kind}")
+    try:
+        return con.sql(sql)
+    except duckdb.Error as exc:
+        raise RegistryError(f"query failed: {str(exc).splitlines()[0]}") from None
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from pathlib import Path
 
 from supportbench._io import write_text_atomic
+from supportbench.experiments.spec import spec_key
 
 ACTIONS = ("0.0", "0.01", "0.025", "0.05", "0.1")
 
@@ -22,7 +22,7 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
             "model": "tiny-llama", "hyperparameters": {"lr": 0.01, **({"tag": extra_key} if extra_key else {})}}
     if variant == "dirr":
         spec.update(t=t, d=d, rho_p=0.01)
-    run_key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    run_key = spec_key(spec)
     rec = {"schema": 1, "run_key": run_key, "spec": spec, "status": status,
            "error": None if status == "ok" else "RuntimeError: synthetic failure",
            "outcome": {"J": J, "G_F": J + 0.5, "D_coll": 0.5, "components": components or {"forget_prob": 0.1}}

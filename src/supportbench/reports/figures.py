@@ -9,6 +9,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+# Labels carry user strings (method, field and experiment names): never let matplotlib read them as
+# mathtext or TeX, whatever '$', '\\', '_' or '^' they hold.
+SAFE_TEXT = {"text.parse_math": False, "text.usetex": False}
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
@@ -145,14 +148,17 @@ def render_figures(ctx: Context, out: str | Path, con=None) -> dict[str, str | N
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     status = {}
-    for name, fn in FIGURES.items():
-        try:
-            fig = fn(ctx, con) if name == "support-jaccard" else fn(ctx)
-        except Missing as m:
-            status[name] = str(m)
-            continue
-        for ext in ("png", "pdf"):
-            fig.savefig(out / f"{name}.{ext}", dpi=150, bbox_inches="tight")
-        plt.close(fig)
-        status[name] = None
+    with matplotlib.rc_context(SAFE_TEXT):
+        for name, fn in FIGURES.items():
+            try:
+                fig = fn(ctx, con) if name == "support-jaccard" else fn(ctx)
+            except Missing as m:
+                status[name] = str(m)
+                continue
+            try:
+                for ext in ("png", "pdf"):
+                    fig.savefig(out / f"{name}.{ext}", dpi=150, bbox_inches="tight")
+            finally:
+                plt.close(fig)
+            status[name] = None
     return status

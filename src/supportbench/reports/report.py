@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from supportbench._io import write_text_atomic
@@ -10,7 +12,7 @@ from supportbench.errors import RegistryError
 from supportbench.registry.store import connect
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
-from supportbench.reports.paper import TABLES, Context, file_name, render_all
+from supportbench.reports.paper import TABLES, Context, file_name, render_all, tex
 
 PAPER_TEX = r"""\documentclass{article}
 \usepackage[T1]{fontenc}
@@ -28,9 +30,32 @@ Generated from \texttt{%s}.
 def report(registry: str | Path, out: str | Path, experiment: str | None = None,
            findings_path: str | Path | None = None) -> dict:
     """Write one experiment's report. ``experiment`` may be left out only when the registry holds one:
-    statistics never mix experiments."""
+    statistics never mix experiments. The report is written whole or not at all: into a temporary
+    folder beside ``out``, which replaces ``out`` only once every file is written."""
     out = Path(out)
-    con = connect(registry, read_only=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        con = connect(registry, read_only=True)
+        try:
+            status, text = _write(con, registry, tmp, experiment)
+        finally:
+            con.close()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+    if findings_path:
+        write_text_atomic(Path(findings_path), text)
+    return status
+
+
+def _write(con, registry, out: Path, experiment: str | None) -> tuple[dict, str]:
     exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
     if experiment is None and len(exps) > 1:
         raise RegistryError(f"registry '{registry}' holds {len(exps)} experiments ({', '.join(exps)}); "
@@ -43,7 +68,7 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
     figures = render_figures(ctx, out / "figures", con)
     inputs = "\n".join(f"\\input{{tables/{file_name(label)}}}\n\\clearpage" if i % 3 == 2 else
                        f"\\input{{tables/{file_name(label)}}}" for i, label in enumerate(TABLES))
-    write_text_atomic(out / "paper.tex", PAPER_TEX % (str(registry).replace("_", r"\_"), inputs))
+    write_text_atomic(out / "paper.tex", PAPER_TEX % (tex(str(registry)), inputs))
     md = [f"# supportbench report\n\nRegistry: `{registry}`" + (f", experiment `{experiment}`" if experiment else ""),
           f"\nRuns in the registry view: {ctx.results.height} "
           f"({ctx.results.filter(ctx.results['status'] != 'ok').height} not ok; missing runs are never imputed — "
@@ -58,8 +83,7 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
         md.append(f"| {name} | {files} | {'rendered' if why is None else 'missing: ' + why} |")
     md.append("\n`paper.tex` inputs every table: `pdflatex paper.tex` in this folder builds one document.\n")
     text = findings(ctx, con, experiment, str(registry))
-    for path in {out / "findings.md", *([Path(findings_path)] if findings_path else [])}:
-        write_text_atomic(path, text)
+    write_text_atomic(out / "findings.md", text)
     md.append("`findings.md`: which of the paper's claims this registry supports, with the numbers.\n")
     write_text_atomic(out / "report.md", "\n".join(md))
-    return {"tables": tables, "figures": figures}
+    return {"tables": tables, "figures": figures}, text

@@ -141,6 +141,55 @@ def save_model(model, tokenizer, path: str | Path) -> Path:
     return path
 
 
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "model.safetensors.index.json",
+                   "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
+def check_model_dir(path: str | Path) -> None:
+    """Fail fast, naming the folder, unless ``path`` holds what ``load_model`` needs: a readable
+    config.json, weights, and a tokenizer."""
+    import json as _json
+
+    path = Path(path)
+    if not path.is_dir():
+        raise SupportbenchError(f"no model at '{path}': not a directory")
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        raise SupportbenchError(f"'{path}' is not a Hugging Face model directory: no config.json")
+    try:
+        conf = _json.loads(cfg.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, _json.JSONDecodeError) as exc:
+        raise SupportbenchError(f"'{cfg}' is not valid JSON: {exc}") from None
+    if not isinstance(conf, dict) or "model_type" not in conf:
+        raise SupportbenchError(f"'{cfg}' has no 'model_type': not a transformers config")
+    if not any(f.is_file() for pat in WEIGHT_PATTERNS for f in path.glob(pat)):
+        raise SupportbenchError(f"model directory '{path}' has config.json but no weights (looked for "
+                                f"{', '.join(WEIGHT_PATTERNS)})")
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise SupportbenchError(f"model directory '{path}' has no tokenizer (looked for {', '.join(TOKENIZER_FILES)})")
+
+
+def geometry_shape(model: str) -> tuple[int, int]:
+    """(smallest group cost, total editable cost) of a preset or a local model's geometry, from its config
+    alone: the model is built on the meta device, nothing is allocated or loaded."""
+    from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
+
+    from supportbench.unlearning.support import discover_geometry
+
+    if model in PRESETS:
+        p = PRESETS[model]
+        cfg = LlamaConfig(vocab_size=p.vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
+                          num_hidden_layers=p.num_hidden_layers, num_attention_heads=p.num_attention_heads)
+    else:
+        check_model_dir(model)
+        cfg = AutoConfig.from_pretrained(model, local_files_only=True)
+    with torch.device("meta"):
+        m = AutoModelForCausalLM.from_config(cfg)
+    geo = discover_geometry(m)
+    return int(geo.costs.min()), int(geo.total_cost)
+
+
 def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | None = None):
     """Load a local HF causal LM + tokenizer (safetensors weights); never reaches a hub."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -148,8 +197,7 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
 
     hf_logging.disable_progress_bar()  # one bar per load would drown the sweep's own progress
     path = Path(path)
-    if not (path / "config.json").exists():
-        raise SupportbenchError(f"no model at '{path}': expected a directory with config.json and weights")
+    check_model_dir(path)
     kwargs = {"local_files_only": True}
     if dtype is not None:
         kwargs["dtype"] = dtype

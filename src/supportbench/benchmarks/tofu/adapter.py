@@ -78,6 +78,7 @@ PREP_VERSION = "tofu-prepare-v2"
 # ---- the benchmark -----------------------------------------------------------------------------------
 @register_benchmark("tofu")
 class Tofu:
+    FIELDS = FIELDS                    # the fields a run may name (checked before any work)
     question_key = "question"          # the question form used by dev/eval splits
     finetune_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16)  # tiny presets, from scratch
     # pretrained local models: TOFU's fine-tuning recipe (Maini et al. 2024)

@@ -5,14 +5,31 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 _RUNNER = None
 
 
-def _init_worker() -> None:
+def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
+    """Watch the parent process; when it is gone (kill -9 of a sweep), leave at once. The pool's own shutdown
+    never runs in that case, and a worker holding theta_0 would otherwise linger."""
+    import threading
+
+    def watch():
+        while True:
+            time.sleep(interval)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _init_worker(parent: int | None = None) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"
+    if parent is not None:
+        _exit_with_parent(parent)
     import torch
 
     torch.set_num_threads(1)
@@ -25,7 +42,7 @@ def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisi
     ``reuse_stale``: keep records whose code fingerprint differs from the current code's."""
     global _RUNNER
     from supportbench.experiments.spec import RunSpec
-    from supportbench.harness.runner import Runner
+    from supportbench.harness.runner import Runner, record_path
 
     if _RUNNER is None or (str(_RUNNER.results_dir), _RUNNER.cache_dir) != (results_dir, cache_dir):
         _RUNNER = Runner(results_dir, cache_dir=cache_dir, progress=False)
@@ -37,13 +54,20 @@ def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisi
     for spec, dec in zip(specs, decisions):
         rec = _RUNNER.complete_post_hoc(spec, dec) if complete else _RUNNER.run(spec, decision=dec)
         out.append({"run_key": rec["run_key"], "status": rec["status"], "skipped": bool(rec.get("_skipped")),
-                    "error": (rec.get("error") or "").splitlines()[0] if rec.get("error") else None})
+                    "error": (rec.get("error") or "").splitlines()[0] if rec.get("error") else None,
+                    "corrupt": _RUNNER.corrupt.pop(str(record_path(results_dir, rec["run_key"])), None)})
     return out
 
 
 class LocalExecutor:
     def __init__(self, workers: int | None = None):
         self.workers = workers or os.cpu_count() or 1
+
+    def pool(self) -> ProcessPoolExecutor:
+        """The worker pool: spawn context (torch and fork do not mix), one torch thread per worker, and
+        workers that exit when this process dies."""
+        return ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"), initializer=_init_worker,
+                                   initargs=(os.getpid(),))
 
     def map_groups(self, tasks: Iterable[tuple]) -> Iterator[list[dict]]:
         """Yield each task's results as it completes; tasks are argument tuples for ``run_group``."""
@@ -53,8 +77,7 @@ class LocalExecutor:
             for t in tasks:
                 yield run_group(*t)
             return
-        ctx = mp.get_context("spawn")  # torch and fork do not mix
-        with ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_init_worker) as pool:
+        with self.pool() as pool:
             futures = [pool.submit(run_group, *t) for t in tasks]
             for f in as_completed(futures):
                 yield f.result()

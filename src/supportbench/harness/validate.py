@@ -1,0 +1,96 @@
+"""Check a run (or a whole experiment) before any expensive work: every name against its registry
+("did you mean"), every option against what its owner accepts, the model folder, and the budget against
+the model's geometry (read from its config on the meta device). A failure raises a ``SupportbenchError``
+naming the bad value and what is allowed: the CLI exits 2, and nothing is recorded or trained — a
+user's mistake is never stored as a failed run.
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import cache
+from pathlib import Path
+
+from supportbench.benchmarks.base import BENCHMARKS
+from supportbench.errors import SpecError
+from supportbench.experiments.plan import ExperimentSpec
+from supportbench.experiments.spec import RunSpec
+from supportbench.methods.base import METHODS, get_method
+from supportbench.methods.diagnostics import _cache_key
+from supportbench.unlearning.models import PRESETS, check_model_dir, geometry_shape, is_model_dir
+from supportbench.unlearning.objectives import get_objective
+
+
+@cache
+def _shape(model: str) -> tuple[int, int]:
+    return geometry_shape(model)
+
+
+def _check_model(model: str) -> None:
+    if model in PRESETS:
+        return
+    if is_model_dir(model):
+        check_model_dir(model)
+        return
+    from supportbench.errors import UnknownNameError
+
+    raise UnknownNameError("model preset or local model directory (with config.json)", model, PRESETS)
+
+
+def _check_budget(spec: RunSpec) -> None:
+    group, total = _shape(spec.model)
+    scalars = spec.budget if spec.budget >= 1 else spec.budget * total
+    if scalars < group:
+        raise SpecError(f"budget {spec.budget!r} = {int(scalars)} editable scalars is below one group of "
+                        f"'{spec.model}' ({group} scalars; {total} in all): allowed is >= {group} scalars or a "
+                        f"fraction >= {group / total:.3g}")
+    if spec.budget >= 1 and spec.budget > total:
+        raise SpecError(f"budget {int(spec.budget)} scalars exceeds the {total} editable scalars of '{spec.model}'")
+
+
+def _check_benchmark(spec: RunSpec) -> None:
+    cls = BENCHMARKS.get(spec.benchmark)
+    fields = getattr(cls, "FIELDS", None)
+    if fields is not None and spec.field not in fields:
+        from supportbench.errors import UnknownNameError
+
+        raise UnknownNameError(f"{spec.benchmark} field", spec.field, fields)
+    options = spec.benchmark_options()
+    try:
+        inspect.signature(cls).bind_partial(**options)
+    except TypeError as exc:
+        raise SpecError(f"benchmark '{spec.benchmark}' rejects its options {options}: {exc}") from None
+    data_dir = options.get("data_dir")
+    if data_dir is not None and not Path(data_dir).is_dir():
+        raise SpecError(f"benchmark.data_dir '{data_dir}' does not exist or is not a directory")
+
+
+def _check_method(spec: RunSpec) -> None:
+    METHODS.get(spec.method)
+    try:
+        m = get_method(spec.method, **spec.prefixed("method."))
+    except Exception as exc:  # a constructor's own check: report it as the user's input
+        raise SpecError(f"method '{spec.method}' rejects its options {spec.prefixed('method.')}: {exc}") from None
+    for key in getattr(m, "requires", ()):
+        _cache_key(key)
+
+
+def validate_spec(spec: RunSpec) -> None:
+    """Raise on anything that would make ``spec`` fail for a reason other than the run itself."""
+    _check_benchmark(spec)
+    get_objective(spec.objective, **spec.prefixed("objective."))
+    _check_method(spec)
+    _check_model(spec.model)
+    _check_budget(spec)
+
+
+def validate_experiment(exp: ExperimentSpec) -> None:
+    """Every distinct run of an experiment, checked up front; names are checked once each."""
+    for m in (*exp.methods, *exp.dirr_methods):
+        METHODS.get(m)
+    seen = set()
+    for spec in exp.all_runs():
+        key = (spec.benchmark, spec.field, spec.objective, spec.method, spec.model, spec.budget, spec.hyperparameters)
+        if key not in seen:
+            seen.add(key)
+            validate_spec(spec)

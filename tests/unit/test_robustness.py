@@ -1,0 +1,434 @@
+"""The promises of the robustness issue, one test each: bad input fails fast and clearly (exit code 2 or a
+named error, nothing written), nothing invalid is stored as ok, frozen decisions cannot be forged or
+back-dated, the query command cannot touch other files, and processes behave under concurrency."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from supportbench.cli import main
+from supportbench.errors import DecisionError, RegistryError, SpecError
+from supportbench.experiments.decisions import decision_hash, freeze_decision, load_decision
+from supportbench.experiments.plan import ExperimentSpec
+from supportbench.registry import synthetic as syn
+from supportbench.registry.audit import audit
+from supportbench.registry.ingest import import_table, ingest
+from supportbench.registry.store import connect, scalar
+
+CLI = [sys.executable, "-m", "supportbench.cli"]
+
+
+def nothing_written(*dirs: Path) -> bool:
+    return all(not d.exists() or not any(d.rglob("*")) for d in dirs)
+
+
+# ---- validate before any expensive work ------------------------------------------------------------------
+@pytest.mark.parametrize("args, says", [
+    (["--method", "wagel"], "Did you mean 'wagle'"),
+    (["--benchmark", "tofuu"], "Did you mean 'tofu'"),
+    (["--objective", "npoo"], "Did you mean 'npo'"),
+    (["--field", "forget11"], "Did you mean 'forget10'"),
+    (["--variant", "dirr", "--rho-p", "0.07", "--allow-unfrozen"], "rho_p 0.07 is not a probe action"),
+    (["--budget", "1.5"], "neither a fraction"),
+    (["--budget", "nan"], "budget must be > 0 and finite"),
+    (["--budget", "inf"], "budget must be > 0 and finite"),
+    (["--budget", "10"], "below one group of 'tiny-llama' \\(96 scalars"),
+    (["--set", "lr=-1"], "lr = -1: must be a finite number > 0"),
+    (["--set", "method.nope=1"], "method 'intervention_score' rejects its options"),
+])
+def test_bad_run_input_exits_2_and_writes_nothing(tmp_path, capsys, args, says):
+    res, cache = tmp_path / "results", tmp_path / "cache"
+    rc = main(["run", "--results", str(res), "--cache", str(cache), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and __import__("re").search(says, err), err
+    assert "Traceback" not in err
+    assert nothing_written(res, cache)
+
+
+def test_model_folder_without_weights_exits_2_before_training(tmp_path, capsys):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 8}))
+    res, cache = tmp_path / "results", tmp_path / "cache"
+    rc = main(["run", "--model", str(folder), "--results", str(res), "--cache", str(cache)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "has config.json but no weights" in err and str(folder) in err
+    assert nothing_written(res, cache)
+
+
+SPEC = """
+[experiment]
+name = "x"
+benchmarks = ["tofu"]
+fields = ["forget10"]
+objectives = ["npo"]
+methods = ["random"]
+dirr_methods = ["intervention_score"]
+T = 4
+t = 2
+d = 1
+rho_p = 0.05
+[experiment.seeds]
+calibration = [1]
+final = [2]
+"""
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda s: s + "[hyperparamters]\nlr = 0.1\n",
+     "unknown section 'hyperparamters' \\(did you mean 'hyperparameters'"),
+    (lambda s: s + "[dir]\nselection = 'evaluation'\n", "unknown section 'dir' \\(did you mean 'dirr'"),
+    (lambda s: s + "[dirr]\nadmisible_range = [0, 1]\n",
+     "'dirr.admisible_range' \\(did you mean 'dirr.admissible_range'"),
+    (lambda s: s.replace("final = [2]", 'final = ["a"]'), "experiment.seeds.final must hold whole numbers, got 'a'"),
+    (lambda s: s.replace("rho_p = 0.05", "rho_p = 0.07"), "rho_p 0.07 is not a probe action"),
+    (lambda s: s + "[dirr]\nselection = 'evaluatoin'\n", "dirr.selection 'evaluatoin' is not allowed"),
+    (lambda s: s.replace("budgt", "x").replace("T = 4", "T = 4\nbudgt = 0.1"), "did you mean 'experiment.budget'"),
+])
+def test_bad_experiment_specs_are_refused_at_load(tmp_path, edit, says):
+    f = tmp_path / "x.toml"
+    f.write_text(edit(SPEC))
+    with pytest.raises(SpecError, match=says):
+        ExperimentSpec.from_toml(f)
+
+
+@pytest.mark.parametrize("bad, says", [
+    ('methods = ["random", "wagel"]', "Did you mean 'wagle'"),
+    ('dirr_methods = ["intervention_scor"]', "Did you mean 'intervention_score'"),
+    ('objectives = ["npoo"]', "Did you mean 'npo'"),
+])
+def test_sweep_checks_every_name_before_running(tmp_path, capsys, bad, says):
+    key = bad.split(" = ")[0]
+    text = "\n".join(bad if line.startswith(key + " ") else line for line in SPEC.splitlines())
+    (tmp_path / "x.toml").write_text(text)
+    res = tmp_path / "results"
+    rc = main(["sweep", str(tmp_path / "x.toml"), "--results", str(res), "--workers", "1",
+               "--cache", str(tmp_path / "cache")])
+    assert rc == 2 and says in capsys.readouterr().err
+    assert nothing_written(res, tmp_path / "cache")
+
+
+# ---- clear errors naming the file ------------------------------------------------------------------------
+def test_truncated_decision_file_is_named(tmp_path):
+    dec = freeze_decision(tmp_path, tau=0.1, rho_p=0.01, d=2, t=4, T=8, actions=[0, 0.01], admissible_range=[0, 1],
+                          calibration_seeds=[1], baselines=[], benchmark="tofu", objective="npo",
+                          selection="evaluation")
+    p = tmp_path / f"{dec['hash']}.json"
+    p.write_text(p.read_text()[:30])
+    with pytest.raises(DecisionError, match=rf"{p.name}' is not valid JSON \(truncated\?\)"):
+        load_decision(p)
+
+
+def test_registry_path_that_is_not_duckdb(tmp_path, capsys):
+    bogus = tmp_path / "notes.duckdb"
+    bogus.write_text("hello")
+    assert main(["audit", "--registry", str(bogus)]) == 2
+    assert f"'{bogus}' is not a DuckDB registry file" in capsys.readouterr().err
+    with pytest.raises(RegistryError, match="is a directory"):
+        connect(tmp_path)
+
+
+def test_empty_csv_is_named(tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(RegistryError, match="empty.csv: empty or not a file"):
+        import_table(connect(tmp_path / "r.duckdb"), tmp_path / "empty.csv")
+
+
+def test_directory_named_json_and_non_utf8_record_are_named(tmp_path):
+    res = tmp_path / "res"
+    (res / "runs" / "oops.json").mkdir(parents=True)
+    with pytest.raises(RegistryError, match="oops.json is a directory, not a record file"):
+        ingest(connect(tmp_path / "r.duckdb"), res)
+    (res / "runs" / "oops.json").rmdir()
+    (res / "runs" / "latin1.json").write_bytes('{"run_key": "caf\xe9"}'.encode("latin-1"))
+    with pytest.raises(RegistryError, match="latin1.json: not UTF-8"):
+        ingest(connect(tmp_path / "r.duckdb"), res)
+
+
+def test_ingest_of_a_missing_folder_is_an_error(tmp_path):
+    with pytest.raises(RegistryError, match="no results directory"):
+        ingest(connect(tmp_path / "r.duckdb"), tmp_path / "nope")
+
+
+# ---- nothing invalid is stored as ok ---------------------------------------------------------------------
+def _edit_outcome(rec, **kw):
+    return {**rec, "outcome": {**rec["outcome"], **kw}}
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda r: _edit_outcome(r, J=float("nan")), "status 'ok' but J not a finite number"),
+    (lambda r: _edit_outcome(r, J=float("inf")), "status 'ok' but J not a finite number"),
+    (lambda r: _edit_outcome(r, J=None), "status 'ok' but J not a finite number"),
+    (lambda r: _edit_outcome(r, J="1.0"), "status 'ok' but J not a finite number"),
+    (lambda r: {**r, "spec": {**r["spec"], "seed": 1.5}}, "seed must be a whole number, got 1.5"),
+    (lambda r: {**r, "spec": {**r["spec"], "variant": "dynamic"}}, "unknown variant 'dynamic'"),
+    (lambda r: {**r, "spec": {**r["spec"], "split": "test"}}, "unknown split 'test'"),
+    (lambda r: {**r, "run_key": "not-a-hash"}, "run_key 'not-a-hash' does not match its spec"),
+    (lambda r: {**r, "spec": {**r["spec"], "seed": 99}}, "does not match its spec"),   # key kept, spec edited
+])
+def test_invalid_records_are_refused_with_their_file(tmp_path, make, says):
+    good = syn.record(experiment="e", seed=1)
+    syn.write(tmp_path / "res", good)
+    bad = make(syn.record(experiment="e", seed=2))
+    path = tmp_path / "res" / "runs" / "bad.json"
+    path.write_text(json.dumps(bad))
+    con = connect(tmp_path / "r.duckdb")
+    with pytest.raises(RegistryError, match=f"bad.json.*{says}|{says}"):
+        ingest(con, tmp_path / "res")
+    assert scalar(con, "SELECT count(*) FROM runs") == 0
+
+
+HEADER = "experiment,benchmark,field,objective,method,variant,seed,split,J,G_F,D_coll,status\n"
+
+
+@pytest.mark.parametrize("row, says", [
+    ("e,lacuna,F,npo,wagle,static,1,final,nan,1,0,ok", "row 1: 'J' must be a finite number"),
+    ("e,lacuna,F,npo,wagle,static,1,final,inf,1,0,ok", "row 1: 'J' must be a finite number"),
+    ("e,lacuna,F,npo,wagle,static,1,final,,1,0,ok", "row 1: 'J' is empty"),
+    ("e,lacuna,F,npo,wagle,static,1.5,final,1,1,0,ok", "row 1: 'seed' must be a whole number"),
+    ("e,lacuna,F,npo,wagle,dynamic,1,final,1,1,0,ok", "row 1: unknown variant 'dynamic'"),
+    ("e,lacuna,F,npo,wagle,static,1,test,1,1,0,ok", "row 1: unknown split 'test'"),
+])
+def test_invalid_imported_rows_are_refused(tmp_path, row, says):
+    (tmp_path / "t.csv").write_text(HEADER + row + "\n")
+    con = connect(tmp_path / "r.duckdb")
+    with pytest.raises(RegistryError, match=f"t.csv {says}"):
+        import_table(con, tmp_path / "t.csv")
+    assert scalar(con, "SELECT count(*) FROM runs") == 0
+
+
+def test_retried_failure_and_declared_post_hoc_completion_replace_the_stored_record(tmp_path):
+    res = tmp_path / "res"
+    failed = syn.record(experiment="e", seed=1, status="failed")
+    syn.write(res, failed)
+    cands = {"0.0": 1.0, "0.01": 1.2}
+    dirr = syn.record(experiment="e", variant="dirr", seed=2, J=1.0, candidates=cands, decision_hash=None)
+    syn.write(res, dirr)
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, res)
+    syn.write(res, syn.record(experiment="e", seed=1, J=2.0))            # the retry succeeds
+    full = {"0.0": 1.0, "0.01": 1.2, "0.025": 0.9, "0.05": 0.8, "0.1": 0.7}
+    done = syn.record(experiment="e", variant="dirr", seed=2, J=1.0, candidates=full, decision_hash=None)
+    done["dirr"]["post_hoc"] = True                                          # declared post-hoc completion
+    syn.write(res, done)
+    rep = ingest(con, res)
+    assert rep.replaced == 2 and not rep.conflicts
+    a = audit(con, "e")
+    assert not a.failed and not a.duplicates and not a.conflicts
+    assert scalar(con, "SELECT count(*) FROM runs") == 2
+    assert scalar(con, "SELECT count(*) FROM candidates WHERE run_key = ?", [done["run_key"]]) == 5
+
+
+# ---- frozen decisions that cannot be forged or back-dated ------------------------------------------------
+def _decision(res, baselines=("random",)):
+    return freeze_decision(res / "decisions", tau=0.02, rho_p=0.01, d=20, t=160, T=200, actions=[0, 0.01],
+                           admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=list(baselines),
+                           benchmark="natural_tofu", objective="npo", selection="evaluation", experiment="e")
+
+
+def _final_dirr(res, dec, seed=3, **kw):
+    rec = syn.record(experiment="e", variant="dirr", seed=seed, decision_hash=dec["hash"] if dec else None,
+                     candidates={"0.0": 1.0}, started_at="2999-01-01T00:00:00+00:00", **kw)
+    syn.write(res, rec)
+    return rec
+
+
+def test_frozen_at_is_part_of_the_hash():
+    dec = {"tau": 0.1, "rho_p": 0.01, "frozen_at": "2026-01-02T00:00:00+00:00"}
+    assert decision_hash(dec) != decision_hash({**dec, "frozen_at": "2025-01-01T00:00:00+00:00"})
+
+
+@pytest.mark.parametrize("change", [{"tau": 0.5}, {"frozen_at": "2000-01-01T00:00:00+00:00"}])
+def test_forged_or_backdated_decision_with_a_recomputed_hash_is_caught(tmp_path, change):
+    res = tmp_path / "res"
+    dec = _decision(res)
+    rec = _final_dirr(res, dec)
+    forged = {**dec, **change}
+    forged["hash"] = decision_hash(forged)                       # the forger recomputes the hash
+    (res / "decisions" / f"{dec['hash']}.json").unlink()
+    (res / "decisions" / f"{forged['hash']}.json").write_text(json.dumps(forged))
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, res)
+    a = audit(con, "e")
+    assert [u["run_key"] for u in a.undeclared_decisions] == [rec["run_key"]] and not a.ok
+
+
+def test_audit_gaps_unfrozen_late_decision_and_undated_records(tmp_path):
+    res = tmp_path / "res"
+    dec = _decision(res, baselines=("random",))
+    _final_dirr(res, None, seed=4)                                                       # unfrozen final run
+    syn.write(res, syn.record(experiment="e", method="random", seed=3,
+                              started_at="2000-01-01T00:00:00+00:00"))                   # baseline before freezing
+    undated = syn.record(experiment="e", method="wagle", seed=3)
+    undated["provenance"]["started_at"] = None
+    syn.write(res, undated)
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, res)
+    a = audit(con, "e")
+    assert [u["seed"] for u in a.unfrozen] == [4]
+    assert [d["hash"] for d in a.decisions_after_baselines] == [dec["hash"]]
+    assert [u["run_key"] for u in a.undated] == [undated["run_key"]]
+    text = a.text()
+    for title in ("final DIR-R runs without a frozen decision", "decisions frozen after the baseline outcomes",
+                  "records without a start time"):
+        assert f"{title}" in text
+
+
+# ---- the query command is read-only in fact --------------------------------------------------------------
+@pytest.fixture()
+def registries(tmp_path):
+    for name in ("mine", "other"):
+        syn.write(tmp_path / name, syn.record(experiment=name))
+        con = connect(tmp_path / f"{name}.duckdb")
+        ingest(con, tmp_path / name)
+        con.close()
+    return tmp_path
+
+
+@pytest.mark.parametrize("sql", [
+    "COPY runs TO '{d}/leak.csv'",
+    "EXPORT DATABASE '{d}/dump'",
+    "SELECT * FROM read_text('/etc/hostname')",
+    "SELECT * FROM read_csv('{d}/other.duckdb')",
+    "ATTACH '{d}/other.duckdb' AS o (READ_WRITE)",
+    "ATTACH '{d}/other.duckdb' AS o (READ_WRITE); DROP TABLE o.runs",
+    "SET enable_external_access = true",
+    "SELECT 1; SELECT 2",
+])
+def test_query_attacks_are_refused(registries, capsys, sql):
+    d = registries
+    rc = main(["registry", "query", "--registry", str(d / "mine.duckdb"), "-c", sql.format(d=d)])
+    assert rc == 2 and "RegistryError" in capsys.readouterr().err
+    assert not (d / "leak.csv").exists() and not (d / "dump").exists()
+    other = connect(d / "other.duckdb", read_only=True)
+    assert scalar(other, "SELECT count(*) FROM runs") == 1
+    other.close()
+
+
+def test_query_still_answers_read_queries(registries, capsys):
+    rc = main(["registry", "query", "--registry", str(registries / "mine.duckdb"), "-c",
+               "WITH x AS (SELECT count(*) AS n FROM runs) SELECT n FROM x"])
+    assert rc == 0 and "1" in capsys.readouterr().out
+
+
+# ---- concurrency and processes ---------------------------------------------------------------------------
+@pytest.mark.slow
+def test_concurrent_ingests_and_an_audit_all_succeed(tmp_path):
+    res = tmp_path / "res"
+    for rec in syn.grid(3000, experiment="e"):
+        syn.write(res, rec)
+    db = tmp_path / "r.duckdb"
+    env = {**os.environ, "SUPPORTBENCH_LOCK_TIMEOUT": "120"}
+    procs = [subprocess.Popen(CLI + ["registry", "ingest", str(res), "--registry", str(db)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    time.sleep(0.5)
+    procs.append(subprocess.Popen(CLI + ["audit", "--registry", str(db), "--experiment", "e"], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert "IOException" not in err and "Traceback" not in err, err
+        assert p.returncode in (0, 1), err   # audit exits 1 for its findings, never crashes
+    assert all(p.returncode == 0 for p in procs[:4])
+    con = connect(db, read_only=True)
+    assert scalar(con, "SELECT count(*) FROM runs") == 3000
+
+
+def test_a_locked_registry_waits_then_says_so(tmp_path):
+    import duckdb
+
+    holder = duckdb.connect(str(tmp_path / "r.duckdb"))
+    code = textwrap.dedent(f"""
+        import os, sys
+        os.environ["SUPPORTBENCH_LOCK_TIMEOUT"] = "1"
+        from supportbench.registry.store import connect
+        from supportbench.errors import RegistryError
+        try:
+            connect({str(tmp_path / 'r.duckdb')!r})
+        except RegistryError as e:
+            print(e)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    holder.close()
+    assert "is locked by another process" in out.stdout and "waited 1 s" in out.stdout, out.stderr
+
+
+@pytest.mark.slow
+def test_workers_exit_when_the_sweep_process_is_killed(tmp_path):
+    code = textwrap.dedent("""
+        import time
+        from supportbench.harness.executors.local import LocalExecutor
+        pool = LocalExecutor(2).pool()
+        futures = [pool.submit(time.sleep, 120) for _ in range(2)]
+        time.sleep(4)
+        print(" ".join(str(p) for p in pool._processes), flush=True)
+        time.sleep(120)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pids = [int(x) for x in parent.stdout.readline().split()]
+    assert len(pids) == 2 and all(_alive(p) for p in pids)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids), "workers outlived their parent"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# ---- reports ---------------------------------------------------------------------------------------------
+def test_report_with_tex_specials_is_written_whole(tmp_path):
+    from supportbench.reports.report import report
+
+    odd = "m$_x^{2}$ & 100% #1 \\relax ~"
+    res = tmp_path / "res"
+    for seed in (1, 2):
+        syn.write(res, syn.record(experiment="e", seed=seed, J=1.0 + seed))
+        syn.write(res, syn.record(experiment="e", seed=seed, method=odd, J=0.5))
+    weird_dir = tmp_path / "a_b&c%"
+    weird_dir.mkdir()
+    db = weird_dir / "r.duckdb"
+    con = connect(db)
+    ingest(con, res)
+    con.close()
+    st = report(db, tmp_path / "out", "e")
+    assert st["figures"]
+    paper = (tmp_path / "out" / "paper.tex").read_text()
+    assert r"a\_b\&c\%" in paper
+    for f in (tmp_path / "out" / "tables").glob("*.tex"):
+        assert odd not in f.read_text()                      # only the escaped form may appear
+
+
+def test_a_failing_report_leaves_the_previous_one(tmp_path, monkeypatch):
+    from supportbench.reports import report as R
+
+    res = tmp_path / "res"
+    syn.write(res, syn.record(experiment="e"))
+    db = tmp_path / "r.duckdb"
+    con = connect(db)
+    ingest(con, res)
+    con.close()
+    R.report(db, tmp_path / "out", "e")
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*"))
+
+    def boom(*a, **k):
+        raise RuntimeError("figure failed")
+
+    monkeypatch.setattr(R, "render_figures", boom)
+    with pytest.raises(RuntimeError):
+        R.report(db, tmp_path / "out", "e")
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*")) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
