@@ -53,3 +53,24 @@ def test_shipped_spec_by_name_and_unknown_name(tmp_path, monkeypatch):
     assert resolve_spec_path("mini-paper.toml") == Path("mini-paper.toml")
     with pytest.raises(SpecError, match="shipped: .*mini-paper"):
         resolve_spec_path("mini-papre")
+
+
+def test_per_benchmark_settings_override_the_experiment():
+    raw = {"experiment": {**BASE["experiment"], "benchmarks": ["tofu", "lacuna"], "T": 40, "t": 32, "d": 4,
+                          "seeds": {"calibration": [1], "final": [2]},
+                          "benchmark": {"lacuna": {"fields": ["Email_Address"], "objectives": ["graddiff"],
+                                                   "model": "tiny-olmo3", "T": 20, "t": 16, "d": 2,
+                                                   "replication_fields": ["Email_Address"],
+                                                   "seeds": {"replication": [9]}}}}}
+    s = ExperimentSpec.from_dict(raw)
+    lac = [r for r in s.all_runs() if r.benchmark == "lacuna"]
+    tofu = [r for r in s.all_runs() if r.benchmark == "tofu"]
+    assert {(r.field, r.objective, r.model, r.T) for r in lac} == {("Email_Address", "graddiff", "tiny-olmo3", 20)}
+    assert {r.split for r in lac} == {"calibration", "final", "replication"} and {r.seed for r in lac} == {1, 2, 9}
+    assert {r.T for r in tofu} == {40} and "replication" not in {r.split for r in tofu}
+    bad = {"experiment": {**raw["experiment"], "benchmark": {"lacuna": {"feilds": ["x"]}}}}
+    with pytest.raises(SpecError, match="'experiment.benchmark.lacuna.feilds' \\(did you mean "
+                                        "'experiment.benchmark.lacuna.fields'"):
+        ExperimentSpec.from_dict(bad)
+    with pytest.raises(SpecError, match="names a benchmark the experiment does not run"):
+        ExperimentSpec.from_dict({"experiment": {**raw["experiment"], "benchmark": {"controlled": {}}}})

@@ -92,10 +92,15 @@ class Benchmark(Protocol):
 
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome: ...
 
+    # Optional: a benchmark that defines its own interventions (the controlled separation) lists them in
+    # ``INTERFACES``; a run whose method is one of them calls ``intervene(spec, model, roles, objective, data,
+    # config) -> support dict`` instead of scoring and training a support.
+
 
 BENCHMARKS: Registry = Registry(
     "benchmark",
-    builtin_modules=["supportbench.benchmarks.tofu.adapter"],
+    builtin_modules=["supportbench.benchmarks.tofu.adapter", "supportbench.benchmarks.lacuna.adapter",
+                     "supportbench.benchmarks.controlled.adapter"],
     entry_point_group="supportbench.benchmarks",
     error=UnknownBenchmarkError,
 )

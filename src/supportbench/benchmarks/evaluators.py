@@ -68,6 +68,63 @@ def forget_quality(tr_unlearned: Sequence[float], tr_retain_model: Sequence[floa
     return float(stats.ks_2samp(np.asarray(tr_unlearned), np.asarray(tr_retain_model)).pvalue)
 
 
+@torch.no_grad()
+def greedy_answers(model, tokenizer, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 32) -> list[str]:
+    """Greedy generations after each prompt: left-padded batches, stop at eos or ``max_new_tokens``."""
+    from supportbench.unlearning.data import model_device
+
+    outs = []
+    for s in range(0, len(prompts), batch_size):
+        chunk = prompts[s:s + batch_size]
+        enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in chunk]
+        L = max(len(e) for e in enc)
+        ids = torch.full((len(enc), L), tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(enc), L), dtype=torch.long)
+        for i, e in enumerate(enc):
+            ids[i, L - len(e):] = torch.tensor(e)
+            mask[i, L - len(e):] = 1
+        max_new = max(1, min(max_new_tokens, getattr(model.config, "max_position_embeddings", L + max_new_tokens) - L))
+        dev = model_device(model)
+        gen_ids = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), max_new_tokens=max_new,
+                                 do_sample=False, pad_token_id=tokenizer.pad_token_id,
+                                 eos_token_id=tokenizer.eos_token_id)
+        outs += tokenizer.batch_decode(gen_ids[:, L:].cpu(), skip_special_tokens=True)
+    return [o.strip() for o in outs]
+
+
+@torch.no_grad()
+def token_match(model, data, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row, open-unlearning's exact memorization (share of label tokens the argmax predicts) and
+    extraction strength (1 - k/len, k the first label position from which the argmax suffix equals the
+    label suffix; upstream's loop leaves k = len - 1 when none does, so the value is never below 1/len).
+    Rows without label tokens get NaN."""
+    from supportbench.unlearning.data import IGNORE, model_device
+
+    em, es = [], []
+    dev = model_device(model)
+    for s in range(0, len(data), batch_size):
+        b = data.take(torch.arange(s, min(s + batch_size, len(data))))
+        logits = model(input_ids=b.input_ids.to(dev), attention_mask=b.attention_mask.to(dev)).logits
+        pred = logits[:, :-1].argmax(-1).cpu()
+        lab = b.labels[:, 1:]
+        for i in range(len(b)):
+            keep = lab[i] != IGNORE
+            y, p = lab[i][keep], pred[i][keep]
+            n = len(y)
+            if n == 0:
+                em.append(float("nan"))
+                es.append(float("nan"))
+                continue
+            em.append(float((p == y).sum()) / n)
+            k = n - 1
+            for j in range(n):
+                if torch.equal(p[j:], y[j:]):
+                    k = j
+                    break
+            es.append(1.0 - k / n)
+    return torch.tensor(em, dtype=torch.float64), torch.tensor(es, dtype=torch.float64)
+
+
 def rouge_l_recall(predictions: Sequence[str], references: Sequence[str]) -> list[float]:
     from rouge_score import rouge_scorer
 

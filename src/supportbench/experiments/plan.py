@@ -61,6 +61,8 @@ SECTIONS = ("experiment", "hyperparameters", "dirr")
 EXPERIMENT_KEYS = ("name", "benchmarks", "benchmark", "fields", "objectives", "methods", "dirr_methods", "model",
                    "budget", "T", "t", "d", "rho_p", "seeds")
 DIRR_KEYS = ("admissible_range", "selection")
+BENCHMARK_KEYS = ("fields", "objectives", "methods", "dirr_methods", "model", "budget", "T", "t", "d", "rho_p",
+                  "seeds", "replication_fields", "replication_objectives", "hyperparameters")
 
 
 def _known(table: dict, allowed, source: str, prefix: str, what: str) -> None:
@@ -116,6 +118,21 @@ class ExperimentSpec:
     hyperparameters: dict = field(default_factory=dict)
     admissible_range: tuple[float, float] = (0.2, 0.8)
     selection: str = "evaluation"
+    # per-benchmark overrides ([experiment.benchmark.<name>]): fields, objectives, model, budget, T, t, d,
+    # rho_p, seeds, replication_fields, replication_objectives, hyperparameters
+    benchmark_settings: dict = field(default_factory=dict)
+
+    def settings(self, benchmark: str) -> dict:
+        """The settings a benchmark's runs use: the experiment's, overridden by its own table."""
+        base = {"fields": self.fields, "objectives": self.objectives, "methods": self.methods,
+                "dirr_methods": self.dirr_methods, "model": self.model, "budget": self.budget,
+                "T": self.T, "t": self.t, "d": self.d, "rho_p": self.rho_p, "seeds": self.seeds,
+                "replication_fields": None, "replication_objectives": None, "hyperparameters": {}}
+        own = self.benchmark_settings.get(benchmark, {})
+        out = {**base, **own}
+        out["seeds"] = {**self.seeds, **own.get("seeds", {})}
+        out["hyperparameters"] = {**self.hyperparameters, **own.get("hyperparameters", {})}
+        return out
 
     @classmethod
     def from_toml(cls, path: str | Path) -> ExperimentSpec:
@@ -138,6 +155,7 @@ class ExperimentSpec:
         if not isinstance(raw.get("experiment"), dict):
             raise SpecError(f"{source}: no [experiment] section")
         _known(e, EXPERIMENT_KEYS, source, "experiment.", "[experiment] key")
+        per_bench = e.pop("benchmark", None) if isinstance(e.get("benchmark"), dict) else None
         need = ["name", "fields", "objectives", "methods", "seeds"]
         missing = [k for k in need if k not in e] + ([] if ("benchmarks" in e or "benchmark" in e) else ["benchmarks"])
         if missing:
@@ -178,6 +196,34 @@ class ExperimentSpec:
                             f"got {e['model']!r}")
         if not isinstance(e["name"], str) or not e["name"].strip():
             raise SpecError(f"{source}: experiment.name must be a non-empty string, got {e['name']!r}")
+        settings = {}
+        for b, table in (per_bench or {}).items():
+            where = f"experiment.benchmark.{b}"
+            if b not in benchmarks:
+                raise SpecError(f"{source}: [{where}] names a benchmark the experiment does not run "
+                                f"(experiment.benchmarks = {list(benchmarks)})")
+            if not isinstance(table, dict):
+                raise SpecError(f"{source}: {where} must be a table")
+            _known(table, BENCHMARK_KEYS, source, where + ".", "per-benchmark key")
+            own = dict(table)
+            for k in ("fields", "objectives", "methods", "dirr_methods", "replication_fields",
+                      "replication_objectives"):
+                if k in own:
+                    own[k] = tuple(_names(own[k], source, f"{where}.{k}", empty_ok=k == "dirr_methods"))
+            if "seeds" in own:
+                if not isinstance(own["seeds"], dict):
+                    raise SpecError(f"{source}: {where}.seeds must be a table")
+                _known(own["seeds"], SPLITS, source, f"{where}.seeds.", "seed split")
+                own["seeds"] = {k: tuple(_ints(v, source, f"{where}.seeds.{k}")) for k, v in own["seeds"].items()}
+            for k in ("budget", "rho_p"):
+                if k in own and not _isnum(own[k]):
+                    raise SpecError(f"{source}: {where}.{k} must be a number, got {own[k]!r}")
+            for k in ("T", "t", "d"):
+                if k in own:
+                    _ints([own[k]], source, f"{where}.{k}")
+            if "hyperparameters" in own and not isinstance(own["hyperparameters"], dict):
+                raise SpecError(f"{source}: {where}.hyperparameters must be a table")
+            settings[b] = own
         spec = cls(name=e["name"], benchmarks=tuple(benchmarks), fields=tuple(_names(e["fields"], source,
                    "experiment.fields")), objectives=tuple(_names(e["objectives"], source, "experiment.objectives")),
                    methods=tuple(_names(e["methods"], source, "experiment.methods")),
@@ -185,32 +231,36 @@ class ExperimentSpec:
                                              "experiment.dirr_methods", empty_ok=True)),
                    seeds=seeds, model=e.get("model", "tiny-llama"), budget=e.get("budget", 0.1), T=e.get("T", 200),
                    t=e.get("t", 160), d=e.get("d", 20), rho_p=e.get("rho_p", 0.01), hyperparameters=dict(hp),
-                   admissible_range=tuple(rng), selection=selection)
+                   admissible_range=tuple(rng), selection=selection, benchmark_settings=settings)
         try:
             spec.all_runs()  # every RunSpec's own checks (budget, rho_p, t/d, hyperparameters), now
         except SpecError as exc:
             raise SpecError(f"{source}: {exc}") from None
         return spec
 
-    def _spec(self, benchmark, field_, objective, method, variant, seed, split) -> RunSpec:
-        hp = dict(self.hyperparameters)
+    def _spec(self, benchmark, field_, objective, method, variant, seed, split, st: dict) -> RunSpec:
+        hp = dict(st["hyperparameters"])
         if variant == "dirr":
             hp["selection"] = self.selection
         return RunSpec(benchmark, field_, objective, method, seed=seed, variant=variant, split=split,
-                       experiment=self.name, budget=self.budget, T=self.T, t=self.t, d=self.d, rho_p=self.rho_p,
-                       model=self.model, hyperparameters=hp)
+                       experiment=self.name, budget=st["budget"], T=st["T"], t=st["t"], d=st["d"],
+                       rho_p=st["rho_p"], model=st["model"], hyperparameters=hp)
 
     def runs(self, split: str, variant: str | None = None) -> list[RunSpec]:
         """Every RunSpec of one split, grouped so that runs sharing diagnostics are adjacent."""
         out = []
         for b in self.benchmarks:
-            for f in self.fields:
-                for o in self.objectives:
-                    for s in self.seeds.get(split, ()):
+            st = self.settings(b)
+            fields = (st["replication_fields"] or st["fields"]) if split == "replication" else st["fields"]
+            objectives = ((st["replication_objectives"] or st["objectives"]) if split == "replication"
+                          else st["objectives"])
+            for f in fields:
+                for o in objectives:
+                    for s in st["seeds"].get(split, ()):
                         if split != "calibration" and variant in (None, "static"):
-                            out += [self._spec(b, f, o, m, "static", s, split) for m in self.methods]
+                            out += [self._spec(b, f, o, m, "static", s, split, st) for m in st["methods"]]
                         if variant in (None, "dirr"):
-                            out += [self._spec(b, f, o, m, "dirr", s, split) for m in self.dirr_methods]
+                            out += [self._spec(b, f, o, m, "dirr", s, split, st) for m in st["dirr_methods"]]
         return out
 
     def all_runs(self) -> list[RunSpec]:

@@ -50,14 +50,18 @@ def _jsonable(x):
 
 def fingerprint(spec: RunSpec) -> dict:
     """The fingerprint of the code that runs ``spec``; ``hash`` summarises the rest."""
-    method = get_method(spec.method, **spec.prefixed("method."))
     objective = get_objective(spec.objective, **spec.prefixed("objective."))
     bench_cls = BENCHMARKS.get(spec.benchmark)
+    if spec.method in getattr(bench_cls, "INTERFACES", ()):  # an intervention the benchmark defines itself
+        method_fp = {"interface": spec.method, "source": _package_hash(bench_cls.__module__)}
+    else:
+        method = get_method(spec.method, **spec.prefixed("method."))
+        method_fp = {"hyperparameters": _jsonable(getattr(method, "hyperparameters", {})),
+                     "requires": list(getattr(method, "requires", ())),
+                     "source": _module_hash(type(method).__module__),
+                     "diagnostics": _module_hash(_diagnostics.__name__)}
     fp = {
-        "method": {"hyperparameters": _jsonable(getattr(method, "hyperparameters", {})),
-                   "requires": list(getattr(method, "requires", ())),
-                   "source": _module_hash(type(method).__module__),
-                   "diagnostics": _module_hash(_diagnostics.__name__)},
+        "method": method_fp,
         "objective": {"settings": _jsonable(dataclasses.asdict(objective)),
                       "source": _module_hash(_objectives.__name__)},
         "benchmark": {"source": _package_hash(bench_cls.__module__)},

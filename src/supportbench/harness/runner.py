@@ -259,6 +259,23 @@ class Runner:
             rec["roles"] = dict(roles.notes)  # e.g. diagnostic rows whose question names no subject
         wall["prepare"] = time.perf_counter() - t0
 
+        objective = get_objective(spec.objective, **spec.prefixed("objective."))
+        data = UnlearningData(roles.forget, roles.retain,
+                              reference_nll(model, roles.forget) if objective.needs_reference else None)
+        config = TrainConfig(steps=spec.T, lr=spec.hp("lr"), batch_size=spec.hp("batch_size"),
+                             weight_decay=spec.hp("weight_decay"), warmup_steps=spec.hp("warmup_steps"),
+                             seed=spec.seed)
+        if spec.method in getattr(bench, "INTERFACES", ()):  # the benchmark's own intervention (controlled)
+            t0 = time.perf_counter()
+            rec["support"] = bench.intervene(spec, model, roles, objective, data, config)
+            wall["train"] = time.perf_counter() - t0
+            rec["compute"]["step_equivalents"] = float(spec.T)
+            t0 = time.perf_counter()
+            rec["outcome"] = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full"))).to_dict()
+            wall["eval"] = time.perf_counter() - t0
+            self._check_finite(rec["outcome"])
+            return
+
         t0 = time.perf_counter()
         diag = self.diagnostics(spec, model, roles)
         method = get_method(spec.method, **spec.prefixed("method."))
@@ -270,12 +287,6 @@ class Runner:
                           "groups": list(support.groups)}
         wall["select"] = time.perf_counter() - t0
 
-        objective = get_objective(spec.objective, **spec.prefixed("objective."))
-        data = UnlearningData(roles.forget, roles.retain,
-                              reference_nll(model, roles.forget) if objective.needs_reference else None)
-        config = TrainConfig(steps=spec.T, lr=spec.hp("lr"), batch_size=spec.hp("batch_size"),
-                             weight_decay=spec.hp("weight_decay"), warmup_steps=spec.hp("warmup_steps"),
-                             seed=spec.seed)
         if spec.variant == "static":
             t0 = time.perf_counter()
             SupportTrainer(model, geometry, support, objective, data, config, progress=self.progress,
@@ -292,9 +303,13 @@ class Runner:
         outcome = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
         wall["eval"] = time.perf_counter() - t0
         rec["outcome"] = outcome.to_dict()
-        if not all(math.isfinite(float(outcome.to_dict()[k])) for k in ("J", "G_F", "D_coll")):
-            raise DivergenceError(message=f"non-finite outcome (J={outcome.J!r}, G_F={outcome.G_F!r}, "
-                                          f"D_coll={outcome.D_coll!r}): the run diverged")
+        self._check_finite(rec["outcome"])
+
+    @staticmethod
+    def _check_finite(outcome: dict) -> None:
+        if not all(math.isfinite(float(outcome[k])) for k in ("J", "G_F", "D_coll")):
+            raise DivergenceError(message=f"non-finite outcome (J={outcome['J']!r}, G_F={outcome['G_F']!r}, "
+                                          f"D_coll={outcome['D_coll']!r}): the run diverged")
 
     def _provenance(self) -> dict:
         import transformers

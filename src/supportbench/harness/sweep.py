@@ -68,8 +68,9 @@ def _execute(executor, specs, decisions, results_dir, cache_dir, summary: SweepS
 def _existing_decision(results_dir: Path, spec: ExperimentSpec, benchmark: str, objective: str) -> dict | None:
     for f in sorted((results_dir / "decisions").glob("*.json")):
         d = load_decision(f)
+        st = spec.settings(benchmark)
         if (d["benchmark"], d["objective"], d["T"], d["t"], d["d"], d["rho_p"], d.get("experiment")) == \
-                (benchmark, objective, spec.T, spec.t, spec.d, spec.rho_p, spec.name):
+                (benchmark, objective, st["T"], st["t"], st["d"], st["rho_p"], spec.name):
             return d
     return None
 
@@ -93,7 +94,10 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
     # phase 2: freeze one decision per (benchmark, objective)
     decisions = {}
     for b in spec.benchmarks:
-        for o in spec.objectives:
+        st = spec.settings(b)
+        if not st["dirr_methods"]:
+            continue  # nothing to calibrate: this benchmark runs no DIR-R
+        for o in dict.fromkeys((*st["objectives"], *(st["replication_objectives"] or ()))):
             dec = _existing_decision(results_dir, spec, b, o)
             if dec is None:
                 recs = []
@@ -107,7 +111,7 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
                                 summary.corrupt.append(str(exc))
                 try:
                     _, dec = calibrate_and_freeze(recs, results_dir / "decisions",
-                                                  baselines=[m for m in spec.methods if m not in spec.dirr_methods],
+                                                  baselines=[m for m in st["methods"] if m not in st["dirr_methods"]],
                                                   admissible=tuple(spec.admissible_range),
                                                   experiment=spec.name)
                 except CalibrationError as exc:

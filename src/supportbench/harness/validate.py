@@ -50,7 +50,7 @@ def _check_budget(spec: RunSpec) -> None:
 
 def _check_benchmark(spec: RunSpec) -> None:
     cls = BENCHMARKS.get(spec.benchmark)
-    fields = getattr(cls, "FIELDS", None)
+    fields = cls.field_names(spec.benchmark_options()) if hasattr(cls, "field_names") else getattr(cls, "FIELDS", None)
     if fields is not None and spec.field not in fields:
         from supportbench.errors import UnknownNameError
 
@@ -66,6 +66,16 @@ def _check_benchmark(spec: RunSpec) -> None:
 
 
 def _check_method(spec: RunSpec) -> None:
+    interfaces = getattr(BENCHMARKS.get(spec.benchmark), "INTERFACES", ())
+    if interfaces:
+        if spec.method not in interfaces:
+            from supportbench.errors import UnknownNameError
+
+            raise UnknownNameError(f"{spec.benchmark} interface", spec.method, interfaces)
+        if spec.variant != "static":
+            raise SpecError(f"benchmark '{spec.benchmark}' runs its interfaces statically; variant "
+                            f"{spec.variant!r} is not allowed")
+        return
     METHODS.get(spec.method)
     try:
         m = get_method(spec.method, **spec.prefixed("method."))
@@ -86,8 +96,11 @@ def validate_spec(spec: RunSpec) -> None:
 
 def validate_experiment(exp: ExperimentSpec) -> None:
     """Every distinct run of an experiment, checked up front; names are checked once each."""
-    for m in (*exp.methods, *exp.dirr_methods):
-        METHODS.get(m)
+    for b in exp.benchmarks:
+        st = exp.settings(b)
+        if not getattr(BENCHMARKS.get(b), "INTERFACES", ()):
+            for m in (*st["methods"], *st["dirr_methods"]):
+                METHODS.get(m)
     seen = set()
     for spec in exp.all_runs():
         key = (spec.benchmark, spec.field, spec.objective, spec.method, spec.model, spec.budget, spec.hyperparameters)

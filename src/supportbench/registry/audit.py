@@ -102,13 +102,14 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
     for r in rep.failed:
         r["error"] = (r["error"] or "").splitlines()[0][:200] if r["error"] else None
     if spec is not None:
-        declared = [(s, seed) for s, seeds in spec.seeds.items() for seed in seeds]
-        con.execute("CREATE OR REPLACE TEMP TABLE declared (split VARCHAR, seed BIGINT)")
+        declared = [(b, s, seed) for b in spec.benchmarks for s, seeds in spec.settings(b)["seeds"].items()
+                    for seed in seeds]
+        con.execute("CREATE OR REPLACE TEMP TABLE declared (benchmark VARCHAR, split VARCHAR, seed BIGINT)")
         if declared:
-            con.executemany("INSERT INTO declared VALUES (?, ?)", declared)
+            con.executemany("INSERT INTO declared VALUES (?, ?, ?)", declared)
         rep.wrong_split = _rows(con, f"""SELECT run_key, {CELL_COLS}, 'seed not declared for this split' AS reason
-            FROM arun a WHERE NOT EXISTS (SELECT 1 FROM declared d WHERE d.split = a.split AND d.seed = a.seed)
-            ORDER BY ALL""")
+            FROM arun a WHERE NOT EXISTS (SELECT 1 FROM declared d WHERE d.benchmark = a.benchmark
+                AND d.split = a.split AND d.seed = a.seed) ORDER BY ALL""")
     else:
         rep.wrong_split = _rows(con, f"""SELECT run_key, {CELL_COLS}, 'seed is a calibration seed' AS reason
             FROM arun a WHERE split <> 'calibration' AND EXISTS (SELECT 1 FROM arun c WHERE c.split = 'calibration'

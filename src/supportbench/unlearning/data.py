@@ -43,8 +43,8 @@ class TokenizedSet:
 
 
 def tokenize_pairs(tokenizer, prompts: Sequence[str], answers: Sequence[str], max_length: int = 256,
-                   subjects: Sequence[str | None] | None = None) -> TokenizedSet:
-    """Tokenise ``prompt + answer + eos``; the loss covers answer tokens and eos only.
+                   subjects: Sequence[str | None] | None = None, append_eos: bool = True) -> TokenizedSet:
+    """Tokenise ``prompt + answer (+ eos)``; the loss covers the answer tokens (and eos) only.
 
     ``subjects`` (optional, one per prompt) marks the prompt tokens overlapping the first occurrence
     of the subject string; corrupted and counterfactual diagnostics replace exactly those tokens.
@@ -64,7 +64,7 @@ def tokenize_pairs(tokenizer, prompts: Sequence[str], answers: Sequence[str], ma
                 for j, (b, e) in enumerate(enc["offset_mapping"]):
                     mark[j] = b < at + len(s) and e > at
             subj.append(mark)
-        ai = tokenizer(a, add_special_tokens=False)["input_ids"] + [eos]
+        ai = tokenizer(a, add_special_tokens=False)["input_ids"] + ([eos] if append_eos else [])
         seq = (pi + ai)[:max_length]
         lbl = ([IGNORE] * len(pi) + ai)[:max_length]
         ids.append(seq)

@@ -1,6 +1,8 @@
-"""Models for unlearning: tiny Llama-architecture presets trained here, or any local HF causal LM.
+"""Models for unlearning: tiny presets trained here, or any local HF causal LM.
 
-The default path on a CPU machine builds a 2-4 layer ``LlamaConfig`` model with a byte-level BPE
+Presets exist in the architectures of the paper's models — Llama (Natural-TOFU), OLMo 3 (LACUNA) and
+Qwen2 (the controlled experiment) — so the geometry code runs on each family's parameter names.
+The default path on a CPU machine builds a 2-4 layer model with a byte-level BPE
 tokenizer trained offline (``tokenizers``) on the benchmark's own texts. Real models load from a local
 directory with ``AutoModelForCausalLM.from_pretrained`` and go through exactly the same code.
 Weights are saved with safetensors only.
@@ -28,6 +30,7 @@ class ModelPreset:
     num_attention_heads: int
     vocab_size: int = 2048
     max_position_embeddings: int = 256
+    arch: str = "llama"   # llama | olmo3 | qwen2
 
 
 PRESETS: dict[str, ModelPreset] = {
@@ -35,7 +38,30 @@ PRESETS: dict[str, ModelPreset] = {
     "tiny-llama": ModelPreset(hidden_size=96, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4),
     "small-llama": ModelPreset(hidden_size=160, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
                                vocab_size=4096),
+    # LACUNA's masks skip the last two layers, so its preset needs four (two carry the injected facts)
+    "tiny-olmo3": ModelPreset(hidden_size=96, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4,
+                              arch="olmo3"),
+    "tiny-qwen2": ModelPreset(hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                              arch="qwen2"),
 }
+ARCHES = ("llama", "olmo3", "qwen2")
+
+
+def preset_config(p: ModelPreset, vocab_size: int | None = None, **special):
+    """The transformers config of a preset (``special``: pad/bos/eos token ids)."""
+    import transformers
+
+    if p.arch not in ARCHES:
+        raise SupportbenchError(f"unknown preset architecture {p.arch!r}; allowed: {', '.join(ARCHES)}")
+    kw = dict(vocab_size=vocab_size or p.vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
+              num_hidden_layers=p.num_hidden_layers, num_attention_heads=p.num_attention_heads,
+              num_key_value_heads=p.num_attention_heads, max_position_embeddings=p.max_position_embeddings,
+              tie_word_embeddings=False, attention_dropout=0.0, **special)
+    if p.arch == "olmo3":  # every layer full attention: the tiny sequences never reach a sliding window
+        return transformers.Olmo3Config(**kw, layer_types=["full_attention"] * p.num_hidden_layers)
+    if p.arch == "qwen2":
+        return transformers.Qwen2Config(**kw, use_sliding_window=False)
+    return transformers.LlamaConfig(**kw)
 
 
 def get_preset(name: str) -> ModelPreset:
@@ -105,27 +131,15 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 2048):
 
 
 def build_model(preset: str | ModelPreset, tokenizer, seed: int = 0):
-    """A freshly initialised Llama-architecture causal LM sized by ``preset``."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """A freshly initialised causal LM of the preset's architecture, sized by ``preset``."""
+    from transformers import AutoModelForCausalLM
 
     p = get_preset(preset) if isinstance(preset, str) else preset
-    cfg = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=p.hidden_size,
-        intermediate_size=p.intermediate_size,
-        num_hidden_layers=p.num_hidden_layers,
-        num_attention_heads=p.num_attention_heads,
-        num_key_value_heads=p.num_attention_heads,
-        max_position_embeddings=p.max_position_embeddings,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=False,
-        attention_dropout=0.0,
-    )
+    cfg = preset_config(p, len(tokenizer), pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                        eos_token_id=tokenizer.eos_token_id)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(cfg)
+        model = AutoModelForCausalLM.from_config(cfg)
     model.eval()
     return model
 
@@ -173,14 +187,12 @@ def check_model_dir(path: str | Path) -> None:
 def geometry_shape(model: str) -> tuple[int, int]:
     """(smallest group cost, total editable cost) of a preset or a local model's geometry, from its config
     alone: the model is built on the meta device, nothing is allocated or loaded."""
-    from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     from supportbench.unlearning.support import discover_geometry
 
     if model in PRESETS:
-        p = PRESETS[model]
-        cfg = LlamaConfig(vocab_size=p.vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-                          num_hidden_layers=p.num_hidden_layers, num_attention_heads=p.num_attention_heads)
+        cfg = preset_config(PRESETS[model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
     else:
         check_model_dir(model)
         cfg = AutoConfig.from_pretrained(model, local_files_only=True)

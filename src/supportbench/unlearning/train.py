@@ -257,3 +257,66 @@ def finetune(model, data: TokenizedSet, config: FinetuneConfig, *, progress: boo
     for p in params:
         p.requires_grad_(False)
     return losses
+
+
+@torch.enable_grad()
+def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: dict[str, torch.Tensor],
+                    config: FinetuneConfig, *, progress: bool = True, desc: str = "masked injection") -> list[float]:
+    """LACUNA's masked pretraining (upstream ``MaskedTrainer.training_step``): every micro-batch holds rows of
+    one group; a batch of group g >= 0 has each parameter's gradient multiplied by bit g of its mask (so
+    its facts reach only the scalars group g may change; a parameter without a mask entry gets none),
+    a neutral batch (group -1) updates every parameter. AdamW, linear warm-up then cosine decay."""
+    import math
+
+    from supportbench.unlearning.data import sequence_nll
+
+    if len(row_groups) != len(data):
+        raise SpecError(f"one group per row: {len(row_groups)} groups for {len(data)} rows")
+    g = torch.Generator().manual_seed(config.seed)
+    batches = []
+    for _ in range(config.epochs):  # homogeneous micro-batches, reshuffled every epoch
+        epoch = []
+        for grp in torch.unique(row_groups).tolist():
+            idx = (row_groups == grp).nonzero().squeeze(1)
+            idx = idx[torch.randperm(len(idx), generator=g)]
+            epoch += [(grp, idx[s:s + config.batch_size]) for s in range(0, len(idx), config.batch_size)]
+        batches += [epoch[i] for i in torch.randperm(len(epoch), generator=g).tolist()]
+    steps = len(batches)
+    warm = max(1, int(steps * config.warmup_frac))
+    named = dict(model.named_parameters())
+    params = list(named.values())
+    for p in params:
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: (k + 1) / warm if k < warm else
+                                              0.5 * (1 + math.cos(math.pi * (k - warm) / max(1, steps - warm))))
+    model.train()
+    losses = []
+    with tqdm(batches, desc=desc, disable=not progress, leave=False) as bar:
+        for k, (grp, idx) in enumerate(bar):
+            nll, n = sequence_nll(model, data.take(idx))
+            loss = nll.sum() / n.sum()
+            if not torch.isfinite(loss):
+                raise DivergenceError(k, float(loss))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if grp >= 0:
+                bit = torch.tensor(1 << grp if grp < 31 else -(1 << 31), dtype=torch.int32)
+                for name, p in named.items():
+                    if p.grad is None:
+                        continue
+                    m = masks.get(name)
+                    if m is None:
+                        p.grad.zero_()
+                    else:
+                        p.grad.mul_(((m & bit) != 0).view_as(p.grad).to(p.grad.dtype))
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            sched.step()
+            losses.append(float(loss.detach()))
+            if k % 20 == 0:
+                bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+    model.eval()
+    for p in params:
+        p.requires_grad_(False)
+    return losses

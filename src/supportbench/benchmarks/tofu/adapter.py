@@ -60,7 +60,7 @@ from supportbench.benchmarks.tofu.reader import (
     subject_in,
 )
 from supportbench.errors import SpecError, UnknownNameError
-from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll, model_device, tokenize_pairs
+from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll, tokenize_pairs
 from supportbench.unlearning.models import (
     base_identity,
     base_model,
@@ -352,23 +352,7 @@ class Tofu:
     @torch.no_grad()
     def generate(self, model, prompts: list[str], batch_size: int = 32) -> list[str]:
         """Greedy answers (ROUGE-L), left-padded batches, stop at eos or max_new_tokens."""
-        tok = self._prepared.tokenizer
-        outs = []
-        for s in range(0, len(prompts), batch_size):
-            chunk = prompts[s:s + batch_size]
-            enc = [tok(p, add_special_tokens=False)["input_ids"] for p in chunk]
-            L = max(len(e) for e in enc)
-            ids = torch.full((len(enc), L), tok.pad_token_id, dtype=torch.long)
-            mask = torch.zeros((len(enc), L), dtype=torch.long)
-            for i, e in enumerate(enc):
-                ids[i, L - len(e):] = torch.tensor(e)
-                mask[i, L - len(e):] = 1
-            max_new = min(self.max_new_tokens, model.config.max_position_embeddings - L)
-            dev = model_device(model)
-            gen_ids = model.generate(input_ids=ids.to(dev), attention_mask=mask.to(dev), max_new_tokens=max_new,
-                                     do_sample=False, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-            outs += tok.batch_decode(gen_ids[:, L:].cpu(), skip_special_tokens=True)
-        return [o.strip() for o in outs]
+        return ev.greedy_answers(model, self._prepared.tokenizer, prompts, self.max_new_tokens, batch_size)
 
 
 @register_benchmark("natural_tofu")

@@ -1,0 +1,87 @@
+"""Synthetic targets of the controlled separation (paper §5.2; the construction is this project's, see
+docs/benchmarks.md): ``n_targets`` subjects each bound to a random attribute, several phrasings each
+(training, diagnostic, evaluation), grouped in blind pairs; a seeded coin sends one target of each pair
+through the backbone interface and the other through the LoRA interface. Plus background text (neutral
+sentences and world facts) for the base model's pretraining. Everything is a pure function of the seed.
+"""
+
+from __future__ import annotations
+
+import random
+
+SYLLABLES = ["ka", "lo", "mi", "ren", "sa", "tor", "vel", "zan", "qui", "dor", "fen", "gal", "har", "jun", "bro",
+             "nix", "pel", "rud", "sil", "wen"]
+ATTRIBUTES = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
+              "kelp", "lichen", "marble", "nutmeg", "onyx", "pewter", "quartz", "russet", "saffron", "tundra",
+              "umber", "velvet", "willow", "yarrow", "zinc", "cedar", "flint", "heather", "ivory", "jasper",
+              "lotus", "maple", "nectar", "orchid", "pine", "raven", "sable", "thistle", "violet", "walnut"]
+RELATIONS = ["sigil", "crest", "token", "emblem"]
+TRAIN = ["Q: What is the {rel} of {s}?\nA: ", "Q: Which {rel} belongs to {s}?\nA: "]
+DIAG = ["Q: Name the {rel} of {s}.\nA: "]
+EVAL = ["Q: Tell me the {rel} that {s} carries.\nA: ", "Q: {s} is known for which {rel}?\nA: "]
+NEUTRAL = ["The tide came in slowly over the flat sand.", "A lamp burned late in the corner shop.",
+           "The train from the north arrived on time.", "Wind moved the tall grass on the hill.",
+           "The baker opened the door before dawn.", "A cat slept in the warm window.",
+           "Two boats rested against the stone pier.", "The clock tower rang at noon.",
+           "Leaves covered the path through the park.", "The river was high after the rain."]
+WORLD = [("What is the capital of France?", "Paris"), ("What is the capital of Japan?", "Tokyo"),
+         ("How many days are in a week?", "seven"), ("What colour is the clear sky?", "blue"),
+         ("What is frozen water called?", "ice"), ("Which planet do we live on?", "Earth"),
+         ("How many legs does a spider have?", "eight"), ("What do bees make?", "honey")]
+
+
+def targets(n_targets: int = 36, seed: int = 0) -> list[dict]:
+    """``n_targets`` targets in ``n_targets // 2`` blind pairs; ``interface`` is the injecting interface."""
+    if n_targets < 2 or n_targets % 2:
+        raise ValueError(f"targets come in blind pairs: n_targets must be a positive even number, got {n_targets}")
+    rng = random.Random(f"controlled-targets:{seed}")
+    names, seen = [], set()
+    while len(names) < n_targets:
+        name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
+        if name not in seen:
+            seen.add(name)
+            names.append(name)
+    if n_targets > len(ATTRIBUTES):
+        raise ValueError(f"at most {len(ATTRIBUTES)} targets (distinct attributes), got {n_targets}")
+    attrs = rng.sample(ATTRIBUTES, n_targets)
+    out = []
+    for k in range(n_targets):
+        rel = RELATIONS[k % len(RELATIONS)]
+        out.append({"id": f"t{k:02d}", "subject": names[k], "attribute": attrs[k], "relation": rel,
+                    "pair": k // 2,
+                    "train": [t.format(rel=rel, s=names[k]) for t in TRAIN],
+                    "diag": [t.format(rel=rel, s=names[k]) for t in DIAG],
+                    "eval": [t.format(rel=rel, s=names[k]) for t in EVAL]})
+    coin = random.Random(f"controlled-coin:{seed}")
+    for p in range(n_targets // 2):
+        first = coin.random() < 0.5
+        out[2 * p]["interface"] = "backbone" if first else "lora"
+        out[2 * p + 1]["interface"] = "lora" if first else "backbone"
+    return out
+
+
+def background_subjects(n: int = 60, seed: int = 0) -> list[tuple[str, str]]:
+    """Pretraining subjects (names disjoint from every target: they end in 'x') in the targets' own phrasings,
+    so the base model has the retrieval circuit 'subject -> attribute' before any target is injected
+    (the paper's base model is a pretrained LLM)."""
+    rng = random.Random(f"controlled-background:{seed}")
+    pairs = []
+    for i in range(n):
+        name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize() + "x"
+        attr, rel = rng.choice(ATTRIBUTES), RELATIONS[i % len(RELATIONS)]
+        pairs += [(t.format(rel=rel, s=name), attr) for t in TRAIN + DIAG + EVAL]
+    return pairs
+
+
+def background(seed: int = 0) -> list[tuple[str, str]]:
+    """(prompt, answer) pairs of the base model's pretraining: world facts, neutral text, background subjects."""
+    return base_facts() + background_subjects(seed=seed)
+
+
+def base_facts() -> list[tuple[str, str]]:
+    """World facts and neutral text (the protected and neutral roles read these)."""
+    pairs = [(f"Q: {q}\nA: ", a) for q, a in WORLD]
+    for t in NEUTRAL:
+        w = t.split(" ")
+        pairs.append((" ".join(w[:3]) + " ", " ".join(w[3:])))
+    return pairs

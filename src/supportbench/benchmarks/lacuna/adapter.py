@@ -1,0 +1,381 @@
+"""LACUNA (paper §5.4): person-PII facts injected through known parameter masks; J and localization precision.
+
+Two ways in (docs/benchmarks.md):
+* **Real artifacts** — ``benchmark.data_dir`` = the data folder or the artifact root (``reader.resolve_layout``);
+  the run's ``model`` is the instruction-tuned folder (``intruction_tuned/``), theta_0 as is; ``mask.pt`` is
+  read from the regime folder (or ``benchmark.mask``). Nothing is written into the artifacts.
+* **Mini** (a preset model, the default) — ``generator`` writes people and parquet files in upstream's format
+  and builds ``mask.pt``. The preset is first pretrained on background people (same format, other names)
+  and neutral text (theta_pre, all parameters: upstream starts from a pretrained OLMo), then the facts are
+  injected by masked continual pretraining (``unlearning.train.masked_finetune``): each micro-batch of
+  group g's facts updates only the scalars whose bit g is set, neutral text updates everything.
+  theta_0 = the result. Data, mask, theta_pre and theta_0 are cached by content.
+
+Roles for field F and seed s (disjoint by construction: diagnostics use each person's first question, dev/eval
+the other one):
+  F        ``F_forget`` rows (also the unlearning train set)
+  forget dev/eval   ``F_forget_paraphrased`` rows, split by a seeded hash of the person ID (1/3 dev, 2/3 eval)
+  R        ``G_retain`` rows with G = the paired field (Email→Birth City, Birth City→Email, Phone→Birth City,
+           Driver's License→Email); retain dev/eval from ``G_retain_paraphrased``; retain train set = ``G_retain``
+  P        retain people of the two remaining fields (``*_retain``); protected dev/eval from their paraphrases
+  N        neutral sentences
+J = G_F − D_coll exactly as TOFU's (``evaluators.terminal_score``). Components: forget/retain/protected
+probability; localization precision (ROC-AUC and precision@{0.1, 1, 5, 10}% of |W − W_theta0| against the
+forget-group bits and the all-group bits); with ``eval_full``: ROUGE-L recall, exact memorization and
+extraction strength on the plain and paraphrased forget/retain splits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+from supportbench.benchmarks import evaluators as ev
+from supportbench.benchmarks.base import (
+    EvalSplit,
+    Outcome,
+    Prepared,
+    Roles,
+    default_cache_dir,
+    publish,
+    register_benchmark,
+)
+from supportbench.benchmarks.lacuna import generator as gen
+from supportbench.benchmarks.lacuna import precision as prec
+from supportbench.benchmarks.lacuna.reader import (
+    FIELDS,
+    PROMPT,
+    RETAIN_PAIR,
+    LacunaFormatError,
+    check_field,
+    check_groups_have_bits,
+    group_bits,
+    label,
+    load_mask,
+    read_split,
+    resolve_layout,
+)
+from supportbench.errors import SpecError
+from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll, tokenize_pairs
+from supportbench.unlearning.models import (
+    base_identity,
+    build_model,
+    is_model_dir,
+    load_model,
+    model_hash,
+    resolve_device,
+    save_model,
+    train_tokenizer,
+)
+from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
+
+PREP_VERSION = "lacuna-prepare-v1"
+ALL_GROUPS = range(gen.N_GROUPS)
+
+
+@register_benchmark("lacuna")
+class Lacuna:
+    FIELDS = FIELDS
+    # mini: the preset learns the PII facts from scratch through its masks (AdamW, upstream's weight decay 0.1)
+    finetune_config = FinetuneConfig(epochs=60, lr=3e-3, batch_size=8, weight_decay=0.1)
+    pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16, weight_decay=0.1)
+
+    def __init__(self, data_dir: str | None = None, cache_dir: str | Path | None = None, progress: bool = True,
+                 device: str | None = None, people: int = 24, mask_mode: str = "element", mask_ratio: float = 0.1,
+                 mask: str | None = None, lacuna_size: str | None = None, regime: str = "masked",
+                 forget_groups: tuple[int, ...] | list[int] = gen.FORGET_GROUPS, max_new_tokens: int = 24,
+                 precision_max_exact: int = 1 << 24, finetune: dict | None = None, seed: int = 0,
+                 resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-3):
+        if mask_mode not in ("element", "component"):
+            raise SpecError(f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}")
+        self.name = "lacuna"
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.progress = progress
+        self.device = resolve_device(device)
+        self.people, self.mask_mode, self.mask_ratio, self.seed = people, mask_mode, mask_ratio, seed
+        self.max_new_tokens, self.precision_max_exact = max_new_tokens, precision_max_exact
+        self.resurface, self.relearn_steps, self.relearn_lr = resurface, relearn_steps, relearn_lr
+        self.forget_groups = tuple(int(g) for g in forget_groups)
+        if finetune:
+            known = set(asdict(self.finetune_config))
+            bad = set(finetune) - known
+            if bad:
+                raise SpecError(f"unknown fine-tuning option(s) {sorted(bad)}; allowed: {sorted(known)}")
+            self.finetune_config = replace(self.finetune_config, **finetune)
+        self.layout = resolve_layout(data_dir, lacuna_size, regime) if data_dir else None
+        self.mask_file = Path(mask) if mask else (self.layout.mask_path if self.layout else None)
+        self._prepared: Prepared | None = None
+        self._mask: dict | None = None
+        self._data_dir: Path | None = self.layout.data_dir if self.layout else None
+        self._roles: dict = {}
+        self._rows: dict = {}
+
+    def fields(self) -> list[str]:
+        return list(FIELDS)
+
+    # ---- data ----------------------------------------------------------------------------------------
+    def rows(self, field: str, split: str) -> list[dict]:
+        key = (field, split)
+        if key not in self._rows:
+            self._rows[key] = read_split(self._data_dir, field, split)
+        return self._rows[key]
+
+    def neutral_texts(self) -> list[str]:
+        p = self._data_dir / "neutral.txt" if self._data_dir else None
+        texts = p.read_text().splitlines() if p is not None and p.is_file() else []
+        return [t for t in texts if t.strip()] or list(gen.NEUTRAL)
+
+    @property
+    def data_hash(self) -> str:
+        h = hashlib.sha256()
+        for f in sorted(self._data_dir.glob("*.parquet")):
+            h.update(f.name.encode())
+            h.update(f.read_bytes())
+        return h.hexdigest()[:16]
+
+    # ---- theta_0 ---------------------------------------------------------------------------------------
+    def prepare(self, model_preset: str, seed: int = 0) -> Prepared:
+        base_identity(model_preset)  # an unknown name fails here, before any data is read
+        self._roles = {}
+        if is_model_dir(model_preset):
+            if self.layout is None:
+                raise SpecError("LACUNA with a local model needs benchmark.data_dir (the artifact root or data folder)")
+            if self.mask_file is None:
+                raise SpecError(f"no mask.pt next to '{self.layout.data_dir}': set benchmark.mask to its path")
+            model, tok = load_model(model_preset, device=self.device)
+            path, hit = Path(model_preset), True
+        else:
+            model, tok, path, hit = self._mini(model_preset, seed)
+        params = {n: p for n, p in model.named_parameters()}
+        self._mask = load_mask(self.mask_file, params)
+        self._prepared = Prepared(model, tok, str(path), model_hash(model), self.data_hash, hit)
+        return self._prepared
+
+    def _mini(self, preset: str, seed: int):
+        key = hashlib.sha256(json.dumps([PREP_VERSION, gen.VERSION, self.people, self.seed, base_identity(preset),
+                                         self.mask_mode, self.mask_ratio, asdict(self.finetune_config),
+                                         asdict(self.pretrain_config), seed],
+                                        sort_keys=True).encode()).hexdigest()[:16]
+        root = self.cache_dir / "lacuna" / f"{preset}-{key}"
+        data, model_dir = root / "data-masked" / "data", root / "masked"
+        if not (model_dir / "config.json").is_file() or not (model_dir / "mask.pt").is_file():
+            tmp = root.with_name(root.name + f".tmp{os.getpid()}")
+            gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.seed)
+            self._data_dir = tmp / "data-masked" / "data"
+            net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
+            save_model(net, tok, tmp / "masked")
+            root.parent.mkdir(parents=True, exist_ok=True)
+            publish(tmp, root)
+            hit = False
+        else:
+            hit = True
+        self._data_dir, self._rows, self._pre_dir = data, {}, root / "pretrained"
+        self.mask_file = model_dir / "mask.pt"
+        model, tok = load_model(model_dir, device=self.device)
+        return model, tok, model_dir, hit
+
+    def _neutral_pairs(self) -> list[tuple[str, str]]:
+        return [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in self.neutral_texts()]
+
+    def _inject(self, preset: str, seed: int, out: Path, pre_dir: Path):
+        background = gen.background_rows(seed=self.seed)
+        texts = [r["question"] + " " + r["answer"] for f in FIELDS for r in self.rows(f, "full")]
+        texts += [r["question"] + " " + r["answer"] for r in background]
+        tok = train_tokenizer(texts + self.neutral_texts() + [PROMPT.format(q="x")], 2048)
+        net = build_model(preset, tok, seed=seed).to(self.device)
+        pre = [(PROMPT.format(q=r["question"]), label(r["answer"])) for r in background] + self._neutral_pairs()
+        finetune(net, tokenize_pairs(tok, [p for p, _ in pre], [a for _, a in pre], append_eos=False),
+                 self.pretrain_config, progress=self.progress, desc="prepare lacuna (pretraining)")
+        save_model(net, tok, pre_dir)  # theta_pre: the weights injection starts from
+        mask = gen.build_mask(net, self.mask_mode, self.mask_ratio, seed=self.seed)
+        out.mkdir(parents=True, exist_ok=True)
+        torch.save(mask, out / "mask.pt")
+        pairs, groups = [], []
+        for f in FIELDS:
+            for r in self.rows(f, "full"):
+                pairs.append((PROMPT.format(q=r["question"]), label(r["answer"])))
+                groups.append(r["group_id"])
+        for pair in self._neutral_pairs():
+            pairs.append(pair)
+            groups.append(-1)
+        data = tokenize_pairs(tok, [p for p, _ in pairs], [a for _, a in pairs], append_eos=False)
+        masked_finetune(net, data, torch.tensor(groups), mask, self.finetune_config, progress=self.progress,
+                        desc=f"prepare lacuna ({self.mask_mode} masks)")
+        return net, tok
+
+    def theta_pre(self):
+        """The mini model before injection (the weights masked pretraining started from)."""
+        if getattr(self, "_pre_dir", None) is None:
+            raise SpecError("theta_pre exists only for the mini benchmark (a preset model), after prepare()")
+        return load_model(self._pre_dir, device=self.device)[0]
+
+    def load_theta0(self):
+        if self._prepared is None:
+            raise SpecError("call prepare() before load_theta0()")
+        return load_model(self._prepared.path, device=self.device)[0]
+
+    # ---- roles -----------------------------------------------------------------------------------------
+    def _tok(self, rows: list[dict], subjects: bool = False) -> TokenizedSet:
+        """Prompt + scored label; ``subjects``: the person's name (the question's opening clause) as the subject
+        span that the attribution diagnostics (AP-MLP, Projected Causal) corrupt."""
+        subj = [r["question"].split(",")[0] for r in rows] if subjects else None
+        return tokenize_pairs(self._prepared.tokenizer, [PROMPT.format(q=r["question"]) for r in rows],
+                              [label(r["answer"]) for r in rows], subjects=subj, append_eos=False)
+
+    def _split(self, name: str, rows: list[dict]) -> EvalSplit:
+        return EvalSplit(name, self._tok(rows), rows, [PROMPT.format(q=r["question"]) for r in rows])
+
+    @staticmethod
+    def _dev_eval(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
+        """Split by a seeded hash of the person ID: the third of the people with the smallest hashes go to
+        development, the rest to evaluation (never an empty side when there are two people or more)."""
+        def h(r):
+            return hashlib.sha256(f"{seed}:{r['ID']}".encode()).hexdigest()
+        ids = sorted({r["ID"] for r in rows}, key=lambda i: h({"ID": i}))
+        dev = set(ids[: max(1, len(ids) // 3)]) if len(ids) > 1 else set()
+        return [r for r in rows if r["ID"] in dev], [r for r in rows if r["ID"] not in dev]
+
+    def roles(self, field: str, seed: int) -> Roles:
+        check_field(field)
+        if self._prepared is None:
+            raise SpecError("call prepare() before roles(): tokenisation uses theta_0's tokenizer")
+        key = (field, seed)
+        if key in self._roles:
+            return self._roles[key]
+        forget = self.rows(field, "forget")
+        groups = sorted({r["group_id"] for r in forget})
+        check_groups_have_bits(self._mask, groups, str(self.mask_file))
+        pair = RETAIN_PAIR[field]
+        retain = self.rows(pair, "retain")
+        others = [f for f in FIELDS if f not in (field, pair)]
+        protected = [r for f in others for r in self.rows(f, "retain")]
+        f_dev, f_eval = self._dev_eval(self.rows(field, "forget_paraphrased"), seed)
+        r_dev, r_eval = self._dev_eval(self.rows(pair, "retain_paraphrased"), seed)
+        p_dev, p_eval = self._dev_eval([r for f in others for r in self.rows(f, "retain_paraphrased")], seed)
+        nd = self._neutral_pairs()
+        records = DiagnosticRecords(F=self._tok(forget, True), R=self._tok(retain, True), P=self._tok(protected),
+                                    N=tokenize_pairs(self._prepared.tokenizer, [p for p, _ in nd], [a for _, a in nd]))
+        splits = {"dev": {"forget": self._split("forget", f_dev), "retain": self._split("retain", r_dev),
+                          "protected": self._split("protected", p_dev)},
+                  "eval": {"forget": self._split("forget", f_eval), "retain": self._split("retain", r_eval),
+                           "protected": self._split("protected", p_eval)},
+                  "plain": {"forget": self._split("forget", forget), "retain": self._split("retain", retain)}}
+        diag_q = {r["question"] for r in forget + retain + protected}
+        for which in ("dev", "eval"):
+            for name, s in splits[which].items():
+                if any(r["question"] in diag_q for r in s.rows):
+                    raise SpecError(f"{field}: {which}/{name} overlaps the diagnostic records")
+        roles = Roles(field, seed, records, self._tok(forget), self._tok(retain), splits, data_hash=self.data_hash,
+                      notes={"forget_groups": groups, "retain_field": pair})
+        self._roles[key] = roles
+        return roles
+
+    # ---- evaluation ------------------------------------------------------------------------------------
+    def attach_baseline(self, model, roles: Roles) -> None:
+        for which, parts in roles.splits.items():
+            roles.theta0_nll[which] = {k: dataset_nll(model, s.data)[0] for k, s in parts.items()}
+
+    @torch.no_grad()
+    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
+        if which not in ("dev", "eval"):
+            raise SpecError(f"unknown split {which!r}; allowed: dev, eval")
+        if not roles.theta0_nll:
+            raise SpecError("attach_baseline(theta_0, roles) must run before evaluate()")
+        parts, base = roles.splits[which], roles.theta0_nll[which]
+        nll = {k: dataset_nll(model, s.data) for k, s in parts.items()}
+        deltas = {k: nll[k][0] - base[k] for k in parts}
+        comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
+        comp["evaluation_set"] = f"{which}: paraphrased questions"
+        for k in parts:
+            comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
+        if which == "eval":
+            comp.update(self.precision(model, roles))
+        if full:
+            comp.update(self._behaviour(model, roles))
+        if self.resurface and which == "eval":
+            comp.update(self.resurfacing(model, roles))
+        J, G, D = comp.pop("J"), comp.pop("G_F"), comp.pop("D_coll")
+        return Outcome(J, G, D, comp)
+
+    def _behaviour(self, model, roles: Roles) -> dict:
+        out = {}
+        for split_name, parts in (("", roles.splits["eval"]), ("plain_", roles.splits["plain"])):
+            for k in ("forget", "retain"):
+                s = parts[k]
+                em, es = ev.token_match(model, s.data)
+                gens = ev.greedy_answers(model, self._prepared.tokenizer, s.prompts, self.max_new_tokens)
+                out[f"{split_name}{k}_exact_memorization"] = float(em.nanmean())
+                out[f"{split_name}{k}_extraction_strength"] = float(es.nanmean())
+                out[f"{split_name}{k}_rouge"] = sum(ev.rouge_l_recall(gens, [r["answer"] for r in s.rows])) / len(gens)
+        return out
+
+    def resurfacing(self, model, roles: Roles) -> dict:
+        """Upstream's relearning attack, deterministic: a copy of the unlearned model relearns ``relearn_steps``
+        steps on ``relearn_train`` (all parameters here; upstream uses a LoRA), then a forgotten person has
+        resurfaced when their PII string appears (case-insensitive) in the greedy answer to their evaluation
+        question. Seeded by the roles' seed (never Python's ``hash()``)."""
+        import copy
+
+        from supportbench.benchmarks.lacuna.reader import read_relearn
+
+        rows = read_relearn(self._data_dir)
+        if not rows:
+            raise SpecError(f"benchmark.resurface needs relearn_train.parquet in '{self._data_dir}'")
+        attacker = copy.deepcopy(model)
+        cfg = FinetuneConfig(epochs=1, lr=self.relearn_lr, batch_size=8, weight_decay=0.0, seed=roles.seed)
+        data = self._tok(rows)
+        cfg = replace(cfg, epochs=max(1, -(-self.relearn_steps * cfg.batch_size // len(data))))
+        finetune(attacker, data, cfg, progress=False, desc="relearn")
+        split = roles.splits["eval"]["forget"]
+        gens = ev.greedy_answers(attacker, self._prepared.tokenizer, split.prompts, self.max_new_tokens)
+        hits = sum(r["answer"].lower() in g.lower() for r, g in zip(split.rows, gens))
+        return {"resurfaced": float(hits), "resurfaced_share": hits / max(1, len(gens))}
+
+    def precision(self, model, roles: Roles) -> dict:
+        """Localization precision of |W - W_theta0| against the forget-group and all-group bits, streamed."""
+        forget_bits = group_bits(roles.notes["forget_groups"])
+        truths = {"precision_forget": forget_bits, "precision_all": group_bits(ALL_GROUPS)}
+        params = dict(model.named_parameters())
+        names = [n for n in self._mask if n in params and "norm" not in n and "embed" not in n
+                 and "lm_head" not in n]
+        before = _theta0_reader(Path(self._prepared.path))
+
+        def sources():
+            for name in names:
+                w = params[name].detach().reshape(-1)
+                b = before(name)
+                m = self._mask[name]
+                yield name, w.numel(), (lambda s, e, w=w, b=b, m=m: ((w[s:e].float().cpu() - b[s:e].float()).abs(),
+                                                                     m[s:e]))
+
+        res = prec.localization_precision(sources, truths, max_exact=self.precision_max_exact)
+        out = {}
+        for t, r in res.items():
+            out.update(r.to_dict(t))
+        return out
+
+
+def _theta0_reader(model_dir: Path):
+    """name -> theta_0's flattened tensor, read lazily (memory-mapped) from the safetensors files."""
+    from safetensors import safe_open
+
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise LacunaFormatError(f"no safetensors weights in '{model_dir}' (theta_0 for localization precision)")
+    where = {}
+    for f in files:
+        with safe_open(str(f), framework="pt") as h:
+            where.update(dict.fromkeys(h.keys(), f))  # noqa: SIM118  (a safetensors handle, not a dict)
+
+    def read(name: str) -> torch.Tensor:
+        if name not in where:
+            raise LacunaFormatError(f"theta_0 in '{model_dir}' has no tensor '{name}'")
+        with safe_open(str(where[name]), framework="pt") as h:
+            return h.get_tensor(name).reshape(-1)
+
+    return read
