@@ -48,12 +48,13 @@ def build(root: Path) -> Path:
     cell("lacuna", ["Email_Address", "Birth_City"], ["npo", "simnpo", "graddiff"], [4099, 8191])
     cell("lacuna", ["Email_Address"], ["graddiff"], [32771, 65537], split="replication")
     for k in range(6):
-        inj = k % 2
-        for m, is_inj in (("backbone", inj == 0), ("lora", inj == 1)):
+        backbone_injected = k % 2 == 0
+        score = round(rng.uniform(-0.5, 0.5) + (0.6 if backbone_injected else -0.6), 6)   # one per target
+        comps = {"storage_score": score, "injected_backbone": 1.0 if backbone_injected else 0.0,
+                 "pair": float(k // 2), "nuisance_nll": round(rng.uniform(0, 2), 6)}
+        for m in ("backbone", "lora"):
             write(benchmark="controlled", field=f"target{k}", objective="npo", method=m, seed=0,
-                  J=round(rng.uniform(0, 1) + (0.2 if m == "lora" else 0), 6),
-                  components={"storage_score": round(rng.uniform(0, 1) + (0.5 if is_inj else 0), 6),
-                              "injected": 1.0 if is_inj else 0.0})
+                  J=round(rng.uniform(0, 1) + (0.2 if m == "lora" else 0), 6), components=comps)
     db = root / "paper.duckdb"
     ingest(connect(db), res)
     return db

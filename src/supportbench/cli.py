@@ -75,16 +75,22 @@ def _cmd_run(args) -> int:
     torch.set_num_threads(args.threads)
     from pathlib import Path
 
+    from supportbench.benchmarks.base import BENCHMARKS
     from supportbench.experiments.spec import RunSpec
     from supportbench.harness.runner import Runner
 
     hp = _parse_sets(args.set)
     if args.data_dir:
         hp["benchmark.data_dir"] = str(Path(args.data_dir).resolve())
-    model = str(Path(args.model).resolve()) if Path(args.model, "config.json").is_file() else args.model
-    spec = RunSpec(args.benchmark, args.field, args.objective, args.method, seed=args.seed, variant=args.variant,
-                   split=args.split, experiment=args.experiment, budget=args.budget, T=args.T, t=args.t, d=args.d,
-                   rho_p=args.rho_p, model=model, hyperparameters=hp)
+    model = args.model or getattr(BENCHMARKS.get(args.benchmark), "DEFAULT_MODEL", "tiny-llama")
+    model = str(Path(model).resolve()) if Path(model, "config.json").is_file() else model
+    interfaces = getattr(BENCHMARKS.get(args.benchmark), "INTERFACES", ())
+    if interfaces and args.field is None and args.method is None:
+        return _run_controlled(args, model, hp)
+    field = args.field or {"lacuna": "Email_Address"}.get(args.benchmark, "forget10")
+    spec = RunSpec(args.benchmark, field, args.objective, args.method or "intervention_score", seed=args.seed,
+                   variant=args.variant, split=args.split, experiment=args.experiment, budget=args.budget, T=args.T,
+                   t=args.t, d=args.d, rho_p=args.rho_p, model=model, hyperparameters=hp)
     decision = None
     if args.variant == "dirr":
         from supportbench.experiments.decisions import load_decision_for
@@ -107,6 +113,47 @@ def _cmd_run(args) -> int:
         print(f"DIR-R: s_t = {d['probe_signal']:.6g}, triggered = {d['triggered']}, chosen rho = {d['chosen_rho']}")
     print(f"record: {args.results}/runs/{spec.run_key}.json")
     return 0
+
+
+def _run_controlled(args, model: str, hp: dict) -> int:
+    """Every target through both interfaces, then Table 1's seven quantities from the registry."""
+    from pathlib import Path
+
+    from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.experiments.spec import RunSpec
+    from supportbench.harness.runner import Runner
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+    from supportbench.reports.paper import Context, controlled_main
+
+    cls = BENCHMARKS.get(args.benchmark)
+    fields = cls.field_names({k[len("benchmark."):]: v for k, v in hp.items() if k.startswith("benchmark.")})
+    specs = [RunSpec(args.benchmark, f, args.objective, m, seed=args.seed, split=args.split, experiment=args.experiment,
+                     budget=args.budget, T=args.T, model=model, hyperparameters=hp)
+             for f in fields for m in cls.INTERFACES]
+    runner = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device,
+                    reuse_stale=args.reuse_stale)
+    bad = 0
+    for spec in specs:
+        rec = runner.run(spec)
+        bad += rec["status"] != "ok"
+    con = connect(Path(args.results) / "registry.duckdb")
+    ingest(con, args.results)
+    q = controlled_main(Context.from_registry(con, args.experiment))
+    con.close()
+    print(f"{len(specs)} runs ({bad} not ok) -> {args.results}/runs/, registry {args.results}/registry.duckdb")
+    ci = q["diff_ci"]
+    for label, value in (("storage AUROC", f"{q['auroc']:.5f}"),
+                         ("residualized storage AUROC", f"{q['resid_auroc']:.5f}"),
+                         ("correct within-pair storage direction", q["direction"]),
+                         ("LoRA intervention wins", q["lora_wins"]),
+                         ("storage/best-intervention agreement", f"{q['agree']} ({q['agree_pct']:.1%})"),
+                         ("LoRA - backbone paired difference",
+                          f"{q['diff']:+.4f}" + (f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else "")),
+                         ("storage score / paired difference corr.",
+                          "undefined" if q["corr"] is None else f"{q['corr']:+.4f}")):
+        print(f"  {label:<40} {value}")
+    return 0 if not bad else 1
 
 
 def _cmd_calibrate(args) -> int:
@@ -225,11 +272,38 @@ def _executor(args):
     return LocalExecutor(args.workers)
 
 
+def _dry_run(spec, step_seconds: float | None) -> int:
+    from supportbench.harness.compute import sweep_estimate
+
+    est = sweep_estimate(spec)
+    print(f"experiment '{spec.name}': {est['runs']} runs (nothing loaded, nothing run)")
+    for b, info in est["benchmarks"].items():
+        print(f"\n{b}  model {info['model']}  T={info['T']} t={info['t']} d={info['d']}")
+        print(f"  fields      {', '.join(info['fields'])}")
+        print(f"  objectives  {', '.join(info['objectives'])}")
+        print(f"  methods     {', '.join(info['methods'])}")
+        for split, ph in info["phases"].items():
+            steps = (f"{ph['steps_low']:,.0f}" if ph["steps_low"] == ph["steps_high"]
+                     else f"{ph['steps_low']:,.0f}-{ph['steps_high']:,.0f}")
+            print(f"  {split:<12} {ph['runs']:>5} runs ({ph['static']} static, {ph['dirr']} DIR-R) in "
+                  f"{ph['cells']} cells; {steps} step-equivalents")
+    lo, hi = est["steps_low"], est["steps_high"]
+    print(f"\ntotal: {est['runs']} runs, {lo:,.0f}-{hi:,.0f} step-equivalents (final DIR-R runs between the "
+          "non-triggered and the triggered path)")
+    if step_seconds:
+        print(f"at {step_seconds:g} s per step: {lo * step_seconds / 3600:,.1f}-{hi * step_seconds / 3600:,.1f} "
+              "GPU-hours of training (diagnostics and evaluation not included)")
+    return 0
+
+
 def _cmd_sweep(args) -> int:
     from supportbench.experiments.plan import ExperimentSpec
-    from supportbench.harness.sweep import run_sweep
 
     spec = ExperimentSpec.from_toml(args.spec)
+    if args.dry_run:
+        return _dry_run(spec, args.step_seconds)
+    from supportbench.harness.sweep import run_sweep
+
     s = run_sweep(spec, args.results, _executor(args), cache_dir=args.cache, post_hoc=args.post_hoc,
                   reuse_stale=args.reuse_stale)
     _print_sweep(s)
@@ -303,9 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=_cmd_methods)
     r = sub.add_parser("run", help="run one cell (benchmark x field x objective x method x seed) and print its outcome")
     r.add_argument("--benchmark", default="natural_tofu")
-    r.add_argument("--field", default="forget10")
+    r.add_argument("--field", default=None, help="default: forget10 (TOFU), Email_Address (LACUNA); "
+                   "controlled: every target")
     r.add_argument("--objective", default="npo")
-    r.add_argument("--method", default="intervention_score")
+    r.add_argument("--method", default=None, help="default: intervention_score; controlled: both interfaces")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--variant", default="static", help="static or dirr")
     r.add_argument("--split", default="final", help="calibration, final or replication")
@@ -316,8 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--d", type=int, default=4, help="DIR-R probe length")
     r.add_argument("--rho-p", dest="rho_p", type=float, default=0.05,
                    help="DIR-R probe action (paper: 0.01 with thousands of support columns)")
-    r.add_argument("--model", default="tiny-llama",
-                   help="model preset (tiny-llama, small-llama) or a local Hugging Face model directory")
+    r.add_argument("--model", default=None,
+                   help="model preset (tiny-llama, small-llama, tiny-olmo3, tiny-qwen2) or a local Hugging Face model "
+                        "directory; default: the benchmark's (tiny-llama for TOFU, tiny-olmo3 for LACUNA, tiny-qwen2 "
+                        "for controlled)")
     r.add_argument("--data-dir", default=None,
                    help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -366,6 +443,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
     sw.add_argument("spec", help="experiment TOML file, or the name of a shipped spec (mini-paper)")
     sw.add_argument("--results", default="results")
+    sw.add_argument("--dry-run", dest="dry_run", action="store_true",
+                    help="list the cells, runs per phase and the compute estimate; load nothing, run nothing")
+    sw.add_argument("--step-seconds", dest="step_seconds", type=float, default=None,
+                    help="with --dry-run: a measured seconds per optimisation step, for a GPU-hour estimate")
     sw.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
                     help="keep records computed by older code (fingerprint differs); the audit flags the mix")
     sw.add_argument("--cache", default=None)

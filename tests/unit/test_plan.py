@@ -74,3 +74,24 @@ def test_per_benchmark_settings_override_the_experiment():
         ExperimentSpec.from_dict(bad)
     with pytest.raises(SpecError, match="names a benchmark the experiment does not run"):
         ExperimentSpec.from_dict({"experiment": {**raw["experiment"], "benchmark": {"controlled": {}}}})
+
+
+def test_dry_run_counts_and_step_equivalents_without_torch():
+    import subprocess
+    import sys
+
+    from supportbench.harness.compute import sweep_estimate
+
+    s = ExperimentSpec.from_dict({**BASE, "experiment": {**BASE["experiment"], "T": 10, "t": 8, "d": 1}})
+    est = sweep_estimate(s)
+    assert est["runs"] == len(s.all_runs())
+    ph = est["benchmarks"]["tofu"]["phases"]
+    # calibration: 2 fields x 1 objective x 1 seed x 1 DIR-R run, every candidate: T + d + (T-t-d) + 3 (T-t)
+    assert ph["calibration"]["runs"] == 2 and ph["calibration"]["steps_low"] == 2 * (10 + 1 + 1 + 3 * 2)
+    # final: 2 fields x 2 seeds x (3 static x T + 1 DIR-R between T + d and the triggered path)
+    assert ph["final"]["runs"] == 16
+    assert (ph["final"]["steps_low"], ph["final"]["steps_high"]) == (4 * (30 + 11), 4 * (30 + 18))
+    code = ("import sys; from supportbench.cli import main; rc = main(['sweep', '--dry-run', 'paper']); "
+            "sys.exit(3 if 'torch' in sys.modules else rc)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and "726 runs" in out.stdout, out.stderr

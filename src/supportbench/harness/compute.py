@@ -28,3 +28,35 @@ def exhaustive_reference(T: int, n_actions: int = 5, n_checkpoints: int = 5) -> 
     """All actions continued from checkpoints i*T/n (i = 0..n-1), plus the committed trajectory."""
     checkpoints = [i * T // n_checkpoints for i in range(n_checkpoints)]
     return (T + n_actions * sum(T - c for c in checkpoints)) / T
+
+
+def sweep_estimate(spec, n_actions: int = 5) -> dict:
+    """What ``sweep`` would run, without loading anything: cells and runs per benchmark and phase, and the
+    compute in step-equivalents (one optimisation step = 1). Static runs cost T; calibration DIR-R runs
+    evaluate every candidate (the triggered path); a final DIR-R run costs between the non-triggered and
+    the triggered path, so finals are given as a [low, high] range."""
+    out = {"benchmarks": {}, "runs": 0, "steps_low": 0.0, "steps_high": 0.0}
+    for b in spec.benchmarks:
+        st = spec.settings(b)
+        T, t, d = st["T"], st["t"], st["d"]
+        trig = sum(dirr_path_steps(T, t, d, n_actions, True).values())
+        none = sum(dirr_path_steps(T, t, d, n_actions, False).values())
+        phases = {}
+        for split in ("calibration", "final", "replication"):
+            runs = [r for r in spec.runs(split) if r.benchmark == b]
+            if not runs:
+                continue
+            static = sum(r.variant == "static" for r in runs)
+            dirr = len(runs) - static
+            lo = static * T + dirr * (trig if split == "calibration" else none)
+            hi = static * T + dirr * trig
+            cells = len({(r.field, r.objective, r.seed) for r in runs})
+            phases[split] = {"runs": len(runs), "static": static, "dirr": dirr, "cells": cells,
+                             "steps_low": float(lo), "steps_high": float(hi)}
+            out["runs"] += len(runs)
+            out["steps_low"] += lo
+            out["steps_high"] += hi
+        out["benchmarks"][b] = {"model": st["model"], "fields": list(st["fields"]),
+                                "objectives": list(st["objectives"]), "methods": list(st["methods"]),
+                                "T": T, "t": t, "d": d, "phases": phases}
+    return out

@@ -50,6 +50,27 @@ def _groups(specs: list[RunSpec], decisions: dict, results_dir, cache_dir, compl
 
 def _execute(executor, specs, decisions, results_dir, cache_dir, summary: SweepSummary, desc: str,
              complete: bool = False, reuse_stale: bool = False) -> None:
+    if not complete:  # recorded runs are counted here and never submitted (no job starts only to skip)
+        from supportbench.harness.runner import Runner
+
+        probe = Runner(results_dir, cache_dir=cache_dir, progress=False, reuse_stale=reuse_stale)
+        todo = []
+        for s in specs:
+            rec = probe.reusable(s)
+            if rec is None:
+                todo.append(s)
+                continue
+            summary.runs += 1
+            summary.skipped += 1
+            if rec["status"] == "ok":
+                summary.ok += 1
+            else:
+                summary.failed.append({"run_key": rec["run_key"], "status": rec["status"],
+                                       "error": (rec.get("error") or "").splitlines()[0] or None})
+        summary.corrupt += list(probe.corrupt.values())
+        specs = todo
+        if specs and getattr(executor, "prepare_first", False):
+            _prepare_theta0(probe, specs)
     tasks = _groups(specs, decisions, results_dir, cache_dir, complete, reuse_stale)
     with tqdm(total=len(specs), desc=desc, unit="run") as bar:
         for results in executor.map_groups(tasks):
@@ -63,6 +84,17 @@ def _execute(executor, specs, decisions, results_dir, cache_dir, summary: SweepS
                 else:
                     summary.failed.append(r)
                 bar.update(1)
+
+
+def _prepare_theta0(runner, specs) -> None:
+    """Build each (benchmark, options, model)'s theta_0 cache once, here, before jobs are submitted: array
+    tasks then load it instead of each training it again."""
+    seen = set()
+    for s in specs:
+        key = runner._bench_key(s)
+        if key not in seen:
+            seen.add(key)
+            runner.theta0(s)
 
 
 def _existing_decision(results_dir: Path, spec: ExperimentSpec, benchmark: str, objective: str) -> dict | None:
@@ -87,6 +119,10 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
 
     validate_experiment(spec)  # every name and option, before any model is trained or record written
     results_dir = Path(results_dir)
+    if getattr(executor, "prepare_first", False):  # tasks on other processes/nodes must find the same cache
+        from supportbench.benchmarks.base import default_cache_dir
+
+        cache_dir = str(Path(cache_dir or default_cache_dir()).resolve())
     summary = SweepSummary()
     # phase 1: calibration
     _execute(executor, spec.runs("calibration"), {}, results_dir, cache_dir, summary, "calibration runs",

@@ -402,44 +402,79 @@ def lacuna_dirr(ctx: Context) -> dict:
 
 
 def controlled_main(ctx: Context) -> dict:
-    """Controlled separation (§5.2): per target (field) two interfaces (methods 'backbone' and 'lora'), each
-    run carrying components 'storage_score' and 'injected' (1 for the interface that injected the fact) and
-    optionally 'pair' (blind-pair id)."""
-    from scipy import stats as sps
-
+    """Controlled separation (§5.2, Table 1) from run records: per target (field) two runs, one per interface
+    (methods 'backbone' and 'lora'), each carrying the target's components ``storage_score`` (signed:
+    e_backbone - e_lora, > 0 = storage localizes the target in the backbone), ``injected_backbone`` (1 when
+    the backbone injected it), ``pair`` (its blind pair) and ``nuisance_*`` covariates. ``controlled_quantities``
+    computes the seven quantities."""
     df = _require(ctx.ok("controlled").filter(pl.col("method").is_in(["backbone", "lora"])),
                   f"no runs of benchmark '{ctx.bench['controlled']}' (interfaces 'backbone' and 'lora')")
     comps = ctx.components.pivot(on="name", index="run_key", values="value") if not ctx.components.is_empty() \
         else pl.DataFrame({"run_key": []})
-    if "storage_score" not in comps.columns or "injected" not in comps.columns:
-        raise Missing("controlled runs need components 'storage_score' and 'injected'")
+    need = ("storage_score", "injected_backbone")
+    if any(c not in comps.columns for c in need):
+        raise Missing("controlled runs need components 'storage_score' and 'injected_backbone'")
     d = df.join(comps, on="run_key", how="inner")
-    t = d.group_by(["field", "method"]).agg(pl.col("J").mean(), pl.col("storage_score").mean(),
-                                            pl.col("injected").max(), pl.col("pair").max() if "pair" in d.columns
-                                            else pl.lit(None).alias("pair"))
-    w = t.pivot(on="method", index="field", values=["J", "storage_score", "injected"])
-    need = ["J_backbone", "J_lora", "storage_score_backbone", "storage_score_lora", "injected_backbone"]
-    if any(c not in w.columns for c in need):
-        raise Missing("every controlled target needs both interfaces")
-    w = w.drop_nulls(need)
-    score = np.concatenate([w["storage_score_backbone"].to_numpy(), w["storage_score_lora"].to_numpy()])
-    label = np.concatenate([w["injected_backbone"].to_numpy(), 1 - w["injected_backbone"].to_numpy()])
-    resid = score - np.tile((w["storage_score_backbone"].to_numpy() + w["storage_score_lora"].to_numpy()) / 2, 2)
+    nuis = sorted(c for c in d.columns if c.startswith("nuisance_"))
+    per = d.group_by("field").agg(
+        pl.col("J").filter(pl.col("method") == "backbone").mean().alias("J_backbone"),
+        pl.col("J").filter(pl.col("method") == "lora").mean().alias("J_lora"),
+        pl.col("storage_score").first(), pl.col("injected_backbone").first(),
+        (pl.col("pair").first() if "pair" in d.columns else pl.lit(None)).alias("pair"),
+        *[pl.col(c).first() for c in nuis]).drop_nulls(["J_backbone", "J_lora"]).sort("field")
+    if per.height < 2:
+        raise Missing("every controlled target needs a run through both interfaces")
+    X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
+    return controlled_quantities(per["storage_score"].to_numpy(), per["injected_backbone"].to_numpy(),
+                                 per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(),
+                                 per["pair"].to_numpy() if per["pair"].dtype != pl.Null else None, X)
 
-    def auroc(s, y):
-        pos, neg = s[y == 1], s[y == 0]
-        return float(sps.mannwhitneyu(pos, neg).statistic / (len(pos) * len(neg))) if len(pos) and len(neg) else None
 
-    diff = w["J_lora"].to_numpy() - w["J_backbone"].to_numpy()
-    storage_pick_lora = w["storage_score_lora"].to_numpy() > w["storage_score_backbone"].to_numpy()
-    agree = int(((diff > 0) == storage_pick_lora).sum())
-    direction = int((storage_pick_lora == (w["injected_backbone"].to_numpy() == 0)).sum())
-    sdiff = w["storage_score_lora"].to_numpy() - w["storage_score_backbone"].to_numpy()
-    corr = float(np.corrcoef(sdiff, diff)[0, 1]) if len(diff) > 2 else None
-    n = len(diff)
-    return {"auroc": auroc(score, label), "resid_auroc": auroc(resid, label), "direction": f"{direction}/{n}",
-            "lora_wins": f"{int((diff > 0).sum())}/{n}", "agree": f"{agree}/{n}", "agree_pct": agree / n if n else None,
-            "diff": float(diff.mean()) if n else None, "diff_ci": S.t_interval(diff), "corr": corr}
+def auroc(score: np.ndarray, label: np.ndarray) -> float | None:
+    """P(score of a positive > score of a negative) + ½ P(tie), over every positive-negative pair."""
+    pos, neg = score[label == 1], score[label == 0]
+    if not len(pos) or not len(neg):
+        return None
+    diff = pos[:, None] - neg[None, :]
+    return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
+
+
+def controlled_quantities(score, injected_backbone, J_backbone, J_lora, pair=None, nuisance=None) -> dict:
+    """The seven quantities of Table 1, one entry per target:
+
+    storage AUROC        the signed storage score identifying the injecting interface (label: backbone)
+    residualized AUROC   the same after regressing the score on [1, nuisance covariates] (least squares)
+    within-pair direction  pairs (x/pairs) whose backbone-injected target has the higher score
+    LoRA wins            targets (x/n) where J(lora) > J(backbone)
+    storage/best agreement  targets where the interface storage points to (score > 0: backbone) is the
+                         one with the higher J
+    paired difference    mean J(lora) - J(backbone) with a 95% t interval
+    correlation          Pearson r of the storage score with J(lora) - J(backbone) (a score pointing to the
+                         backbone, i.e. positive, that predicted the better intervention would correlate
+                         negatively)"""
+    score = np.asarray(score, dtype=float)
+    y = np.asarray(injected_backbone, dtype=float).round().astype(int)
+    diff = np.asarray(J_lora, dtype=float) - np.asarray(J_backbone, dtype=float)
+    n = len(score)
+    X = np.column_stack([np.ones(n), *(np.asarray(nuisance, dtype=float).T if nuisance is not None
+                                       and np.size(nuisance) else [])])
+    beta, *_ = np.linalg.lstsq(X, score, rcond=None)
+    resid = score - X @ beta
+    direction, n_pairs = 0, 0
+    if pair is not None:
+        for p in np.unique(pair):
+            idx = np.flatnonzero(pair == p)
+            b, l = idx[y[idx] == 1], idx[y[idx] == 0]
+            if len(b) == 1 and len(l) == 1:
+                n_pairs += 1
+                direction += int(score[b[0]] > score[l[0]])
+    storage_backbone = score > 0
+    best_backbone = diff < 0
+    agree = int((storage_backbone == best_backbone).sum())
+    corr = float(np.corrcoef(score, diff)[0, 1]) if n > 2 and np.std(score) > 0 and np.std(diff) > 0 else None
+    return {"auroc": auroc(score, y), "resid_auroc": auroc(resid, y), "direction": f"{direction}/{n_pairs}",
+            "lora_wins": f"{int((diff > 0).sum())}/{n}", "agree": f"{agree}/{n}", "agree_pct": agree / n,
+            "diff": float(diff.mean()), "diff_ci": S.t_interval(diff), "corr": corr}
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ PREP_VERSION = "controlled-prepare-v1"
 @register_benchmark("controlled")
 class Controlled:
     INTERFACES = itf_mod.INTERFACES
+    DEFAULT_MODEL = "tiny-qwen2"       # the paper uses Qwen2.5-7B
     FIELDS = tuple(f"t{k:02d}" for k in range(36))
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=8)
 
@@ -66,7 +67,10 @@ class Controlled:
         self.progress, self.device = progress, resolve_device(device)
         self.n_targets, self.rank, self.layer, self.seed = n_targets, rank, layer, seed
         self.inject_epochs, self.inject_lr, self.adapter = inject_epochs, inject_lr, adapter
-        self.targets = {t["id"]: t for t in gen.targets(n_targets, seed)}
+        try:
+            self.targets = {t["id"]: t for t in gen.targets(n_targets, seed)}
+        except ValueError as exc:
+            raise SpecError(f"benchmark.n_targets: {exc}") from None
         self._prepared: Prepared | None = None
         self._roles: dict = {}
         self.storage: dict[str, dict] = {}

@@ -81,6 +81,7 @@ ALL_GROUPS = range(gen.N_GROUPS)
 @register_benchmark("lacuna")
 class Lacuna:
     FIELDS = FIELDS
+    DEFAULT_MODEL = "tiny-olmo3"       # the paper uses OLMo 3 7B
     # mini: the preset learns the PII facts from scratch through its masks (AdamW, upstream's weight decay 0.1)
     finetune_config = FinetuneConfig(epochs=60, lr=3e-3, batch_size=8, weight_decay=0.1)
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16, weight_decay=0.1)

@@ -1,0 +1,113 @@
+"""The controlled separation end to end at mini size: equal interfaces that really hold their facts, an
+outcome-blind storage score, one record per (target, interface), and Table 1 from the registry."""
+
+import pytest
+import torch
+
+from supportbench.benchmarks.base import get_benchmark
+from supportbench.benchmarks.controlled import interfaces as I
+from supportbench.benchmarks.controlled.generator import targets
+from supportbench.cli import main
+from supportbench.errors import SpecError, UnknownNameError
+from supportbench.experiments.spec import RunSpec
+from supportbench.harness.runner import Runner
+from supportbench.unlearning.data import dataset_nll, tokenize_pairs
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ctl(cache):
+    b = get_benchmark("controlled", cache_dir=cache, progress=False, n_targets=12)
+    b.prepare("tiny-qwen2")
+    return b
+
+
+def _eval_nll(b, model, t) -> float:
+    data = tokenize_pairs(b._prepared.tokenizer, t["eval"], [t["attribute"]] * len(t["eval"]))
+    s, n = dataset_nll(model, data)
+    return float((s / n).mean())
+
+
+def test_interfaces_have_equal_editable_size(ctl):
+    itf = ctl.itf
+    lora = sum(p.numel() for p in I._lora_params(ctl._prepared.model, itf))
+    assert itf.size == itf.lora_size == lora == len(itf.columns) * itf.d_model
+
+
+def test_each_interface_holds_its_own_targets(ctl):
+    """Zeroing a target's injecting interface raises its NLL more than zeroing the other interface."""
+    model = ctl._prepared.model
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    W = I._base_weight(model, ctl.itf)
+    lora_B = [p for n, p in model.named_parameters() if "lora_B" in n]
+    base = {k: _eval_nll(ctl, model, t) for k, t in ctl.targets.items()}
+    with torch.no_grad():
+        W[:, list(ctl.itf.columns)] = 0
+    no_backbone = {k: _eval_nll(ctl, model, t) for k, t in ctl.targets.items()}
+    model.load_state_dict(state)
+    with torch.no_grad():
+        for p in lora_B:
+            p.zero_()
+    no_lora = {k: _eval_nll(ctl, model, t) for k, t in ctl.targets.items()}
+    model.load_state_dict(state)
+    held = 0
+    for k, t in ctl.targets.items():
+        own, other = (no_backbone, no_lora) if t["interface"] == "backbone" else (no_lora, no_backbone)
+        held += own[k] - base[k] > other[k] - base[k]
+    assert held >= 0.9 * len(ctl.targets), held
+    lora_targets = [k for k, t in ctl.targets.items() if t["interface"] == "lora"]
+    assert min(no_lora[k] - base[k] for k in lora_targets) > 1.0     # removing the LoRA removes its facts
+
+
+def test_storage_score_is_outcome_blind(ctl):
+    """Its inputs are typed: theta_0, the interfaces and diagnostic phrasings only; evaluation splits are
+    refused, and the score does not move when a run changes the live model."""
+    roles = ctl.roles("t00", 0)
+    with pytest.raises(TypeError, match="diagnostic phrasings"):
+        I.TargetProbes({"t00": roles.splits["eval"]["forget"]})
+    with pytest.raises(TypeError, match="reads only TargetProbes"):
+        I.storage_scores(ctl._prepared.model, ctl.itf, {"t00": roles.diagnostics.F})
+    import inspect
+
+    params = list(inspect.signature(I.storage_scores).parameters)
+    assert params == ["model", "itf", "probes"]
+    # computed once from theta_0 at prepare(); every run's record reads that value, whatever its outcome
+    assert set(ctl.storage) == set(ctl.targets)
+    again = I.storage_scores(ctl._prepared.model, ctl.itf, I.TargetProbes(
+        {k: ctl._tok(ctl._rows(t, "diag")) for k, t in ctl.targets.items()}))
+    assert again == ctl.storage
+
+
+def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
+    rc = main(["run", "--benchmark", "controlled", "--T", "3", "--results", str(tmp_path), "--cache", str(cache),
+               "--set", "benchmark.n_targets=12", "--experiment", "ctl"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "24 runs (0 not ok)" in out
+    for q in ("storage AUROC", "residualized storage AUROC", "correct within-pair storage direction",
+              "LoRA intervention wins", "storage/best-intervention agreement", "LoRA - backbone paired difference",
+              "storage score / paired difference corr."):
+        assert q in out
+    assert "/6" in out and "/12" in out                          # pairs counted per pair, wins per target
+
+
+def test_bad_controlled_input(tmp_path):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    m = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=4))
+    with pytest.raises(SpecError, match=r"rank 4 cannot match.*possible ranks: 3, 6, 9"):
+        I.make_interfaces(m, -1, 4)
+    assert I.make_interfaces(m, -1, 3).size == I.make_interfaces(m, -1, 3).lora_size
+    with pytest.raises(ValueError, match="blind pairs"):
+        targets(7)
+    with pytest.raises(SpecError, match="n_targets"):
+        get_benchmark("controlled", cache_dir=tmp_path, n_targets=5)
+    with pytest.raises(UnknownNameError, match="controlled interface.*'lroa'.*Did you mean 'lora'"):
+        Runner(tmp_path).run(RunSpec("controlled", "t00", "npo", "lroa", model="tiny-qwen2"))
+    wrong = tmp_path / "adapter"
+    wrong.mkdir()
+    (wrong / "adapter_config.json").write_text("{}")
+    with pytest.raises(SpecError, match="does not fit the model"):
+        I.load_lora(m, wrong, I.make_interfaces(m, -1, 3))
