@@ -21,6 +21,27 @@ def _cmd_geometry(args) -> int:
     return 0
 
 
+def _cmd_plan_memory(args) -> int:
+    from supportbench.unlearning.memory import largest_batch, plan_memory
+
+    p = plan_memory(args.model, args.budget, dtype=args.dtype, batch=args.batch, length=args.length,
+                    checkpointing=args.checkpointing)
+    gib = 2 ** 30
+    print(f"{p.model}: {p.parameters:,} parameters, {p.geometry_scalars:,} in the down-projection geometry; "
+          f"support {p.budget:,} scalars; {p.dtype} weights; batch {p.batch} x length {p.length}"
+          + ("; activation checkpointing" if p.checkpointing else ""))
+    for k, v in p.components.items():
+        print(f"  {k:<16} {v / gib:9.2f} GiB")
+    print(f"  {'total':<16} {p.total / gib:9.2f} GiB  (training alone, without diagnostics buffers: "
+          f"{p.without_diagnostics() / gib:.2f} GiB)")
+    for gpu in args.gpu_gib:
+        b = largest_batch(args.model, args.budget, gpu * gib, dtype=args.dtype, length=args.length,
+                          checkpointing=args.checkpointing)
+        print(f"  on {gpu:g} GiB: training fits up to batch {b} (powers of two)" if b else
+              f"  on {gpu:g} GiB: training does not fit at batch 1")
+    return 0
+
+
 def _cmd_methods(args) -> int:
     from supportbench.methods.base import METHODS
 
@@ -80,6 +101,8 @@ def _cmd_run(args) -> int:
     from supportbench.harness.runner import Runner
 
     hp = _parse_sets(args.set)
+    if args.dtype:
+        hp["dtype"] = args.dtype
     if args.data_dir:
         hp["benchmark.data_dir"] = str(Path(args.data_dir).resolve())
     model = args.model or getattr(BENCHMARKS.get(args.benchmark), "DEFAULT_MODEL", "tiny-llama")
@@ -372,6 +395,16 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("geometry", help="show the editable geometry (down-proj columns) of a local model")
     g.add_argument("model", help="path to a local Hugging Face causal LM directory")
     g.set_defaults(func=_cmd_geometry)
+    pm = sub.add_parser("plan-memory", help="bytes per component of a support-constrained run, from the config alone")
+    pm.add_argument("--model", required=True,
+                    help="llama3-8b, gemma2-2b, olmo3-7b, qwen2.5-7b, a preset, or a local model directory")
+    pm.add_argument("--budget", type=float, required=True, help="editable scalars, or a fraction (< 1)")
+    pm.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    pm.add_argument("--batch", type=int, default=8)
+    pm.add_argument("--length", type=int, default=256)
+    pm.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
+    pm.add_argument("--gpu-gib", dest="gpu_gib", type=float, nargs="*", default=[80.0])
+    pm.set_defaults(func=_cmd_plan_memory)
     m = sub.add_parser("methods", help="list selection methods: name, what data they need, provenance")
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
     m.set_defaults(func=_cmd_methods)
@@ -407,6 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
                    help="keep a record computed by older code (its fingerprint differs); the audit flags the mix")
     r.add_argument("--threads", type=int, default=1, help="torch threads (one per worker process)")
+    r.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="weights' dtype during the run (part of the run key); the support trains in fp32")
     r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
     r.set_defaults(func=_cmd_run)
     c = sub.add_parser("calibrate", help="choose tau* on calibration-seed DIR-R runs and freeze the decision")

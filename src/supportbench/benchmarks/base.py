@@ -128,3 +128,11 @@ def publish(tmp: Path, final: Path) -> None:
         if not final.exists():
             raise
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def record_theta0_nll(model, roles: Roles) -> None:
+    """The usual ``attach_baseline``: theta_0's per-item summed answer NLL on every split of ``roles``."""
+    from supportbench.unlearning.data import dataset_nll
+
+    for which, parts in roles.splits.items():
+        roles.theta0_nll[which] = {k: dataset_nll(model, s.data)[0] for k, s in parts.items()}

@@ -24,7 +24,11 @@ SCHEMA = 1
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "lr": 1e-2, "batch_size": 8, "weight_decay": 0.01, "warmup_steps": 0, "diag_batch_size": 16,
     "eval_full": False, "selection": "evaluation", "tau": None,
+    # the weights' dtype during a run (frozen coordinates stay in it; the support trains in fp32) and
+    # activation checkpointing; both are part of the run key when set
+    "dtype": "float32", "activation_checkpointing": False,
 }
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 def spec_key(canonical: dict) -> str:
@@ -46,6 +50,8 @@ HYPERPARAMETER_CHECKS = {
     "eval_full": (lambda x: isinstance(x, bool), "true or false"),
     "selection": (lambda x: x in SELECTIONS, f"one of {', '.join(SELECTIONS)}"),
     "tau": (_num, "a finite number (below 0: always trigger)"),
+    "dtype": (lambda x: x in DTYPES, f"one of {', '.join(DTYPES)}"),
+    "activation_checkpointing": (lambda x: isinstance(x, bool), "true or false"),
 }
 
 

@@ -118,7 +118,7 @@ class Runner:
 
     @staticmethod
     def _bench_key(spec: RunSpec) -> tuple:
-        return (spec.benchmark, json.dumps(spec.prefixed("benchmark."), sort_keys=True), spec.model)
+        return (spec.benchmark, json.dumps(spec.prefixed("benchmark."), sort_keys=True), spec.model, spec.hp("dtype"))
 
     def live_model(self, spec: RunSpec):
         """The model object runs of ``spec``'s benchmark and model use, as the last run left it."""
@@ -130,7 +130,10 @@ class Runner:
         bench = self.benchmark(spec)
         if key not in self._models:
             prepared = bench.prepare(spec.model, seed=0)
-            self._models[key] = prepared.model.to(self.device)
+            # frozen weights in the run's dtype (bf16 on a GPU); the support trains in fp32 (SupportTrainer)
+            self._models[key] = prepared.model.to(self.device, getattr(torch, spec.hp("dtype")))
+            if spec.hp("activation_checkpointing") and hasattr(prepared.model, "gradient_checkpointing_enable"):
+                prepared.model.gradient_checkpointing_enable()
             # the snapshot waits on the CPU: a GPU holds one copy of a large model, not two
             self._theta0[key] = {k: v.detach().to("cpu", copy=True) for k, v in prepared.model.state_dict().items()}
             self._model_hash[key] = prepared.model_hash

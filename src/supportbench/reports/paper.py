@@ -183,7 +183,9 @@ def _selected_baselines(ctx: Context, benchmark: str, objective: str, available:
     if not dec.is_empty():
         d = dec.filter((pl.col("benchmark") == benchmark) & (pl.col("objective") == objective))
         if not d.is_empty():
-            chosen = [b for b in (d.sort("frozen_at")["baselines"][0] or []) if b in available]
+            first = d.sort("frozen_at")["baselines"][0]
+            first = first.to_list() if isinstance(first, pl.Series) else (first or [])
+            chosen = [b for b in first if b in available]
             if chosen:
                 return chosen
     return available

@@ -4,6 +4,8 @@ Only the geometry's tensors require grad. torch's AdamW runs on *compact* leaves
 support's coordinates (gathered from the full tensors, scattered back after each step), so
 coordinates outside S are never written: they stay bitwise identical after any number of steps,
 weight decay and optimizer moments included, and optimizer memory scales with |S|, not the model.
+The leaves are fp32 whatever the model's dtype (bf16 on a GPU): they are the support's master copy,
+updated in fp32 and rounded into the model's dtype when scattered back.
 The minibatch sequence is a pure function of (seed, step): the step counter is the data cursor.
 """
 
@@ -95,7 +97,7 @@ class SupportTrainer:
             if i.numel() == 0:
                 continue
             t.param.requires_grad_(True)
-            leaf = torch.nn.Parameter(t.param.detach().reshape(-1)[i].clone())
+            leaf = torch.nn.Parameter(t.param.detach().reshape(-1)[i].to(torch.float32, copy=True))
             self._slots.append((t, i, leaf))
         self.optimizer = torch.optim.AdamW(
             [leaf for _, _, leaf in self._slots], lr=config.lr, betas=(config.beta1, config.beta2),
@@ -126,7 +128,7 @@ class SupportTrainer:
             raise DivergenceError(self.step, value)
         loss.backward()
         for t, i, leaf in self._slots:
-            leaf.grad = t.param.grad.reshape(-1)[i]
+            leaf.grad = t.param.grad.reshape(-1)[i].to(torch.float32)
             t.param.grad = None
         if self.config.max_grad_norm:
             torch.nn.utils.clip_grad_norm_([leaf for _, _, leaf in self._slots], self.config.max_grad_norm)
@@ -135,7 +137,7 @@ class SupportTrainer:
         self.optimizer.step()
         with torch.no_grad():
             for t, i, leaf in self._slots:
-                t.param.view(-1).index_copy_(0, i, leaf.detach())
+                t.param.view(-1).index_copy_(0, i, leaf.detach().to(t.param.dtype))
         self.step += 1
         self.losses.append(value)
         return value
@@ -218,58 +220,22 @@ class FinetuneConfig:
     seed: int = 0
 
 
-@torch.enable_grad()
 def finetune(model, data: TokenizedSet, config: FinetuneConfig, *, progress: bool = True,
              desc: str = "fine-tune") -> list[float]:
     """Train every parameter on mean-token answer NLL; linear warm-up then cosine decay. Returns losses."""
     import math
 
-    from supportbench.unlearning.data import sequence_nll
-
     steps = max(1, math.ceil(len(data) * config.epochs / config.batch_size))
-    warm = max(1, int(steps * config.warmup_frac))
-    params = [p for p in model.parameters()]
-    for p in params:
-        p.requires_grad_(True)
-    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    def schedule(k: int) -> float:
-        return (k + 1) / warm if k < warm else 0.5 * (1 + math.cos(math.pi * (k - warm) / max(1, steps - warm)))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-    model.train()
-    losses = []
-    with tqdm(range(steps), desc=desc, disable=not progress, leave=False) as bar:
-        for k in bar:
-            b = data.take(batch_indices(len(data), config.batch_size, k, config.seed, stream=2))
-            nll, n = sequence_nll(model, b)
-            loss = nll.sum() / n.sum()
-            if not torch.isfinite(loss):
-                raise DivergenceError(k, float(loss))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            losses.append(float(loss.detach()))
-            if k % 20 == 0:
-                bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
-    model.eval()
-    for p in params:
-        p.requires_grad_(False)
-    return losses
+    batches = ((-1, batch_indices(len(data), config.batch_size, k, config.seed, stream=2)) for k in range(steps))
+    return _fit(model, data, batches, steps, {}, config, progress, desc)
 
 
-@torch.enable_grad()
 def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: dict[str, torch.Tensor],
                     config: FinetuneConfig, *, progress: bool = True, desc: str = "masked injection") -> list[float]:
     """LACUNA's masked pretraining (upstream ``MaskedTrainer.training_step``): every micro-batch holds rows of
     one group; a batch of group g >= 0 has each parameter's gradient multiplied by bit g of its mask (so
     its facts reach only the scalars group g may change; a parameter without a mask entry gets none),
     a neutral batch (group -1) updates every parameter. AdamW, linear warm-up then cosine decay."""
-    import math
-
-    from supportbench.unlearning.data import sequence_nll
-
     if len(row_groups) != len(data):
         raise SpecError(f"one group per row: {len(row_groups)} groups for {len(data)} rows")
     g = torch.Generator().manual_seed(config.seed)
@@ -281,7 +247,18 @@ def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: 
             idx = idx[torch.randperm(len(idx), generator=g)]
             epoch += [(grp, idx[s:s + config.batch_size]) for s in range(0, len(idx), config.batch_size)]
         batches += [epoch[i] for i in torch.randperm(len(epoch), generator=g).tolist()]
-    steps = len(batches)
+    return _fit(model, data, batches, len(batches), masks, config, progress, desc)
+
+
+@torch.enable_grad()
+def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.Tensor], config: FinetuneConfig,
+         progress: bool, desc: str) -> list[float]:
+    """The training loop both share: AdamW over every parameter, warm-up then cosine decay, gradient clipping
+    at 1; a batch of group g >= 0 keeps only the gradient its masks allow (bit g)."""
+    import math
+
+    from supportbench.unlearning.data import sequence_nll
+
     warm = max(1, int(steps * config.warmup_frac))
     named = dict(model.named_parameters())
     params = list(named.values())
@@ -292,7 +269,7 @@ def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: 
                                               0.5 * (1 + math.cos(math.pi * (k - warm) / max(1, steps - warm))))
     model.train()
     losses = []
-    with tqdm(batches, desc=desc, disable=not progress, leave=False) as bar:
+    with tqdm(batches, total=steps, desc=desc, disable=not progress, leave=False) as bar:
         for k, (grp, idx) in enumerate(bar):
             nll, n = sequence_nll(model, data.take(idx))
             loss = nll.sum() / n.sum()

@@ -31,6 +31,7 @@ from supportbench.benchmarks.base import (
     Roles,
     default_cache_dir,
     publish,
+    record_theta0_nll,
     register_benchmark,
 )
 from supportbench.benchmarks.controlled import generator as gen
@@ -199,8 +200,8 @@ class Controlled:
                 "groups": list(self.itf.columns) if spec.method == "backbone" else []}
 
     def attach_baseline(self, model, roles: Roles) -> None:
-        for which, parts in roles.splits.items():
-            roles.theta0_nll[which] = {k: dataset_nll(model, s.data)[0] for k, s in parts.items()}
+        """Record theta_0's per-item answer NLL on every split (J is measured against it)."""
+        record_theta0_nll(model, roles)
 
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:

@@ -1,0 +1,126 @@
+"""Memory plan of a support-constrained run, from a model's config alone (meta device: nothing allocated,
+no weights loaded): what each component costs in bytes, and the largest batch that fits a GPU.
+
+Components (bytes):
+  weights            every parameter in the run's dtype (bf16: 2 bytes)
+  editable_master    the support's fp32 master copy (4 bytes x budget scalars)
+  optimizer          AdamW's two fp32 moments of the support (8 bytes x budget)
+  geometry_grads     the gradient buffers of the geometry's tensors (every MLP down-projection), in the
+                     weights' dtype: autograd fills whole tensors before the support's slice is taken
+  reference_nll      NPO's cached reference NLLs (negligible)
+  activations        saved for backward, per token: per layer ~ (4 x d_model + 3 x d_ff) values in the weights'
+                     dtype (attention projections, MLP intermediate), plus fp32 logits (4 x vocab) for the
+                     loss; with activation checkpointing only one d_model value per layer is kept plus one
+                     layer's full set during recomputation
+  diagnostics        full-size fp32 buffers the methods may ask for at once: the mean role gradients
+                     (4 roles) and WAGLE's two per-example sums, each as large as all down-projections
+This is an estimate for planning (a real run adds the CUDA context, allocator fragmentation and
+temporaries); ``bench/gpu_step.py`` measures the peak on a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+# The paper's models, by their published configurations (no download: only the shapes matter here).
+ARCH_CONFIGS = {
+    "llama3-8b": ("llama", dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192)),
+    "gemma2-2b": ("gemma2", dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                                 num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                                 max_position_embeddings=8192)),
+    "olmo3-7b": ("olmo3", dict(vocab_size=100278, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                               num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=65536)),
+    "qwen2.5-7b": ("qwen2", dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                                 num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768)),
+}
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def arch_config(name: str):
+    """The transformers config of one of ``ARCH_CONFIGS``."""
+    import transformers
+
+    from supportbench.errors import UnknownNameError
+
+    if name not in ARCH_CONFIGS:
+        raise UnknownNameError("architecture config", name, ARCH_CONFIGS)
+    kind, kw = ARCH_CONFIGS[name]
+    cls = {"llama": transformers.LlamaConfig, "gemma2": transformers.Gemma2Config, "olmo3": transformers.Olmo3Config,
+           "qwen2": transformers.Qwen2Config}[kind]
+    return cls(**kw)
+
+
+def meta_model(model: str):
+    """A model built on the meta device from a config: an ``ARCH_CONFIGS`` name, a preset, or a local folder."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from supportbench.unlearning.models import PRESETS, preset_config
+
+    if model in ARCH_CONFIGS:
+        cfg = arch_config(model)
+    elif model in PRESETS:
+        cfg = preset_config(PRESETS[model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    else:
+        cfg = AutoConfig.from_pretrained(model, local_files_only=True)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(cfg)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    model: str
+    parameters: int
+    geometry_scalars: int
+    budget: int
+    dtype: str
+    batch: int
+    length: int
+    checkpointing: bool
+    components: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.components.values())
+
+    def without_diagnostics(self) -> int:
+        return self.total - self.components["diagnostics"]
+
+
+def plan_memory(model: str, budget: float, *, dtype: str = "bfloat16", batch: int = 8, length: int = 256,
+                checkpointing: bool = False) -> MemoryPlan:
+    from supportbench.errors import SpecError
+    from supportbench.unlearning.support import discover_geometry
+
+    if dtype not in DTYPE_BYTES:
+        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+    m = meta_model(model)
+    cfg = m.config
+    geo = discover_geometry(m)
+    n_params = sum(p.numel() for p in m.parameters())
+    scalars = int(budget) if budget >= 1 else int(budget * geo.total_cost)
+    scalars -= scalars % int(geo.costs.min())  # whole groups (columns)
+    wb = DTYPE_BYTES[dtype]
+    d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
+    tokens = batch * length
+    per_layer = (4 * d + 3 * f) * wb
+    act = tokens * (L * d * wb + per_layer) if checkpointing else tokens * L * per_layer
+    act += tokens * V * 4  # fp32 logits for the loss
+    comps = {"weights": n_params * wb, "editable_master": scalars * 4, "optimizer": scalars * 8,
+             "geometry_grads": geo.total_cost * wb, "reference_nll": batch * 4, "activations": act,
+             "diagnostics": 6 * geo.total_cost * 4}
+    return MemoryPlan(model, n_params, geo.total_cost, scalars, dtype, batch, length, checkpointing, comps)
+
+
+def largest_batch(model: str, budget: float, gpu_bytes: float, **kw) -> int:
+    """The largest batch (at the plan's length) whose total without diagnostics fits ``gpu_bytes``; 0 if none."""
+    best, b = 0, 1
+    while b <= 4096:
+        if plan_memory(model, budget, batch=b, **kw).without_diagnostics() <= gpu_bytes:
+            best = b
+            b *= 2
+        else:
+            break
+    return best
