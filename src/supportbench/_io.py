@@ -1,5 +1,5 @@
 """Atomic file writes (temp file in the same directory + fsync + rename): a crash never leaves a
-half-written record behind."""
+half-written record behind; JSON object reads whose errors name the file."""
 
 from __future__ import annotations
 
@@ -27,6 +27,24 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 def write_json_atomic(path: str | Path, obj) -> Path:
     return write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True, default=_default))
+
+
+def read_json_object(path: str | Path, error: type[Exception], what: str) -> dict:
+    """A JSON object from ``path``; ``error(message naming the file)`` when it is missing, a directory, not
+    UTF-8, not valid JSON (e.g. truncated) or not an object. ``FileNotFoundError`` passes through when the
+    caller wants to treat a missing file itself (``error`` is then only raised for the other cases)."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except IsADirectoryError:
+        raise error(f"{what} path '{path}' is a directory") from None
+    except UnicodeDecodeError:
+        raise error(f"{what} '{path}' is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{what} '{path}' is not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
+    if not isinstance(obj, dict):
+        raise error(f"{what} '{path}' must hold a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def _default(o):

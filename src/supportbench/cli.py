@@ -374,8 +374,9 @@ def _cmd_demo(args) -> int:
     print(rep.text())
     st = report(db, out / "report", spec.name)
     done = sum(v is None for v in st["tables"].values())
-    print(f"\nreport: {done}/{len(st['tables'])} tables rendered (the others carry a 'missing' note), "
-          f"{sum(v is None for v in st['figures'].values())}/{len(st['figures'])} figures")
+    print(f"\nreport: {done}/{len(st['tables'])} tables rendered"
+          + (" (the others carry a 'missing' note)" if done < len(st["tables"]) else "")
+          + f", {sum(v is None for v in st['figures'].values())}/{len(st['figures'])} figures")
     print(f"\nwritten in {time.time() - t0:.0f} s:\n  run records   {out}/runs/\n  decisions     {out}/decisions/\n"
           f"  registry      {db}\n  report        {out}/report/report.md\n  tables        {out}/report/tables/\n"
           f"  figures       {out}/report/figures/\n  LaTeX         {out}/report/paper.tex\n"

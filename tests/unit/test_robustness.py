@@ -122,7 +122,7 @@ def test_truncated_decision_file_is_named(tmp_path):
                           selection="evaluation")
     p = tmp_path / f"{dec['hash']}.json"
     p.write_text(p.read_text()[:30])
-    with pytest.raises(DecisionError, match=rf"{p.name}' is not valid JSON \(truncated\?\)"):
+    with pytest.raises(DecisionError, match=rf"{p.name}' is not valid JSON .*truncated"):
         load_decision(p)
 
 

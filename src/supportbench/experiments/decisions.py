@@ -15,7 +15,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from supportbench._io import write_json_atomic
+from supportbench._io import read_json_object, write_json_atomic
 from supportbench.errors import DecisionError
 
 ACTIONS: tuple[float, ...] = (0.0, 0.01, 0.025, 0.05, 0.10)
@@ -48,18 +48,9 @@ def freeze_decision(directory: str | Path, **items) -> dict:
 
 def load_decision(path: str | Path) -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise DecisionError(f"decision file '{path}' does not exist" if not path.exists()
-                            else f"decision path '{path}' is not a file")
-    try:
-        dec = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise DecisionError(f"decision file '{path}' is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise DecisionError(f"decision file '{path}' is not valid JSON (truncated?): {exc.msg} at line "
-                            f"{exc.lineno}") from None
-    if not isinstance(dec, dict):
-        raise DecisionError(f"decision file '{path}' must hold a JSON object, got {type(dec).__name__}")
+    if not path.exists():
+        raise DecisionError(f"decision file '{path}' does not exist")
+    dec = read_json_object(path, DecisionError, "decision file")
     verify_decision(dec, source=str(path))
     return dec
 

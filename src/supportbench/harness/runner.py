@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from supportbench import __version__
-from supportbench._io import write_json_atomic
+from supportbench._io import read_json_object, write_json_atomic
 from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.errors import DivergenceError, SpecError, SupportbenchError
 from supportbench.experiments.spec import SCHEMA, RunSpec
@@ -62,19 +62,7 @@ class CorruptRecord(SupportbenchError):
 
 def read_record(path: str | Path) -> dict:
     """A record file's content, or ``CorruptRecord`` naming the file and what is wrong with it."""
-    path = Path(path)
-    try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise CorruptRecord(f"run record '{path}' is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise CorruptRecord(f"run record '{path}' is not valid JSON ({exc.msg} at line {exc.lineno}; "
-                            "truncated?)") from None
-    except IsADirectoryError:
-        raise CorruptRecord(f"run record path '{path}' is a directory") from None
-    if not isinstance(rec, dict):
-        raise CorruptRecord(f"run record '{path}' must hold a JSON object, got {type(rec).__name__}")
-    return rec
+    return read_json_object(path, CorruptRecord, "run record")
 
 
 def resolve_budget(budget: float, total: int) -> int:

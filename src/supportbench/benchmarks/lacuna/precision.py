@@ -63,7 +63,7 @@ def _chunks(numel: int, chunk: int):
 
 
 def localization_precision(sources: Callable[[], Iterable[Source]], truths: dict[str, int], *, ks=KS,
-                           max_exact: int = 1 << 24, bins: int = 1 << 16, chunk: int = 1 << 22) -> dict[str, Precision]:
+                           max_exact: int = 1 << 24, bins: int = 1 << 16, chunk: int = 1 << 20) -> dict[str, Precision]:
     """One ``Precision`` per ground truth in ``truths`` ({name: group bits}); ``sources()`` is called once per
     pass (two passes)."""
     masks = {t: _bits(b) for t, b in truths.items()}
@@ -93,7 +93,8 @@ def localization_precision(sources: Callable[[], Iterable[Source]], truths: dict
     gathered = {t: ([], []) for t in truths if exact[t]}
     edges = None
     if not all(exact.values()) and math.isfinite(lo):
-        edges = torch.logspace(math.log10(lo), math.log10(hi) + 1e-12, bins + 1, dtype=torch.float64)
+        # float32 edges: bucketize compares in the scores' dtype without a float64 copy of every chunk
+        edges = torch.logspace(math.log10(lo), math.log10(hi) + 1e-12, bins + 1, dtype=torch.float64).float()
     hist = {t: torch.zeros(2, bins + 1, dtype=torch.float64) for t in truths if not exact[t]}  # [neg/pos, bin]
     for name, numel, read in sources():
         if not any(name in enter[t] for t in truths):
@@ -112,10 +113,10 @@ def localization_precision(sources: Callable[[], Iterable[Source]], truths: dict
                     idx = torch.zeros(sc.shape, dtype=torch.long)
                     if edges is not None:
                         nzm = sc > 0
-                        idx[nzm] = torch.bucketize(sc[nzm].double(), edges[1:-1]) + 1
+                        idx[nzm] = torch.bucketize(sc[nzm], edges[1:-1]) + 1
                     h = hist[t]
-                    h[0].index_add_(0, idx[~lab], torch.ones(int((~lab).sum()), dtype=torch.float64))
-                    h[1].index_add_(0, idx[lab], torch.ones(int(lab.sum()), dtype=torch.float64))
+                    h[0] += torch.bincount(idx[~lab], minlength=bins + 1)
+                    h[1] += torch.bincount(idx[lab], minlength=bins + 1)
     out = {}
     for t in truths:
         if exact[t]:
