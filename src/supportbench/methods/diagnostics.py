@@ -62,7 +62,7 @@ def register_diagnostic(name: str):
     ``geometry``, ``seed``, ``batch_size`` and every built-in key through its accessors). The value is
     computed at most once per ``Diagnostics`` (one sweep cell) and shared by every method whose
     ``requires`` names it; read it with ``diagnostics.get("my_key")``."""
-    if name in KNOWN_KEYS or any(name.startswith(k.split(":")[0] + ":") for k in KNOWN_KEYS):
+    if name in KNOWN_KEYS:  # plugin names are identifiers, so they never collide with "key:role" forms
         raise SpecError(f"diagnostic name {name!r} is a built-in key")
     return DIAGNOSTICS.register(name)
 

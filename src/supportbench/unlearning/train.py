@@ -73,6 +73,16 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int, stream: int = 0
     return torch.tensor(out, dtype=torch.long)
 
 
+def minibatch(data: UnlearningData, objective: Objective, config: TrainConfig, step: int):
+    """(forget batch, retain batch or None, reference NLLs or None) at ``step``: a pure function of the
+    seed and the step, so every run of a cell — any support, any interface — sees the same batches."""
+    fi = batch_indices(len(data.forget), config.batch_size, step, config.seed, stream=0)
+    retain = None
+    if objective.uses_retain and data.retain is not None:
+        retain = data.retain.take(batch_indices(len(data.retain), config.batch_size, step, config.seed, stream=1))
+    return data.forget.take(fi), retain, data.ref_nll[fi] if data.ref_nll is not None else None
+
+
 class SupportTrainer:
     """Runs the objective for T steps updating only ``support``; checkpoint/restore exactly."""
 
@@ -108,14 +118,7 @@ class SupportTrainer:
 
     # ---- one step -------------------------------------------------------------------------------
     def _batches(self, step: int):
-        c, d = self.config, self.data
-        fi = batch_indices(len(d.forget), c.batch_size, step, c.seed, stream=0)
-        forget = d.forget.take(fi)
-        retain = None
-        if self.objective.uses_retain and d.retain is not None:
-            retain = d.retain.take(batch_indices(len(d.retain), c.batch_size, step, c.seed, stream=1))
-        ref = d.ref_nll[fi] if d.ref_nll is not None else None
-        return forget, retain, ref
+        return minibatch(self.data, self.objective, self.config, step)
 
     @torch.enable_grad()
     def train_step(self) -> float:

@@ -155,9 +155,6 @@ class Controlled:
         (out / "meta.json").write_text(json.dumps({"recall": recall, "interfaces": {
             "layer": itf.layer, "columns": list(itf.columns), "rank": itf.rank, "size": itf.size}}, indent=1))
 
-    def load_theta0(self):
-        return self._prepared.model
-
     # ---- roles -----------------------------------------------------------------------------------------
     def _tok(self, pairs):
         return tokenize_pairs(self._prepared.tokenizer, [p for p, _ in pairs], [a for _, a in pairs])

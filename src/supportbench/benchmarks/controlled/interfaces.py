@@ -21,7 +21,7 @@ import torch
 
 from supportbench.errors import SpecError
 from supportbench.unlearning.data import TokenizedSet, sequence_nll
-from supportbench.unlearning.train import batch_indices
+from supportbench.unlearning.train import batch_indices, minibatch
 
 INTERFACES = ("backbone", "lora")
 
@@ -120,8 +120,6 @@ class _Leaves:
     def __init__(self, model, itf: Interfaces, which: str):
         if which not in INTERFACES:
             raise SpecError(f"unknown interface {which!r}; allowed: {', '.join(INTERFACES)}")
-        for p in model.parameters():
-            p.requires_grad_(False)
         self.which = which
         if which == "backbone":
             self.W = _base_weight(model, itf)
@@ -132,6 +130,11 @@ class _Leaves:
             self.leaves = _lora_params(model, itf)
             for p in self.leaves:
                 p.requires_grad_(True)
+
+    def clear_grads(self) -> None:
+        for p in [*self.leaves, getattr(self, "W", None)]:
+            if p is not None:
+                p.grad = None
 
     def collect_grads(self) -> None:
         if self.which == "backbone":
@@ -144,10 +147,15 @@ class _Leaves:
                 self.W[:, self.cols] = self.leaves[0].detach()
 
     def release(self) -> None:
+        self.clear_grads()
         for p in [*self.leaves, getattr(self, "W", None)]:
             if p is not None:
                 p.requires_grad_(False)
-                p.grad = None
+
+
+def _freeze(model) -> None:
+    for p in model.parameters():
+        p.requires_grad_(False)
 
 
 @torch.enable_grad()
@@ -161,38 +169,32 @@ def inject(model, itf: Interfaces, rows: dict[str, TokenizedSet], *, epochs: int
     backbone's targets. The backbone block learns at ``backbone_lr_scale`` x ``lr``: its inputs are the
     small activations of a few neurons, where the LoRA's A reads every neuron; at one learning rate the
     block barely moves in the time the LoRA memorises its targets (measured: docs/benchmarks.md)."""
-    sides = {w: _Leaves(model, itf, w) for w in INTERFACES}
-    for s in sides.values():  # both interfaces trainable at once; each batch fills only its own grads
-        for p in s.leaves:
-            p.requires_grad_(True)
-    sides["backbone"].W.requires_grad_(True)
+    _freeze(model)
+    sides = {w: _Leaves(model, itf, w) for w in INTERFACES}  # both trainable; a batch keeps only its own grads
     opt = torch.optim.AdamW([{"params": sides["backbone"].leaves, "lr": lr * backbone_lr_scale},
                              {"params": sides["lora"].leaves, "lr": lr}], lr=lr, weight_decay=0.0)
     steps = {w: max(1, -(-len(rows[w]) * epochs // batch_size)) for w in INTERFACES}
     order = [w for k in range(max(steps.values())) for w in INTERFACES if k < steps[w]]
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.5 * (1 + math.cos(math.pi * k / len(order))))
     losses = []
+    done = dict.fromkeys(INTERFACES, 0)  # each interface's own step count: its batches' cursor
     model.train()
     for k, w in enumerate(order):
         data = rows[w]
-        idx = batch_indices(len(data), batch_size, k // 2, seed, stream=INTERFACES.index(w))
+        idx = batch_indices(len(data), batch_size, done[w], seed, stream=INTERFACES.index(w))
+        done[w] += 1
         nll, n = sequence_nll(model, data.take(idx))
         loss = nll.sum() / n.sum()
         if replay is not None:
             ri = batch_indices(len(replay), batch_size, k, seed, stream=2)
             rn, rc = sequence_nll(model, replay.take(ri))
             loss = loss + rn.sum() / rc.sum()
-        opt.zero_grad(set_to_none=True)
         for s in sides.values():
-            if getattr(s, "W", None) is not None:
-                s.W.grad = None
+            s.clear_grads()
         loss.backward()
         for other in INTERFACES:
             if other != w:
-                for p in sides[other].leaves:
-                    p.grad = None
-                if other == "backbone":
-                    sides[other].W.grad = None
+                sides[other].clear_grads()
         sides[w].collect_grads()
         opt.step()
         sched.step()
@@ -208,17 +210,15 @@ def inject(model, itf: Interfaces, rows: dict[str, TokenizedSet], *, epochs: int
 def unlearn(model, itf: Interfaces, which: str, objective, data, config) -> list[float]:
     """The objective for ``config.steps`` steps restricted to one interface; the same batches (pure function
     of seed and step), schedule and AdamW settings whichever the interface."""
+    _freeze(model)
     side = _Leaves(model, itf, which)
     opt = torch.optim.AdamW(side.leaves, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
                             weight_decay=config.weight_decay)
     losses = []
     for step in range(config.steps):
-        fi = batch_indices(len(data.forget), config.batch_size, step, config.seed, stream=0)
-        retain = (data.retain.take(batch_indices(len(data.retain), config.batch_size, step, config.seed, stream=1))
-                  if objective.uses_retain and data.retain is not None else None)
-        ref = data.ref_nll[fi] if data.ref_nll is not None else None
-        opt.zero_grad(set_to_none=True)
-        loss = objective.loss(model, data.forget.take(fi), retain, ref)
+        forget, retain, ref = minibatch(data, objective, config, step)
+        side.clear_grads()
+        loss = objective.loss(model, forget, retain, ref)
         if not torch.isfinite(loss):
             from supportbench.errors import DivergenceError
 
