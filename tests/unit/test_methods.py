@@ -207,6 +207,32 @@ def test_bad_method_output_is_named():
 
 def test_duplicate_registration_rejected():
     from supportbench.errors import DuplicateNameError
+    from supportbench.methods.base import METHODS
 
+    METHODS.get("wagle")  # the built-ins load lazily: the name is taken once they are known
     with pytest.raises(DuplicateNameError, match="already registered"):
-        register_method("wagle")(type("Other", (), {}))
+        register_method("wagle")(type("Other", (), {"score": lambda self, d, g: None}))
+
+
+def test_registration_refuses_a_class_that_cannot_be_a_method():
+    """No score, or provenance/requires annotated into dataclass fields (they would silently become
+    hyperparameters, part of every run key): refused at registration, naming the member."""
+    import dataclasses
+
+    from supportbench.methods.base import METHODS
+
+    with pytest.raises(TypeError, match=r"'no_score' \(NoScore\) has no score\(diagnostics, geometry\)"):
+        register_method("no_score")(type("NoScore", (), {"provenance": "x", "requires": ()}))
+
+    @dataclasses.dataclass
+    class Annotated:
+        eps: float = 1e-8
+        provenance: str = "somewhere"
+        requires: tuple = ()
+
+        def score(self, diag, geometry):
+            return None
+
+    with pytest.raises(TypeError, match=r"declares provenance, requires as a dataclass field"):
+        register_method("annotated")(Annotated)
+    assert "no_score" not in METHODS and "annotated" not in METHODS

@@ -55,9 +55,33 @@ METHODS: Registry = Registry(
 )
 
 
+CLASS_ATTRIBUTES = ("provenance", "requires")  # a method's description, never one of its hyperparameters
+
+
+def check_method_class(name: str, cls) -> None:
+    """Refuse, at registration, a class that cannot be a selection method (lm-eval's type check at
+    registration): no callable ``score``, or ``provenance``/``requires`` annotated into dataclass fields
+    (which would silently turn them into hyperparameters, part of every run's identity)."""
+    if not isinstance(cls, type):
+        raise TypeError(f"@register_method({name!r}) decorates a class, got {type(cls).__name__}")
+    if not callable(getattr(cls, "score", None)):
+        raise TypeError(f"selection method {name!r} ({cls.__qualname__}) has no score(diagnostics, geometry) method")
+    if dataclasses.is_dataclass(cls):
+        bad = [f.name for f in dataclasses.fields(cls) if f.name in CLASS_ATTRIBUTES]
+        if bad:
+            raise TypeError(f"selection method {name!r} ({cls.__qualname__}) declares {', '.join(bad)} as a "
+                            "dataclass field (a hyperparameter); make it a plain class attribute without a type "
+                            "annotation, e.g. provenance = \"...\"")
+
+
 def register_method(name: str):
-    """Class decorator: ``@register_method("wagle")``."""
-    return METHODS.register(name)
+    """Class decorator: ``@register_method("wagle")`` (applied above ``@dataclass``). The class is checked
+    first (``check_method_class``)."""
+    def add(cls):
+        check_method_class(name, cls)
+        return METHODS.register(name, cls)
+
+    return add
 
 
 def get_method(name: str, **hyperparameters) -> SelectionMethod:
