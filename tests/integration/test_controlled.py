@@ -60,6 +60,42 @@ def test_each_interface_holds_its_own_targets(ctl):
     assert min(no_lora[k] - base[k] for k in lora_targets) > 1.0     # removing the LoRA removes its facts
 
 
+def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatch):
+    """The controlled interventions train through SupportTrainer (one loop, one schedule); each moves only
+    its own interface's coordinates, every other coordinate bitwise unchanged (weight decay included)."""
+    from supportbench.unlearning.objectives import get_objective
+    from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData
+
+    calls = []
+    step = SupportTrainer.train_step
+    monkeypatch.setattr(SupportTrainer, "train_step",
+                        lambda self: calls.append(type(self.leaves).__name__) or step(self))
+    model = ctl._prepared.model
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    roles = ctl.roles("t00", 0)
+    data = UnlearningData(roles.forget, roles.retain)
+    config = TrainConfig(steps=3, lr=1e-2, batch_size=4, weight_decay=0.01)
+    w_name = next(n for n, p in model.named_parameters() if p is I._base_weight(model, ctl.itf))
+    cols = list(ctl.itf.columns)
+    try:
+        for which in I.INTERFACES:
+            model.load_state_dict(state)
+            losses = I.unlearn(model, ctl.itf, which, get_objective("graddiff"), data, config)
+            assert len(losses) == 3
+            after = model.state_dict()
+            changed = {n for n in after if not torch.equal(after[n], state[n])}
+            if which == "backbone":
+                assert changed == {w_name}
+                outside = [c for c in range(after[w_name].shape[1]) if c not in cols]
+                assert torch.equal(after[w_name][:, outside], state[w_name][:, outside])
+            else:
+                assert changed and all("lora_" in n for n in changed)
+            assert not any(p.requires_grad for p in model.parameters())  # released for inference
+    finally:
+        model.load_state_dict(state)
+    assert calls == ["InterfaceLeaves"] * 6
+
+
 def test_storage_score_is_outcome_blind(ctl):
     """Its inputs are typed: theta_0, the interfaces and diagnostic phrasings only; evaluation splits are
     refused, and the score does not move when a run changes the live model."""

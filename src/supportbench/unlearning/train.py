@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 import torch
 from tqdm.auto import tqdm
 
 from supportbench.errors import DivergenceError, SpecError
+from supportbench.unlearning import schedules
 from supportbench.unlearning.checkpoint import Checkpoint, OptimizerSlot, capture_rng, restore_rng
 from supportbench.unlearning.data import TokenizedSet
 from supportbench.unlearning.objectives import Objective
@@ -42,10 +44,8 @@ class TrainConfig:
             raise SpecError(f"TrainConfig needs steps >= 0, batch_size > 0, lr > 0; got {self}")
 
     def lr_at(self, step: int) -> float:
-        """Linear warm-up, then constant: a pure function of the step (the scheduler's whole state)."""
-        if self.warmup_steps > 0 and step < self.warmup_steps:
-            return self.lr * (step + 1) / self.warmup_steps
-        return self.lr
+        """The learning rate at ``step``: a pure function of the step (the scheduler's whole state)."""
+        return schedules.constant_after_warmup(step, self.lr, self.warmup_steps)
 
     def fingerprint(self) -> str:
         return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:16]
@@ -83,16 +83,82 @@ def minibatch(data: UnlearningData, objective: Objective, config: TrainConfig, s
     return data.forget.take(fi), retain, data.ref_nll[fi] if data.ref_nll is not None else None
 
 
-class SupportTrainer:
-    """Runs the objective for T steps updating only ``support``; checkpoint/restore exactly."""
+class TrainableLeaves(Protocol):
+    """The leaves that train: compact fp32 (or in-place) tensors standing for the coordinates a run may
+    change. ``SupportTrainer`` runs its one training loop over any implementation: ``SupportLeaves`` (a
+    support of the geometry, Eq. 1) here, a benchmark's own interface (controlled) elsewhere."""
 
-    def __init__(self, model, geometry: Geometry, support: Support, objective: Objective,
+    params: list[torch.nn.Parameter]   # what the optimizer updates
+
+    def enable(self) -> None:
+        """Make the model tensors whose gradients the leaves read require grad (everything else is frozen)."""
+
+    def clear_grads(self) -> None: ...
+
+    def collect_grads(self) -> None:
+        """After backward: each leaf's ``grad`` from the model's gradients."""
+
+    def write_back(self) -> None:
+        """After the optimizer step: the leaves into the model (coordinates outside them untouched)."""
+
+    def release(self) -> None:
+        """Gradients off and cleared: the model is left as inference expects it."""
+
+
+class SupportLeaves:
+    """Compact fp32 copies of a support's coordinates, gathered from the geometry's tensors and scattered
+    back after each step (``TrainableLeaves``)."""
+
+    def __init__(self, geometry: Geometry, support: Support):
+        self.geometry, self.support = geometry, support
+        idx = support.flat_indices()
+        self.slots = []  # (GeometryTensor, flat idx, compact leaf)
+        for t in geometry.tensors:
+            i = idx[t.name].to(t.param.device)
+            if i.numel() == 0:
+                continue
+            leaf = torch.nn.Parameter(t.param.detach().reshape(-1)[i].to(torch.float32, copy=True))
+            self.slots.append((t, i, leaf))
+        self.params = [leaf for _, _, leaf in self.slots]
+
+    def enable(self) -> None:
+        for t, _, _ in self.slots:
+            t.param.requires_grad_(True)
+
+    def clear_grads(self) -> None:
+        for t, _, _ in self.slots:
+            t.param.grad = None
+
+    def collect_grads(self) -> None:
+        for t, i, leaf in self.slots:
+            leaf.grad = t.param.grad.reshape(-1)[i].to(torch.float32)
+            t.param.grad = None
+
+    def write_back(self) -> None:
+        with torch.no_grad():
+            for t, i, leaf in self.slots:
+                t.param.view(-1).index_copy_(0, i, leaf.detach().to(t.param.dtype))
+
+    def release(self) -> None:
+        for t, _, _ in self.slots:
+            t.param.grad = None
+            t.param.requires_grad_(False)
+
+
+class SupportTrainer:
+    """The project's one unlearning loop: the objective for T steps updating only the trainable leaves
+    (a support of the geometry by default); checkpoint/restore exactly (supports only)."""
+
+    def __init__(self, model, geometry: Geometry | None, support: Support | None, objective: Objective,
                  data: UnlearningData, config: TrainConfig, *, progress: bool = True,
+                 leaves: TrainableLeaves | None = None,
                  _optimizer_state: dict[str, OptimizerSlot] | None = None, _step: int = 0):
         if objective.needs_reference and data.ref_nll is None:
             raise SpecError(f"objective '{objective.name}' needs reference NLLs: pass data.ref_nll")
         if objective.uses_retain and data.retain is None:
             raise SpecError(f"objective '{objective.name}' uses a retain term but data.retain is None")
+        if (leaves is None) == (support is None):
+            raise SpecError("SupportTrainer trains either a support of the geometry or explicit leaves, not both")
         self.model, self.geometry, self.support = model, geometry, support
         self.objective, self.data, self.config = objective, data, config
         self.progress = progress
@@ -100,21 +166,27 @@ class SupportTrainer:
         self.losses: list[float] = []
         for p in model.parameters():
             p.requires_grad_(False)
-        idx = support.flat_indices()
-        self._slots = []  # (GeometryTensor, flat idx, compact leaf)
-        for t in geometry.tensors:
-            i = idx[t.name].to(t.param.device)
-            if i.numel() == 0:
-                continue
-            t.param.requires_grad_(True)
-            leaf = torch.nn.Parameter(t.param.detach().reshape(-1)[i].to(torch.float32, copy=True))
-            self._slots.append((t, i, leaf))
+        self.leaves = leaves if leaves is not None else SupportLeaves(geometry, support)
+        self.leaves.enable()
         self.optimizer = torch.optim.AdamW(
-            [leaf for _, _, leaf in self._slots], lr=config.lr, betas=(config.beta1, config.beta2),
+            self.leaves.params, lr=config.lr, betas=(config.beta1, config.beta2),
             eps=config.eps, weight_decay=config.weight_decay, foreach=False,
         )
         if _optimizer_state:
             self._load_optimizer(_optimizer_state)
+
+    @classmethod
+    def on(cls, model, leaves: TrainableLeaves, objective: Objective, data: UnlearningData, config: TrainConfig,
+           *, progress: bool = True) -> SupportTrainer:
+        """A trainer over explicit leaves (e.g. a benchmark's own parameter interface)."""
+        return cls(model, None, None, objective, data, config, progress=progress, leaves=leaves)
+
+    @property
+    def _slots(self):
+        if not isinstance(self.leaves, SupportLeaves):
+            raise SpecError("checkpoints are taken of a support of the geometry; these leaves are "
+                            f"{type(self.leaves).__name__}")
+        return self.leaves.slots
 
     # ---- one step -------------------------------------------------------------------------------
     def _batches(self, step: int):
@@ -123,24 +195,19 @@ class SupportTrainer:
     @torch.enable_grad()
     def train_step(self) -> float:
         forget, retain, ref = self._batches(self.step)
-        for t, _, _ in self._slots:
-            t.param.grad = None
+        self.leaves.clear_grads()
         loss = self.objective.loss(self.model, forget, retain, ref)
         value = float(loss.detach())
         if not torch.isfinite(loss):
             raise DivergenceError(self.step, value)
         loss.backward()
-        for t, i, leaf in self._slots:
-            leaf.grad = t.param.grad.reshape(-1)[i].to(torch.float32)
-            t.param.grad = None
+        self.leaves.collect_grads()
         if self.config.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_([leaf for _, _, leaf in self._slots], self.config.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(self.leaves.params, self.config.max_grad_norm)
         for group in self.optimizer.param_groups:
             group["lr"] = self.config.lr_at(self.step)
         self.optimizer.step()
-        with torch.no_grad():
-            for t, i, leaf in self._slots:
-                t.param.view(-1).index_copy_(0, i, leaf.detach().to(t.param.dtype))
+        self.leaves.write_back()
         self.step += 1
         self.losses.append(value)
         return value
@@ -258,8 +325,6 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
          progress: bool, desc: str) -> list[float]:
     """The training loop both share: AdamW over every parameter, warm-up then cosine decay, gradient clipping
     at 1; a batch of group g >= 0 keeps only the gradient its masks allow (bit g)."""
-    import math
-
     from supportbench.unlearning.data import sequence_nll
 
     warm = max(1, int(steps * config.warmup_frac))
@@ -268,8 +333,7 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
     for p in params:
         p.requires_grad_(True)
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: (k + 1) / warm if k < warm else
-                                              0.5 * (1 + math.cos(math.pi * (k - warm) / max(1, steps - warm))))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: schedules.warmup_cosine(k, steps, warm))
     model.train()
     losses = []
     with tqdm(batches, total=steps, desc=desc, disable=not progress, leave=False) as bar:

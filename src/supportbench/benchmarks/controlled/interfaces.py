@@ -13,15 +13,15 @@ from theta_0, the interfaces and *diagnostic* phrasings only (``TargetProbes``):
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 
 import torch
 
 from supportbench.errors import SpecError
+from supportbench.unlearning import schedules
 from supportbench.unlearning.data import TokenizedSet, sequence_nll
-from supportbench.unlearning.train import batch_indices, minibatch
+from supportbench.unlearning.train import SupportTrainer, batch_indices
 
 INTERFACES = ("backbone", "lora")
 
@@ -114,8 +114,9 @@ def _lora_delta(model, itf: Interfaces) -> torch.Tensor:
     return m.scaling[key] * (m.lora_B[key].weight @ m.lora_A[key].weight)
 
 
-class _Leaves:
-    """Compact trainable leaves of one interface; ``write_back`` copies them into the model."""
+class InterfaceLeaves:
+    """Compact trainable leaves of one interface (``unlearning.train.TrainableLeaves``): the backbone block's
+    columns (a copy, written back after each step), or the LoRA matrices themselves (trained in place)."""
 
     def __init__(self, model, itf: Interfaces, which: str):
         if which not in INTERFACES:
@@ -124,31 +125,33 @@ class _Leaves:
         if which == "backbone":
             self.W = _base_weight(model, itf)
             self.cols = torch.tensor(itf.columns, device=self.W.device)
-            self.W.requires_grad_(True)
-            self.leaves = [torch.nn.Parameter(self.W.detach()[:, self.cols].clone())]
+            self.params = [torch.nn.Parameter(self.W.detach()[:, self.cols].clone())]
         else:
-            self.leaves = _lora_params(model, itf)
-            for p in self.leaves:
-                p.requires_grad_(True)
+            self.W = None
+            self.params = _lora_params(model, itf)
+
+    def enable(self) -> None:
+        for p in [self.W] if self.W is not None else self.params:
+            p.requires_grad_(True)
 
     def clear_grads(self) -> None:
-        for p in [*self.leaves, getattr(self, "W", None)]:
+        for p in [*self.params, self.W]:
             if p is not None:
                 p.grad = None
 
     def collect_grads(self) -> None:
         if self.which == "backbone":
-            self.leaves[0].grad = self.W.grad[:, self.cols].clone()
+            self.params[0].grad = self.W.grad[:, self.cols].clone()
             self.W.grad = None
 
     def write_back(self) -> None:
         if self.which == "backbone":
             with torch.no_grad():
-                self.W[:, self.cols] = self.leaves[0].detach()
+                self.W[:, self.cols] = self.params[0].detach()
 
     def release(self) -> None:
         self.clear_grads()
-        for p in [*self.leaves, getattr(self, "W", None)]:
+        for p in [*self.params, self.W]:
             if p is not None:
                 p.requires_grad_(False)
 
@@ -170,12 +173,14 @@ def inject(model, itf: Interfaces, rows: dict[str, TokenizedSet], *, epochs: int
     small activations of a few neurons, where the LoRA's A reads every neuron; at one learning rate the
     block barely moves in the time the LoRA memorises its targets (measured: docs/benchmarks.md)."""
     _freeze(model)
-    sides = {w: _Leaves(model, itf, w) for w in INTERFACES}  # both trainable; a batch keeps only its own grads
-    opt = torch.optim.AdamW([{"params": sides["backbone"].leaves, "lr": lr * backbone_lr_scale},
-                             {"params": sides["lora"].leaves, "lr": lr}], lr=lr, weight_decay=0.0)
+    sides = {w: InterfaceLeaves(model, itf, w) for w in INTERFACES}  # both trainable; a batch keeps its own grads
+    for side in sides.values():
+        side.enable()
+    opt = torch.optim.AdamW([{"params": sides["backbone"].params, "lr": lr * backbone_lr_scale},
+                             {"params": sides["lora"].params, "lr": lr}], lr=lr, weight_decay=0.0)
     steps = {w: max(1, -(-len(rows[w]) * epochs // batch_size)) for w in INTERFACES}
     order = [w for k in range(max(steps.values())) for w in INTERFACES if k < steps[w]]
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 0.5 * (1 + math.cos(math.pi * k / len(order))))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: schedules.cosine(k, len(order)))
     losses = []
     done = dict.fromkeys(INTERFACES, 0)  # each interface's own step count: its batches' cursor
     model.train()
@@ -206,32 +211,17 @@ def inject(model, itf: Interfaces, rows: dict[str, TokenizedSet], *, epochs: int
     return losses
 
 
-@torch.enable_grad()
 def unlearn(model, itf: Interfaces, which: str, objective, data, config) -> list[float]:
-    """The objective for ``config.steps`` steps restricted to one interface; the same batches (pure function
-    of seed and step), schedule and AdamW settings whichever the interface."""
+    """The objective for ``config.steps`` steps restricted to one interface, through the project's one
+    unlearning loop (``SupportTrainer``): the same batches (a pure function of seed and step), schedule and
+    AdamW settings whichever the interface."""
     _freeze(model)
-    side = _Leaves(model, itf, which)
-    opt = torch.optim.AdamW(side.leaves, lr=config.lr, betas=(config.beta1, config.beta2), eps=config.eps,
-                            weight_decay=config.weight_decay)
-    losses = []
-    for step in range(config.steps):
-        forget, retain, ref = minibatch(data, objective, config, step)
-        side.clear_grads()
-        loss = objective.loss(model, forget, retain, ref)
-        if not torch.isfinite(loss):
-            from supportbench.errors import DivergenceError
-
-            raise DivergenceError(step, float(loss))
-        loss.backward()
-        side.collect_grads()
-        for g in opt.param_groups:
-            g["lr"] = config.lr_at(step)
-        opt.step()
-        side.write_back()
-        losses.append(float(loss.detach()))
-    side.release()
-    return losses
+    leaves = InterfaceLeaves(model, itf, which)
+    trainer = SupportTrainer.on(model, leaves, objective, data, config, progress=False)
+    try:
+        return trainer.run(desc=f"unlearn {which}")
+    finally:
+        leaves.release()
 
 
 # ---- outcome-blind storage localization ----------------------------------------------------------------
