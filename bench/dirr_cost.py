@@ -26,7 +26,7 @@ REPEATS = 3
 
 
 def wall(rec) -> float:
-    w = rec["compute"]["wall_s"]
+    w = rec.compute.wall_s
     return sum(v for k, v in w.items() if k not in ("prepare", "select"))
 
 
@@ -45,7 +45,7 @@ def main() -> None:
         times = {k: [] for k in specs}
         for _ in range(REPEATS):
             for k, s in specs.items():
-                times[k].append(wall(runner.run(s)))
+                times[k].append(wall(runner.run(s).record))
     med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
     model = {k: dirr_step_equivalents(T, t, d, 5, k == "trigger") for k in ("non-trigger", "trigger")}
     print(f"T={T} t={t} d={d} |A|=5, natural_tofu/forget10/npo, tiny-llama, median of {REPEATS}")

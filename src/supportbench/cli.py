@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from supportbench.errors import SupportbenchError
+from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
 
 
 def _cmd_geometry(args) -> int:
@@ -105,66 +106,54 @@ def _cmd_run(args) -> int:
         hp["dtype"] = args.dtype
     if args.data_dir:
         hp["benchmark.data_dir"] = str(Path(args.data_dir).resolve())
-    model = args.model or getattr(BENCHMARKS.get(args.benchmark), "DEFAULT_MODEL", "tiny-llama")
+    cls = BENCHMARKS.get(args.benchmark)
+    model = args.model or cls.DEFAULT_MODEL
     model = str(Path(model).resolve()) if Path(model, "config.json").is_file() else model
-    interfaces = getattr(BENCHMARKS.get(args.benchmark), "INTERFACES", ())
-    if interfaces and args.field is None and args.method is None:
+    if cls.INTERFACES and args.field is None and args.method is None:
         return _run_controlled(args, model, hp)
-    field = args.field or {"lacuna": "Email_Address"}.get(args.benchmark, "forget10")
-    spec = RunSpec(args.benchmark, field, args.objective, args.method or "intervention_score", seed=args.seed,
-                   variant=args.variant, split=args.split, experiment=args.experiment, budget=args.budget, T=args.T,
-                   t=args.t, d=args.d, rho_p=args.rho_p, model=model, hyperparameters=hp)
+    spec = RunSpec(args.benchmark, args.field or cls.DEFAULT_FIELD, args.objective,
+                   args.method or "intervention_score", seed=args.seed, variant=args.variant, split=args.split,
+                   experiment=args.experiment, budget=args.budget, T=args.T, t=args.t, d=args.d, rho_p=args.rho_p,
+                   model=model, hyperparameters=hp)
     decision = None
     if args.variant == "dirr":
         from supportbench.experiments.decisions import load_decision_for
 
         decision = load_decision_for(spec, args.decision, allow_unfrozen=args.allow_unfrozen)
-    rec = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device,
-                 reuse_stale=args.reuse_stale).run(spec, decision=decision)
-    state = "skipped (record exists; --force to rerun)" if rec.get("_skipped") else rec["status"]
+    runner = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device,
+                    reuse_stale=args.reuse_stale)
+    rec, skipped = runner.run(spec, decision=decision)
+    state = "skipped (record exists; --force to rerun)" if skipped else rec.status
     print(f"run {spec.run_key[:12]}  {spec.benchmark}/{spec.field}/{spec.objective}/{spec.method}/{spec.variant}"
           f"/seed {spec.seed}: {state}")
-    if rec["status"] != "ok":
-        print(rec["error"], file=sys.stderr)
+    if rec.status != "ok":
+        print(rec.error, file=sys.stderr)
         return 1
-    o = rec["outcome"]
-    print(f"J = {o['J']:+.6f}   G_F = {o['G_F']:.6f}   D_coll = {o['D_coll']:.6f}")
-    for k, v in sorted(o["components"].items()):
+    o = rec.outcome
+    print(f"J = {o.J:+.6f}   G_F = {o.G_F:.6f}   D_coll = {o.D_coll:.6f}")
+    for k, v in sorted(o.components.items()):
         print(f"  {k:<24} {v:.6g}" if isinstance(v, float) else f"  {k:<24} {v}")
-    if rec.get("dirr"):
-        d = rec["dirr"]
-        print(f"DIR-R: s_t = {d['probe_signal']:.6g}, triggered = {d['triggered']}, chosen rho = {d['chosen_rho']}")
-    print(f"record: {args.results}/runs/{spec.run_key}.json")
+    if rec.dirr is not None:
+        d = rec.dirr
+        print(f"DIR-R: s_t = {d.probe_signal:.6g}, triggered = {d.triggered}, chosen rho = {d.chosen_rho}")
+    print(f"record: {runner.results.record(spec.run_key)}")
     return 0
 
 
 def _run_controlled(args, model: str, hp: dict) -> int:
     """Every target through both interfaces, then Table 1's seven quantities from the registry."""
-    from pathlib import Path
-
-    from supportbench.benchmarks.base import BENCHMARKS
-    from supportbench.experiments.spec import RunSpec
-    from supportbench.harness.runner import Runner
-    from supportbench.registry.ingest import ingest
+    from supportbench.harness.controlled import run_controlled
     from supportbench.registry.store import connect
     from supportbench.reports.paper import Context, controlled_main
 
-    cls = BENCHMARKS.get(args.benchmark)
-    fields = cls.field_names({k[len("benchmark."):]: v for k, v in hp.items() if k.startswith("benchmark.")})
-    specs = [RunSpec(args.benchmark, f, args.objective, m, seed=args.seed, split=args.split, experiment=args.experiment,
-                     budget=args.budget, T=args.T, model=model, hyperparameters=hp)
-             for f in fields for m in cls.INTERFACES]
-    runner = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device,
-                    reuse_stale=args.reuse_stale)
-    bad = 0
-    for spec in specs:
-        rec = runner.run(spec)
-        bad += rec["status"] != "ok"
-    con = connect(Path(args.results) / "registry.duckdb")
-    ingest(con, args.results)
+    done = run_controlled(args.results, benchmark=args.benchmark, objective=args.objective, seed=args.seed,
+                          split=args.split, experiment=args.experiment, budget=args.budget, T=args.T, model=model,
+                          hyperparameters=hp, cache_dir=args.cache, force=args.force, device=args.device,
+                          reuse_stale=args.reuse_stale)
+    con = connect(done.results.registry, read_only=True)
     q = controlled_main(Context.from_registry(con, args.experiment))
     con.close()
-    print(f"{len(specs)} runs ({bad} not ok) -> {args.results}/runs/, registry {args.results}/registry.duckdb")
+    print(f"{done.runs} runs ({done.not_ok} not ok) -> {done.results.runs}/, registry {done.results.registry}")
     ci = q["diff_ci"]
     for label, value in (("storage AUROC", f"{q['auroc']:.5f}"),
                          ("residualized storage AUROC", f"{q['resid_auroc']:.5f}"),
@@ -176,35 +165,31 @@ def _run_controlled(args, model: str, hp: dict) -> int:
                          ("storage score / paired difference corr.",
                           "undefined" if q["corr"] is None else f"{q['corr']:+.4f}")):
         print(f"  {label:<40} {value}")
-    return 0 if not bad else 1
+    return 0 if not done.not_ok else 1
 
 
 def _cmd_calibrate(args) -> int:
-    import json
-    from pathlib import Path
-
     from supportbench.harness.calibration import calibrate_and_freeze
 
-    recs = []
-    for f in sorted(Path(args.results, "runs").glob("*.json")):
-        r = json.loads(f.read_text())
-        s = r["spec"]
-        if (s.get("split") == "calibration" and s.get("variant") == "dirr" and s["experiment"] == args.experiment
-                and s["benchmark"] == args.benchmark and s["objective"] == args.objective):
-            recs.append(r)
-    cal, dec = calibrate_and_freeze(recs, args.out, baselines=args.baselines or [],
+    results = ResultsDir(args.results)
+    recs = [r for r in results.records()
+            if (r.spec.get("split"), r.spec.get("variant"), r.spec.get("experiment"), r.spec.get("benchmark"),
+                r.spec.get("objective")) == ("calibration", "dirr", args.experiment, args.benchmark, args.objective)]
+    out = args.out or results.decisions  # beside the runs it governs: `registry ingest RESULTS` finds it
+    cal, dec = calibrate_and_freeze(recs, out, baselines=args.baselines or [],
                                     admissible=(args.range[0], args.range[1]))
     print(f"{'tau':>10} {'trigger':>8} {'captured':>9} {'extra':>7} {'gain/compute':>12}")
     for row in cal.table:
         mark = "*" if row["tau"] == cal.tau else (" " if row["admissible"] else "x")
         print(f"{row['tau']:>10.6f} {row['trigger_fraction']:>8.1%} {row['captured_gain']:>9.4f} "
               f"{row['extra_compute']:>7.2f} {row['gain_per_compute']:>12.6f} {mark}")
-    print(f"frozen tau* = {cal.tau:.6f} ({cal.triggered}/{cal.n} triggered) -> {args.out}/{dec['hash']}.json")
+    print(f"frozen tau* = {cal.tau:.6f} ({cal.triggered}/{cal.n} triggered) -> {out}/{dec['hash']}.json")
     return 0
 
 
 def _cmd_registry(args) -> int:
     from supportbench.registry import ingest as ing
+    from supportbench.registry import tables
     from supportbench.registry.store import connect
 
     if args.action == "query":
@@ -213,18 +198,18 @@ def _cmd_registry(args) -> int:
         return _query(query_connection(args.registry), args.command_sql)
     con = connect(args.registry)
     if args.action == "ingest":
-        rep = ing.ingest(con, args.path or "results")
+        rep = ing.ingest(con, args.path or DEFAULT_RESULTS.root)
         print(rep.summary())
         return 1 if rep.conflicts or rep.decision_conflicts else 0
     if args.action == "import":
         if not args.path:
             raise SupportbenchError("registry import needs a CSV or Parquet file")
-        rep = ing.import_table(con, args.path)
+        rep = tables.import_table(con, args.path)
         print(rep.summary().replace("record files", "tables"))
         return 1 if rep.conflicts else 0
     if not args.path:
         raise SupportbenchError("registry export needs an output file (.csv or .parquet)")
-    n = ing.export_table(con, args.path, args.experiment)
+    n = tables.export_table(con, args.path, args.experiment)
     print(f"wrote {n} rows to {args.path}")
     return 0
 
@@ -289,7 +274,7 @@ def _executor(args):
         from supportbench.harness.executors.slurm import SlurmExecutor
 
         params = _parse_sets(args.slurm)
-        return SlurmExecutor(f"{args.results}/slurm", **params)
+        return SlurmExecutor(ResultsDir(args.results).slurm, **params)
     from supportbench.harness.executors.local import LocalExecutor
 
     return LocalExecutor(args.workers)
@@ -350,7 +335,6 @@ def _print_sweep(s) -> None:
 def _cmd_demo(args) -> int:
     import os
     import time
-    from pathlib import Path
 
     from supportbench.experiments.plan import ExperimentSpec
     from supportbench.harness.executors.local import LocalExecutor
@@ -361,26 +345,25 @@ def _cmd_demo(args) -> int:
     from supportbench.reports.report import report
 
     t0 = time.time()
-    out = Path(args.results)
+    out = ResultsDir(args.results)
     spec = ExperimentSpec.from_toml("mini-paper")
-    print(f"demo: experiment '{spec.name}' ({len(spec.all_runs())} runs) -> {out}/")
-    s = run_sweep(spec, out, LocalExecutor(args.workers or os.cpu_count()), cache_dir=args.cache, post_hoc=True)
+    print(f"demo: experiment '{spec.name}' ({len(spec.all_runs())} runs) -> {out.root}/")
+    s = run_sweep(spec, out.root, LocalExecutor(args.workers or os.cpu_count()), cache_dir=args.cache, post_hoc=True)
     _print_sweep(s)
-    db = out / "registry.duckdb"
-    con = connect(db)
-    print(ingest(con, out).summary())
+    con = connect(out.registry)
+    print(ingest(con, out.root).summary())
     con.close()
-    rep = audit(connect(db, read_only=True), spec.name, spec)
+    rep = audit(connect(out.registry, read_only=True), spec.name, spec)
     print(rep.text())
-    st = report(db, out / "report", spec.name)
+    st = report(out.registry, out.report, spec.name)
     done = sum(v is None for v in st["tables"].values())
     print(f"\nreport: {done}/{len(st['tables'])} tables rendered"
           + (" (the others carry a 'missing' note)" if done < len(st["tables"]) else "")
           + f", {sum(v is None for v in st['figures'].values())}/{len(st['figures'])} figures")
-    print(f"\nwritten in {time.time() - t0:.0f} s:\n  run records   {out}/runs/\n  decisions     {out}/decisions/\n"
-          f"  registry      {db}\n  report        {out}/report/report.md\n  tables        {out}/report/tables/\n"
-          f"  figures       {out}/report/figures/\n  LaTeX         {out}/report/paper.tex\n"
-          f"  findings      {out}/report/findings.md")
+    print(f"\nwritten in {time.time() - t0:.0f} s:\n  run records   {out.runs}/\n  decisions     {out.decisions}/\n"
+          f"  registry      {out.registry}\n  report        {out.report}/report.md\n"
+          f"  tables        {out.report}/tables/\n  figures       {out.report}/figures/\n"
+          f"  LaTeX         {out.report}/paper.tex\n  findings      {out.report}/findings.md")
     return 0 if not s.failed else 1
 
 
@@ -433,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="hyperparameter, e.g. lr=0.01, objective.beta=0.2, method.eps=1e-6, benchmark.size=full")
-    r.add_argument("--results", default="results")
+    r.add_argument("--results", default=str(DEFAULT_RESULTS.root))
     r.add_argument("--cache", default=None, help="cache directory (default $SUPPORTBENCH_CACHE or ./.cache)")
     r.add_argument("--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)")
     r.add_argument("--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision")
@@ -446,39 +429,39 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
     r.set_defaults(func=_cmd_run)
     c = sub.add_parser("calibrate", help="choose tau* on calibration-seed DIR-R runs and freeze the decision")
-    c.add_argument("--results", default="results")
+    c.add_argument("--results", default=str(DEFAULT_RESULTS.root))
     c.add_argument("--experiment", default="adhoc")
     c.add_argument("--benchmark", required=True)
     c.add_argument("--objective", required=True)
     c.add_argument("--range", nargs=2, type=float, default=[0.2, 0.8], metavar=("LO", "HI"),
                    help="admissible trigger fraction (default 0.2 0.8)")
     c.add_argument("--baselines", nargs="*", help="baseline identities frozen with the decision")
-    c.add_argument("--out", default="results/decisions")
+    c.add_argument("--out", default=None, help="where the decision is written (default: RESULTS/decisions)")
     c.set_defaults(func=_cmd_calibrate)
     g = sub.add_parser("registry", help="the DuckDB results registry: ingest | import | export | query")
     g.add_argument("action", choices=["ingest", "import", "export", "query"])
     g.add_argument("path", nargs="?", help="ingest: results directory; import/export: .csv or .parquet file")
-    g.add_argument("--registry", default="results/registry.duckdb")
+    g.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
     g.add_argument("--experiment", default=None, help="export only this experiment")
     g.add_argument("-c", dest="command_sql", default=None, help="query: run this SQL and exit")
     g.set_defaults(func=_cmd_registry)
     a = sub.add_parser("audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions")
-    a.add_argument("--registry", default="results/registry.duckdb")
+    a.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
     a.add_argument("--experiment", default=None)
     a.add_argument("--spec", default=None,
                    help="experiment TOML or shipped spec name: the expected grid (default: observed levels)")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_cmd_audit)
     rp = sub.add_parser("report", help="every paper table (LaTeX), figures, report.md and paper.tex from a registry")
-    rp.add_argument("--registry", default="results/registry.duckdb")
-    rp.add_argument("--out", default="results/report")
+    rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
+    rp.add_argument("--out", default=str(DEFAULT_RESULTS.report))
     rp.add_argument("--experiment", default=None, help="required when the registry holds several experiments")
     rp.add_argument("--findings", default=None, metavar="PATH",
                     help="also write findings.md here (e.g. docs/findings.md)")
     rp.set_defaults(func=_cmd_report)
     sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
     sw.add_argument("spec", help="experiment TOML file, or the name of a shipped spec (mini-paper)")
-    sw.add_argument("--results", default="results")
+    sw.add_argument("--results", default=str(DEFAULT_RESULTS.root))
     sw.add_argument("--dry-run", dest="dry_run", action="store_true",
                     help="list the cells, runs per phase and the compute estimate; load nothing, run nothing")
     sw.add_argument("--step-seconds", dest="step_seconds", type=float, default=None,
@@ -494,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="complete non-triggered DIR-R candidate sets afterwards (available-gain denominator)")
     sw.set_defaults(func=_cmd_sweep)
     dm = sub.add_parser("demo", help="the embedded mini-paper experiment end to end: sweep, registry, audit, report")
-    dm.add_argument("--results", default="results/demo")
+    dm.add_argument("--results", default=str(DEFAULT_RESULTS.root / "demo"))
     dm.add_argument("--cache", default=None)
     dm.add_argument("--workers", type=int, default=None)
     dm.set_defaults(func=_cmd_demo)

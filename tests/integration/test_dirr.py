@@ -23,16 +23,16 @@ def geometry_state(runner, spec):
 def test_rho0_continuation_is_bitwise_static(tofu, cache, tmp_path):
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
     static = RunSpec(**BASE, seed=0)
-    rs = runner.run(static)
+    rs = runner.run(static).record
     w_static = geometry_state(runner, static)
     dirr = RunSpec(**{**BASE, "hyperparameters": {"lr": 0.01, "tau": 1e9}}, seed=0, variant="dirr")
-    rd = runner.run(dirr)
-    assert rd["status"] == "ok", rd["error"]
-    assert rd["dirr"]["triggered"] is False and rd["dirr"]["chosen_rho"] == 0.0 and rd["dirr"]["unfrozen"]
+    rd = runner.run(dirr).record
+    assert rd.status == "ok", rd.error
+    assert rd.dirr.triggered is False and rd.dirr.chosen_rho == 0.0 and rd.dirr.unfrozen
     w_dirr = geometry_state(runner, dirr)
     assert all(torch.equal(w_static[k], w_dirr[k]) for k in w_static)
-    assert rd["outcome"]["J"] == rs["outcome"]["J"] == rd["dirr"]["rho0_J"]
-    assert rd["compute"]["normalized"] == pytest.approx((12 + 2) / 12)
+    assert rd.outcome.J == rs.outcome.J == rd.dirr.rho0_J
+    assert rd.compute.normalized == pytest.approx((12 + 2) / 12)
 
 
 @pytest.mark.parametrize("selection", ["evaluation", "development"])
@@ -42,17 +42,17 @@ def test_dirr_selection_never_worse_than_static(tofu, cache, tmp_path, selection
     for seed in (0, 1, 2):
         spec = RunSpec(**{**BASE, "hyperparameters": {"lr": 0.01, "tau": -1.0, "selection": selection}},
                        seed=seed, variant="dirr")
-        rec = runner.run(spec)
-        d = rec["dirr"]
+        rec = runner.run(spec).record
+        d = rec.dirr.to_dict()
         assert d["triggered"] and d["complete"] and set(d["candidates"]) == {str(a) for a in ACTIONS}
         best = max(d["candidates"].values())
         assert d["candidates"][str(d["chosen_rho"])] == best >= d["candidates"]["0.0"]
         ties = [float(r) for r, v in d["candidates"].items() if v == best]
         assert d["chosen_rho"] == min(ties)
-        assert rec["outcome"]["J"] == pytest.approx(d["candidates_J"][str(d["chosen_rho"])], abs=1e-9)
+        assert pytest.approx(d["candidates_J"][str(d["chosen_rho"])], abs=1e-9) == rec.outcome.J
         if selection == "evaluation":
-            assert rec["outcome"]["J"] >= d["rho0_J"]
-        assert rec["compute"]["normalized"] == pytest.approx((12 + 2 + 2 + 3 * 4) / 12)
+            assert d["rho0_J"] <= rec.outcome.J
+        assert rec.compute.normalized == pytest.approx((12 + 2 + 2 + 3 * 4) / 12)
 
 
 def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, tmp_path):
@@ -63,14 +63,14 @@ def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, 
     spec = RunSpec(**BASE, seed=5, variant="dirr")
     with pytest.raises(DecisionError, match="no frozen decision"):
         runner.run(spec)
-    rec = runner.run(spec, decision=dec)
-    assert rec["dirr"]["decision_hash"] == dec["hash"] and not rec["dirr"]["triggered"]
-    assert set(rec["dirr"]["candidates"]) == {"0.0"} and not rec["dirr"]["complete"]
-    done = runner.complete_post_hoc(spec, dec)
-    assert done["dirr"]["post_hoc"] and done["dirr"]["complete"] and done["dirr"]["chosen_rho"] == 0.0
-    assert set(done["dirr"]["candidates"]) == {str(a) for a in ACTIONS}
+    rec = runner.run(spec, decision=dec).record
+    assert rec.dirr.decision_hash == dec["hash"] and not rec.dirr.triggered
+    assert set(rec.dirr.candidates) == {"0.0"} and not rec.dirr.complete
+    done = runner.complete_post_hoc(spec, dec).record
+    assert done.dirr.post_hoc and done.dirr.complete and done.dirr.chosen_rho == 0.0
+    assert set(done.dirr.candidates) == {str(a) for a in ACTIONS}
     on_disk = json.loads((tmp_path / "res" / "runs" / f"{spec.run_key}.json").read_text())
-    assert on_disk["outcome"] == rec["outcome"] and on_disk["dirr"]["post_hoc"]
+    assert on_disk["outcome"] == rec.outcome.to_dict() and on_disk["dirr"]["post_hoc"]
     with pytest.raises(DecisionError, match="froze d=2 but the run asks d=3"):
         Runner(tmp_path / "r2", cache_dir=cache, progress=False).run(
             RunSpec(**{**BASE, "d": 3}, seed=5, variant="dirr"), decision=dec)

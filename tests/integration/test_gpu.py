@@ -22,7 +22,7 @@ def deterministic():
 
 
 def _outcome(rec):
-    return rec["outcome"]["J"], rec["support"]["groups"], (rec.get("dirr") or {}).get("candidates")
+    return rec.outcome.J, rec.support.groups, rec.dirr.candidates if rec.dirr else None
 
 
 @pytest.mark.parametrize("variant, extra", [("static", {}), ("dirr", {"tau": 0.0})])
@@ -30,7 +30,8 @@ def _outcome(rec):
 def test_cells_on_gpu_are_reproducible(tofu, cache, tmp_path, variant, extra, dtype):
     spec = RunSpec("tofu", "forget10", "npo", "intervention_score", seed=0, T=8, t=6, d=1, rho_p=0.05,
                    variant=variant, budget=0.1, hyperparameters={"dtype": dtype, **extra})
-    recs = [Runner(tmp_path / f"r{i}", cache_dir=cache, progress=False, device="cuda").run(spec) for i in (0, 1)]
-    assert all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
-    assert recs[0]["provenance"]["device"].startswith("cuda")
+    recs = [Runner(tmp_path / f"r{i}", cache_dir=cache, progress=False, device="cuda").run(spec).record
+            for i in (0, 1)]
+    assert all(r.status == "ok" for r in recs), [r.error for r in recs]
+    assert recs[0].provenance.device.startswith("cuda")
     assert _outcome(recs[0]) == _outcome(recs[1])

@@ -71,10 +71,10 @@ def test_a_run_records_j_and_precision(lacuna, cache, tmp_path):
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
     spec = RunSpec("lacuna", "Phone_Number", "npo", "intervention_score", seed=0, T=4, budget=0.1,
                    model="tiny-olmo3", hyperparameters={"benchmark.people": 12, "lr": 0.01})
-    rec = runner.run(spec)
-    assert rec["status"] == "ok", rec["error"]
-    c = rec["outcome"]["components"]
-    assert rec["outcome"]["G_F"] > 0 and 0 <= c["precision_forget_auroc"] <= 1
+    rec = runner.run(spec).record
+    assert rec.status == "ok", rec.error
+    c = rec.outcome.components
+    assert rec.outcome.G_F > 0 and 0 <= c["precision_forget_auroc"] <= 1
     assert {"precision_all_auroc", "precision_forget_precision_at_0.1", "forget_prob"} <= set(c)
     assert c["evaluation_set"].startswith("eval")
     assert rec["roles"]["retain_field"] == "Birth_City"                   # upstream's cross-field pairing

@@ -36,15 +36,15 @@ def test_local_model_directory_is_fine_tuned_cached_and_runs(tmp_path):
     runner = Runner(tmp_path / "results", cache_dir=cache, progress=False)
     spec = RunSpec("tofu", "forget01", "npo", "wagle", seed=0, T=2, budget=0.1, model=str(base_dir),
                    hyperparameters={"benchmark.finetune.epochs": 2})
-    rec = runner.run(spec)
-    assert rec["status"] == "ok", rec["error"]
-    assert rec["provenance"]["model_hash"] == third.model_hash  # the cached theta_0 of the new weights
-    assert rec["support"]["cost"] <= rec["support"]["budget"]
+    rec = runner.run(spec).record
+    assert rec.status == "ok", rec.error
+    assert rec.provenance.model_hash == third.model_hash  # the cached theta_0 of the new weights
+    assert rec.support.cost <= rec.support.budget
     other = spec.replace(hyperparameters={"benchmark.finetune.epochs": 3})
     assert other.run_key != spec.run_key  # benchmark options are part of the run's identity
 
     preset = spec.replace(model="tiny-llama")  # same benchmark options, another model
-    assert runner.run(preset)["status"] == "ok"
+    assert runner.run(preset).record.status == "ok"
     tok_dir, tok_preset = (runner.benchmark(s)._prepared.tokenizer for s in (spec, preset))
     assert len(tok_dir) != len(tok_preset)  # each model is tokenised with its own tokenizer
     assert runner.benchmark(spec).roles("forget01", 0).forget.input_ids.max() < len(tok_dir)

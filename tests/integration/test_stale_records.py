@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
-from supportbench.harness.runner import Runner, record_path
+from supportbench.harness.runner import Runner
 from supportbench.methods.base import METHODS, MethodBase, register_method
 
 pytestmark = pytest.mark.slow
@@ -32,30 +33,30 @@ def scaled_norm():
 
 def test_changed_default_reruns_unless_stale_reuse_is_asked(tofu, cache, tmp_path, scaled_norm):
     spec = RunSpec("tofu", "forget10", "npo", "scaled_norm_test", seed=0, T=2, budget=0.1, experiment="fp")
-    first = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
-    assert first["status"] == "ok" and first["fingerprint"]["method"]["hyperparameters"] == {"power": 1.0}
-    assert Runner(tmp_path, cache_dir=cache, progress=False).run(spec).get("_skipped")  # same code: reused
+    first = Runner(tmp_path, cache_dir=cache, progress=False).run(spec).record
+    assert first.status == "ok" and first.fingerprint.method["hyperparameters"] == {"power": 1.0}
+    assert Runner(tmp_path, cache_dir=cache, progress=False).run(spec).skipped  # same code: reused
 
     scaled_norm.__dataclass_fields__["power"].default = 2.0   # the method's default changes
     scaled_norm.__init__.__defaults__ = (2.0,)
-    assert fingerprint(spec)["hash"] != first["fingerprint"]["hash"]
-    kept = Runner(tmp_path, cache_dir=cache, progress=False, reuse_stale=True).run(spec)
-    assert kept.get("_skipped") and kept["fingerprint"]["hash"] == first["fingerprint"]["hash"]
-    again = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
-    assert not again.get("_skipped")
-    assert again["fingerprint"]["method"]["hyperparameters"] == {"power": 2.0}
-    stored = json.loads(record_path(tmp_path, spec.run_key).read_text())
-    assert stored["fingerprint"]["hash"] == fingerprint(spec)["hash"]
+    assert fingerprint(spec).hash != first.fingerprint.hash
+    kept, skipped = Runner(tmp_path, cache_dir=cache, progress=False, reuse_stale=True).run(spec)
+    assert skipped and kept.fingerprint.hash == first.fingerprint.hash
+    again, skipped = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
+    assert not skipped
+    assert again.fingerprint.method["hyperparameters"] == {"power": 2.0}
+    stored = json.loads(ResultsDir(tmp_path).record(spec.run_key).read_text())
+    assert stored["fingerprint"]["hash"] == fingerprint(spec).hash
 
 
 def test_failed_record_is_retried(tofu, cache, tmp_path):
     spec = RunSpec("tofu", "forget10", "npo", "random", seed=0, T=2, budget=0.1, experiment="fp")
-    path = record_path(tmp_path, spec.run_key)
+    path = ResultsDir(tmp_path).record(spec.run_key)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"run_key": spec.run_key, "status": "failed", "error": "boom",
-                                "fingerprint": fingerprint(spec)}))
-    rec = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
-    assert not rec.get("_skipped") and rec["status"] == "ok"
+                                "fingerprint": fingerprint(spec).to_dict()}))
+    rec, skipped = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
+    assert not skipped and rec.status == "ok"
 
 
 def test_audit_reports_mixed_fingerprints(tofu, cache, tmp_path):
@@ -71,9 +72,9 @@ def test_audit_reports_mixed_fingerprints(tofu, cache, tmp_path):
     assert audit(con, "fp").mixed_fingerprints == []
     # an older record (different code) kept with --reuse-stale
     spec = RunSpec("tofu", "forget10", "npo", "random", seed=2, T=2, budget=0.1, experiment="fp")
-    rec = runner.run(spec)
+    rec = runner.run(spec).record.to_dict()
     rec["fingerprint"] = {**rec["fingerprint"], "hash": "0" * 16}
-    record_path(tmp_path, spec.run_key).write_text(json.dumps(rec))
+    ResultsDir(tmp_path).record(spec.run_key).write_text(json.dumps(rec))
     ingest(con, tmp_path)
     rep = audit(con, "fp")
     assert [(r["method"], r["fingerprints"]) for r in rep.mixed_fingerprints] == [("random", 2)]
@@ -88,18 +89,18 @@ def test_non_finite_outcome_is_diverged_by_construction(tofu, cache, tmp_path, m
 
     monkeypatch.setattr(type(tofu), "evaluate", nan_eval)
     spec = RunSpec("tofu", "forget10", "npo", "random", seed=5, T=2, budget=0.1, experiment="fp")
-    rec = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
-    assert rec["status"] == "diverged" and "non-finite outcome" in rec["error"], rec["error"]
+    rec = Runner(tmp_path, cache_dir=cache, progress=False).run(spec).record
+    assert rec.status == "diverged" and "non-finite outcome" in rec.error, rec.error
 
 
 def test_corrupt_record_is_named_redone_and_reported(tofu, cache, tmp_path, capsys):
     spec = RunSpec("tofu", "forget10", "npo", "random", seed=6, T=2, budget=0.1, experiment="fp")
-    path = record_path(tmp_path, spec.run_key)
+    path = ResultsDir(tmp_path).record(spec.run_key)
     path.parent.mkdir(parents=True)
     path.write_text('{"run_key": "trunc')
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
-    rec = runner.run(spec)
-    assert rec["status"] == "ok" and not rec.get("_skipped")
+    rec, skipped = runner.run(spec)
+    assert rec.status == "ok" and not skipped
     assert str(path) in runner.corrupt and "not valid JSON" in runner.corrupt[str(path)]
     assert f"run record '{path}' is not valid JSON" in capsys.readouterr().err
     assert json.loads(path.read_text())["run_key"] == spec.run_key      # the redone run replaced it

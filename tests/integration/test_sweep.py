@@ -3,6 +3,7 @@
 import pytest
 
 from supportbench.experiments.plan import ExperimentSpec
+from supportbench.experiments.results import ResultsDir
 from supportbench.harness.executors.local import LocalExecutor
 from supportbench.harness.sweep import run_sweep
 from supportbench.registry.audit import audit
@@ -52,4 +53,4 @@ def test_slurm_executor_debug_cluster(tofu, cache, tmp_path):
     ex = SlurmExecutor(tmp_path / "slurm", cluster="debug")
     out = [r for group in ex.map_groups(_groups(static, {}, tmp_path / "res", str(cache))) for r in group]
     assert len(out) == len(static) and all(r["status"] == "ok" for r in out)
-    assert len(list((tmp_path / "res" / "runs").glob("*.json"))) == len(static)
+    assert len(ResultsDir(tmp_path / "res").record_files()) == len(static)

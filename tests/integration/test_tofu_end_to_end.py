@@ -37,20 +37,20 @@ def test_roles_are_disjoint_and_sized(tofu):
 def test_npo_steps_on_a_support_reduce_forget_probability(tofu, cache, tmp_path):
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
     spec = RunSpec("tofu", "forget10", "npo", "intervention_score", seed=0, T=20, budget=0.1)
-    rec = runner.run(spec)
-    assert rec["status"] == "ok", rec["error"]
-    o = rec["outcome"]
+    rec = runner.run(spec).record
+    assert rec.status == "ok", rec.error
+    o = rec.outcome.to_dict()
     assert all(map(lambda v: v == v and abs(v) < float("inf"), (o["J"], o["G_F"], o["D_coll"])))
     assert o["G_F"] > 1.0 and o["D_coll"] >= 0
     # record file: atomic, complete, skipped on rerun, refreshed with force
-    path = tmp_path / "runs" / f"{spec.run_key}.json"
+    path = runner.results.record(spec.run_key)
     on_disk = json.loads(path.read_text())
     assert on_disk["run_key"] == spec.run_key and on_disk["support"]["cost"] <= on_disk["support"]["budget"]
     assert on_disk["provenance"]["model_hash"] and on_disk["provenance"]["data_hash"]
     assert on_disk["provenance"]["device"] == str(runner.device)
     assert on_disk["compute"]["step_equivalents"] == 20.0
-    assert runner.run(spec).get("_skipped") is True
-    assert not list((tmp_path / "runs").glob("*.tmp"))
+    assert runner.run(spec).skipped is True
+    assert not list(runner.results.runs.glob("*.tmp"))
 
 
 def test_forget_probability_drops(tofu, cache, tmp_path):
@@ -61,7 +61,7 @@ def test_forget_probability_drops(tofu, cache, tmp_path):
     roles = bench.roles("forget10", 1)
     bench.attach_baseline(model, roles)
     before = bench.evaluate(model, roles).components["forget_prob"]
-    after = runner.run(spec)["outcome"]["components"]["forget_prob"]
+    after = runner.run(spec).record.outcome.components["forget_prob"]
     assert after < before - 0.2
 
 
@@ -96,11 +96,11 @@ def test_failed_run_keeps_a_record(tofu, cache, tmp_path):
 
     try:
         runner = Runner(tmp_path, cache_dir=cache, progress=False)
-        rec = runner.run(RunSpec("tofu", "forget10", "npo", "crashing_test", T=2))
+        rec = runner.run(RunSpec("tofu", "forget10", "npo", "crashing_test", T=2)).record
     finally:
         METHODS.unregister("crashing_test")
-    assert rec["status"] == "failed" and "RuntimeError: method blew up" in rec["error"]
-    assert (tmp_path / "runs" / f"{rec['run_key']}.json").exists()
+    assert rec.status == "failed" and "RuntimeError: method blew up" in rec.error
+    assert runner.results.record(rec.run_key).exists()
 
 
 def test_cli_run_prints_outcome(cache, tmp_path, tofu):
@@ -118,10 +118,10 @@ def test_planned_runs_share_one_fused_diagnostics_pass(tofu, cache, tmp_path):
     a = RunSpec("tofu", "forget10", "npo", "activation", seed=2, T=2, budget=0.1)
     b = RunSpec("tofu", "forget10", "npo", "ap_mlp", seed=2, T=2, budget=0.1)
     runner.plan([a, b])
-    assert runner.run(a)["status"] == "ok"
+    assert runner.run(a).record.status == "ok"
     diag = runner._diag
     assert set(diag.computed) == {"activations", "attribution:corrupted"}  # both, from the first run's pass
     passes = diag.passes
-    assert runner.run(b)["status"] == "ok" and runner._diag is diag and diag.passes == passes
+    assert runner.run(b).record.status == "ok" and runner._diag is diag and diag.passes == passes
     runner.plan([a, b])  # both recorded now: nothing left to prepare
     assert runner._planned == {}

@@ -130,13 +130,18 @@ def test_final_dirr_run_refuses_without_decision(tmp_path):
 
 
 def test_calibrate_and_freeze_reads_only_complete_calibration_records(tmp_path):
+    from supportbench.experiments.record import Compute, DirrResult, Provenance, RunRecord
     from supportbench.harness.calibration import calibrate_and_freeze
 
     def rec(seed, s, cands, split="calibration", complete=True):
-        return {"run_key": f"{seed:064d}", "status": "ok",
-                "spec": {"split": split, "variant": "dirr", "field": "f", "seed": seed, "T": 20, "t": 16, "d": 2,
-                         "rho_p": 0.01, "benchmark": "tofu", "objective": "npo"},
-                "dirr": {"probe_signal": s, "candidates": cands, "complete": complete, "selection": "evaluation"}}
+        dirr = DirrResult(decision_hash=None, unfrozen=False, tau=None, probe_signal=s, probe_values={},
+                          triggered=True, chosen_rho=0.0, selection="evaluation", candidates=cands,
+                          candidates_J=cands, rho0_J=cands["0.0"], post_hoc=False, complete=complete,
+                          calibration=split == "calibration")
+        return RunRecord(run_key=f"{seed:064d}", status="ok", dirr=dirr, compute=Compute(),
+                         spec={"split": split, "variant": "dirr", "field": "f", "seed": seed, "T": 20, "t": 16,
+                               "d": 2, "rho_p": 0.01, "benchmark": "tofu", "objective": "npo"},
+                         provenance=Provenance(supportbench="-", git="-", torch="-", transformers="-", started_at="-"))
 
     recs = [rec(1, 0.0, {"0.0": 1.0, "0.01": 0.5}), rec(2, 0.3, {"0.0": 1.0, "0.01": 1.4}),
             rec(3, 0.1, {"0.0": 2.0, "0.01": 2.1}), rec(4, 0.0, {"0.0": 0.0, "0.01": 0.0})]
@@ -158,7 +163,6 @@ def test_degenerate_probe_action_is_refused():
     s0 = select(scores, 2 * 50, geo)  # M = 50: floor(0.01 * 50) = 0
     spec = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=20, t=10, d=2,
                    hyperparameters={"tau": 0.0})
-    rec = {"compute": {"wall_s": {}}}
     with pytest.raises(SpecError, match=r"rho_p=0.01 swaps floor\(0.01 x 50\) = 0 groups"):
-        run_dirr(spec, rec, bench=None, model=None, roles=None, geometry=geo, scores=scores, support=s0,
+        run_dirr(spec, bench=None, model=None, roles=None, geometry=geo, scores=scores, support=s0,
                  objective=None, data=None, config=None, decision=None, progress=False)

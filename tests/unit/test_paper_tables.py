@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from supportbench.registry.ingest import import_table
 from supportbench.registry.store import connect
+from supportbench.registry.tables import import_table
 from supportbench.reports.paper import TABLES, Context, file_name, render, render_all, tex
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -19,8 +19,9 @@ from supportbench.experiments.decisions import decision_hash, freeze_decision, l
 from supportbench.experiments.plan import ExperimentSpec
 from supportbench.registry import synthetic as syn
 from supportbench.registry.audit import audit
-from supportbench.registry.ingest import import_table, ingest
+from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect, scalar
+from supportbench.registry.tables import import_table
 
 CLI = [sys.executable, "-m", "supportbench.cli"]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from supportbench.errors import CalibrationError
 from supportbench.experiments.decisions import ACTIONS, freeze_decision
+from supportbench.experiments.record import RunRecord
 from supportbench.harness.compute import dirr_path_steps
 
 
@@ -72,31 +73,31 @@ def calibrate(signals: Sequence[float], gains: Sequence[float], *, T: int, t: in
     return Calibration(tau, len(idx) / n, len(idx), n, captured, sum(g), extra, ratio, prec, rows)
 
 
-def calibration_instances(records: Sequence[dict]) -> list[dict]:
+def calibration_instances(records: Sequence[RunRecord]) -> list[dict]:
     """(s_i, gamma_i) from completed calibration-split DIR-R records; anything else is refused."""
     out = []
     for r in records:
-        spec, d = r["spec"], r.get("dirr")
+        spec, d = r.spec, r.dirr
         if spec.get("split") != "calibration" or spec.get("variant") != "dirr":
-            raise CalibrationError(f"run {r['run_key'][:12]} is {spec.get('split')}/{spec.get('variant')}: "
+            raise CalibrationError(f"run {r.run_key[:12]} is {spec.get('split')}/{spec.get('variant')}: "
                                    "calibration reads calibration-split DIR-R runs only")
-        if r["status"] != "ok" or not d or not d.get("complete"):
-            raise CalibrationError(f"run {r['run_key'][:12]} has no complete candidate set (status {r['status']})")
-        v = d["candidates"]
-        out.append({"run_key": r["run_key"], "field": spec["field"], "seed": spec["seed"],
-                    "s": d["probe_signal"], "gamma": max(0.0, max(v.values()) - v["0.0"])})
+        if r.status != "ok" or d is None or not d.complete:
+            raise CalibrationError(f"run {r.run_key[:12]} has no complete candidate set (status {r.status})")
+        v = d.candidates
+        out.append({"run_key": r.run_key, "field": spec["field"], "seed": spec["seed"],
+                    "s": d.probe_signal, "gamma": max(0.0, max(v.values()) - v["0.0"])})
     return out
 
 
-def calibrate_and_freeze(records: Sequence[dict], out_dir: str | Path, *, baselines: Sequence[str] = (),
+def calibrate_and_freeze(records: Sequence[RunRecord], out_dir: str | Path, *, baselines: Sequence[str] = (),
                          admissible: tuple[float, float] = (0.2, 0.8),
                          experiment: str | None = None) -> tuple[Calibration, dict]:
     """Calibrate tau* on calibration records and freeze it with rho_p, d, A, range, seeds and baselines."""
     if not records:
         raise CalibrationError("no calibration records: run the calibration seeds first")
     inst = calibration_instances(records)
-    keys = {(r["spec"]["T"], r["spec"]["t"], r["spec"]["d"], r["spec"]["rho_p"], r["spec"]["benchmark"],
-             r["spec"]["objective"], r["dirr"]["selection"]) for r in records}
+    keys = {(r.spec["T"], r.spec["t"], r.spec["d"], r.spec["rho_p"], r.spec["benchmark"], r.spec["objective"],
+             r.dirr.selection) for r in records}
     if len(keys) != 1:
         raise CalibrationError(f"calibration records disagree on (T, t, d, rho_p, benchmark, objective, selection): "
                                f"{sorted(keys)}")
@@ -105,7 +106,7 @@ def calibrate_and_freeze(records: Sequence[dict], out_dir: str | Path, *, baseli
     dec = freeze_decision(out_dir, tau=cal.tau, rho_p=rho_p, d=d, t=t, T=T, actions=list(ACTIONS),
                           admissible_range=list(admissible), calibration_seeds=sorted({i["seed"] for i in inst}),
                           baselines=list(baselines), benchmark=benchmark, objective=objective, selection=selection,
-                          experiment=experiment or records[0]["spec"].get("experiment"),
+                          experiment=experiment or records[0].spec.get("experiment"),
                           calibration={"instances": inst, "trigger_fraction": cal.trigger_fraction,
                                        "triggered": cal.triggered, "n": cal.n, "captured_gain": cal.captured_gain,
                                        "total_gain": cal.total_gain, "extra_compute": cal.extra_compute,

@@ -23,6 +23,7 @@ import torch
 
 from supportbench.errors import SpecError
 from supportbench.experiments.decisions import ACTIONS, SELECTIONS, check_decision_matches
+from supportbench.experiments.record import Compute, DirrResult
 from supportbench.harness.compute import dirr_path_steps, exhaustive_reference
 from supportbench.unlearning.support import Geometry, Support, rank
 from supportbench.unlearning.train import SupportTrainer
@@ -94,10 +95,10 @@ def _load(geometry: Geometry, snap: dict[str, torch.Tensor]) -> None:
             t.param.copy_(snap[t.name])
 
 
-def run_dirr(spec, rec: dict, *, bench, model, roles, geometry, scores, support, objective, data, config,
-             decision: dict | None, progress: bool = True, complete: bool = False) -> None:
-    """Fill ``rec['dirr']`` and ``rec['compute']`` and leave the chosen branch's terminal weights in
-    ``model`` (the caller evaluates it, exactly as for a static run)."""
+def run_dirr(spec, *, bench, model, roles, geometry, scores, support, objective, data, config,
+             decision: dict | None, progress: bool = True, complete: bool = False) -> tuple[DirrResult, Compute]:
+    """Run Algorithm 1 from theta_0 and leave the chosen branch's terminal weights in ``model`` (the caller
+    evaluates it, exactly as for a static run); returns what DIR-R decided and its compute."""
     selection = decision["selection"] if decision else spec.hp("selection")
     if selection not in SELECTIONS:
         raise SpecError(f"selection must be one of {SELECTIONS}, got {selection!r}")
@@ -114,7 +115,7 @@ def run_dirr(spec, rec: dict, *, bench, model, roles, geometry, scores, support,
         tau = spec.hp("tau")
         if tau is None:
             raise SpecError("an unfrozen DIR-R run needs --set tau=VALUE")
-    wall = rec["compute"]["wall_s"]
+    wall: dict[str, float] = {}
     cands = candidate_supports(scores, support, actions)
     if cands[spec.rho_p] is support:
         raise SpecError(f"probe action rho_p={spec.rho_p} swaps floor({spec.rho_p} x {len(support)}) = 0 groups: the "
@@ -166,16 +167,17 @@ def run_dirr(spec, rec: dict, *, bench, model, roles, geometry, scores, support,
     _load(geometry, terminal[chosen])
 
     paths = dirr_path_steps(T, t, d, len(actions), triggered)
-    rec["compute"].update(step_equivalents=float(sum(paths.values())), normalized=sum(paths.values()) / T,
-                          paths=paths, exhaustive_reference=exhaustive_reference(T, len(actions)))
+    compute = Compute(step_equivalents=float(sum(paths.values())), wall_s=wall, normalized=sum(paths.values()) / T,
+                      paths=paths, exhaustive_reference=exhaustive_reference(T, len(actions)))
     if complete and not triggered:
-        rec["compute"]["post_hoc_steps"] = (T - t - d) + (len(actions) - 2) * (T - t)
-    rec["dirr"] = {
-        "decision_hash": decision["hash"] if decision else None, "unfrozen": decision is None and not calibration,
-        "tau": tau, "probe_signal": s_t, "probe_values": {str(k): v for k, v in probe.items()},
-        "triggered": triggered, "chosen_rho": chosen, "selection": selection,
-        "candidates": {str(k): v for k, v in V.items()}, "candidates_J": {str(k): v for k, v in J_eval.items()},
-        "rho0_J": J_eval[0.0], "post_hoc": bool(complete and not triggered),
-        "complete": set(V) == set(actions), "calibration": calibration,
-        "candidate_groups": {str(k): len(set(c.groups) ^ set(support.groups)) // 2 for k, c in cands.items()},
-    }
+        compute.post_hoc_steps = (T - t - d) + (len(actions) - 2) * (T - t)
+    result = DirrResult(
+        decision_hash=decision["hash"] if decision else None, unfrozen=decision is None and not calibration,
+        tau=tau, probe_signal=s_t, probe_values={str(k): v for k, v in probe.items()},
+        triggered=triggered, chosen_rho=chosen, selection=selection,
+        candidates={str(k): v for k, v in V.items()}, candidates_J={str(k): v for k, v in J_eval.items()},
+        rho0_J=J_eval[0.0], post_hoc=bool(complete and not triggered),
+        complete=set(V) == set(actions), calibration=calibration,
+        candidate_groups={str(k): len(set(c.groups) ^ set(support.groups)) // 2 for k, c in cands.items()},
+    )
+    return result, compute

@@ -18,6 +18,7 @@ import sys
 from functools import cache
 
 from supportbench.benchmarks.base import BENCHMARKS
+from supportbench.experiments.record import Fingerprint
 from supportbench.experiments.spec import RunSpec
 from supportbench.methods import diagnostics as _diagnostics
 from supportbench.methods.base import get_method
@@ -48,11 +49,11 @@ def _jsonable(x):
     return json.loads(json.dumps(x, sort_keys=True, default=str))
 
 
-def fingerprint(spec: RunSpec) -> dict:
+def fingerprint(spec: RunSpec) -> Fingerprint:
     """The fingerprint of the code that runs ``spec``; ``hash`` summarises the rest."""
     objective = get_objective(spec.objective, **spec.prefixed("objective."))
     bench_cls = BENCHMARKS.get(spec.benchmark)
-    if spec.method in getattr(bench_cls, "INTERFACES", ()):  # an intervention the benchmark defines itself
+    if spec.method in bench_cls.INTERFACES:  # an intervention the benchmark defines itself
         method_fp = {"interface": spec.method, "source": _package_hash(bench_cls.__module__)}
     else:
         method = get_method(spec.method, **spec.prefixed("method."))
@@ -66,5 +67,4 @@ def fingerprint(spec: RunSpec) -> dict:
                       "source": _module_hash(_objectives.__name__)},
         "benchmark": {"source": _package_hash(bench_cls.__module__)},
     }
-    fp["hash"] = hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16]
-    return fp
+    return Fingerprint(hash=hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16], **fp)

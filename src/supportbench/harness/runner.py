@@ -3,16 +3,16 @@ support-constrained training (-> DIR-R) -> evaluation -> one self-contained reco
 
 ``Runner`` keeps what runs share in one process: prepared benchmarks, a CPU copy of theta_0 (each run
 starts from it), and the Diagnostics of the last (benchmark, field, objective, seed) so methods
-scored on the same cell share every gradient pass. Records are written atomically to
-``<results>/runs/<run_key>.json``. A run whose record exists is skipped unless ``force``, the record
-failed (a failed run is retried), or its code fingerprint differs from the current code's (a stale
-record is rerun unless ``reuse_stale``; see ``harness.fingerprint``).
-A failing run still writes its record (status failed / diverged, with the error text).
+scored on the same cell share every gradient pass. ``Runner.run`` returns a ``RunResult``: the typed
+``RunRecord`` (written atomically through ``ResultsDir``) and whether a stored one was reused. A run
+whose record exists is skipped unless ``force``, the record failed (a failed run is retried), or its code
+fingerprint differs from the current code's (a stale record is rerun unless ``reuse_stale``; see
+``harness.fingerprint``). A failing run still writes its record (status failed / diverged, with the error
+text and whatever the run produced before it failed).
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import platform
@@ -20,16 +20,28 @@ import subprocess
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from supportbench import __version__
-from supportbench._io import read_json_object, write_json_atomic
-from supportbench.benchmarks.base import BENCHMARKS
-from supportbench.errors import DivergenceError, SpecError, SupportbenchError
-from supportbench.experiments.spec import SCHEMA, RunSpec
+from supportbench.benchmarks.base import BENCHMARKS, InterfaceBenchmark, record_theta0_nll
+from supportbench.errors import DecisionError, DivergenceError, SpecError, SupportbenchError
+from supportbench.experiments.decisions import check_decision_matches, verify_decision
+from supportbench.experiments.record import (
+    Compute,
+    DirrResult,
+    Outcome,
+    Provenance,
+    RecordError,
+    RunRecord,
+    SupportInfo,
+)
+from supportbench.experiments.results import ResultsDir
+from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores, get_method
@@ -52,28 +64,35 @@ def git_commit() -> str:
         return "unknown"
 
 
-def record_path(results_dir: str | Path, run_key: str) -> Path:
-    return Path(results_dir) / "runs" / f"{run_key}.json"
-
-
-class CorruptRecord(SupportbenchError):
-    """A run record on disk that cannot be read (truncated, not UTF-8, not a JSON object)."""
-
-
-def read_record(path: str | Path) -> dict:
-    """A record file's content, or ``CorruptRecord`` naming the file and what is wrong with it."""
-    return read_json_object(path, CorruptRecord, "run record")
-
-
 def resolve_budget(budget: float, total: int) -> int:
     return int(budget) if budget >= 1 else max(1, int(budget * total))
+
+
+class RunResult(NamedTuple):
+    """A run's record, and whether the runner reused a stored one instead of running."""
+
+    record: RunRecord
+    skipped: bool = False
+
+
+@dataclass
+class _Draft:
+    """What a run has produced so far; a failing run's record keeps what came before the failure."""
+
+    compute: Compute = field(default_factory=Compute)
+    outcome: Outcome | None = None
+    support: SupportInfo | None = None
+    dirr: DirrResult | None = None
+    roles: dict | None = None
+    data_hash: str | None = None
+    model_hash: str | None = None
 
 
 class Runner:
     def __init__(self, results_dir: str | Path = "results", *, cache_dir: str | Path | None = None,
                  progress: bool = True, force: bool = False, device: str | None = "auto",
                  reuse_stale: bool = False):
-        self.results_dir = Path(results_dir)
+        self.results = ResultsDir(results_dir)
         self.reuse_stale = reuse_stale
         self.cache_dir = cache_dir
         self.progress = progress
@@ -97,9 +116,9 @@ class Runner:
         if key not in self._benchmarks:
             options = spec.benchmark_options()
             cls = BENCHMARKS.get(spec.benchmark)
-            where = {"device": self.device} if "device" in inspect.signature(cls).parameters else {}
             try:  # benchmarks that train models of their own do it on the runner's device
-                self._benchmarks[key] = cls(cache_dir=self.cache_dir, progress=self.progress, **where, **options)
+                self._benchmarks[key] = cls(cache_dir=self.cache_dir, progress=self.progress, device=self.device,
+                                            **options)
             except TypeError as exc:
                 raise SpecError(f"benchmark '{spec.benchmark}' rejected its options {options}: {exc}") from None
         return self._benchmarks[key]
@@ -160,94 +179,95 @@ class Runner:
             self._diag.prepare(sorted(self._planned.get(key, ())))
         return self._diag
 
-    def reusable(self, spec: RunSpec) -> dict | None:
+    @property
+    def results_dir(self) -> Path:
+        return self.results.root
+
+    def reusable(self, spec: RunSpec) -> RunRecord | None:
         """The stored record of ``spec`` when it stands: present, not failed, computed by the current code
         (same fingerprint) or ``reuse_stale``. None means the run must (re)run."""
-        path = record_path(self.results_dir, spec.run_key)
-        if self.force or not path.exists():
+        if self.force or not self.results.has_record(spec.run_key):
             return None
         try:
-            rec = read_record(path)
-        except CorruptRecord as exc:  # the cell is not done: say so, and let the run replace the file
-            if str(path) not in self.corrupt:
+            rec = self.results.read_record(spec.run_key)
+        except RecordError as exc:  # the cell is not done: say so, and let the run replace the file
+            path = str(self.results.record(spec.run_key))
+            if path not in self.corrupt:
                 print(f"warning: {exc}; the run will be redone", file=sys.stderr)
-            self.corrupt[str(path)] = str(exc)
+            self.corrupt[path] = str(exc)
             return None
-        if rec.get("status") == "failed":
+        if rec.status == "failed":
             return None
-        if not self.reuse_stale and (rec.get("fingerprint") or {}).get("hash") != fingerprint(spec)["hash"]:
+        if not self.reuse_stale and (rec.fingerprint and rec.fingerprint.hash) != fingerprint(spec).hash:
             return None
         return rec
 
     # ---- one run --------------------------------------------------------------------------------------
-    def run(self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False) -> dict:
+    def run(self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False) -> RunResult:
         """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc completion.
         An invalid spec raises before anything is recorded (``harness.validate``)."""
         validate_spec(spec)
         if spec.variant == "dirr" and spec.split != "calibration" and decision is None and spec.hp("tau") is None:
-            from supportbench.errors import DecisionError
-
             raise DecisionError(f"DIR-R {spec.split} run refused: no frozen decision. Freeze tau* on calibration "
                                 "seeds first, or set an explicit tau (recorded as unfrozen)")
         if decision is not None:
-            from supportbench.experiments.decisions import check_decision_matches, verify_decision
-
             verify_decision(decision)
             check_decision_matches(spec, decision)
-        path = record_path(self.results_dir, spec.run_key)
         old = None if complete else self.reusable(spec)
         if old is not None:
-            old["_skipped"] = True
-            return old
-        rec = {"schema": SCHEMA, "run_key": spec.run_key, "spec": spec.canonical(), "status": "ok", "error": None,
-               "fingerprint": fingerprint(spec), "outcome": None, "support": None, "dirr": None,
-               "compute": {"step_equivalents": 0.0, "wall_s": {}}, "provenance": self._provenance()}
+            return RunResult(old, skipped=True)
+        provenance = self._provenance()
+        draft = _Draft()
+        status, error = "ok", None
         try:
-            self._execute(spec, rec, decision, complete)
+            self._execute(spec, draft, decision, complete)
         except DivergenceError as exc:
-            rec.update(status="diverged", error=f"{type(exc).__name__}: {exc}")
+            status, error = "diverged", f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # the record keeps the failure; nothing is imputed later
-            rec.update(status="failed", error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
-        rec["provenance"]["finished_at"] = now()
-        write_json_atomic(path, rec)
-        return rec
+            status, error = "failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        provenance.data_hash, provenance.model_hash = draft.data_hash, draft.model_hash
+        provenance.finished_at = now()
+        rec = RunRecord(run_key=spec.run_key, spec=spec.canonical(), status=status, error=error,
+                        fingerprint=fingerprint(spec), outcome=draft.outcome, support=draft.support, dirr=draft.dirr,
+                        compute=draft.compute, provenance=provenance, roles=draft.roles)
+        self.results.write_record(rec)
+        return RunResult(rec)
 
-    def complete_post_hoc(self, spec: RunSpec, decision: dict | None = None) -> dict:
+    def complete_post_hoc(self, spec: RunSpec, decision: dict | None = None) -> RunResult:
         """Evaluate the candidates a non-triggered DIR-R run skipped (for the available-gain denominator).
 
         Reruns the cell (bitwise reproducible), checks that the frozen decisions and the outcome are
         unchanged, and adds the candidates to the existing record flagged ``post_hoc``.
         """
-        path = record_path(self.results_dir, spec.run_key)
-        if not path.exists():
+        if not self.results.has_record(spec.run_key):
             raise SpecError(f"no record for run {spec.run_key[:12]}: run it before completing it post hoc")
-        old = read_record(path)
-        if old["dirr"] is None or old["dirr"]["complete"]:
-            return old
-        new = {"compute": {"step_equivalents": 0.0, "wall_s": {}}, "provenance": self._provenance()}
+        old = self.results.read_record(spec.run_key)
+        if old.dirr is None or old.dirr.complete:
+            return RunResult(old, skipped=True)
+        new = _Draft()
         self._execute(spec, new, decision, True)
         for k in ("triggered", "chosen_rho", "probe_signal"):
-            if new["dirr"][k] != old["dirr"][k]:
-                raise SpecError(f"post-hoc rerun changed {k} ({old['dirr'][k]} -> {new['dirr'][k]}); not recorded")
-        if new["outcome"]["J"] != old["outcome"]["J"]:
+            if getattr(new.dirr, k) != getattr(old.dirr, k):
+                raise SpecError(f"post-hoc rerun changed {k} ({getattr(old.dirr, k)} -> {getattr(new.dirr, k)}); "
+                                "not recorded")
+        if new.outcome.J != old.outcome.J:
             raise SpecError("post-hoc rerun did not reproduce the recorded outcome; not recorded")
-        old["dirr"].update(candidates=new["dirr"]["candidates"], candidates_J=new["dirr"]["candidates_J"],
-                           post_hoc=True, complete=True)
-        old["compute"]["post_hoc_steps"] = new["compute"].get("post_hoc_steps", 0)
-        write_json_atomic(path, old)
-        return old
+        old.dirr.candidates, old.dirr.candidates_J = new.dirr.candidates, new.dirr.candidates_J
+        old.dirr.post_hoc, old.dirr.complete = True, True
+        old.compute.post_hoc_steps = new.compute.post_hoc_steps or 0
+        self.results.write_record(old)
+        return RunResult(old)
 
-    def _execute(self, spec: RunSpec, rec: dict, decision: dict | None, complete: bool = False) -> None:
-        wall = rec["compute"]["wall_s"]
+    def _execute(self, spec: RunSpec, draft: _Draft, decision: dict | None, complete: bool = False) -> None:
+        wall = draft.compute.wall_s
         t0 = time.perf_counter()
         bench, model = self.theta0(spec)
         roles = bench.roles(spec.field, spec.seed)
         if not roles.theta0_nll:
-            bench.attach_baseline(model, roles)
-        rec["provenance"].update(data_hash=roles.data_hash,
-                                 model_hash=self._model_hash[self._bench_key(spec)])
+            record_theta0_nll(model, roles)
+        draft.data_hash, draft.model_hash = roles.data_hash, self._model_hash[self._bench_key(spec)]
         if roles.notes:
-            rec["roles"] = dict(roles.notes)  # e.g. diagnostic rows whose question names no subject
+            draft.roles = dict(roles.notes)  # e.g. diagnostic rows whose question names no subject
         wall["prepare"] = time.perf_counter() - t0
 
         objective = get_objective(spec.objective, **spec.prefixed("objective."))
@@ -256,15 +276,12 @@ class Runner:
         config = TrainConfig(steps=spec.T, lr=spec.hp("lr"), batch_size=spec.hp("batch_size"),
                              weight_decay=spec.hp("weight_decay"), warmup_steps=spec.hp("warmup_steps"),
                              seed=spec.seed)
-        if spec.method in getattr(bench, "INTERFACES", ()):  # the benchmark's own intervention (controlled)
+        if isinstance(bench, InterfaceBenchmark) and spec.method in bench.INTERFACES:  # the benchmark's own
             t0 = time.perf_counter()
-            rec["support"] = bench.intervene(spec, model, roles, objective, data, config)
+            draft.support = SupportInfo(**bench.intervene(spec, model, roles, objective, data, config))
             wall["train"] = time.perf_counter() - t0
-            rec["compute"]["step_equivalents"] = float(spec.T)
-            t0 = time.perf_counter()
-            rec["outcome"] = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full"))).to_dict()
-            wall["eval"] = time.perf_counter() - t0
-            self._check_finite(rec["outcome"])
+            draft.compute.step_equivalents = float(spec.T)
+            self._evaluate(spec, bench, model, roles, draft)
             return
 
         t0 = time.perf_counter()
@@ -274,8 +291,8 @@ class Runner:
         geometry = diag.geometry
         budget = resolve_budget(spec.budget, geometry.total_cost)
         support = select(scores, budget, geometry)
-        rec["support"] = {"n_groups": len(support), "cost": support.cost, "budget": budget,
-                          "groups": list(support.groups)}
+        draft.support = SupportInfo(n_groups=len(support), cost=support.cost, budget=budget,
+                                    groups=list(support.groups))
         wall["select"] = time.perf_counter() - t0
 
         if spec.variant == "static":
@@ -283,33 +300,39 @@ class Runner:
             SupportTrainer(model, geometry, support, objective, data, config, progress=self.progress,
                            ).run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
             wall["train"] = time.perf_counter() - t0
-            rec["compute"]["step_equivalents"] = float(spec.T)
+            draft.compute.step_equivalents = float(spec.T)
         else:
             from supportbench.harness.dirr import run_dirr
 
-            run_dirr(spec, rec, bench=bench, model=model, roles=roles, geometry=geometry, scores=scores,
-                     support=support, objective=objective, data=data, config=config, decision=decision,
-                     progress=self.progress, complete=complete)
-        t0 = time.perf_counter()  # both variants leave the terminal model (DIR-R: the chosen branch) in place
-        outcome = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
-        wall["eval"] = time.perf_counter() - t0
-        rec["outcome"] = outcome.to_dict()
-        self._check_finite(rec["outcome"])
+            draft.dirr, compute = run_dirr(spec, bench=bench, model=model, roles=roles, geometry=geometry,
+                                           scores=scores, support=support, objective=objective, data=data,
+                                           config=config, decision=decision, progress=self.progress,
+                                           complete=complete)
+            compute.wall_s = {**wall, **compute.wall_s}
+            draft.compute = compute
+        # both variants leave the terminal model (DIR-R: the chosen branch) in place
+        self._evaluate(spec, bench, model, roles, draft)
+
+    def _evaluate(self, spec: RunSpec, bench, model, roles, draft: _Draft) -> None:
+        t0 = time.perf_counter()
+        o = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
+        draft.compute.wall_s["eval"] = time.perf_counter() - t0
+        draft.outcome = Outcome(J=o.J, G_F=o.G_F, D_coll=o.D_coll, components=dict(o.components))
+        self._check_finite(draft.outcome)
 
     @staticmethod
-    def _check_finite(outcome: dict) -> None:
-        if not all(math.isfinite(float(outcome[k])) for k in ("J", "G_F", "D_coll")):
-            raise DivergenceError(message=f"non-finite outcome (J={outcome['J']!r}, G_F={outcome['G_F']!r}, "
-                                          f"D_coll={outcome['D_coll']!r}): the run diverged")
+    def _check_finite(o: Outcome) -> None:
+        if not all(math.isfinite(float(v)) for v in (o.J, o.G_F, o.D_coll)):
+            raise DivergenceError(message=f"non-finite outcome (J={o.J!r}, G_F={o.G_F!r}, D_coll={o.D_coll!r}): "
+                                          "the run diverged")
 
-    def _provenance(self) -> dict:
+    def _provenance(self) -> Provenance:
         import transformers
 
-        return {"supportbench": __version__, "git": self._git, "device": str(self.device), "torch": torch.__version__,
-                "transformers": transformers.__version__, "python": platform.python_version(),
-                "data_hash": None, "model_hash": None, "started_at": now(), "finished_at": None}
+        return Provenance(supportbench=__version__, git=self._git, device=str(self.device), torch=torch.__version__,
+                          transformers=transformers.__version__, python=platform.python_version(), started_at=now())
 
 
-def run(spec: RunSpec, results_dir: str | Path = "results", **kwargs) -> dict:
+def run(spec: RunSpec, results_dir: str | Path = "results", **kwargs) -> RunResult:
     """Convenience: run one spec in a fresh Runner."""
     return Runner(results_dir, **kwargs).run(spec)

@@ -20,6 +20,8 @@ from tqdm.auto import tqdm
 from supportbench.errors import CalibrationError
 from supportbench.experiments.decisions import load_decision
 from supportbench.experiments.plan import ExperimentSpec
+from supportbench.experiments.record import RecordError, RunRecord
+from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 
 
@@ -35,7 +37,7 @@ class SweepSummary:
     corrupt: list[str] = field(default_factory=list)      # unreadable record files found (their runs redone)
 
 
-def _groups(specs: list[RunSpec], decisions: dict, results_dir, cache_dir, complete: bool = False,
+def _groups(specs: list[RunSpec], decisions: dict, results: ResultsDir, cache_dir, complete: bool = False,
             reuse_stale: bool = False) -> list[tuple]:
     by = defaultdict(list)
     for s in specs:
@@ -44,36 +46,42 @@ def _groups(specs: list[RunSpec], decisions: dict, results_dir, cache_dir, compl
     for group in by.values():
         decs = [decisions.get((s.benchmark, s.objective)) if s.variant == "dirr" and s.split != "calibration" else None
                 for s in group]
-        tasks.append((str(results_dir), cache_dir, [s.canonical_full() for s in group], decs, complete, reuse_stale))
+        tasks.append((str(results.root), cache_dir, [s.canonical_full() for s in group], decs, complete, reuse_stale))
     return tasks
 
 
-def _execute(executor, specs, decisions, results_dir, cache_dir, summary: SweepSummary, desc: str,
-             complete: bool = False, reuse_stale: bool = False) -> None:
-    if not complete:  # recorded runs are counted here and never submitted (no job starts only to skip)
-        from supportbench.harness.runner import Runner
+@dataclass
+class _Sweep:
+    """What every phase of one sweep shares."""
 
-        probe = Runner(results_dir, cache_dir=cache_dir, progress=False, reuse_stale=reuse_stale)
-        todo = []
-        for s in specs:
-            rec = probe.reusable(s)
-            if rec is None:
-                todo.append(s)
-                continue
-            summary.runs += 1
-            summary.skipped += 1
-            if rec["status"] == "ok":
-                summary.ok += 1
-            else:
-                summary.failed.append({"run_key": rec["run_key"], "status": rec["status"],
-                                       "error": (rec.get("error") or "").splitlines()[0] or None})
-        summary.corrupt += list(probe.corrupt.values())
-        specs = todo
-        if specs and getattr(executor, "prepare_first", False):
-            _prepare_theta0(probe, specs)
-    tasks = _groups(specs, decisions, results_dir, cache_dir, complete, reuse_stale)
+    spec: ExperimentSpec
+    results: ResultsDir
+    executor: object
+    cache_dir: str | None
+    reuse_stale: bool
+    summary: SweepSummary = field(default_factory=SweepSummary)
+
+    def read(self, spec: RunSpec) -> RunRecord | None:
+        """The stored record of ``spec``; None when there is none or it cannot be read (noted)."""
+        if not self.results.has_record(spec.run_key):
+            return None
+        try:
+            return self.results.read_record(spec.run_key)
+        except RecordError as exc:
+            self.summary.corrupt.append(str(exc))
+            return None
+
+
+def _run_phase(sw: _Sweep, specs: list[RunSpec], decisions: dict, desc: str, summary: SweepSummary | None = None,
+               complete: bool = False) -> None:
+    """Run ``specs`` through the executor, counting into ``summary`` (default: the sweep's). Recorded runs are
+    counted here and never submitted (no job starts only to skip)."""
+    summary = summary or sw.summary
+    if not complete:
+        specs = _drop_recorded(sw, specs, summary)
+    tasks = _groups(specs, decisions, sw.results, sw.cache_dir, complete, sw.reuse_stale)
     with tqdm(total=len(specs), desc=desc, unit="run") as bar:
-        for results in executor.map_groups(tasks):
+        for results in sw.executor.map_groups(tasks):
             for r in results:
                 summary.runs += 1
                 summary.skipped += r["skipped"]
@@ -84,6 +92,28 @@ def _execute(executor, specs, decisions, results_dir, cache_dir, summary: SweepS
                 else:
                     summary.failed.append(r)
                 bar.update(1)
+
+
+def _drop_recorded(sw: _Sweep, specs: list[RunSpec], summary: SweepSummary) -> list[RunSpec]:
+    from supportbench.harness.runner import Runner
+
+    probe = Runner(sw.results.root, cache_dir=sw.cache_dir, progress=False, reuse_stale=sw.reuse_stale)
+    todo = []
+    for s in specs:
+        rec = probe.reusable(s)
+        if rec is None:
+            todo.append(s)
+            continue
+        summary.runs += 1
+        summary.skipped += 1
+        if rec.status == "ok":
+            summary.ok += 1
+        else:
+            summary.failed.append({"run_key": rec.run_key, "status": rec.status, "error": rec.error_line})
+    summary.corrupt += list(probe.corrupt.values())
+    if todo and getattr(sw.executor, "prepare_first", False):
+        _prepare_theta0(probe, todo)
+    return todo
 
 
 def _prepare_theta0(runner, specs) -> None:
@@ -97,14 +127,51 @@ def _prepare_theta0(runner, specs) -> None:
             runner.theta0(s)
 
 
-def _existing_decision(results_dir: Path, spec: ExperimentSpec, benchmark: str, objective: str) -> dict | None:
-    for f in sorted((results_dir / "decisions").glob("*.json")):
+def _existing_decision(sw: _Sweep, benchmark: str, objective: str) -> dict | None:
+    st = sw.spec.settings(benchmark)
+    want = (benchmark, objective, st["T"], st["t"], st["d"], st["rho_p"], sw.spec.name)
+    for f in sw.results.decision_files():
         d = load_decision(f)
-        st = spec.settings(benchmark)
-        if (d["benchmark"], d["objective"], d["T"], d["t"], d["d"], d["rho_p"], d.get("experiment")) == \
-                (benchmark, objective, st["T"], st["t"], st["d"], st["rho_p"], spec.name):
+        if (d["benchmark"], d["objective"], d["T"], d["t"], d["d"], d["rho_p"], d.get("experiment")) == want:
             return d
     return None
+
+
+def _freeze_decisions(sw: _Sweep) -> dict:
+    """One frozen decision per (benchmark, objective) that runs DIR-R, from the calibration records only; an
+    existing decision for the same settings is reused, never re-frozen."""
+    from supportbench.harness.calibration import calibrate_and_freeze
+
+    decisions = {}
+    for b in sw.spec.benchmarks:
+        st = sw.spec.settings(b)
+        if not st["dirr_methods"]:
+            continue  # nothing to calibrate: this benchmark runs no DIR-R
+        for o in dict.fromkeys((*st["objectives"], *(st["replication_objectives"] or ()))):
+            dec = _existing_decision(sw, b, o)
+            if dec is None:
+                recs = [r for s in sw.spec.runs("calibration") if s.benchmark == b and s.objective == o
+                        if (r := sw.read(s)) is not None]
+                try:
+                    _, dec = calibrate_and_freeze(recs, sw.results.decisions,
+                                                  baselines=[m for m in st["methods"] if m not in st["dirr_methods"]],
+                                                  admissible=tuple(sw.spec.admissible_range),
+                                                  experiment=sw.spec.name)
+                except CalibrationError as exc:
+                    sw.summary.calibration_errors[f"{b}/{o}"] = str(exc)
+                    continue
+            decisions[(b, o)] = dec
+            sw.summary.decisions[f"{b}/{o}"] = dec["hash"]
+    return decisions
+
+
+def _complete_post_hoc(sw: _Sweep, final: list[RunSpec], decisions: dict) -> None:
+    """Complete the candidate sets of non-triggered final DIR-R runs (flagged post hoc)."""
+    todo = [s for s in final if s.variant == "dirr" if (r := sw.read(s)) is not None
+            and r.dirr is not None and not r.dirr.complete]
+    done = SweepSummary()
+    _run_phase(sw, todo, decisions, "post-hoc completion", summary=done, complete=True)
+    sw.summary.post_hoc = done.runs
 
 
 def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_dir: str | None = None,
@@ -113,65 +180,20 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
     runs (for the available-gain denominator, flagged post hoc; decisions are never changed). Do it
     before ingesting: a completed record differs from the one ingested earlier (a reported conflict).
     ``reuse_stale`` keeps records computed by older code (see ``harness.fingerprint``)."""
-    from supportbench.harness.calibration import calibrate_and_freeze
-    from supportbench.harness.runner import CorruptRecord, read_record
     from supportbench.harness.validate import validate_experiment
 
     validate_experiment(spec)  # every name and option, before any model is trained or record written
-    results_dir = Path(results_dir)
     if getattr(executor, "prepare_first", False):  # tasks on other processes/nodes must find the same cache
         from supportbench.benchmarks.base import default_cache_dir
 
         cache_dir = str(Path(cache_dir or default_cache_dir()).resolve())
-    summary = SweepSummary()
-    # phase 1: calibration
-    _execute(executor, spec.runs("calibration"), {}, results_dir, cache_dir, summary, "calibration runs",
-             reuse_stale=reuse_stale)
-    # phase 2: freeze one decision per (benchmark, objective)
-    decisions = {}
-    for b in spec.benchmarks:
-        st = spec.settings(b)
-        if not st["dirr_methods"]:
-            continue  # nothing to calibrate: this benchmark runs no DIR-R
-        for o in dict.fromkeys((*st["objectives"], *(st["replication_objectives"] or ()))):
-            dec = _existing_decision(results_dir, spec, b, o)
-            if dec is None:
-                recs = []
-                for s in spec.runs("calibration"):
-                    if s.benchmark == b and s.objective == o:
-                        p = results_dir / "runs" / f"{s.run_key}.json"
-                        if p.exists():
-                            try:
-                                recs.append(read_record(p))
-                            except CorruptRecord as exc:
-                                summary.corrupt.append(str(exc))
-                try:
-                    _, dec = calibrate_and_freeze(recs, results_dir / "decisions",
-                                                  baselines=[m for m in st["methods"] if m not in st["dirr_methods"]],
-                                                  admissible=tuple(spec.admissible_range),
-                                                  experiment=spec.name)
-                except CalibrationError as exc:
-                    summary.calibration_errors[f"{b}/{o}"] = str(exc)
-                    continue
-            decisions[(b, o)] = dec
-            summary.decisions[f"{b}/{o}"] = dec["hash"]
-    # phase 3: final and replication seeds (DIR-R only where a decision was frozen)
+    sw = _Sweep(spec, ResultsDir(results_dir), executor, cache_dir, reuse_stale)
+    _run_phase(sw, spec.runs("calibration"), {}, "calibration runs")
+    decisions = _freeze_decisions(sw)
+    # final and replication seeds (DIR-R only where a decision was frozen)
     final = [s for split in ("final", "replication") for s in spec.runs(split)
              if s.variant != "dirr" or (s.benchmark, s.objective) in decisions]
-    _execute(executor, final, decisions, results_dir, cache_dir, summary, "final runs", reuse_stale=reuse_stale)
+    _run_phase(sw, final, decisions, "final runs")
     if post_hoc:
-        todo = []
-        for s in final:
-            p = results_dir / "runs" / f"{s.run_key}.json"
-            if s.variant == "dirr" and p.exists():
-                try:
-                    d = read_record(p).get("dirr") or {}
-                except CorruptRecord as exc:
-                    summary.corrupt.append(str(exc))
-                    continue
-                if not d.get("complete", True):
-                    todo.append(s)
-        done = SweepSummary()
-        _execute(executor, todo, decisions, results_dir, cache_dir, done, "post-hoc completion", complete=True)
-        summary.post_hoc = done.runs
-    return summary
+        _complete_post_hoc(sw, final, decisions)
+    return sw.summary

@@ -50,8 +50,8 @@ def _check_budget(spec: RunSpec) -> None:
 
 def _check_benchmark(spec: RunSpec) -> None:
     cls = BENCHMARKS.get(spec.benchmark)
-    fields = cls.field_names(spec.benchmark_options()) if hasattr(cls, "field_names") else getattr(cls, "FIELDS", None)
-    if fields is not None and spec.field not in fields:
+    fields = cls.field_names(spec.benchmark_options())
+    if spec.field not in fields:
         from supportbench.errors import UnknownNameError
 
         raise UnknownNameError(f"{spec.benchmark} field", spec.field, fields)
@@ -66,7 +66,7 @@ def _check_benchmark(spec: RunSpec) -> None:
 
 
 def _check_method(spec: RunSpec) -> None:
-    interfaces = getattr(BENCHMARKS.get(spec.benchmark), "INTERFACES", ())
+    interfaces = BENCHMARKS.get(spec.benchmark).INTERFACES
     if interfaces:
         if spec.method not in interfaces:
             from supportbench.errors import UnknownNameError
@@ -98,7 +98,7 @@ def validate_experiment(exp: ExperimentSpec) -> None:
     """Every distinct run of an experiment, checked up front; names are checked once each."""
     for b in exp.benchmarks:
         st = exp.settings(b)
-        if not getattr(BENCHMARKS.get(b), "INTERFACES", ()):
+        if not BENCHMARKS.get(b).INTERFACES:
             for m in (*st["methods"], *st["dirr_methods"]):
                 METHODS.get(m)
     seen = set()

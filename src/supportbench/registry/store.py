@@ -19,9 +19,10 @@ from pathlib import Path
 import duckdb
 
 from supportbench.errors import RegistryError
+from supportbench.experiments.results import DEFAULT_RESULTS
 
 SCHEMA_VERSION = 1
-DEFAULT_PATH = Path("results") / "registry.duckdb"
+DEFAULT_PATH = DEFAULT_RESULTS.registry
 
 
 def _schema_sql() -> str:

@@ -1,4 +1,4 @@
-"""Synthetic run records in the exact on-disk format (for tests and benches, never for results)."""
+"""Synthetic run records built through ``RunRecord`` (for tests and benches, never for results)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import random
 from pathlib import Path
 
 from supportbench._io import write_text_atomic
+from supportbench.experiments.record import Compute, DirrResult, Outcome, Provenance, RunRecord, SupportInfo
+from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import spec_key
 
 ACTIONS = ("0.0", "0.01", "0.025", "0.05", "0.1")
@@ -22,29 +24,30 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
             "model": "tiny-llama", "hyperparameters": {"lr": 0.01, **({"tag": extra_key} if extra_key else {})}}
     if variant == "dirr":
         spec.update(t=t, d=d, rho_p=0.01)
-    run_key = spec_key(spec)
-    rec = {"schema": 1, "run_key": run_key, "spec": spec, "status": status,
-           "error": None if status == "ok" else "RuntimeError: synthetic failure",
-           "outcome": {"J": J, "G_F": J + 0.5, "D_coll": 0.5, "components": components or {"forget_prob": 0.1}}
-           if status == "ok" else None,
-           "support": {"n_groups": len(groups), "cost": 10 * len(groups), "budget": 10 * len(groups),
-                       "groups": list(groups)} if status == "ok" else None,
-           "dirr": None, "compute": {"step_equivalents": float(T), "wall_s": {"train": 1.0}},
-           "provenance": {"supportbench": "0.1.0", "git": "synthetic", "torch": "-", "transformers": "-",
-                          "data_hash": "d", "model_hash": "m", "started_at": started_at, "finished_at": started_at}}
+    ok = status == "ok"
+    dirr = None
     if variant == "dirr":
         cands = candidates or {"0.0": J}
         chosen = max(cands, key=lambda r: (cands[r], -float(r)))
-        rec["dirr"] = {"decision_hash": decision_hash, "unfrozen": decision_hash is None, "tau": 0.02,
-                       "probe_signal": probe_signal, "triggered": bool(triggered), "chosen_rho": float(chosen),
-                       "selection": "evaluation", "candidates": cands, "candidates_J": cands,
-                       "rho0_J": cands["0.0"], "post_hoc": False, "complete": len(cands) == len(ACTIONS),
-                       "calibration": split == "calibration"}
-    return rec
+        dirr = DirrResult(decision_hash=decision_hash, unfrozen=decision_hash is None, tau=0.02,
+                          probe_signal=probe_signal, probe_values={}, triggered=bool(triggered),
+                          chosen_rho=float(chosen), selection="evaluation", candidates=cands, candidates_J=cands,
+                          rho0_J=cands["0.0"], post_hoc=False, complete=len(cands) == len(ACTIONS),
+                          calibration=split == "calibration")
+    rec = RunRecord(
+        run_key=spec_key(spec), spec=spec, status=status, error=None if ok else "RuntimeError: synthetic failure",
+        outcome=Outcome(J=J, G_F=J + 0.5, D_coll=0.5, components=components or {"forget_prob": 0.1}) if ok else None,
+        support=SupportInfo(n_groups=len(groups), cost=10 * len(groups), budget=10 * len(groups),
+                            groups=list(groups)) if ok else None,
+        dirr=dirr, compute=Compute(step_equivalents=float(T), wall_s={"train": 1.0}),
+        provenance=Provenance(supportbench="0.1.0", git="synthetic", torch="-", transformers="-", data_hash="d",
+                              model_hash="m", started_at=started_at, finished_at=started_at))
+    return rec.to_dict()
 
 
 def write(results_dir: str | Path, rec: dict) -> Path:
-    return write_text_atomic(Path(results_dir) / "runs" / f"{rec['run_key']}.json", json.dumps(rec))
+    """Write ``rec`` as it is (tests write invalid records on purpose) where the results directory keeps it."""
+    return write_text_atomic(ResultsDir(results_dir).record(rec["run_key"]), json.dumps(rec))
 
 
 def grid(n: int, seed: int = 0, experiment: str = "synthetic") -> list[dict]:

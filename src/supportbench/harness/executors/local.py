@@ -42,7 +42,7 @@ def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisi
     ``reuse_stale``: keep records whose code fingerprint differs from the current code's."""
     global _RUNNER
     from supportbench.experiments.spec import RunSpec
-    from supportbench.harness.runner import Runner, record_path
+    from supportbench.harness.runner import Runner
 
     if _RUNNER is None or (str(_RUNNER.results_dir), _RUNNER.cache_dir) != (results_dir, cache_dir):
         _RUNNER = Runner(results_dir, cache_dir=cache_dir, progress=False)
@@ -52,10 +52,9 @@ def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisi
     if not complete:
         _RUNNER.plan(specs)
     for spec, dec in zip(specs, decisions):
-        rec = _RUNNER.complete_post_hoc(spec, dec) if complete else _RUNNER.run(spec, decision=dec)
-        out.append({"run_key": rec["run_key"], "status": rec["status"], "skipped": bool(rec.get("_skipped")),
-                    "error": (rec.get("error") or "").splitlines()[0] if rec.get("error") else None,
-                    "corrupt": _RUNNER.corrupt.pop(str(record_path(results_dir, rec["run_key"])), None)})
+        rec, skipped = _RUNNER.complete_post_hoc(spec, dec) if complete else _RUNNER.run(spec, decision=dec)
+        out.append({"run_key": rec.run_key, "status": rec.status, "skipped": skipped, "error": rec.error_line,
+                    "corrupt": _RUNNER.corrupt.pop(str(_RUNNER.results.record(rec.run_key)), None)})
     return out
 
 

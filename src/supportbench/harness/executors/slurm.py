@@ -23,17 +23,19 @@ def failed_cells(task: tuple, why: str) -> list[dict]:
     """A dead task's cells: the runs it recorded before dying keep their records' status; the others are
     failed cells (nothing is written for them: the audit lists them as missing, and a rerun of the sweep
     runs exactly them)."""
+    from supportbench.experiments.record import RecordError
+    from supportbench.experiments.results import ResultsDir
     from supportbench.experiments.spec import RunSpec
-    from supportbench.harness.runner import CorruptRecord, read_record, record_path
 
     out = []
+    results = ResultsDir(task[0])
     for s in task[2]:
         key = RunSpec.from_dict(s).run_key
         try:
-            rec = read_record(record_path(task[0], key))
-            out.append({"run_key": key, "status": rec["status"], "skipped": False, "error": rec.get("error"),
+            rec = results.read_record(key)
+            out.append({"run_key": key, "status": rec.status, "skipped": False, "error": rec.error,
                         "corrupt": None})
-        except (FileNotFoundError, CorruptRecord):
+        except (FileNotFoundError, RecordError):
             out.append({"run_key": key, "status": "failed", "skipped": False, "error": why, "corrupt": None})
     return out
 

@@ -1,0 +1,206 @@
+"""The run record: one typed, self-contained description of one run (DESIGN "RunRecord").
+
+``RunRecord`` is the only shape a record has: the runner builds one, DIR-R returns its ``DirrResult`` and
+``Compute``, the results directory stores it as JSON (``to_json``), and the registry validates a file
+against it (``from_json``) and derives its DuckDB parse structure from it (``registry.schema_of``) — the
+record is described once, here. Validation is msgspec's (types, nesting, required keys; the error names
+the path of the bad key, e.g. ``$.compute.step_equivalents``) after the checks no type can state: the run
+key is the hash of the record's own spec, the variant, split and status are known levels, and an ``ok``
+record has a finite outcome.
+
+No torch here: the registry and reports read records too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+import msgspec
+
+from supportbench.errors import SupportbenchError
+from supportbench.experiments.spec import SCHEMA, SPLITS, VARIANTS, spec_key
+
+STATUSES = ("ok", "failed", "diverged")
+Status = Literal["ok", "failed", "diverged"]
+
+
+class RecordError(SupportbenchError):
+    """A run record that is not a valid record: the message names the file and the bad key or value."""
+
+
+def _builtin(obj: Any) -> Any:
+    """Numbers that are not Python's own (numpy or torch scalars) as Python numbers."""
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable in a run record: {type(obj).__name__}")
+
+
+class _Struct(msgspec.Struct, kw_only=True):
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self, enc_hook=_builtin)
+
+
+class Outcome(_Struct):
+    """J = G_F - D_coll (paper Eq. 19) and the benchmark's other components."""
+
+    J: float
+    G_F: float
+    D_coll: float
+    components: dict[str, Any] = {}
+
+
+class SupportInfo(_Struct):
+    """The support a run trained: groups of the geometry, or the benchmark's own interface."""
+
+    n_groups: int
+    cost: int
+    budget: int
+    groups: list[int]
+    interface: str | None = None
+
+
+class DirrResult(_Struct):
+    """What selective DIR-R decided and measured in one run (Algorithm 1)."""
+
+    decision_hash: str | None
+    unfrozen: bool
+    tau: float | None
+    probe_signal: float
+    probe_values: dict[str, float]
+    triggered: bool
+    chosen_rho: float
+    selection: str
+    candidates: dict[str, float]          # rho -> V_t on the selection records
+    candidates_J: dict[str, float]        # rho -> terminal J on the evaluation records
+    rho0_J: float
+    post_hoc: bool
+    complete: bool
+    calibration: bool
+    candidate_groups: dict[str, int] = {}
+
+
+class Compute(_Struct):
+    """Step-equivalents (one optimisation step = 1) and measured wall-clock seconds per phase."""
+
+    step_equivalents: float = 0.0
+    wall_s: dict[str, float] = {}
+    normalized: float | None = None
+    paths: dict[str, int] | None = None
+    exhaustive_reference: float | None = None
+    post_hoc_steps: int | None = None
+
+
+class Provenance(_Struct):
+    supportbench: str
+    git: str
+    torch: str
+    transformers: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    device: str | None = None
+    python: str | None = None
+    data_hash: str | None = None
+    model_hash: str | None = None
+
+
+class Fingerprint(_Struct):
+    """The code behind a run (``harness.fingerprint``): ``hash`` summarises the parts."""
+
+    hash: str
+    method: dict[str, Any] = {}
+    objective: dict[str, Any] = {}
+    benchmark: dict[str, Any] = {}
+
+
+class RunRecord(_Struct):
+    """One run: its identity (``spec``, hashed into ``run_key``), the code that ran it (``fingerprint``),
+    what happened (``status``, ``error``, ``outcome``, ``support``, ``dirr``), its cost and provenance."""
+
+    run_key: str
+    spec: dict[str, Any]
+    status: Status
+    compute: Compute
+    provenance: Provenance
+    schema: int = SCHEMA
+    error: str | None = None
+    fingerprint: Fingerprint | None = None
+    outcome: Outcome | None = None
+    support: SupportInfo | None = None
+    dirr: DirrResult | None = None
+    roles: dict[str, Any] | None = None   # facts about the run's data roles (e.g. rows without a subject)
+
+    # ---- (de)serialisation --------------------------------------------------------------------------
+    def to_json(self) -> str:
+        # the standard library writes non-finite floats (a diverged run's outcome) as NaN/Infinity,
+        # which it reads back; msgspec would write null
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, obj: Any, source: str = "run record") -> RunRecord:
+        """A typed, checked record from parsed JSON, or ``RecordError`` naming ``source`` and the bad key."""
+        _check_identity(obj, source)
+        try:
+            return msgspec.convert(obj, cls)
+        except msgspec.ValidationError as exc:
+            raise RecordError(f"{source}: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes, source: str = "run record") -> RunRecord:
+        try:
+            obj = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+        except json.JSONDecodeError as exc:
+            raise RecordError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
+        return cls.from_dict(obj, source)
+
+    @property
+    def error_line(self) -> str | None:
+        """The error's first line (the whole text keeps the traceback)."""
+        return self.error.splitlines()[0] if self.error else None
+
+
+LEVELS = {"variant": VARIANTS, "split": SPLITS, "status": STATUSES}
+
+
+def check_levels(where: str, **levels: Any) -> None:
+    """``RecordError`` for the first unknown level (variant, split, status), naming what is allowed: the one
+    check that records, imported tables and the registry share."""
+    for name, value in levels.items():
+        if value not in LEVELS[name]:
+            raise RecordError(f"{where}: unknown {name} {value!r}; allowed: {', '.join(LEVELS[name])}")
+
+
+def _finite(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
+
+
+def _check_identity(rec: Any, source: str) -> None:
+    """What no type can say, checked on the parsed JSON before conversion (so the messages speak of the
+    record, not of a type): a spec with known levels whose hash is the run key, a known status, and a finite
+    outcome when the status is ``ok``."""
+    if not isinstance(rec, dict):
+        raise RecordError(f"{source}: a run record must be a JSON object, got {type(rec).__name__}")
+    spec = rec.get("spec")
+    if not isinstance(spec, dict) or not rec.get("run_key") or not isinstance(rec["run_key"], str):
+        raise RecordError(f"{source}: a record needs a run_key and a spec object")
+    check_levels(source, variant=spec.get("variant"), split=spec.get("split"))
+    if isinstance(spec.get("seed"), bool) or not isinstance(spec.get("seed"), int):
+        raise RecordError(f"{source}: seed must be a whole number, got {spec.get('seed')!r}")
+    for k in ("experiment", "benchmark", "field", "objective", "method"):
+        if not isinstance(spec.get(k), str) or not spec[k]:
+            raise RecordError(f"{source}: spec.{k} must be a non-empty string, got {spec.get(k)!r}")
+    want = spec_key(spec)
+    if rec["run_key"] != want:
+        raise RecordError(f"{source}: run_key {rec['run_key'][:16]!r} does not match its spec (recomputed "
+                          f"{want[:16]}...): the record was edited or its key invented")
+    check_levels(source, status=rec.get("status"))
+    if rec["status"] == "ok":
+        out = rec.get("outcome")
+        bad = [k for k in ("J", "G_F", "D_coll") if not isinstance(out, dict) or not _finite(out.get(k))]
+        if bad:
+            got = {k: (out or {}).get(k) for k in bad} if isinstance(out, dict) else out
+            raise RecordError(f"{source}: status 'ok' but {', '.join(bad)} not a finite number ({got!r}); "
+                              "a run without a finite outcome is 'failed' or 'diverged'")

@@ -1,0 +1,103 @@
+"""``ResultsDir``: the one owner of a results directory's layout. No other module spells a results path.
+
+    <root>/runs/<run_key>.json        one RunRecord per run, written atomically (temp file + rename)
+    <root>/decisions/<hash>.json      frozen DIR-R decisions
+    <root>/registry.duckdb            the registry built from them (``supportbench registry ingest``)
+    <root>/report/                    the rendered report
+    <root>/slurm/                     the Slurm executor's job folders
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from supportbench._io import write_text_atomic
+from supportbench.errors import RegistryError
+from supportbench.experiments.record import RecordError, RunRecord
+
+
+class ResultsDir:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"ResultsDir({str(self.root)!r})"
+
+    def __fspath__(self) -> str:
+        return str(self.root)
+
+    # ---- the layout ---------------------------------------------------------------------------------
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    @property
+    def decisions(self) -> Path:
+        return self.root / "decisions"
+
+    @property
+    def registry(self) -> Path:
+        return self.root / "registry.duckdb"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def slurm(self) -> Path:
+        return self.root / "slurm"
+
+    def record(self, run_key: str) -> Path:
+        return self.runs / f"{run_key}.json"
+
+    def decision(self, decision_hash: str) -> Path:
+        return self.decisions / f"{decision_hash}.json"
+
+    # ---- listing ------------------------------------------------------------------------------------
+    def is_results_dir(self) -> bool:
+        return self.runs.is_dir() or self.decisions.is_dir()
+
+    def record_files(self) -> list[str]:
+        """Every record file, sorted (hidden temp files of writes in progress are not records)."""
+        return _json_files(self.runs)
+
+    def decision_files(self) -> list[str]:
+        return _json_files(self.decisions)
+
+    # ---- records ------------------------------------------------------------------------------------
+    def has_record(self, run_key: str) -> bool:
+        return self.record(run_key).exists()
+
+    def read_record(self, run_key: str) -> RunRecord:
+        """The stored record; ``FileNotFoundError`` when there is none, ``RecordError`` when it is unreadable."""
+        path = self.record(run_key)
+        try:
+            text = path.read_bytes()
+        except IsADirectoryError:
+            raise RecordError(f"run record path '{path}' is a directory") from None
+        return RunRecord.from_json(text, f"run record '{path}'")
+
+    def records(self) -> Iterator[RunRecord]:
+        """Every stored record, in file order; ``RecordError`` names the first unreadable file."""
+        for path in self.record_files():
+            yield RunRecord.from_json(Path(path).read_bytes(), f"run record '{path}'")
+
+    def write_record(self, rec: RunRecord) -> Path:
+        return write_text_atomic(self.record(rec.run_key), rec.to_json())
+
+
+def _json_files(directory: Path) -> list[str]:
+    if not directory.is_dir():
+        return []
+    out = []
+    for e in os.scandir(directory):
+        if e.name.endswith(".json") and not e.name.startswith("."):
+            if not e.is_file():
+                raise RegistryError(f"{e.path} is a directory, not a record file: move it out of {directory}")
+            out.append(e.path)
+    return sorted(out)
+
+
+DEFAULT_RESULTS = ResultsDir("results")  # relative to the current folder, as a command-line default
