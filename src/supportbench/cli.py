@@ -8,6 +8,7 @@ import sys
 
 from supportbench.errors import SupportbenchError
 from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
+from supportbench.experiments.spec import DEFAULT_BUDGET, MODEL_DEFAULTS, RunSpec
 
 
 def _cmd_geometry(args) -> int:
@@ -91,15 +92,12 @@ def _parse_sets(items: list[str]) -> dict:
     return out
 
 
-def _cmd_run(args) -> int:
-    import torch
-
-    torch.set_num_threads(args.threads)
+def run_spec(args) -> RunSpec:
+    """The RunSpec a ``run`` command line names; every setting it leaves out resolves as in Python and TOML
+    (experiments/spec.py is the one source of defaults)."""
     from pathlib import Path
 
     from supportbench.benchmarks.base import BENCHMARKS
-    from supportbench.experiments.spec import RunSpec
-    from supportbench.harness.runner import Runner
 
     hp = _parse_sets(args.set)
     if args.dtype:
@@ -109,12 +107,22 @@ def _cmd_run(args) -> int:
     cls = BENCHMARKS.get(args.benchmark)
     model = args.model or cls.DEFAULT_MODEL
     model = str(Path(model).resolve()) if Path(model, "config.json").is_file() else model
-    if cls.INTERFACES and args.field is None and args.method is None:
-        return _run_controlled(args, model, hp)
-    spec = RunSpec(args.benchmark, args.field or cls.DEFAULT_FIELD, args.objective,
+    return RunSpec(args.benchmark, args.field or cls.DEFAULT_FIELD, args.objective,
                    args.method or "intervention_score", seed=args.seed, variant=args.variant, split=args.split,
                    experiment=args.experiment, budget=args.budget, T=args.T, t=args.t, d=args.d, rho_p=args.rho_p,
                    model=model, hyperparameters=hp)
+
+
+def _cmd_run(args) -> int:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.harness.runner import Runner
+
+    if BENCHMARKS.get(args.benchmark).INTERFACES and args.field is None and args.method is None:
+        return _run_controlled(args)
+    spec = run_spec(args)
     decision = None
     if args.variant == "dirr":
         from supportbench.experiments.decisions import load_decision_for
@@ -140,16 +148,17 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _run_controlled(args, model: str, hp: dict) -> int:
+def _run_controlled(args) -> int:
     """Every target through both interfaces, then Table 1's seven quantities from the registry."""
     from supportbench.harness.controlled import run_controlled
     from supportbench.registry.store import connect
     from supportbench.reports.paper import Context, controlled_main
 
-    done = run_controlled(args.results, benchmark=args.benchmark, objective=args.objective, seed=args.seed,
-                          split=args.split, experiment=args.experiment, budget=args.budget, T=args.T, model=model,
-                          hyperparameters=hp, cache_dir=args.cache, force=args.force, device=args.device,
-                          reuse_stale=args.reuse_stale)
+    one = run_spec(args)  # the first target's spec: what every target's run shares
+    done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,
+                          split=one.split, experiment=one.experiment, budget=one.budget, T=one.T, model=one.model,
+                          hyperparameters=dict(one.hyperparameters), cache_dir=args.cache, force=args.force,
+                          device=args.device, reuse_stale=args.reuse_stale)
     con = connect(done.results.registry, read_only=True)
     q = controlled_main(Context.from_registry(con, args.experiment))
     con.close()
@@ -367,6 +376,11 @@ def _cmd_demo(args) -> int:
     return 0 if not s.failed else 1
 
 
+def _defaults(key: str) -> str:
+    """A per-kind-of-model default, as --help shows it (experiments/spec.py is its one source)."""
+    return ", ".join(f"{v[key]} for a {k} model" for k, v in MODEL_DEFAULTS.items())
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="supportbench",
@@ -402,12 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--variant", default="static", help="static or dirr")
     r.add_argument("--split", default="final", help="calibration, final or replication")
     r.add_argument("--experiment", default="adhoc")
-    r.add_argument("--budget", type=float, default=0.1, help="editable scalars, or a fraction (< 1) of the total")
-    r.add_argument("--T", type=int, default=40)
-    r.add_argument("--t", type=int, default=32, help="DIR-R decision checkpoint")
-    r.add_argument("--d", type=int, default=4, help="DIR-R probe length")
-    r.add_argument("--rho-p", dest="rho_p", type=float, default=0.05,
-                   help="DIR-R probe action (paper: 0.01 with thousands of support columns)")
+    r.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
+                   help="editable scalars, or a fraction (< 1) of the total (default %(default)s)")
+    r.add_argument("--T", type=int, default=None, help=f"unlearning steps (default by model: {_defaults('T')})")
+    r.add_argument("--t", type=int, default=None, help=f"DIR-R decision checkpoint (default {_defaults('t')})")
+    r.add_argument("--d", type=int, default=None, help=f"DIR-R probe length (default {_defaults('d')})")
+    r.add_argument("--rho-p", dest="rho_p", type=float, default=None,
+                   help=f"DIR-R probe action (default {_defaults('rho_p')})")
     r.add_argument("--model", default=None,
                    help="model preset (tiny-llama, small-llama, tiny-olmo3, tiny-qwen2) or a local Hugging Face model "
                         "directory; default: the benchmark's (tiny-llama for TOFU, tiny-olmo3 for LACUNA, tiny-qwen2 "
@@ -417,7 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="hyperparameter, e.g. lr=0.01, objective.beta=0.2, method.eps=1e-6, benchmark.size=full")
     r.add_argument("--results", default=str(DEFAULT_RESULTS.root))
-    r.add_argument("--cache", default=None, help="cache directory (default $SUPPORTBENCH_CACHE or ./.cache)")
+    r.add_argument("--cache", default=None,
+                   help="cache directory for prepared models (default $SUPPORTBENCH_CACHE, else the user cache)")
     r.add_argument("--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)")
     r.add_argument("--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision")
     r.add_argument("--force", action="store_true", help="rerun even if the record exists")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from supportbench.errors import SpecError
 from supportbench.experiments.decisions import SELECTIONS
-from supportbench.experiments.spec import SPLITS, RunSpec
+from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_MODEL, SPLITS, RunSpec, model_defaults
 
 
 def shipped_specs() -> dict[str, Path]:
@@ -109,12 +109,12 @@ class ExperimentSpec:
     methods: tuple[str, ...]
     dirr_methods: tuple[str, ...]
     seeds: dict[str, tuple[int, ...]]
-    model: str = "tiny-llama"
-    budget: float = 0.1
-    T: int = 200
-    t: int = 160
-    d: int = 20
-    rho_p: float = 0.01
+    model: str = DEFAULT_MODEL
+    budget: float = DEFAULT_BUDGET
+    T: int | None = None          # None: the model's default (experiments/spec.py MODEL_DEFAULTS)
+    t: int | None = None
+    d: int | None = None
+    rho_p: float | None = None
     hyperparameters: dict = field(default_factory=dict)
     admissible_range: tuple[float, float] = (0.2, 0.8)
     selection: str = "evaluation"
@@ -132,6 +132,9 @@ class ExperimentSpec:
         out = {**base, **own}
         out["seeds"] = {**self.seeds, **own.get("seeds", {})}
         out["hyperparameters"] = {**self.hyperparameters, **own.get("hyperparameters", {})}
+        for k, v in model_defaults(out["model"]).items():  # the one source of defaults, as RunSpec resolves them
+            if k in ("T", "t", "d", "rho_p") and out[k] is None:
+                out[k] = v
         return out
 
     @classmethod
@@ -229,8 +232,8 @@ class ExperimentSpec:
                    methods=tuple(_names(e["methods"], source, "experiment.methods")),
                    dirr_methods=tuple(_names(e.get("dirr_methods", ["intervention_score"]), source,
                                              "experiment.dirr_methods", empty_ok=True)),
-                   seeds=seeds, model=e.get("model", "tiny-llama"), budget=e.get("budget", 0.1), T=e.get("T", 200),
-                   t=e.get("t", 160), d=e.get("d", 20), rho_p=e.get("rho_p", 0.01), hyperparameters=dict(hp),
+                   seeds=seeds, model=e.get("model", DEFAULT_MODEL), budget=e.get("budget", DEFAULT_BUDGET),
+                   T=e.get("T"), t=e.get("t"), d=e.get("d"), rho_p=e.get("rho_p"), hyperparameters=dict(hp),
                    admissible_range=tuple(rng), selection=selection, benchmark_settings=settings)
         try:
             spec.all_runs()  # every RunSpec's own checks (budget, rho_p, t/d, hyperparameters), now

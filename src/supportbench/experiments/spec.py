@@ -1,5 +1,11 @@
 """RunSpec: the frozen identity of one run (HELM-style). Its canonical JSON's sha256 is the run key.
 
+A RunSpec is *resolved* when it is built: every setting left out is filled from the one table of
+defaults below (``DEFAULT_HYPERPARAMETERS`` and the per-kind-of-model ``MODEL_DEFAULTS``), so the CLI, the
+Python API and experiment TOMLs that leave a setting out all name the same run, and the record stores (and
+the run key hashes) every setting the run used. A local model is identified by the content of its files
+(``experiments.identity``), never by its path.
+
 No torch here: the registry and reports import this module.
 """
 
@@ -20,14 +26,38 @@ SPLITS = ("calibration", "final", "replication")
 PREFIXES = ("objective.", "method.", "benchmark.")  # options of the objective, the method, the benchmark
 SCHEMA = 1
 
-# Defaults for the tiny CPU presets; real models set their own (open-unlearning: lr 1e-5).
+DEFAULT_MODEL = "tiny-llama"
+DEFAULT_BUDGET = 0.1
+# Settings that do not depend on the model (open-unlearning's batch and weight decay; the rest defined here).
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
-    "lr": 1e-2, "batch_size": 8, "weight_decay": 0.01, "warmup_steps": 0, "diag_batch_size": 16,
+    "lr": None,  # by kind of model: MODEL_DEFAULTS
+    "batch_size": 8, "weight_decay": 0.01, "warmup_steps": 0, "diag_batch_size": 16,
     "eval_full": False, "selection": "evaluation", "tau": None,
     # the weights' dtype during a run (frozen coordinates stay in it; the support trains in fp32) and
-    # activation checkpointing; both are part of the run key when set
+    # activation checkpointing
     "dtype": "float32", "activation_checkpointing": False,
 }
+# Settings that depend on the kind of model (docs/sweeps.md, "Defaults"):
+#   preset  the tiny CPU presets, trained here from scratch: lr 1e-2 (their weights are O(1e-1) and they
+#           unlearn in tens of steps); T = 40, t = 32, d = 4 (the paper's 200/160/20 scaled by 1/5 for the
+#           CPU); rho_p = 0.05, because their supports have tens of columns and the paper's 0.01 would swap
+#           floor(0.01 M) = 0 of them (a probe that compares S0 with itself).
+#   local   a local Hugging Face model (the paper's 2-8B models): open-unlearning's lr 1e-5 and the paper's
+#           T = 200, t = 160, d = 20, rho_p = 0.01.
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "preset": {"T": 40, "t": 32, "d": 4, "rho_p": 0.05, "lr": 1e-2},
+    "local": {"T": 200, "t": 160, "d": 20, "rho_p": 0.01, "lr": 1e-5},
+}
+
+
+def model_kind(model: str) -> str:
+    """``local`` for a model directory (a path: it contains a separator or starts with '.' or '~'), else
+    ``preset`` (a name, checked against the presets before any work)."""
+    return "local" if ("/" in model or "\\" in model or model.startswith((".", "~"))) else "preset"
+
+
+def model_defaults(model: str) -> dict[str, Any]:
+    return MODEL_DEFAULTS[model_kind(model)]
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -65,21 +95,32 @@ class RunSpec:
     variant: str = "static"
     split: str = "final"
     experiment: str = "adhoc"
-    budget: float = 0.1          # editable scalars (>= 1) or a fraction of the geometry's total cost (< 1)
-    T: int = 200
-    t: int = 160                 # DIR-R decision checkpoint
-    d: int = 20                  # DIR-R probe length
-    rho_p: float = 0.01          # DIR-R probe action
-    model: str = "tiny-llama"    # preset name or local model directory
+    budget: float = DEFAULT_BUDGET  # editable scalars (>= 1) or a fraction of the geometry's total cost (< 1)
+    T: int | None = None         # None: the model's default (MODEL_DEFAULTS), filled in when the spec is built
+    t: int | None = None         # DIR-R decision checkpoint
+    d: int | None = None         # DIR-R probe length
+    rho_p: float | None = None   # DIR-R probe action
+    model: str = DEFAULT_MODEL   # preset name or local model directory
     hyperparameters: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
-        if isinstance(self.hyperparameters, dict):
-            object.__setattr__(self, "hyperparameters", tuple(sorted(self.hyperparameters.items())))
+        hp = self.hyperparameters
+        if isinstance(hp, dict):
+            hp = tuple(hp.items())
         for name in ("benchmark", "field", "objective", "method", "experiment", "model"):
             v = getattr(self, name)
             if not isinstance(v, str) or not v.strip():
                 raise SpecError(f"{name} must be a non-empty string, got {v!r}")
+        # resolve: every setting left out takes its one default
+        defaults = model_defaults(self.model)
+        for name in ("T", "t", "d", "rho_p"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, defaults[name])
+        given = dict(hp)
+        if given.get("lr", 0) is None:
+            given.pop("lr")
+        resolved = {**DEFAULT_HYPERPARAMETERS, "lr": defaults["lr"], **given}
+        object.__setattr__(self, "hyperparameters", tuple(sorted(resolved.items())))
         for name in ("seed", "T", "t", "d"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -118,7 +159,8 @@ class RunSpec:
                 raise SpecError(f"hyperparameter {key} = {hp[key]!r}: must be {kind[1]}")
 
     def hp(self, key: str) -> Any:
-        return dict(self.hyperparameters).get(key, DEFAULT_HYPERPARAMETERS.get(key))
+        """A resolved hyperparameter (options of the objective, method or benchmark: ``prefixed``)."""
+        return dict(self.hyperparameters).get(key)
 
     def prefixed(self, prefix: str) -> dict[str, Any]:
         return {k[len(prefix):]: v for k, v in self.hyperparameters if k.startswith(prefix)}
@@ -138,8 +180,12 @@ class RunSpec:
         return out
 
     def canonical(self) -> dict:
-        d = asdict(self)
-        d["hyperparameters"] = {k: v for k, v in self.hyperparameters}
+        """The run's identity: every resolved setting; a local model by the content of its files."""
+        d = self.canonical_full()
+        if model_kind(self.model) == "local":
+            from supportbench.experiments.identity import model_identity
+
+            d["model"] = model_identity(self.model)
         if self.variant == "static":  # checkpoint settings do not change a static run
             for k in ("t", "d", "rho_p"):
                 d.pop(k)
@@ -164,6 +210,7 @@ class RunSpec:
         return RunSpec.from_dict({**self.canonical_full(), **changes})
 
     def canonical_full(self) -> dict:
+        """Every field as given and resolved (the model as named: a runnable spec, e.g. for a worker)."""
         d = asdict(self)
         d["hyperparameters"] = {k: v for k, v in self.hyperparameters}
         return d
