@@ -17,6 +17,7 @@ from _common import one_thread, result  # noqa: E402
 
 one_thread()
 
+from supportbench.experiments.paths import cache_root  # noqa: E402
 from supportbench.experiments.spec import RunSpec  # noqa: E402
 from supportbench.harness.compute import dirr_step_equivalents  # noqa: E402
 from supportbench.harness.runner import Runner  # noqa: E402
@@ -31,7 +32,7 @@ def wall(rec) -> float:
 
 
 def main() -> None:
-    cache = Path(__file__).resolve().parents[1] / ".cache" / "supportbench"
+    cache = cache_root()  # the user's cache: theta_0 built once, shared with the demo
     with tempfile.TemporaryDirectory() as res:
         runner = Runner(res, cache_dir=cache, progress=False, force=True)
         base = dict(benchmark="natural_tofu", field="forget10", objective="npo", method="intervention_score",

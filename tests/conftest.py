@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# tests never write into the user's cache (model identities, prepared models): one throwaway cache per session
+os.environ["SUPPORTBENCH_CACHE"] = tempfile.mkdtemp(prefix="supportbench-test-cache-")
 
 import torch  # noqa: E402
 

@@ -1,0 +1,79 @@
+"""A local model's identity: the content of its files, not where they are.
+
+``model_identity(path)`` = ``local:<sha256 of config.json and every weight file, 16 hex>``: moving or
+renaming the folder keeps its runs' keys; changing a weight changes them. Hashing gigabytes of weights
+takes seconds to minutes, so each file's digest is cached (in the user's cache, ``model-ids.json``) under
+its absolute path, size and modification time, and recomputed when any of them changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from pathlib import Path
+
+from supportbench._io import write_text_atomic
+from supportbench.errors import SpecError
+from supportbench.experiments.paths import cache_root
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+_memo: dict[tuple, str] = {}
+
+
+def identity_files(model_dir: Path) -> list[Path]:
+    """The files that make the model what it is: its config and its weights (not tokenizer or README)."""
+    files = [model_dir / "config.json"] if (model_dir / "config.json").is_file() else []
+    files += sorted(p for p in model_dir.iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    return files
+
+
+def _digest(path: Path, index: dict) -> str:
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key in _memo:
+        return _memo[key]
+    stored = index.get(key[0])
+    if stored and stored["size"] == st.st_size and stored["mtime_ns"] == st.st_mtime_ns:
+        digest = stored["sha256"]
+    else:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                h.update(block)
+        digest = h.hexdigest()
+        index[key[0]] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}
+        index["_changed"] = True
+    _memo[key] = digest
+    return digest
+
+
+def model_identity(model: str | Path) -> str:
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        raise SpecError(f"model directory '{model}' does not exist (a local model is a folder with config.json "
+                        "and weight files)")
+    files = identity_files(path)
+    if not files:
+        raise SpecError(f"model directory '{model}' has no config.json and no weight files "
+                        f"({', '.join(WEIGHT_SUFFIXES)})")
+    index_path = cache_root() / "model-ids.json"
+    try:
+        index = json.loads(index_path.read_text()) if index_path.is_file() else {}
+    except (OSError, ValueError):
+        index = {}  # a damaged index is only a cache: rebuild it
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.name}\0{_digest(f, index)}\n".encode())
+    if index.pop("_changed", False):
+        with contextlib.suppress(OSError):  # a read-only cache only costs the next process a rehash
+            write_text_atomic(index_path, json.dumps(index, indent=1, sort_keys=True))
+    return f"local:{h.hexdigest()[:16]}"
+
+
+def clear_memo() -> None:
+    """Forget in-process digests (tests that rewrite a file within one mtime tick)."""
+    _memo.clear()
+
+
+__all__ = ["clear_memo", "identity_files", "model_identity"]
