@@ -112,6 +112,7 @@ class Fingerprint(_Struct):
     method: dict[str, Any] = {}
     objective: dict[str, Any] = {}
     benchmark: dict[str, Any] = {}
+    harness: dict[str, Any] = {}
 
 
 class RunRecord(_Struct):

@@ -1,11 +1,20 @@
 """What the code behind a run is, so a record computed by older code is never silently reused.
 
-The run key hashes the RunSpec only: change a method's formula or default and the key stays the same.
-A fingerprint adds what the spec does not say: the method's effective hyperparameters and the source of
-its module and of the shared diagnostics, the objective's effective settings and source, and the
-benchmark's module source (its data and model are hashed separately, in provenance). Every record
-stores it; the runner reruns a record whose fingerprint differs from the current code's (``stale``)
-unless told to reuse it, and the audit reports experiments whose records mix fingerprints.
+The run key hashes the resolved RunSpec: every setting the spec names. A fingerprint adds what code
+decides: the method's effective hyperparameters and ``requires``, the objective's effective settings, and
+the source files of everything that can change the run's outcome —
+
+  unlearning   every file of ``supportbench/unlearning/`` (models, support, objectives, training, data)
+  method       the method's module, the shared diagnostics and the method contract (``methods/base.py``)
+  benchmark    every file of the benchmark's package (reader, generator, adapter, ...), the benchmark
+               contract and the evaluator that defines J (``benchmarks/base.py``, ``evaluators.py``)
+  harness      the runner (which turns a spec into a training configuration) and, for DIR-R runs, the
+               orchestration of Algorithm 1 and its compute accounting (``dirr.py``, ``compute.py``)
+
+Files are read from disk (not from whichever modules happen to be imported), so the fingerprint of a spec
+is the same in every process running the same tree. Every record stores it; the runner reruns a record
+whose fingerprint differs from the current code's (``stale``) unless told to reuse it, and the audit
+reports experiments whose records mix fingerprints.
 """
 
 from __future__ import annotations
@@ -16,33 +25,43 @@ import inspect
 import json
 import sys
 from functools import cache
+from pathlib import Path
 
 from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.experiments.record import Fingerprint
 from supportbench.experiments.spec import RunSpec
-from supportbench.methods import diagnostics as _diagnostics
 from supportbench.methods.base import get_method
-from supportbench.unlearning import objectives as _objectives
 from supportbench.unlearning.objectives import get_objective
+
+PACKAGE = Path(__file__).resolve().parents[1]   # src/supportbench
 
 
 @cache
-def _module_hash(module_name: str) -> str:
-    """sha256 of a module's source file (16 hex digits); 'unknown' where the source cannot be read."""
+def source_hash(*paths: str | Path) -> str:
+    """sha256 (16 hex digits) of every ``.py`` file under ``paths`` (files or folders), by relative name."""
+    files = []
+    for p in map(Path, paths):
+        p = p if p.is_absolute() else PACKAGE / p
+        files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
+    h = hashlib.sha256()
+    for f in files:
+        name = f.relative_to(PACKAGE) if f.is_relative_to(PACKAGE) else f.name
+        h.update(f"{name}\0".encode())
+        h.update(f.read_bytes() if f.is_file() else b"<missing>")
+    return h.hexdigest()[:16]
+
+
+def _module_file(obj) -> Path | str:
+    """The source file defining ``obj`` (plugins live outside the package); 'unknown' if it has none."""
     try:
-        src = inspect.getsource(sys.modules[module_name])
-    except (OSError, TypeError, KeyError):
+        return Path(inspect.getsourcefile(sys.modules[obj.__module__]) or "unknown").resolve()
+    except (TypeError, KeyError):
         return "unknown"
-    return hashlib.sha256(src.encode()).hexdigest()[:16]
 
 
-def _package_hash(module_name: str) -> str:
-    """The benchmark's code: every loaded module of its package (reader, generator, adapter) and the
-    shared evaluator that defines J."""
-    package = module_name.rsplit(".", 1)[0] if "." in module_name else module_name
-    names = sorted(m for m in list(sys.modules) if m == package or m.startswith(package + "."))
-    names.append("supportbench.benchmarks.evaluators")
-    return hashlib.sha256(" ".join(f"{m}={_module_hash(m)}" for m in names).encode()).hexdigest()[:16]
+def _package_dir(cls) -> Path | str:
+    f = _module_file(cls)
+    return f.parent if isinstance(f, Path) else f
 
 
 def _jsonable(x):
@@ -53,18 +72,19 @@ def fingerprint(spec: RunSpec) -> Fingerprint:
     """The fingerprint of the code that runs ``spec``; ``hash`` summarises the rest."""
     objective = get_objective(spec.objective, **spec.prefixed("objective."))
     bench_cls = BENCHMARKS.get(spec.benchmark)
+    bench_files = (_package_dir(bench_cls), "benchmarks/base.py", "benchmarks/evaluators.py")
     if spec.method in bench_cls.INTERFACES:  # an intervention the benchmark defines itself
-        method_fp = {"interface": spec.method, "source": _package_hash(bench_cls.__module__)}
+        method_fp = {"interface": spec.method, "source": source_hash(*bench_files)}
     else:
         method = get_method(spec.method, **spec.prefixed("method."))
         method_fp = {"hyperparameters": _jsonable(getattr(method, "hyperparameters", {})),
                      "requires": list(getattr(method, "requires", ())),
-                     "source": _module_hash(type(method).__module__),
-                     "diagnostics": _module_hash(_diagnostics.__name__)}
+                     "source": source_hash(_module_file(type(method)), "methods/diagnostics.py", "methods/base.py")}
+    harness = ("harness/runner.py",) + (("harness/dirr.py", "harness/compute.py") if spec.variant == "dirr" else ())
     fp = {
         "method": method_fp,
-        "objective": {"settings": _jsonable(dataclasses.asdict(objective)),
-                      "source": _module_hash(_objectives.__name__)},
-        "benchmark": {"source": _package_hash(bench_cls.__module__)},
+        "objective": {"settings": _jsonable(dataclasses.asdict(objective)), "source": source_hash("unlearning")},
+        "benchmark": {"source": source_hash(*bench_files)},
+        "harness": {"source": source_hash(*harness)},
     }
     return Fingerprint(hash=hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16], **fp)
