@@ -3,16 +3,31 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LOCK   := requirements.lock
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean lock
 
-$(STAMP): pyproject.toml
+# Installs from the lock: every dependency at the version the project was tested with. pyproject.toml
+# keeps the declared ranges for users who install supportbench into their own environment.
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first, pinned: the CPU wheel on disk; an unpinned torch pulls a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -r $(LOCK)
+	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
+
+# Re-resolve the declared ranges in a fresh environment and write the versions it got into the lock.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install -q torch==2.13.0
+	.lock-venv/bin/pip install -q -e ".[test]"
+	{ echo "# Every dependency of supportbench[test] at the version this project is tested with, except torch"; \
+	  echo "# (installed first by the Makefile: torch==2.13.0, the CPU wheel). Regenerate with \`make lock\`."; \
+	  .lock-venv/bin/pip freeze --exclude-editable | grep -v -i -e '^torch==' -e '^-e' -e '^supportbench'; } > $(LOCK)
+	rm -rf .lock-venv
 
 demo: $(STAMP)
 	OMP_NUM_THREADS=1 $(VENV)/bin/supportbench demo
@@ -29,4 +44,4 @@ bench: $(STAMP)
 	for b in bench/[!_]*.py; do echo "== $$b"; OMP_NUM_THREADS=1 $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache build src/*.egg-info
+	rm -rf $(VENV) .lock-venv .pytest_cache build src/*.egg-info

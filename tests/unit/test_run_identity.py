@@ -1,0 +1,137 @@
+"""Run identity: the record says exactly what ran. Every default is resolved into the spec (one source for
+the CLI, Python and TOML), a local model is known by its content, and the code fingerprint covers the code
+that trains and evaluates, so changing a default or a training line reruns the affected cells."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from supportbench.experiments import spec as S
+from supportbench.experiments.identity import clear_memo, model_identity
+from supportbench.experiments.plan import ExperimentSpec
+from supportbench.experiments.spec import RunSpec
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def test_every_setting_is_resolved_into_the_spec():
+    spec = RunSpec("tofu", "forget10", "npo", "wagle")
+    hp = dict(spec.hyperparameters)
+    assert set(hp) == set(S.DEFAULT_HYPERPARAMETERS)
+    assert hp["lr"] == 1e-2 and hp["batch_size"] == 8 and (spec.T, spec.t, spec.d, spec.rho_p) == (40, 32, 4, 0.05)
+    c = spec.canonical()
+    assert c["hyperparameters"] == hp and c["T"] == 40  # the record stores, and the key hashes, all of them
+    # naming a default explicitly is the same run
+    assert RunSpec("tofu", "forget10", "npo", "wagle", T=40, hyperparameters={"lr": 0.01}).run_key == spec.run_key
+
+
+def test_a_local_model_gets_the_papers_settings_not_the_tiny_learning_rate(tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text("{}")
+    spec = RunSpec("tofu", "forget10", "npo", "wagle", model=str(d))
+    assert spec.hp("lr") == 1e-5 and (spec.T, spec.t, spec.d, spec.rho_p) == (200, 160, 20, 0.01)
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: m.setitem(S.DEFAULT_HYPERPARAMETERS, "batch_size", 4),
+    lambda m: m.setitem(S.MODEL_DEFAULTS["preset"], "lr", 5e-2),
+    lambda m: m.setitem(S.MODEL_DEFAULTS["preset"], "T", 41),
+])
+def test_changing_any_default_changes_the_run_key(monkeypatch, change):
+    before = RunSpec("tofu", "forget10", "npo", "wagle").run_key
+    change(monkeypatch)
+    assert RunSpec("tofu", "forget10", "npo", "wagle").run_key != before
+
+
+def test_cli_python_and_toml_name_the_same_default_cell(tmp_path):
+    from supportbench.cli import build_parser, run_spec
+
+    args = build_parser().parse_args(["run", "--benchmark", "tofu", "--method", "wagle"])
+    python = RunSpec("tofu", "forget10", "npo", "wagle")
+    assert run_spec(args).run_key == python.run_key
+    toml = tmp_path / "e.toml"
+    toml.write_text(textwrap.dedent("""
+        [experiment]
+        name = "adhoc"
+        benchmarks = ["tofu"]
+        fields = ["forget10"]
+        objectives = ["npo"]
+        methods = ["wagle"]
+        dirr_methods = []
+        [experiment.seeds]
+        final = [0]
+    """))
+    (from_toml,) = ExperimentSpec.from_toml(toml).runs("final")
+    assert from_toml.run_key == python.run_key
+
+
+def test_a_local_model_is_known_by_its_content_not_its_path(tmp_path):
+    a = tmp_path / "models" / "a"
+    a.mkdir(parents=True)
+    (a / "config.json").write_text('{"hidden_size": 8}')
+    (a / "model.safetensors").write_bytes(b"\x00" * 64)
+    (a / "README.md").write_text("not part of the model")
+    b = tmp_path / "elsewhere" / "b"
+    shutil.copytree(a, b)
+    key = RunSpec("tofu", "forget10", "npo", "wagle", model=str(a)).run_key
+    assert RunSpec("tofu", "forget10", "npo", "wagle", model=str(b)).run_key == key      # moved: same runs
+    assert model_identity(a) == model_identity(b) and model_identity(a).startswith("local:")
+    assert str(a) not in json.dumps(RunSpec("tofu", "forget10", "npo", "wagle", model=str(a)).canonical())
+    (b / "README.md").write_text("edited")                                                 # not the model
+    assert RunSpec("tofu", "forget10", "npo", "wagle", model=str(b)).run_key == key
+    (b / "model.safetensors").write_bytes(b"\x01" + b"\x00" * 63)                          # a weight changed
+    os.utime(b / "model.safetensors", ns=(1, 1))
+    clear_memo()
+    assert RunSpec("tofu", "forget10", "npo", "wagle", model=str(b)).run_key != key
+
+
+def _reusable_in(src: Path, results: Path, spec: RunSpec) -> str:
+    """Ask a fresh process running the code in ``src`` whether the stored record of ``spec`` stands."""
+    code = textwrap.dedent(f"""
+        import supportbench, sys
+        assert supportbench.__file__.startswith({str(src)!r}), supportbench.__file__
+        from supportbench.experiments.spec import RunSpec
+        from supportbench.harness.runner import Runner
+        spec = RunSpec.from_dict({spec.canonical_full()!r})
+        rec = Runner({str(results)!r}, progress=False, device="cpu").reusable(spec)
+        print("reused" if rec is not None else "stale")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("edited", "old", "new"), [
+    ("unlearning/train.py", "        loss.backward()\n        self.leaves.collect_grads()",
+     "        (1.0 * loss).backward()\n        self.leaves.collect_grads()"),
+    ("benchmarks/evaluators.py", '"""', '"""Edited.\n'),
+    ("harness/runner.py", "def resolve_budget(", "def _edited():\n    pass\n\n\ndef resolve_budget("),
+])
+def test_editing_the_code_that_trains_or_evaluates_makes_records_stale(tmp_path, edited, old, new):
+    from supportbench.experiments.record import Compute, Outcome, Provenance, RunRecord
+    from supportbench.experiments.results import ResultsDir
+    from supportbench.harness.fingerprint import fingerprint
+
+    spec = RunSpec("tofu", "forget10", "npo", "wagle", T=2)
+    results = ResultsDir(tmp_path / "res")
+    results.write_record(RunRecord(run_key=spec.run_key, spec=spec.canonical(), status="ok",
+                                   outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0), fingerprint=fingerprint(spec),
+                                   compute=Compute(), provenance=Provenance(supportbench="-", git="-", torch="-",
+                                                                            transformers="-", started_at="-")))
+    copy = tmp_path / "src"
+    shutil.copytree(SRC / "supportbench", copy / "supportbench", ignore=shutil.ignore_patterns("__pycache__"))
+    assert _reusable_in(copy, results.root, spec) == "reused"        # same code: the record stands
+    f = copy / "supportbench" / edited
+    text = f.read_text()
+    assert old in text
+    f.write_text(text.replace(old, new, 1))
+    assert _reusable_in(copy, results.root, spec) == "stale"         # edited code: the cell reruns
