@@ -2,9 +2,11 @@
 
 Modelled on lm-evaluation-harness: a decorator to register, built-ins imported lazily on first
 lookup, third-party plugins discovered through an entry-point group, "did you mean" on a miss.
-A plugin that cannot be used — it fails to import, its entry-point name is not an identifier, or it
-has the name of a built-in (which always wins) — is reported in ``broken`` with the reason and
-skipped; it never breaks the listing or the built-ins.
+A registry may ``check`` each object it is given (the benchmark registry checks the declared members of
+the ``Benchmark`` protocol); a built-in that fails the check is an error at import. A plugin that cannot
+be used — it fails to import or the check, its entry-point name is not an identifier, or it has the name
+of a built-in (which always wins) — is reported in ``broken`` with the reason and skipped; it never breaks
+the listing or the built-ins.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ class Registry(Generic[T]):
         builtin_modules: Iterable[str] = (),
         entry_point_group: str | None = None,
         error: type[UnknownNameError] = UnknownNameError,
+        check: Callable[[str, T], None] | None = None,
     ):
         self.kind = kind
         self._builtin_modules = tuple(builtin_modules)
         self._group = entry_point_group
         self._error = error
+        self._check = check  # raises (naming the object and what is expected) to refuse a registration
         self._items: dict[str, T] = {}
         self._plugins: set[str] = set()
         self.broken: dict[str, str] = {}  # plugin entry-point name -> why it was skipped (broken or shadowed)
@@ -49,6 +53,8 @@ class Registry(Generic[T]):
                     f"{self.kind} '{name}' is already registered by "
                     f"{getattr(existing, '__module__', '?')}.{getattr(existing, '__qualname__', existing)}"
                 )
+            if self._check is not None:
+                self._check(name, o)
             self._items[name] = o
             if isinstance(o, type):  # classes learn their registered name
                 o.name = name  # type: ignore[attr-defined]
@@ -78,12 +84,11 @@ class Registry(Generic[T]):
                     self.broken[ep.name] = (f"shadowed: a built-in {self.kind} is named {ep.name!r}, so the plugin "
                                             f"{ep.value} is ignored (rename its entry point)")
                 continue
-            try:
-                obj = ep.load()
+            try:  # a plugin's own decorator runs the check during load()
+                self.register(ep.name, ep.load())
             except Exception as exc:  # a broken plugin must not break the listing
                 self.broken[ep.name] = f"{type(exc).__name__}: {exc}"
                 continue
-            self.register(ep.name, obj)
             self._plugins.add(ep.name)
 
     def _load(self) -> None:

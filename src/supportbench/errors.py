@@ -82,6 +82,11 @@ class SpecError(SupportbenchError, ValueError):
     pass
 
 
+class StateError(SupportbenchError):
+    """A call made out of order on a stateful object, e.g. ``roles()`` before ``prepare()``; the message
+    names the call that must come first."""
+
+
 class DecisionError(SupportbenchError):
     pass
 

@@ -8,6 +8,7 @@ from supportbench.benchmarks.lacuna.reader import LacunaFormatError, bits_set
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
 from supportbench.unlearning.data import dataset_nll
+from supportbench.unlearning.models import load_model
 
 pytestmark = pytest.mark.slow
 
@@ -17,6 +18,11 @@ def lacuna(cache):
     b = get_benchmark("lacuna", cache_dir=cache, progress=False, people=12)
     b.prepare("tiny-olmo3")
     return b
+
+
+def _theta0(b):
+    """A fresh copy of theta_0 (the tests mutate it; the prepared model and the cache stay untouched)."""
+    return load_model(b._prepared.path, device=b.device)[0]
 
 
 def _rows_of_group(b, g):
@@ -33,7 +39,7 @@ def test_masked_injection_is_real(lacuna):
     pre-injection values removes group 0's facts, and group 0's the most. At this 4-layer scale the other
     groups' facts are disturbed too (the groups' scalars co-adapt during joint injection; measured and
     documented in docs/benchmarks.md), so the test states what holds rather than full isolation."""
-    model, pre = lacuna.load_theta0(), lacuna.theta_pre()
+    model, pre = _theta0(lacuna), lacuna.theta_pre()
     groups = {g: _rows_of_group(lacuna, g) for g in range(6)}
     before = {g: _mean_nll(model, lacuna, rows) for g, rows in groups.items()}
     assert max(before.values()) < 0.5                                     # every group memorised
@@ -52,7 +58,7 @@ def test_precision_separates_an_oracle_update_from_a_random_one(lacuna):
     roles = lacuna.roles("Email_Address", 4099)
     forget_bits = sum(1 << g for g in roles.notes["forget_groups"])
     gen = torch.Generator().manual_seed(0)
-    oracle, rand = lacuna.load_theta0(), lacuna.load_theta0()
+    oracle, rand = _theta0(lacuna), _theta0(lacuna)
     with torch.no_grad():
         for (name, p), (_, q) in zip(oracle.named_parameters(), rand.named_parameters()):
             if name not in lacuna._mask:
@@ -93,7 +99,7 @@ def test_forget_group_without_mask_bits_is_an_error(lacuna, tmp_path):
 
 def test_resurfacing_is_deterministic_and_sees_known_facts(lacuna):
     roles = lacuna.roles("Email_Address", 7)
-    model = lacuna.load_theta0()
+    model = _theta0(lacuna)
     a, b = lacuna.resurfacing(model, roles), lacuna.resurfacing(model, roles)
     assert a == b                                          # seeded: the same answer in every process
     assert a["resurfaced_share"] > 0.5                     # theta_0 still knows the facts: they "resurface"

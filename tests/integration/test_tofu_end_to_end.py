@@ -7,10 +7,11 @@ import sys
 import pytest
 import torch
 
-from supportbench.benchmarks.base import get_benchmark
+from supportbench.benchmarks.base import get_benchmark, record_theta0_nll
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
 from supportbench.unlearning.data import dataset_nll
+from supportbench.unlearning.models import load_model
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +60,7 @@ def test_forget_probability_drops(tofu, cache, tmp_path):
     _, model = runner.theta0(spec)
     bench = runner.benchmark(spec)
     roles = bench.roles("forget10", 1)
-    bench.attach_baseline(model, roles)
+    record_theta0_nll(model, roles)
     before = bench.evaluate(model, roles).components["forget_prob"]
     after = runner.run(spec).record.outcome.components["forget_prob"]
     assert after < before - 0.2
@@ -67,8 +68,8 @@ def test_forget_probability_drops(tofu, cache, tmp_path):
 
 def test_full_tofu_metrics(tofu):
     roles = tofu.roles("forget01", 0)
-    model = tofu.load_theta0()
-    tofu.attach_baseline(model, roles)
+    model = load_model(tofu._prepared.path, device=tofu.device)[0]  # a fresh theta_0: the fixture's stays intact
+    record_theta0_nll(model, roles)
     o = tofu.evaluate(model, roles, full=True)
     assert o.J == 0.0 and o.G_F == 0.0  # theta_0 against itself
     c = o.components

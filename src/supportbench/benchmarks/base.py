@@ -1,30 +1,44 @@
 """The benchmark protocol: data roles, the prepared base model theta_0 and the evaluator J.
 
-A benchmark (paper §5) supplies
-  fields()                      the data fields it can unlearn (e.g. forget10, Email_Address)
+A benchmark (paper §5) is a class that declares
+  DEFAULT_MODEL, DEFAULT_FIELD  the model preset and the field a run uses when it names none
+  INTERFACES                    the interventions it defines itself (() when runs score and train a support)
+  field_names(options)          the fields a run may name, given the ``benchmark.*`` options (a classmethod:
+                                checked before any work)
+and whose instances provide
   prepare(preset, seed)         theta_0: generated/read data injected into a base model, cached on disk
                                 by a content hash of data + preset + training config + seed
   roles(field, seed)            DiagnosticRecords (F/R/P/N) for selection methods, the unlearning train
                                 sets, and development / evaluation splits disjoint from the diagnostics
-  attach_baseline(theta_0, roles) theta_0's per-item NLLs on the dev/eval splits, before unlearning
-  evaluate(model, roles, which) Outcome(J, G_F, D_coll, components), paper Eq. 19
+  evaluate(model, roles, which) Outcome(J, G_F, D_coll, components), paper Eq. 19, against theta_0's
+                                per-item NLLs that ``record_theta0_nll(theta_0, roles)`` stored first
+A benchmark with INTERFACES also provides ``intervene`` (``InterfaceBenchmark``).
 Benchmarks register like methods: ``@register_benchmark("name")`` or the entry-point group
-``supportbench.benchmarks``.
+``supportbench.benchmarks``; registration checks the declared members (``check_benchmark_class``).
+
+The shared steps are free functions here, not a base class: ``j_components`` + ``to_outcome`` (J),
+``check_disjoint`` (roles), ``content_key`` + ``building`` (caches), ``require_prepared`` (call order).
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
+import json
 import os
 import shutil
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 
 from supportbench._registry import Registry
-from supportbench.errors import UnknownBenchmarkError
-from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet
+from supportbench.benchmarks import evaluators as ev
+from supportbench.errors import SpecError, StateError, UnknownBenchmarkError
+from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,7 @@ class Roles:
     forget: TokenizedSet              # unlearning train sets
     retain: TokenizedSet
     splits: dict[str, dict[str, EvalSplit]]   # {"dev": {"forget":..., "retain":..., "protected":...}, "eval": {...}}
-    theta0_nll: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # filled by attach_baseline
+    theta0_nll: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # record_theta0_nll
     data_hash: str = ""
     notes: dict[str, Any] = field(default_factory=dict)  # facts about the roles a record should carry
 
@@ -77,24 +91,97 @@ class Prepared:
     from_cache: bool
 
 
+@runtime_checkable
 class Benchmark(Protocol):
-    name: str
+    """What the runner, the CLI and the validator rely on; every member is declared, none is probed.
 
-    def fields(self) -> list[str]: ...
+    Constructor: ``cls(cache_dir=None, progress=True, device=None, **options)`` -- every benchmark accepts
+    these three keywords (the runner always passes them; ``device`` is where its own models train and run,
+    None = the first GPU or the CPU) plus its own options, which come from a run's ``benchmark.*``
+    hyperparameters.
+    """
+
+    name: str                                  # set by the registry: the registered name
+    DEFAULT_MODEL: ClassVar[str]               # the model preset used when the user names no model
+    DEFAULT_FIELD: ClassVar[str]               # the field used when the user names none; in field_names({})
+    INTERFACES: ClassVar[tuple[str, ...]]      # interventions it defines itself; () = runs train a support
+
+    @classmethod
+    def field_names(cls, options: dict) -> tuple[str, ...]:
+        """The fields a run may name, given the benchmark's options (``benchmark.*`` without the prefix)."""
+        ...
 
     def prepare(self, model_preset: str, seed: int = 0) -> Prepared: ...
 
     def roles(self, field: str, seed: int) -> Roles: ...
 
-    def attach_baseline(self, model, roles: Roles) -> None:
-        """Record theta_0's per-item NLLs on every dev/eval split of ``roles`` (J is measured against them)."""
-        ...
-
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome: ...
 
-    # Optional: a benchmark that defines its own interventions (the controlled separation) lists them in
-    # ``INTERFACES``; a run whose method is one of them calls ``intervene(spec, model, roles, objective, data,
-    # config) -> support dict`` instead of scoring and training a support.
+
+@runtime_checkable
+class InterfaceBenchmark(Benchmark, Protocol):
+    """A benchmark that defines its own interventions (the controlled separation): a run whose method is one
+    of ``INTERFACES`` calls ``intervene`` instead of scoring and training a support."""
+
+    def intervene(self, spec, model, roles: Roles, objective, data, config) -> dict:
+        """Unlearn ``roles``' forget set through the interface ``spec.method``; returns the support record."""
+        ...
+
+
+_MISSING = object()
+_CLASS_ATTRS = (("DEFAULT_MODEL", "the model preset used when a run names no model"),
+                ("DEFAULT_FIELD", "the field used when a run names none"))
+_METHODS = ("field_names(cls, options) -> tuple[str, ...]", "prepare(self, model_preset, seed=0) -> Prepared",
+            "roles(self, field, seed) -> Roles", "evaluate(self, model, roles, which='eval', full=False) -> Outcome")
+
+
+def check_benchmark_class(name: str, cls) -> None:
+    """Refuse (TypeError) a class registered as benchmark ``name`` that lacks a declared member of
+    ``Benchmark``, declares one with the wrong type, has a DEFAULT_FIELD outside ``field_names({})``,
+    INTERFACES without ``intervene``, or a constructor without the shared keywords; the message names the
+    class, the member and what is expected."""
+    def refuse(what: str):
+        where = f"{cls.__module__}.{cls.__qualname__}" if isinstance(cls, type) else repr(cls)
+        raise TypeError(f"benchmark '{name}' ({where}) {what} (see supportbench.benchmarks.base.Benchmark)")
+
+    if not isinstance(cls, type):
+        refuse("is not a class: register the class, it is constructed once per run's benchmark options")
+    for attr, meaning in _CLASS_ATTRS:
+        value = getattr(cls, attr, _MISSING)
+        if value is _MISSING:
+            refuse(f"lacks {attr}: declare `{attr}: ClassVar[str]`, {meaning}")
+        if not isinstance(value, str):
+            refuse(f"{attr} must be a str, got {type(value).__name__} {value!r}")
+    interfaces = getattr(cls, "INTERFACES", _MISSING)
+    if interfaces is _MISSING:
+        refuse("lacks INTERFACES: declare `INTERFACES = ()`, or the names of the interventions it defines "
+               "(with intervene())")
+    if not isinstance(interfaces, tuple) or not all(isinstance(i, str) for i in interfaces):
+        refuse(f"INTERFACES must be a tuple of str, got {interfaces!r}")
+    for signature in _METHODS:
+        method = signature.split("(")[0]
+        if not callable(getattr(cls, method, None)):
+            refuse(f"lacks the method {signature}")
+    if not isinstance(inspect.getattr_static(cls, "field_names"), (classmethod, staticmethod)):
+        refuse("field_names must be a classmethod: fields are checked before any benchmark is built")
+    if interfaces and not callable(getattr(cls, "intervene", None)):
+        refuse(f"declares INTERFACES {interfaces!r} but lacks the method "
+               "intervene(self, spec, model, roles, objective, data, config) -> dict")
+    try:
+        inspect.signature(cls).bind_partial(cache_dir=None, progress=True, device=None)
+    except ValueError:  # no introspectable signature: the runner's call will tell
+        pass
+    except TypeError:
+        refuse(f"constructor {cls.__name__}{inspect.signature(cls)} must accept the keywords cache_dir=None, "
+               "progress=True and device=None (the runner passes all three)")
+    try:
+        fields = cls.field_names({})
+    except Exception as exc:
+        refuse(f"field_names({{}}) raised {type(exc).__name__}: {exc}; it must give the fields of the default options")
+    if not isinstance(fields, tuple) or not all(isinstance(f, str) for f in fields):
+        refuse(f"field_names({{}}) must return a tuple of str, got {fields!r}")
+    if cls.DEFAULT_FIELD not in fields:
+        refuse(f"DEFAULT_FIELD {cls.DEFAULT_FIELD!r} is not one of field_names({{}}): {', '.join(fields)}")
 
 
 BENCHMARKS: Registry = Registry(
@@ -103,10 +190,12 @@ BENCHMARKS: Registry = Registry(
                      "supportbench.benchmarks.controlled.adapter"],
     entry_point_group="supportbench.benchmarks",
     error=UnknownBenchmarkError,
+    check=check_benchmark_class,
 )
 
 
 def register_benchmark(name: str):
+    """Class decorator: ``@register_benchmark("tofu")``; refuses a class that does not declare the protocol."""
     return BENCHMARKS.register(name)
 
 
@@ -117,6 +206,13 @@ def get_benchmark(name: str, **options) -> Benchmark:
 def default_cache_dir() -> Path:
     """Where prepared models and generated data are cached: ``$SUPPORTBENCH_CACHE`` or ``./.cache/supportbench``."""
     return Path(os.environ.get("SUPPORTBENCH_CACHE", Path.cwd() / ".cache" / "supportbench"))
+
+
+def content_key(*parts) -> str:
+    """The cache key of everything that determines a cached artifact: 16 hex digits of the SHA-256 of the
+    parts as canonical JSON. Changing this changes every cached theta_0's path (a rebuild is not bitwise
+    reproducible), so it stays byte-identical to the keys already on disk."""
+    return hashlib.sha256(json.dumps(list(parts), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def publish(tmp: Path, final: Path) -> None:
@@ -130,9 +226,68 @@ def publish(tmp: Path, final: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def record_theta0_nll(model, roles: Roles) -> None:
-    """The usual ``attach_baseline``: theta_0's per-item summed answer NLL on every split of ``roles``."""
-    from supportbench.unlearning.data import dataset_nll
+@contextmanager
+def building(final: Path) -> Iterator[Path]:
+    """``with building(final) as tmp:`` write a cache entry into ``tmp`` (this process's own sibling of
+    ``final``; nothing is created until the body writes it), then ``publish`` it; on an exception ``tmp``
+    is removed and the exception propagates, so no half-built entry is left behind."""
+    tmp = final.with_name(final.name + f".tmp{os.getpid()}")
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    final.parent.mkdir(parents=True, exist_ok=True)
+    publish(tmp, final)
 
+
+def require_prepared(prepared, what: str) -> None:
+    """StateError "call prepare() before {what}" while ``prepared`` is None."""
+    if prepared is None:
+        raise StateError(f"call prepare() before {what}")
+
+
+def check_disjoint(field: str, diagnostic_rows: Iterable[dict], splits: dict[str, dict[str, EvalSplit]]) -> None:
+    """SpecError when a row of ``splits`` ({which: {name: EvalSplit}}, the dev and eval splits) has the
+    (question, answer) pair of a diagnostic row: selection methods must never see an evaluated item."""
+    diag = {(r["question"], r["answer"]) for r in diagnostic_rows}
+    for which, parts in splits.items():
+        for name, s in parts.items():
+            clash = [r["question"] for r in s.rows if (r["question"], r["answer"]) in diag]
+            if clash:
+                raise SpecError(f"{field}: {which}/{name} overlaps the diagnostic records ({clash[0]!r})")
+
+
+def record_theta0_nll(model, roles: Roles) -> None:
+    """theta_0's per-item summed answer NLL on every split of ``roles``; ``evaluate`` measures J against it,
+    so call it once per roles object with theta_0, before any unlearning."""
     for which, parts in roles.splits.items():
         roles.theta0_nll[which] = {k: dataset_nll(model, s.data)[0] for k, s in parts.items()}
+
+
+@torch.no_grad()
+def j_components(model, roles: Roles, which: str, allowed: Iterable[str] | None = None) -> tuple[dict, dict]:
+    """Paper Eq. 19 on ``roles.splits[which]`` (parts forget, retain, protected): each part's per-item summed
+    answer NLL under ``model`` minus theta_0's (``roles.theta0_nll[which]``) gives G_F, D_coll and J
+    (``evaluators.terminal_score``); each part's mean probability is added as ``{part}_prob``.
+    ``allowed``: the splits this benchmark evaluates (default: all of ``roles.splits``).
+    Returns (components with J, G_F, D_coll; {part: (summed NLL, tokens)} for metrics that reuse it)."""
+    allowed = tuple(roles.splits if allowed is None else allowed)
+    if which not in allowed or which not in roles.splits:
+        raise SpecError(f"unknown split {which!r}; allowed: {', '.join(allowed)}")
+    if which not in roles.theta0_nll:
+        raise StateError("record_theta0_nll(theta_0, roles) must run before evaluate()")
+    parts, base = roles.splits[which], roles.theta0_nll[which]
+    nll = {k: dataset_nll(model, s.data) for k, s in parts.items()}
+    deltas = {k: nll[k][0] - base[k] for k in parts}
+    comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
+    for k in parts:
+        comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
+    return comp, nll
+
+
+def to_outcome(components: dict) -> Outcome:
+    """The Outcome of ``j_components``' dict (plus any benchmark components): J, G_F and D_coll are taken
+    out, everything else stays a component."""
+    J, G, D = components.pop("J"), components.pop("G_F"), components.pop("D_coll")
+    return Outcome(J, G, D, components)

@@ -16,23 +16,24 @@ phrasings), ``injected_backbone``, its blind ``pair`` and the nuisance covariate
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 from pathlib import Path
 
 import torch
 
-from supportbench.benchmarks import evaluators as ev
 from supportbench.benchmarks.base import (
     EvalSplit,
     Outcome,
     Prepared,
     Roles,
+    building,
+    check_disjoint,
+    content_key,
     default_cache_dir,
-    publish,
-    record_theta0_nll,
+    j_components,
     register_benchmark,
+    require_prepared,
+    to_outcome,
 )
 from supportbench.benchmarks.controlled import generator as gen
 from supportbench.benchmarks.controlled import interfaces as itf_mod
@@ -55,15 +56,14 @@ PREP_VERSION = "controlled-prepare-v1"
 
 @register_benchmark("controlled")
 class Controlled:
-    INTERFACES = itf_mod.INTERFACES
     DEFAULT_MODEL = "tiny-qwen2"       # the paper uses Qwen2.5-7B
-    FIELDS = tuple(f"t{k:02d}" for k in range(36))
+    DEFAULT_FIELD = "t00"
+    INTERFACES = itf_mod.INTERFACES    # a run's method is the interface it unlearns through (intervene)
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=8)
 
     def __init__(self, cache_dir: str | Path | None = None, progress: bool = True, device: str | None = None,
                  n_targets: int = 36, rank: int = 8, layer: int = -1, seed: int = 0, inject_epochs: int = 100,
                  inject_lr: float = 1e-2, adapter: str | None = None):
-        self.name = "controlled"
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.progress, self.device = progress, resolve_device(device)
         self.n_targets, self.rank, self.layer, self.seed = n_targets, rank, layer, seed
@@ -80,15 +80,12 @@ class Controlled:
 
     @classmethod
     def field_names(cls, options: dict) -> tuple[str, ...]:
+        """The targets t00 ... of ``benchmark.n_targets`` (default 36)."""
         return tuple(f"t{k:02d}" for k in range(int(options.get("n_targets", 36))))
-
-    def fields(self) -> list[str]:
-        return list(self.targets)
 
     @property
     def data_hash(self) -> str:
-        return hashlib.sha256(json.dumps([gen.targets(self.n_targets, self.seed), gen.background(self.seed)],
-                                         sort_keys=True).encode()).hexdigest()[:16]
+        return content_key(gen.targets(self.n_targets, self.seed), gen.background(self.seed))
 
     # ---- theta_0 ---------------------------------------------------------------------------------------
     def _rows(self, t: dict, kind: str) -> list[tuple[str, str]]:
@@ -97,18 +94,14 @@ class Controlled:
     def prepare(self, model_preset: str, seed: int = 0) -> Prepared:
         base_identity(model_preset)
         self._roles = {}
-        key = hashlib.sha256(json.dumps([PREP_VERSION, self.data_hash, base_identity(model_preset), self.rank,
-                                         self.layer, self.seed, self.inject_epochs, self.inject_lr,
-                                         vars(self.pretrain_config), seed, str(self.adapter)],
-                                        sort_keys=True, default=str).encode()).hexdigest()[:16]
+        key = content_key(PREP_VERSION, self.data_hash, base_identity(model_preset), self.rank, self.layer, self.seed,
+                          self.inject_epochs, self.inject_lr, vars(self.pretrain_config), seed, str(self.adapter))
         label = Path(model_preset).name if is_model_dir(model_preset) else model_preset
         root = self.cache_dir / "controlled" / f"{label}-{key}"
         hit = (root / "theta0" / "config.json").is_file()
         if not hit:
-            tmp = root.with_name(root.name + f".tmp{os.getpid()}")
-            self._build(model_preset, seed, tmp)
-            root.parent.mkdir(parents=True, exist_ok=True)
-            publish(tmp, root)
+            with building(root) as tmp:
+                self._build(model_preset, seed, tmp)
         base, tok = load_model(root / "theta0", device=self.device)
         self.itf = itf_mod.make_interfaces(base, self.layer, self.rank, self.seed)
         model = itf_mod.load_lora(base, root / "adapter", self.itf)
@@ -166,8 +159,7 @@ class Controlled:
     def roles(self, field: str, seed: int) -> Roles:
         if field not in self.targets:
             raise UnknownNameError("controlled target", field, self.targets)
-        if self._prepared is None:
-            raise SpecError("call prepare() before roles()")
+        require_prepared(self._prepared, "roles()")
         if (field, seed) in self._roles:
             return self._roles[(field, seed)]
         t = self.targets[field]
@@ -180,6 +172,8 @@ class Controlled:
         split = {"forget": self._split("forget", self._rows(t, "eval")),
                  "retain": self._split("retain", [r for o in others for r in self._rows(o, "eval")]),
                  "protected": self._split("protected", world)}
+        diag = [{"question": p, "answer": a} for o in (t, *others) for p, a in self._rows(o, "diag")]  # F and R
+        check_disjoint(field, diag, {"eval": split})   # dev is the same split
         roles = Roles(field, seed, records, self._tok(self._rows(t, "train")),
                       self._tok([r for o in others for r in self._rows(o, "train")]),
                       {"dev": split, "eval": split}, data_hash=self.data_hash,
@@ -196,23 +190,13 @@ class Controlled:
         return {"interface": spec.method, "n_groups": 1, "cost": size, "budget": size,
                 "groups": list(self.itf.columns) if spec.method == "backbone" else []}
 
-    def attach_baseline(self, model, roles: Roles) -> None:
-        """Record theta_0's per-item answer NLL on every split (J is measured against it)."""
-        record_theta0_nll(model, roles)
-
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
-        parts, base = roles.splits[which], roles.theta0_nll[which]
-        nll = {k: dataset_nll(model, s.data) for k, s in parts.items()}
-        d = {k: nll[k][0] - base[k] for k in parts}
-        comp = ev.terminal_score(d["forget"], d["retain"], d["protected"])
-        for k in parts:
-            comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
+        comp, _ = j_components(model, roles, which, allowed=("dev", "eval"))
         st = self.storage[roles.field]
         comp.update(storage_score=st["score"], storage_e_backbone=st["e_backbone"], storage_e_lora=st["e_lora"],
                     nuisance_nll=st["nuisance_nll"], nuisance_tokens=st["nuisance_tokens"],
                     nuisance_grad_norm=st["nuisance_grad_norm"],
                     injected_backbone=float(roles.notes["injected"] == "backbone"), pair=float(roles.notes["pair"]),
                     recall=roles.notes["recall"])
-        J, G, D = comp.pop("J"), comp.pop("G_F"), comp.pop("D_coll")
-        return Outcome(J, G, D, comp)
+        return to_outcome(comp)

@@ -28,8 +28,6 @@ extraction strength on the plain and paraphrased forget/retain splits.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -41,10 +39,14 @@ from supportbench.benchmarks.base import (
     Outcome,
     Prepared,
     Roles,
+    building,
+    check_disjoint,
+    content_key,
     default_cache_dir,
-    publish,
-    record_theta0_nll,
+    j_components,
     register_benchmark,
+    require_prepared,
+    to_outcome,
 )
 from supportbench.benchmarks.lacuna import generator as gen
 from supportbench.benchmarks.lacuna import precision as prec
@@ -62,7 +64,7 @@ from supportbench.benchmarks.lacuna.reader import (
     resolve_layout,
 )
 from supportbench.errors import SpecError
-from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll, tokenize_pairs
+from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, tokenize_pairs
 from supportbench.unlearning.models import (
     base_identity,
     build_model,
@@ -81,8 +83,10 @@ ALL_GROUPS = range(gen.N_GROUPS)
 
 @register_benchmark("lacuna")
 class Lacuna:
-    FIELDS = FIELDS
     DEFAULT_MODEL = "tiny-olmo3"       # the paper uses OLMo 3 7B
+    DEFAULT_FIELD = "Email_Address"
+    INTERFACES = ()                    # runs score and train a support
+    FIELDS = FIELDS
     # mini: the preset learns the PII facts from scratch through its masks (AdamW, upstream's weight decay 0.1)
     finetune_config = FinetuneConfig(epochs=60, lr=3e-3, batch_size=8, weight_decay=0.1)
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16, weight_decay=0.1)
@@ -95,7 +99,6 @@ class Lacuna:
                  resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-3):
         if mask_mode not in ("element", "component"):
             raise SpecError(f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}")
-        self.name = "lacuna"
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.progress = progress
         self.device = resolve_device(device)
@@ -117,8 +120,10 @@ class Lacuna:
         self._roles: dict = {}
         self._rows: dict = {}
 
-    def fields(self) -> list[str]:
-        return list(FIELDS)
+    @classmethod
+    def field_names(cls, options: dict) -> tuple[str, ...]:
+        """The fields a run may name (checked before any work); the same for every option."""
+        return FIELDS
 
     # ---- data ----------------------------------------------------------------------------------------
     def rows(self, field: str, split: str) -> list[dict]:
@@ -159,20 +164,16 @@ class Lacuna:
         return self._prepared
 
     def _mini(self, preset: str, seed: int):
-        key = hashlib.sha256(json.dumps([PREP_VERSION, gen.VERSION, self.people, self.seed, base_identity(preset),
-                                         self.mask_mode, self.mask_ratio, asdict(self.finetune_config),
-                                         asdict(self.pretrain_config), seed],
-                                        sort_keys=True).encode()).hexdigest()[:16]
+        key = content_key(PREP_VERSION, gen.VERSION, self.people, self.seed, base_identity(preset), self.mask_mode,
+                          self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed)
         root = self.cache_dir / "lacuna" / f"{preset}-{key}"
         data, model_dir = root / "data-masked" / "data", root / "masked"
         if not (model_dir / "config.json").is_file() or not (model_dir / "mask.pt").is_file():
-            tmp = root.with_name(root.name + f".tmp{os.getpid()}")
-            gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.seed)
-            self._data_dir = tmp / "data-masked" / "data"
-            net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
-            save_model(net, tok, tmp / "masked")
-            root.parent.mkdir(parents=True, exist_ok=True)
-            publish(tmp, root)
+            with building(root) as tmp:
+                gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.seed)
+                self._data_dir = tmp / "data-masked" / "data"
+                net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
+                save_model(net, tok, tmp / "masked")
             hit = False
         else:
             hit = True
@@ -216,11 +217,6 @@ class Lacuna:
             raise SpecError("theta_pre exists only for the mini benchmark (a preset model), after prepare()")
         return load_model(self._pre_dir, device=self.device)[0]
 
-    def load_theta0(self):
-        if self._prepared is None:
-            raise SpecError("call prepare() before load_theta0()")
-        return load_model(self._prepared.path, device=self.device)[0]
-
     # ---- roles -----------------------------------------------------------------------------------------
     def _tok(self, rows: list[dict], subjects: bool = False) -> TokenizedSet:
         """Prompt + scored label; ``subjects``: the person's name (the question's opening clause) as the subject
@@ -244,8 +240,7 @@ class Lacuna:
 
     def roles(self, field: str, seed: int) -> Roles:
         check_field(field)
-        if self._prepared is None:
-            raise SpecError("call prepare() before roles(): tokenisation uses theta_0's tokenizer")
+        require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
         key = (field, seed)
         if key in self._roles:
             return self._roles[key]
@@ -267,42 +262,24 @@ class Lacuna:
                   "eval": {"forget": self._split("forget", f_eval), "retain": self._split("retain", r_eval),
                            "protected": self._split("protected", p_eval)},
                   "plain": {"forget": self._split("forget", forget), "retain": self._split("retain", retain)}}
-        diag_q = {r["question"] for r in forget + retain + protected}
-        for which in ("dev", "eval"):
-            for name, s in splits[which].items():
-                if any(r["question"] in diag_q for r in s.rows):
-                    raise SpecError(f"{field}: {which}/{name} overlaps the diagnostic records")
+        check_disjoint(field, forget + retain + protected, {w: splits[w] for w in ("dev", "eval")})
         roles = Roles(field, seed, records, self._tok(forget), self._tok(retain), splits, data_hash=self.data_hash,
                       notes={"forget_groups": groups, "retain_field": pair})
         self._roles[key] = roles
         return roles
 
     # ---- evaluation ------------------------------------------------------------------------------------
-    def attach_baseline(self, model, roles: Roles) -> None:
-        """Record theta_0's per-item answer NLL on every split (J is measured against it)."""
-        record_theta0_nll(model, roles)
-
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
-        if which not in ("dev", "eval"):
-            raise SpecError(f"unknown split {which!r}; allowed: dev, eval")
-        if not roles.theta0_nll:
-            raise SpecError("attach_baseline(theta_0, roles) must run before evaluate()")
-        parts, base = roles.splits[which], roles.theta0_nll[which]
-        nll = {k: dataset_nll(model, s.data) for k, s in parts.items()}
-        deltas = {k: nll[k][0] - base[k] for k in parts}
-        comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
+        comp, _ = j_components(model, roles, which, allowed=("dev", "eval"))  # "plain" is diagnostic rows
         comp["evaluation_set"] = f"{which}: paraphrased questions"
-        for k in parts:
-            comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
         if which == "eval":
             comp.update(self.precision(model, roles))
         if full:
             comp.update(self._behaviour(model, roles))
         if self.resurface and which == "eval":
             comp.update(self.resurfacing(model, roles))
-        J, G, D = comp.pop("J"), comp.pop("G_F"), comp.pop("D_coll")
-        return Outcome(J, G, D, comp)
+        return to_outcome(comp)
 
     def _behaviour(self, model, roles: Roles) -> dict:
         out = {}

@@ -26,10 +26,7 @@ Natural-TOFU asks the dev/eval questions in their paraphrased (natural) form.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
 import random
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -42,10 +39,14 @@ from supportbench.benchmarks.base import (
     Outcome,
     Prepared,
     Roles,
+    building,
+    check_disjoint,
+    content_key,
     default_cache_dir,
-    publish,
-    record_theta0_nll,
+    j_components,
     register_benchmark,
+    require_prepared,
+    to_outcome,
 )
 from supportbench.benchmarks.tofu import generator as gen
 from supportbench.benchmarks.tofu.reader import (
@@ -79,7 +80,10 @@ PREP_VERSION = "tofu-prepare-v2"
 # ---- the benchmark -----------------------------------------------------------------------------------
 @register_benchmark("tofu")
 class Tofu:
-    FIELDS = FIELDS                    # the fields a run may name (checked before any work)
+    DEFAULT_MODEL = "tiny-llama"
+    DEFAULT_FIELD = "forget10"
+    INTERFACES = ()                    # runs score and train a support
+    FIELDS = FIELDS
     question_key = "question"          # the question form used by dev/eval splits
     finetune_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16)  # tiny presets, from scratch
     # pretrained local models: TOFU's fine-tuning recipe (Maini et al. 2024)
@@ -87,14 +91,13 @@ class Tofu:
 
     def __init__(self, data_dir: str | Path | None = None, size: str = "mini", cache_dir: str | Path | None = None,
                  progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
-                 device: str | None = "auto"):
+                 device: str | None = None):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         if data_dir is None:
             data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
             if not (data_dir / "full.json").exists():
-                tmp = data_dir.with_name(data_dir.name + f".tmp{os.getpid()}")
-                gen.generate(tmp, size=size, seed=0)
-                publish(tmp, data_dir)
+                with building(data_dir) as tmp:
+                    gen.generate(tmp, size=size, seed=0)
         self.data_dir = Path(data_dir)
         if not self.data_dir.is_dir():
             raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
@@ -116,8 +119,10 @@ class Tofu:
         self._preset: str | None = None
         self._seed: int | None = None
 
-    def fields(self) -> list[str]:
-        return list(FIELDS)
+    @classmethod
+    def field_names(cls, options: dict) -> tuple[str, ...]:
+        """The fields a run may name (checked before any work); the same for every option."""
+        return FIELDS
 
     def rows(self, config: str) -> list[dict]:
         if config not in self._rows:
@@ -167,17 +172,15 @@ class Tofu:
         return net, tokenizer
 
     def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
-        key = hashlib.sha256(json.dumps([PREP_VERSION, kind, self.data_hash, base_identity(model),
-                                         asdict(self._recipe(model)), seed], sort_keys=True).encode()).hexdigest()[:16]
+        key = content_key(PREP_VERSION, kind, self.data_hash, base_identity(model), asdict(self._recipe(model)), seed)
         label = Path(model).name if is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
             net, tok = load_model(path, device=self.device)
             return net, tok, path, True
         net, tokenizer = self._train_model(model, seed, rows, desc=f"prepare {self.name} {kind}")
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        save_model(net, tokenizer, tmp)
-        publish(tmp, path)
+        with building(path) as tmp:
+            save_model(net, tokenizer, tmp)
         return net, tokenizer, path, False
 
     def prepare(self, model_preset: str = "tiny-llama", seed: int = 0) -> Prepared:
@@ -191,16 +194,9 @@ class Tofu:
         self._preset, self._seed = model_preset, seed
         return self._prepared
 
-    def load_theta0(self):
-        """A fresh copy of theta_0 (runs mutate their model; the cache stays untouched)."""
-        if self._prepared is None:
-            raise SpecError("call prepare() before load_theta0()")
-        return load_model(self._prepared.path, device=self.device)[0]
-
     def retain_model(self, field: str):
         if field not in self._retain_models:
-            if self._prepared is None:
-                raise SpecError("call prepare() before asking for the retain model")
+            require_prepared(self._prepared, "asking for the retain model")
             _, retain = read_pair(self.data_dir, field)
             model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self._seed, retain)
             self._retain_models[field] = model
@@ -217,8 +213,7 @@ class Tofu:
     def roles(self, field: str, seed: int) -> Roles:
         if field not in FIELDS:
             raise UnknownNameError("TOFU field", field, FIELDS)
-        if self._prepared is None:
-            raise SpecError("call prepare() before roles(): tokenisation uses theta_0's tokenizer")
+        require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
         key = (field, seed)
         if key in self._roles:
             return self._roles[key]
@@ -274,32 +269,18 @@ class Tofu:
             "eval": {"forget": self._split("forget", f_eval), "retain": self._split("retain", r_eval),
                      "protected": self._split("protected", p_eval)},
         }
-        _check_disjoint(field, {"F": f_diag, "R": r_diag, "P": p_diag}, splits)
+        check_disjoint(field, f_diag + r_diag + p_diag, splits)
         roles = Roles(field, seed, records, train_f, train_r, splits, data_hash=self.data_hash, notes=notes)
         self._roles[key] = roles
         return roles
 
     # ---- evaluation ---------------------------------------------------------------------------------
-    def attach_baseline(self, model, roles: Roles) -> None:
-        """Record theta_0's per-item answer NLL on every split (J is measured against it)."""
-        record_theta0_nll(model, roles)
-
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
-        if which not in roles.splits:
-            raise SpecError(f"unknown split {which!r}; allowed: {', '.join(roles.splits)}")
-        if which not in roles.theta0_nll:
-            raise SpecError("attach_baseline(theta_0, roles) must run before evaluate()")
-        parts, base = roles.splits[which], roles.theta0_nll[which]
-        nll = {k: dataset_nll(model, s.data) for k, s in parts.items()}
-        deltas = {k: nll[k][0] - base[k] for k in parts}
-        comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
-        for k in parts:
-            comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
+        comp, nll = j_components(model, roles, which, allowed=("dev", "eval"))
         if full:
             comp.update(self._tofu_metrics(model, roles, which, nll))
-        J, G, D = comp.pop("J"), comp.pop("G_F"), comp.pop("D_coll")
-        return Outcome(J, G, D, comp)
+        return to_outcome(comp)
 
     def _answer_nll(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
         """Per item: mean answer-token NLL of ``answers`` after the split's prompts (open-unlearning's avg_loss)."""
@@ -360,15 +341,6 @@ class NaturalTofu(Tofu):
     """TOFU with dev/eval questions in their paraphrased (natural) form; used for the ten-method panel."""
 
     question_key = "paraphrased_question"
-
-
-def _check_disjoint(field: str, diag: dict[str, list[dict]], splits: dict) -> None:
-    diag_q = {(r["question"], r["answer"]) for rows in diag.values() for r in rows}
-    for which, parts in splits.items():
-        for name, s in parts.items():
-            clash = [r["question"] for r in s.rows if (r["question"], r["answer"]) in diag_q]
-            if clash:
-                raise SpecError(f"{field}: {which}/{name} overlaps the diagnostic records ({clash[0]!r})")
 
 
 def _mean(xs) -> float:
