@@ -147,7 +147,7 @@ def _run_controlled(args, model: str, hp: dict) -> int:
     from supportbench.harness.runner import Runner
     from supportbench.registry.ingest import ingest
     from supportbench.registry.store import connect
-    from supportbench.reports.paper import Context, controlled_main
+    from supportbench.reports.tables import Context, controlled_main
 
     cls = BENCHMARKS.get(args.benchmark)
     fields = cls.field_names({k[len("benchmark."):]: v for k, v in hp.items() if k.startswith("benchmark.")})
