@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import result  # noqa: E402
 
 from supportbench.registry.store import connect  # noqa: E402
-from supportbench.reports.paper import Context, render_all  # noqa: E402
+from supportbench.reports.tables import Context, render_all  # noqa: E402
 
 N = 1_000_000
 METHODS = ["random", "activation", "wagle", "storage", "memflex", "fila", "ap_mlp", "grail", "activation_down",

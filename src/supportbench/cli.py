@@ -152,7 +152,7 @@ def _run_controlled(args) -> int:
     """Every target through both interfaces, then Table 1's seven quantities from the registry."""
     from supportbench.harness.controlled import run_controlled
     from supportbench.registry.store import connect
-    from supportbench.reports.paper import Context, controlled_main
+    from supportbench.reports.tables import Context, controlled_main
 
     one = run_spec(args)  # the first target's spec: what every target's run shares
     done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from supportbench.reports.paper import auroc, controlled_quantities
+from supportbench.reports.stats import auroc, controlled_quantities
 
 
 def test_auroc_counts_pairs_and_halves_ties():

@@ -11,7 +11,8 @@ import pytest
 
 from supportbench.registry.store import connect
 from supportbench.registry.tables import import_table
-from supportbench.reports.paper import TABLES, Context, file_name, render, render_all, tex
+from supportbench.reports.latex import tex
+from supportbench.reports.tables import TABLES, Context, file_name, render, render_all
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import paper_fixture  # noqa: E402
@@ -55,7 +56,7 @@ def test_natural_complete_reproduces_paper_full_column(tmp_path):
     (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
     con = connect(tmp_path / "r.duckdb")
     import_table(con, tmp_path / "t.csv")
-    from supportbench.reports.paper import natural_complete
+    from supportbench.reports.tables import natural_complete
 
     rows = natural_complete(Context.from_registry(con))["rows"]
     got = {(r["objective"], r["baseline"]): r["full"] for r in rows}

@@ -17,15 +17,8 @@ import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from supportbench.reports import stats as S  # noqa: E402
-from supportbench.reports.paper import (  # noqa: E402
-    DIRR_METHOD,
-    FIELD_NAMES,
-    METHOD_NAMES,
-    OBJECTIVE_NAMES,
-    Context,
-    Missing,
-    _baselines_present,
-)
+from supportbench.reports.latex import FIELD_NAMES, METHOD_NAMES, OBJECTIVE_NAMES  # noqa: E402
+from supportbench.reports.tables import DIRR_METHOD, Context, Missing, _baselines_present  # noqa: E402
 
 
 def _reference(ctx: Context) -> tuple[str, pl.DataFrame, str]:

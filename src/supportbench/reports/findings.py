@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import polars as pl
 
-from supportbench.reports import paper as P
+from supportbench.reports import latex as L
 from supportbench.reports import stats as S
+from supportbench.reports import tables as T
 
 VERDICTS = {True: "holds", False: "does not hold", None: "not tested"}
 
@@ -20,19 +21,19 @@ def _fmt(x, digits=4) -> str:
     return "n/a" if x is None else f"{x:+.{digits}f}"
 
 
-def _natural_margins(ctx: P.Context) -> dict:
+def _natural_margins(ctx: T.Context) -> dict:
     try:
-        rows = ctx.built(P.natural_complete)["rows"]
-    except P.Missing as m:
+        rows = ctx.built(T.natural_complete)["rows"]
+    except T.Missing as m:
         return {"verdict": None, "why": str(m)}
     pos = [r for r in rows if r["full"] > 0]
     lines = []
     for obj in ("npo", "simnpo"):
         rs = sorted((r for r in rows if r["objective"] == obj), key=lambda r: -r["full"])
         if rs:
-            lines.append(f"  - {P.OBJECTIVE_NAMES[obj]}: " + ", ".join(
-                f"{P.METHOD_NAMES.get(r['baseline'], r['baseline'])} {_fmt(r['full'])}" for r in rs))
-    behind = [f"{P.METHOD_NAMES.get(r['baseline'], r['baseline'])} ({P.OBJECTIVE_NAMES[r['objective']]})"
+            lines.append(f"  - {L.OBJECTIVE_NAMES[obj]}: " + ", ".join(
+                f"{L.METHOD_NAMES.get(r['baseline'], r['baseline'])} {_fmt(r['full'])}" for r in rs))
+    behind = [f"{L.METHOD_NAMES.get(r['baseline'], r['baseline'])} ({L.OBJECTIVE_NAMES[r['objective']]})"
               for r in rows if r["full"] <= 0]
     # the paper's bar is 19 of 20 positive; scaled to the comparisons this registry holds
     verdict = len(pos) >= len(rows) - max(1, len(rows) // 20) if rows else None
@@ -41,10 +42,10 @@ def _natural_margins(ctx: P.Context) -> dict:
     return {"verdict": verdict, "text": text, "detail": lines}
 
 
-def _dirr_ablation(ctx: P.Context, benchmark: str) -> dict:
+def _dirr_ablation(ctx: T.Context, benchmark: str) -> dict:
     try:
-        rows = [r for r in ctx.built(P.static_dirr_ablation)["rows"] if r["benchmark"] == benchmark]
-    except P.Missing as m:
+        rows = [r for r in ctx.built(T.static_dirr_ablation)["rows"] if r["benchmark"] == benchmark]
+    except T.Missing as m:
         return {"verdict": None, "why": str(m)}
     if not rows:
         return {"verdict": None, "why": f"no paired DIR-R / Static-IV runs on {benchmark}"}
@@ -73,10 +74,10 @@ def _jaccard(con, experiment: str | None) -> dict:
             f"over {n} units (paper: about 0.143; 'holds' = well below 0.5, i.e. the objective changes the support)."}
 
 
-def _controlled(ctx: P.Context) -> dict:
+def _controlled(ctx: T.Context) -> dict:
     try:
-        c = ctx.built(P.controlled_main)
-    except P.Missing as m:
+        c = ctx.built(T.controlled_main)
+    except T.Missing as m:
         return {"verdict": None, "why": str(m)}
     agree_n, total = (int(x) for x in c["agree"].split("/"))
     lora_n, _ = (int(x) for x in c["lora_wins"].split("/"))
@@ -87,10 +88,10 @@ def _controlled(ctx: P.Context) -> dict:
             f"{lora_n}/{total} is reported, not part of the verdict."}
 
 
-def _lacuna(ctx: P.Context) -> dict:
+def _lacuna(ctx: T.Context) -> dict:
     try:
-        rows = ctx.built(P.lacuna_comparison)["rows"]
-    except P.Missing as m:
+        rows = ctx.built(T.lacuna_comparison)["rows"]
+    except T.Missing as m:
         return {"verdict": None, "why": str(m)}
     gaps = [r for r in rows if r.get("gap") is not None]
     pos = sum(1 for r in gaps if r["gap"] > 0)
@@ -98,7 +99,7 @@ def _lacuna(ctx: P.Context) -> dict:
             "text": f"{pos}/{len(gaps)} NPO/SimNPO comparisons with the selected baselines are positive (paper: 6/6)."}
 
 
-def findings(ctx: P.Context, con=None, experiment: str | None = None, registry: str = "") -> str:
+def findings(ctx: T.Context, con=None, experiment: str | None = None, registry: str = "") -> str:
     claims = [
         ("Controlled separation (§5.2, Table 1): accurate storage localization need not identify the better "
          "intervention", _controlled(ctx)),

@@ -12,7 +12,8 @@ from supportbench.errors import RegistryError
 from supportbench.registry.store import connect
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
-from supportbench.reports.paper import TABLES, Context, file_name, render_all, tex
+from supportbench.reports.latex import tex
+from supportbench.reports.tables import TABLES, Context, file_name, render_all
 
 PAPER_TEX = r"""\documentclass{article}
 \usepackage[T1]{fontenc}

@@ -210,3 +210,50 @@ def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> 
 def composed_margin(static_gap: float, dirr_gap: float) -> float:
     """Eq. 22: ΔJ_full,C = ΔJ_Static,C + ΔJ_DIRR,Static (components from different evaluation sets)."""
     return static_gap + dirr_gap
+
+
+def auroc(score: np.ndarray, label: np.ndarray) -> float | None:
+    """P(score of a positive > score of a negative) + ½ P(tie), over every positive-negative pair."""
+    pos, neg = score[label == 1], score[label == 0]
+    if not len(pos) or not len(neg):
+        return None
+    diff = pos[:, None] - neg[None, :]
+    return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
+
+
+def controlled_quantities(score, injected_backbone, J_backbone, J_lora, pair=None, nuisance=None) -> dict:
+    """The seven quantities of Table 1, one entry per target:
+
+    storage AUROC        the signed storage score identifying the injecting interface (label: backbone)
+    residualized AUROC   the same after regressing the score on [1, nuisance covariates] (least squares)
+    within-pair direction  pairs (x/pairs) whose backbone-injected target has the higher score
+    LoRA wins            targets (x/n) where J(lora) > J(backbone)
+    storage/best agreement  targets where the interface storage points to (score > 0: backbone) is the
+                         one with the higher J
+    paired difference    mean J(lora) - J(backbone) with a 95% t interval
+    correlation          Pearson r of the storage score with J(lora) - J(backbone) (a score pointing to the
+                         backbone, i.e. positive, that predicted the better intervention would correlate
+                         negatively)"""
+    score = np.asarray(score, dtype=float)
+    y = np.asarray(injected_backbone, dtype=float).round().astype(int)
+    diff = np.asarray(J_lora, dtype=float) - np.asarray(J_backbone, dtype=float)
+    n = len(score)
+    X = np.column_stack([np.ones(n), *(np.asarray(nuisance, dtype=float).T if nuisance is not None
+                                       and np.size(nuisance) else [])])
+    beta, *_ = np.linalg.lstsq(X, score, rcond=None)
+    resid = score - X @ beta
+    direction, n_pairs = 0, 0
+    if pair is not None:
+        for p in np.unique(pair):
+            idx = np.flatnonzero(pair == p)
+            b, l = idx[y[idx] == 1], idx[y[idx] == 0]
+            if len(b) == 1 and len(l) == 1:
+                n_pairs += 1
+                direction += int(score[b[0]] > score[l[0]])
+    storage_backbone = score > 0
+    best_backbone = diff < 0
+    agree = int((storage_backbone == best_backbone).sum())
+    corr = float(np.corrcoef(score, diff)[0, 1]) if n > 2 and np.std(score) > 0 and np.std(diff) > 0 else None
+    return {"auroc": auroc(score, y), "resid_auroc": auroc(resid, y), "direction": f"{direction}/{n_pairs}",
+            "lora_wins": f"{int((diff > 0).sum())}/{n}", "agree": f"{agree}/{n}", "agree_pct": agree / n,
+            "diff": float(diff.mean()), "diff_ci": t_interval(diff), "corr": corr}

@@ -1,96 +1,33 @@
 """Every table of the paper, by LaTeX label: a query on the registry + a Jinja template -> booktabs .tex.
 
-``build(label, ctx)`` returns the template context or raises ``Missing(reason)``; ``render_all`` writes
+Each table's builder returns its template context or raises ``Missing(reason)``; ``render_all`` writes
 ``<out>/<label with ':' -> '-'>.tex`` for every label, with an explicit "missing" note when the data are
-not in the registry. Numbers are formatted as in the paper (signed six decimals for gaps, W/T/L as
-a/b/c, LOO as [min,max], percentages). Names that come from users are LaTeX-escaped.
+not in the registry. Formatting and names are in ``reports/latex.py``, statistics in ``reports/stats.py``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import polars as pl
-from jinja2 import Environment, StrictUndefined
+from jinja2 import Environment
 
 from supportbench.reports import stats as S
+from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text
+from supportbench.reports.stats import controlled_quantities
 
 DIRR_METHOD = "intervention_score"
-METHOD_NAMES = {"random": "Random", "activation": "Activation", "wagle": "WAGLE", "storage": "Storage",
-                "memflex": "MemFlex", "fila": "FILA-relative Fisher", "ap_mlp": "AP-MLP", "grail": "GRAIL",
-                "activation_down": "Activation-Down", "projected_causal": "Projected Causal",
-                "intervention_score": "Static-IV"}
 BASELINES = ("random", "activation", "wagle", "storage", "memflex", "fila", "ap_mlp", "grail", "activation_down",
              "projected_causal")
 MODERN = ("fila", "ap_mlp", "grail", "activation_down", "projected_causal")
-FIELD_NAMES = {"Email_Address": "Email Address", "Phone_Number": "Phone Number", "Birth_City": "Birth City",
-               "Drivers_License": "Driver's License"}
-OBJECTIVE_NAMES = {"npo": "NPO", "simnpo": "SimNPO", "graddiff": "GradDiff", "ga": "GA"}
 BENCH = {"natural": "natural_tofu", "lacuna": "lacuna", "controlled": "controlled"}
 
 
 class Missing(Exception):
     """The registry lacks the data a table needs; the reason is printed in the table."""
-
-
-# ---- formatting (Jinja filters) ---------------------------------------------------------------------
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def tex(s) -> str:
-    return "".join(_TEX.get(c, c) for c in str(s))
-
-
-def signed(x, digits=6) -> str:
-    return "N/A" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:+.{digits}f}"
-
-
-def fixed(x, digits=6) -> str:
-    return "N/A" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
-
-
-def pct(x, digits=1) -> str:
-    return "undefined" if x is None else f"{100 * x:.{digits}f}\\%"
-
-
-def loo(r) -> str:
-    return "undefined" if r is None else f"$[{r[0]:+.4f},{r[1]:+.4f}]$"
-
-
-def ci(r, digits=4) -> str:
-    return "undefined" if r is None else f"$[{r[0]:+.{digits}f},{r[1]:+.{digits}f}]$"
-
-
-def method_name(m: str) -> str:
-    return tex(METHOD_NAMES.get(m, m))
-
-
-def field_name(f: str) -> str:
-    return tex(FIELD_NAMES.get(f, f))
-
-
-def objective_name(o: str) -> str:
-    return tex(OBJECTIVE_NAMES.get(o, o))
-
-
-def environment() -> Environment:
-    env = Environment(block_start_string="<%", block_end_string="%>", variable_start_string="<<",
-                      variable_end_string=">>", comment_start_string="<#", comment_end_string="#>",
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=StrictUndefined,
-                      autoescape=False)
-    env.filters.update(tex=tex, signed=signed, fixed=fixed, pct=pct, loo=loo, ci=ci, method=method_name,
-                       field=field_name, objective=objective_name)
-    env.loader = None
-    return env
-
-
-def template_text(name: str) -> str:
-    return resources.files("supportbench.reports").joinpath("templates", name).read_text()
 
 
 # ---- context -------------------------------------------------------------------------------------------
@@ -430,53 +367,6 @@ def controlled_main(ctx: Context) -> dict:
     return controlled_quantities(per["storage_score"].to_numpy(), per["injected_backbone"].to_numpy(),
                                  per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(),
                                  per["pair"].to_numpy() if per["pair"].dtype != pl.Null else None, X)
-
-
-def auroc(score: np.ndarray, label: np.ndarray) -> float | None:
-    """P(score of a positive > score of a negative) + ½ P(tie), over every positive-negative pair."""
-    pos, neg = score[label == 1], score[label == 0]
-    if not len(pos) or not len(neg):
-        return None
-    diff = pos[:, None] - neg[None, :]
-    return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
-
-
-def controlled_quantities(score, injected_backbone, J_backbone, J_lora, pair=None, nuisance=None) -> dict:
-    """The seven quantities of Table 1, one entry per target:
-
-    storage AUROC        the signed storage score identifying the injecting interface (label: backbone)
-    residualized AUROC   the same after regressing the score on [1, nuisance covariates] (least squares)
-    within-pair direction  pairs (x/pairs) whose backbone-injected target has the higher score
-    LoRA wins            targets (x/n) where J(lora) > J(backbone)
-    storage/best agreement  targets where the interface storage points to (score > 0: backbone) is the
-                         one with the higher J
-    paired difference    mean J(lora) - J(backbone) with a 95% t interval
-    correlation          Pearson r of the storage score with J(lora) - J(backbone) (a score pointing to the
-                         backbone, i.e. positive, that predicted the better intervention would correlate
-                         negatively)"""
-    score = np.asarray(score, dtype=float)
-    y = np.asarray(injected_backbone, dtype=float).round().astype(int)
-    diff = np.asarray(J_lora, dtype=float) - np.asarray(J_backbone, dtype=float)
-    n = len(score)
-    X = np.column_stack([np.ones(n), *(np.asarray(nuisance, dtype=float).T if nuisance is not None
-                                       and np.size(nuisance) else [])])
-    beta, *_ = np.linalg.lstsq(X, score, rcond=None)
-    resid = score - X @ beta
-    direction, n_pairs = 0, 0
-    if pair is not None:
-        for p in np.unique(pair):
-            idx = np.flatnonzero(pair == p)
-            b, l = idx[y[idx] == 1], idx[y[idx] == 0]
-            if len(b) == 1 and len(l) == 1:
-                n_pairs += 1
-                direction += int(score[b[0]] > score[l[0]])
-    storage_backbone = score > 0
-    best_backbone = diff < 0
-    agree = int((storage_backbone == best_backbone).sum())
-    corr = float(np.corrcoef(score, diff)[0, 1]) if n > 2 and np.std(score) > 0 and np.std(diff) > 0 else None
-    return {"auroc": auroc(score, y), "resid_auroc": auroc(resid, y), "direction": f"{direction}/{n_pairs}",
-            "lora_wins": f"{int((diff > 0).sum())}/{n}", "agree": f"{agree}/{n}", "agree_pct": agree / n,
-            "diff": float(diff.mean()), "diff_ci": S.t_interval(diff), "corr": corr}
 
 
 @dataclass(frozen=True)
