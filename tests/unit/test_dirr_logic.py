@@ -161,7 +161,7 @@ def test_degenerate_probe_action_is_refused():
     geo = geometry([(2, 60)])
     scores = torch.arange(60, dtype=torch.float64)
     s0 = select(scores, 2 * 50, geo)  # M = 50: floor(0.01 * 50) = 0
-    spec = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=20, t=10, d=2,
+    spec = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=20, t=10, d=2, rho_p=0.01,
                    hyperparameters={"tau": 0.0})
     with pytest.raises(SpecError, match=r"rho_p=0.01 swaps floor\(0.01 x 50\) = 0 groups"):
         run_dirr(spec, bench=None, model=None, roles=None, geometry=geo, scores=scores, support=s0,

@@ -5,7 +5,7 @@ from supportbench.experiments.spec import RunSpec
 
 
 def test_run_key_is_stable_and_sensitive():
-    a = RunSpec("tofu", "forget10", "npo", "random", seed=1, hyperparameters={"lr": 0.01})
+    a = RunSpec("tofu", "forget10", "npo", "random", seed=1, T=200, hyperparameters={"lr": 0.01})
     b = RunSpec.from_dict(a.canonical_full())
     assert a.run_key == b.run_key and len(a.run_key) == 64
     assert a.run_key != a.replace(seed=2).run_key

@@ -127,3 +127,18 @@ def test_two_experiments_over_the_same_units_are_never_pooled():
                          frame(s1 + s2).filter(pl.col("experiment") == "e1"))
     assert one.n == 3 and one.trigger_rate == pytest.approx(2 / 3) and one.available_gain == pytest.approx(0.2)
     assert S.paired(frame(s1 + s2), frame(s1 + s2)).frame.height == 6   # no cross-experiment matches
+
+
+def test_setting_wins_does_not_depend_on_row_order():
+    """The bootstrap resamples settings by position: their order must not depend on how the rows (or a
+    hash-based group_by) happened to be ordered, or the same registry renders different intervals."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = [{"benchmark": "lacuna", "field": f"f{i}", "objective": o, "seed": s, "diff": float(rng.normal())}
+            for i in range(6) for o in ("npo", "simnpo") for s in range(3)]
+    frame = pl.DataFrame(rows)
+    want = S.setting_wins(S.Paired(frame, frame.head(0), frame.head(0)))
+    for k in range(5):
+        shuffled = frame.sample(fraction=1.0, shuffle=True, seed=k)
+        assert S.setting_wins(S.Paired(shuffled, frame.head(0), frame.head(0))) == want

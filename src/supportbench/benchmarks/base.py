@@ -38,6 +38,7 @@ import torch
 from supportbench._registry import Registry
 from supportbench.benchmarks import evaluators as ev
 from supportbench.errors import SpecError, StateError, UnknownBenchmarkError
+from supportbench.experiments.paths import cache_root
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll
 
 
@@ -204,8 +205,9 @@ def get_benchmark(name: str, **options) -> Benchmark:
 
 
 def default_cache_dir() -> Path:
-    """Where prepared models and generated data are cached: ``$SUPPORTBENCH_CACHE`` or ``./.cache/supportbench``."""
-    return Path(os.environ.get("SUPPORTBENCH_CACHE", Path.cwd() / ".cache" / "supportbench"))
+    """Where prepared models and generated data are cached when no cache is given (``experiments.paths``):
+    ``$SUPPORTBENCH_CACHE``, else the user's cache directory — never the current folder."""
+    return cache_root()
 
 
 def content_key(*parts) -> str:

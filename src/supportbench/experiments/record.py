@@ -31,7 +31,9 @@ class RecordError(SupportbenchError):
 
 
 def _builtin(obj: Any) -> Any:
-    """Numbers that are not Python's own (numpy or torch scalars) as Python numbers."""
+    """Values that are not Python's own: numbers (numpy or torch scalars) and str subclasses (torch's version)."""
+    if isinstance(obj, str):
+        return str(obj)
     if hasattr(obj, "item"):
         return obj.item()
     raise TypeError(f"not JSON serialisable in a run record: {type(obj).__name__}")

@@ -329,7 +329,7 @@ class Runner:
     def _provenance(self) -> Provenance:
         import transformers
 
-        return Provenance(supportbench=__version__, git=self._git, device=str(self.device), torch=torch.__version__,
+        return Provenance(supportbench=__version__, git=self._git, device=str(self.device), torch=str(torch.__version__),
                           transformers=transformers.__version__, python=platform.python_version(), started_at=now())
 
 

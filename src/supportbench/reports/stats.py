@@ -145,7 +145,8 @@ def field_decomposition(p: Paired) -> pl.DataFrame:
 
 def setting_wins(p: Paired, setting=("benchmark", "field", "objective"), seed: int = 0) -> dict:
     """Setting-level mean gaps: how many favour A, and a bootstrap interval over settings."""
-    s = p.frame.group_by(list(setting)).agg(pl.col("diff").mean().alias("gap"))
+    # sorted: group_by's row order varies between processes, and the seeded bootstrap resamples by position
+    s = p.frame.group_by(list(setting)).agg(pl.col("diff").mean().alias("gap")).sort(list(setting))
     g = s["gap"].to_numpy()
     return {"wins": int((g > 0).sum()), "n": len(g), "ci": bootstrap_interval(g, seed=seed)}
 
