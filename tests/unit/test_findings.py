@@ -44,3 +44,43 @@ def test_a_claim_that_fails_is_reported_as_failing(db):
     row = next(line for line in text.splitlines() if line.startswith("| Natural-TOFU (§5.3)"))
     assert row.endswith("| does not hold |")
     assert "0/" in text.split("## Natural-TOFU (§5.3)")[1].split("##")[0]
+
+
+def _row(text: str, prefix: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"| {prefix}"))
+
+
+def test_a_claim_whose_precondition_fails_is_not_tested_and_says_why(db):
+    con = connect(db, read_only=True)
+    ctx = T.Context.from_registry(con)
+    # three of the ten baselines gone: a claim about ten baselines cannot be tested
+    fewer = ctx.results.filter(~pl.col("method").is_in(["fila", "grail", "memflex"]))
+    text = findings(T.Context(fewer, ctx.decisions, ctx.components), None, None, "x")
+    assert _row(text, "Natural-TOFU (§5.3)").endswith(
+        "| not tested (only 7 of the paper's ten baselines are in the registry (missing: memflex, fila, grail)) |")
+    # DIR-R never triggered: its runs are Static-IV's continuations, so 'improves on Static-IV' is not tested
+    quiet = ctx.results.with_columns(
+        pl.when(pl.col("variant") == "dirr").then(False).otherwise(pl.col("triggered")).alias("triggered"))
+    text = findings(T.Context(quiet, ctx.decisions, ctx.components), None, None, "x")
+    assert "| not tested (DIR-R never triggered on the final seeds of Natural-TOFU" in _row(
+        text, "Natural-TOFU: DIR-R improves")
+    # the controlled construction's gate: storage must be accurately localizable before the claim means anything
+    flat = ctx.components.with_columns(
+        pl.when(pl.col("name") == "storage_score").then(0.0).otherwise(pl.col("value")).alias("value"))
+    text = findings(T.Context(ctx.results, ctx.decisions, flat), None, None, "x")
+    assert "| not tested (the construction's validity gate fails: storage AUROC 0.500 < 0.9" in _row(
+        text, "Controlled separation")
+
+
+def test_findings_carry_the_registry_and_code_they_came_from(db):
+    from supportbench.experiments.identity import source_hash
+    from supportbench.reports.findings import read_stamp
+
+    con = connect(db, read_only=True)
+    text = findings(T.Context.from_registry(con), con, None, str(db))
+    stamp = read_stamp(text)
+    runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert stamp["records"] == runs and stamp["reports_code"] == source_hash("reports")
+    assert stamp["theta0"] == {"controlled": ["m"], "lacuna": ["m"], "natural_tofu": ["m"]}  # synthetic hashes
+    assert stamp["fingerprints"] == []  # synthetic records carry no code fingerprint
+    assert f"{runs} records (registry digest `{stamp['registry']}`)" in text

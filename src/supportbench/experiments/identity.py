@@ -1,4 +1,4 @@
-"""A local model's identity: the content of its files, not where they are.
+"""Identities by content: of a local model (its files, not where they are) and of source code.
 
 ``model_identity(path)`` = ``local:<sha256 of config.json and every weight file, 16 hex>``: moving or
 renaming the folder keeps its runs' keys; changing a weight changes them. Hashing gigabytes of weights
@@ -9,6 +9,7 @@ its absolute path, size and modification time, and recomputed when any of them c
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -16,6 +17,25 @@ from pathlib import Path
 from supportbench._io import write_text_atomic
 from supportbench.errors import SpecError
 from supportbench.experiments.paths import cache_root
+
+PACKAGE = Path(__file__).resolve().parents[1]   # src/supportbench
+
+
+@functools.cache
+def source_hash(*paths: str | Path) -> str:
+    """sha256 (16 hex digits) of every ``.py`` file under ``paths`` (files or folders, relative to the
+    package or absolute), by name relative to the package: the same tree hashes the same in every process."""
+    files = []
+    for p in map(Path, paths):
+        p = p if p.is_absolute() else PACKAGE / p
+        files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
+    h = hashlib.sha256()
+    for f in files:
+        name = f.relative_to(PACKAGE) if f.is_relative_to(PACKAGE) else f.name
+        h.update(f"{name}\0".encode())
+        h.update(f.read_bytes() if f.is_file() else b"<missing>")
+    return h.hexdigest()[:16]
+
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 _memo: dict[tuple, str] = {}
@@ -76,4 +96,4 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-__all__ = ["clear_memo", "identity_files", "model_identity"]
+__all__ = ["clear_memo", "identity_files", "model_identity", "source_hash"]

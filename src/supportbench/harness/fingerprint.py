@@ -24,31 +24,14 @@ import hashlib
 import inspect
 import json
 import sys
-from functools import cache
 from pathlib import Path
 
 from supportbench.benchmarks.base import BENCHMARKS
+from supportbench.experiments.identity import source_hash
 from supportbench.experiments.record import Fingerprint
 from supportbench.experiments.spec import RunSpec
 from supportbench.methods.base import get_method
 from supportbench.unlearning.objectives import get_objective
-
-PACKAGE = Path(__file__).resolve().parents[1]   # src/supportbench
-
-
-@cache
-def source_hash(*paths: str | Path) -> str:
-    """sha256 (16 hex digits) of every ``.py`` file under ``paths`` (files or folders), by relative name."""
-    files = []
-    for p in map(Path, paths):
-        p = p if p.is_absolute() else PACKAGE / p
-        files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
-    h = hashlib.sha256()
-    for f in files:
-        name = f.relative_to(PACKAGE) if f.is_relative_to(PACKAGE) else f.name
-        h.update(f"{name}\0".encode())
-        h.update(f.read_bytes() if f.is_file() else b"<missing>")
-    return h.hexdigest()[:16]
 
 
 def _module_file(obj) -> Path | str:

@@ -329,8 +329,9 @@ class Runner:
     def _provenance(self) -> Provenance:
         import transformers
 
-        return Provenance(supportbench=__version__, git=self._git, device=str(self.device), torch=str(torch.__version__),
-                          transformers=transformers.__version__, python=platform.python_version(), started_at=now())
+        return Provenance(supportbench=__version__, git=self._git, device=str(self.device),
+                          torch=str(torch.__version__), transformers=str(transformers.__version__),
+                          python=platform.python_version(), started_at=now())
 
 
 def run(spec: RunSpec, results_dir: str | Path = "results", **kwargs) -> RunResult:

@@ -8,8 +8,12 @@ claim the registry cannot test says why.
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import polars as pl
 
+from supportbench.experiments.identity import source_hash
 from supportbench.reports import latex as L
 from supportbench.reports import stats as S
 from supportbench.reports import tables as T
@@ -26,6 +30,11 @@ def _natural_margins(ctx: T.Context) -> dict:
         rows = ctx.built(T.natural_complete)["rows"]
     except T.Missing as m:
         return {"verdict": None, "why": str(m)}
+    present = {r["baseline"] for r in rows}
+    missing = [b for b in T.BASELINES if b not in present]
+    if missing:  # a claim about ten baselines needs all ten
+        return {"verdict": None, "why": f"only {len(T.BASELINES) - len(missing)} of the paper's ten baselines are in "
+                f"the registry (missing: {', '.join(missing)})"}
     pos = [r for r in rows if r["full"] > 0]
     lines = []
     for obj in ("npo", "simnpo"):
@@ -49,6 +58,10 @@ def _dirr_ablation(ctx: T.Context, benchmark: str) -> dict:
         return {"verdict": None, "why": str(m)}
     if not rows:
         return {"verdict": None, "why": f"no paired DIR-R / Static-IV runs on {benchmark}"}
+    if not any((r["m"].trigger_rate or 0) > 0 for r in rows):
+        # never triggered: every DIR-R run continued S0 (bitwise the Static-IV run), so the gap is 0 by construction
+        return {"verdict": None, "why": f"DIR-R never triggered on the final seeds of {benchmark} (trigger rate 0 "
+                "in every setting): its runs are Static-IV's continuations, so the comparison has nothing to measure"}
     parts = [f"{r['setting']}: mean {_fmt(r['m'].delta)}, median {_fmt(r['m'].median)}, "
              f"W/T/L {r['m'].wins}/{r['m'].ties}/{r['m'].losses}, trigger rate "
              f"{r['m'].trigger_rate:.2f}" for r in rows]
@@ -81,7 +94,12 @@ def _controlled(ctx: T.Context) -> dict:
         return {"verdict": None, "why": str(m)}
     agree_n, total = (int(x) for x in c["agree"].split("/"))
     lora_n, _ = (int(x) for x in c["lora_wins"].split("/"))
-    verdict = (c["auroc"] or 0) >= 0.9 and agree_n <= total * 0.75
+    if (c["auroc"] or 0) < 0.9:  # the claim is about *accurate* localization: its precondition
+        return {"verdict": None, "why": f"the construction's validity gate fails: storage AUROC {c['auroc']:.3f} "
+                "< 0.9, so storage is not accurately localizable here and 'accurate yet unhelpful' cannot be shown "
+                f"(agreement with the better intervention {c['agree']}, LoRA wins {c['lora_wins']}; paper: 0.981, "
+                "17/36, 35/36)"}
+    verdict = agree_n <= total * 0.75
     return {"verdict": verdict, "text": f"storage AUROC {c['auroc']:.3f} (residualized {c['resid_auroc']:.3f}); "
             f"storage agrees with the better intervention on {c['agree']}; LoRA wins {c['lora_wins']} "
             f"(paper: 0.981, 17/36, 35/36). 'Holds' = AUROC >= 0.9 yet agreement <= 75%; LoRA winning "
@@ -100,6 +118,7 @@ def _lacuna(ctx: T.Context) -> dict:
 
 
 def findings(ctx: T.Context, con=None, experiment: str | None = None, registry: str = "") -> str:
+    stamp = registry_stamp(con, experiment) if con is not None else None
     claims = [
         ("Controlled separation (§5.2, Table 1): accurate storage localization need not identify the better "
          "intervention", _controlled(ctx)),
@@ -117,8 +136,52 @@ def findings(ctx: T.Context, con=None, experiment: str | None = None, registry: 
            "(methods, defaults and seeds are fixed before any outcome is read; see docs/dirr.md).", "",
            "| claim | verdict |", "|---|---|"]
     for title, c in claims:
-        out.append(f"| {title} | {VERDICTS[c['verdict']]} |")
+        out.append(f"| {title} | {_verdict(c)} |")
     for title, c in claims:
         out += ["", f"## {title}", "", f"**{VERDICTS[c['verdict']]}.** " + (c.get("text") or c.get("why", ""))]
         out += c.get("detail", [])
+    if stamp:
+        out += ["", "## Provenance", "", stamp_text(stamp)]
     return "\n".join(out) + "\n"
+
+
+def _verdict(c: dict) -> str:
+    """The summary table's verdict: 'not tested' always says why."""
+    v = VERDICTS[c["verdict"]]
+    return f"{v} ({c['why']})" if c["verdict"] is None and c.get("why") else v
+
+
+STAMP_MARK = "supportbench-stamp"
+
+
+def stamp_text(stamp: dict) -> str:
+    """Human-readable provenance plus one machine-readable line (``read_stamp``)."""
+    theta0 = "; ".join(f"{b} {', '.join(h[:12] for h in hs)}" for b, hs in stamp["theta0"].items()) or "none"
+    return (f"{stamp['records']} records (registry digest `{stamp['registry']}`); code fingerprints of the runs: "
+            f"{len(stamp['fingerprints'])} distinct; θ0: {theta0}; reports code `{stamp['reports_code']}`.\n\n"
+            f"<!-- {STAMP_MARK} {json.dumps(stamp, sort_keys=True)} -->")
+
+
+def read_stamp(text: str) -> dict | None:
+    for line in text.splitlines():
+        if line.startswith(f"<!-- {STAMP_MARK} ") and line.endswith(" -->"):
+            return json.loads(line[len(f"<!-- {STAMP_MARK} "):-len(" -->")])
+    return None
+
+
+def registry_stamp(con, experiment: str | None) -> dict:
+    """What a report was made from: the registry's content (a digest of its runs' keys and content hashes),
+    the code fingerprints of those runs, their theta_0 hashes, and the reports code itself."""
+    where = "WHERE r.experiment = $exp" if experiment else ""
+    params = {"exp": experiment} if experiment else None
+    rows = con.sql(f"SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash FROM runs r "
+                   f"LEFT JOIN provenance p USING (run_key) {where} ORDER BY r.run_key", params=params).fetchall()
+    digest = hashlib.sha256("".join(f"{k}:{h}\n" for k, h, *_ in rows).encode()).hexdigest()[:16]
+    theta0: dict[str, list[str]] = {}
+    for _, _, b, _, m in rows:
+        if m and m not in theta0.setdefault(b, []):
+            theta0[b].append(m)
+    return {"records": len(rows), "registry": digest,
+            "fingerprints": sorted({f for _, _, _, f, _ in rows if f}),
+            "theta0": {b: sorted(v) for b, v in sorted(theta0.items())},
+            "reports_code": source_hash("reports")}

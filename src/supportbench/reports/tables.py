@@ -16,7 +16,7 @@ import polars as pl
 from jinja2 import Environment
 
 from supportbench.reports import stats as S
-from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text
+from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.stats import controlled_quantities
 
 DIRR_METHOD = "intervention_score"
@@ -38,6 +38,7 @@ class Context:
     components: pl.DataFrame = field(default_factory=pl.DataFrame)   # run_key, name, value
     bench: dict = field(default_factory=lambda: dict(BENCH))
     tol: float = 0.0
+    theta0: dict = field(default_factory=dict)   # benchmark -> its runs' theta_0 content hashes
     _ok: dict = field(default_factory=dict, repr=False)
     _built: dict = field(default_factory=dict, repr=False)
 
@@ -59,7 +60,12 @@ class Context:
         decisions = con.sql("SELECT hash, tau, benchmark, objective, baselines, frozen_at, content FROM decisions").pl()
         comps = con.sql("SELECT c.run_key, c.name, c.value FROM components c JOIN runs r USING (run_key) "
                         "WHERE r.benchmark = 'controlled'").pl()
-        return cls(results, decisions, comps, **kw)
+        theta0: dict[str, list[str]] = {}
+        for b, h in con.execute("SELECT DISTINCT r.benchmark, p.model_hash FROM runs r JOIN provenance p "
+                                "USING (run_key) WHERE p.model_hash IS NOT NULL AND ($exp IS NULL OR "
+                                "r.experiment = $exp) ORDER BY 1, 2", {"exp": experiment}).fetchall():
+            theta0.setdefault(b, []).append(h)
+        return cls(results, decisions, comps, theta0=theta0, **kw)
 
     def ok(self, benchmark: str, split: str = "final") -> pl.DataFrame:
         """Deduplicated ok runs of one benchmark and split (memoised: every table reads them)."""
@@ -374,17 +380,21 @@ class TableDef:
     label: str
     caption: str
     builder: Callable[[Context], dict]
+    benchmarks: tuple[str, ...] = ("lacuna",)   # keys of BENCH the table reads (its caption names their theta_0)
 
 
 TABLES: dict[str, TableDef] = {t.label: t for t in [
-    TableDef("tab:controlled-main", "Controlled separation between localization and intervention.", controlled_main),
-    TableDef("tab:natural-main", "Natural-TOFU margins ($\\Delta J$); positive values favor ours.", natural_main),
+    TableDef("tab:controlled-main", "Controlled separation between localization and intervention.", controlled_main,
+             ("controlled",)),
+    TableDef("tab:natural-main", "Natural-TOFU margins ($\\Delta J$); positive values favor ours.", natural_main,
+             ("natural",)),
     TableDef("tab:lacuna-main", "LACUNA results. Panel A gives NPO/SimNPO comparisons; Panel B the GradDiff "
              "three-field sensitivity (Birth City excluded), DIR-R minus baseline.", lacuna_main),
-    TableDef("tab:static-dirr-ablation", "Selective revision relative to \\textsc{Static-IV}.", static_dirr_ablation),
+    TableDef("tab:static-dirr-ablation", "Selective revision relative to \\textsc{Static-IV}.", static_dirr_ablation,
+             ("natural", "lacuna")),
     TableDef("tab:app-natural-complete", "Natural-TOFU audited calculation of the Intervention Score + DIR-R margin "
              "(Eq.~22). Totals are computed from unrounded values; displayed components are rounded.",
-             natural_complete),
+             natural_complete, ("natural",)),
     TableDef("tab:app-lacuna-selection-comparison", "LACUNA NPO/SimNPO parameter-selection comparison.",
              lacuna_selection_comparison),
     TableDef("tab:app-graddiff-primary", "GradDiff four-field primary result. Positive DIR-R gaps favor DIR-R.",
@@ -414,10 +424,21 @@ def render(label: str, ctx: Context, env: Environment | None = None) -> tuple[st
     try:
         data = ctx.built(t.builder)
         tmpl = env.from_string(template_text(file_name(label) + ".j2"))
-        return tmpl.render(label=label, caption=t.caption, **data), None
+        return tmpl.render(label=label, caption=t.caption + theta0_note(ctx, t.benchmarks), **data), None
     except Missing as m:
         tmpl = env.from_string(template_text("missing.tex.j2"))
         return tmpl.render(label=label, caption=t.caption, reason=str(m)), str(m)
+
+
+def theta0_note(ctx: Context, benchmarks: tuple[str, ...]) -> str:
+    """`` theta_0: <hash>`` for the benchmarks a table reads: which prepared model produced its numbers."""
+    parts = []
+    for b in benchmarks:
+        hashes = ctx.theta0.get(ctx.bench[b], [])
+        if hashes:
+            name = tex(ctx.bench[b]) if len(benchmarks) > 1 else ""
+            parts.append((name + " " if name else "") + ", ".join(f"\\texttt{{{h[:12]}}}" for h in hashes))
+    return f" $\\theta_0$: {'; '.join(parts)}." if parts else ""
 
 
 def render_all(ctx: Context, out: str | Path) -> dict[str, str | None]:
