@@ -100,6 +100,16 @@ def _names(values, source: str, path: str, empty_ok: bool = False) -> list[str]:
 CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
 
 
+def _check_run_settings(table: dict, source: str, where: str) -> None:
+    """budget and rho_p are numbers, T, t and d whole numbers, wherever a table sets them."""
+    for k in ("budget", "rho_p"):
+        if k in table and not _isnum(table[k]):
+            raise SpecError(f"{source}: {where}.{k} must be a number, got {table[k]!r}")
+    for k in ("T", "t", "d"):
+        if k in table:
+            _ints([table[k]], source, f"{where}.{k}")
+
+
 @dataclass(frozen=True)
 class ExperimentSpec:
     name: str
@@ -188,12 +198,7 @@ class ExperimentSpec:
         selection = dirr.get("selection", "evaluation")
         if selection not in SELECTIONS:
             raise SpecError(f"{source}: dirr.selection {selection!r} is not allowed; allowed: {', '.join(SELECTIONS)}")
-        for k in ("budget", "rho_p"):
-            if k in e and not _isnum(e[k]):
-                raise SpecError(f"{source}: experiment.{k} must be a number, got {e[k]!r}")
-        for k in ("T", "t", "d"):
-            if k in e:
-                _ints([e[k]], source, f"experiment.{k}")
+        _check_run_settings(e, source, "experiment")
         if "model" in e and (not isinstance(e["model"], str) or not e["model"]):
             raise SpecError(f"{source}: experiment.model must be a preset name or a model directory, "
                             f"got {e['model']!r}")
@@ -218,12 +223,7 @@ class ExperimentSpec:
                     raise SpecError(f"{source}: {where}.seeds must be a table")
                 _known(own["seeds"], SPLITS, source, f"{where}.seeds.", "seed split")
                 own["seeds"] = {k: tuple(_ints(v, source, f"{where}.seeds.{k}")) for k, v in own["seeds"].items()}
-            for k in ("budget", "rho_p"):
-                if k in own and not _isnum(own[k]):
-                    raise SpecError(f"{source}: {where}.{k} must be a number, got {own[k]!r}")
-            for k in ("T", "t", "d"):
-                if k in own:
-                    _ints([own[k]], source, f"{where}.{k}")
+            _check_run_settings(own, source, where)
             if "hyperparameters" in own and not isinstance(own["hyperparameters"], dict):
                 raise SpecError(f"{source}: {where}.hyperparameters must be a table")
             settings[b] = own

@@ -29,25 +29,11 @@ class ResultsDir:
         return str(self.root)
 
     # ---- the layout ---------------------------------------------------------------------------------
-    @property
-    def runs(self) -> Path:
-        return self.root / "runs"
-
-    @property
-    def decisions(self) -> Path:
-        return self.root / "decisions"
-
-    @property
-    def registry(self) -> Path:
-        return self.root / "registry.duckdb"
-
-    @property
-    def report(self) -> Path:
-        return self.root / "report"
-
-    @property
-    def slurm(self) -> Path:
-        return self.root / "slurm"
+    runs = property(lambda self: self.root / "runs", doc="one RunRecord per run: runs/<run_key>.json")
+    decisions = property(lambda self: self.root / "decisions", doc="frozen DIR-R decisions: <hash>.json")
+    registry = property(lambda self: self.root / "registry.duckdb", doc="the registry built from them")
+    report = property(lambda self: self.root / "report", doc="the rendered report")
+    slurm = property(lambda self: self.root / "slurm", doc="the Slurm executor's job folders")
 
     def record(self, run_key: str) -> Path:
         return self.runs / f"{run_key}.json"

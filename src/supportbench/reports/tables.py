@@ -67,6 +67,10 @@ class Context:
             theta0.setdefault(b, []).append(h)
         return cls(results, decisions, comps, theta0=theta0, **kw)
 
+    def final(self, benchmark: str) -> pl.DataFrame:
+        """The final-split ok runs of one benchmark; ``Missing`` when there are none."""
+        return _require(self.ok(benchmark), f"no final-split runs of benchmark '{self.bench[benchmark]}'")
+
     def ok(self, benchmark: str, split: str = "final") -> pl.DataFrame:
         """Deduplicated ok runs of one benchmark and split (memoised: every table reads them)."""
         key = (benchmark, split)
@@ -93,7 +97,7 @@ def _gap(a: pl.DataFrame, b: pl.DataFrame, tol: float = 0.0) -> S.GapSummary:
 
 # ---- table builders --------------------------------------------------------------------------------------
 def natural_complete(ctx: Context) -> dict:
-    df = _require(ctx.ok("natural"), f"no final-split runs of benchmark '{ctx.bench['natural']}'")
+    df = ctx.final("natural")
     rows = []
     for obj in ("npo", "simnpo"):
         d = df.filter(pl.col("objective") == obj)
@@ -135,7 +139,7 @@ def _selected_baselines(ctx: Context, benchmark: str, objective: str, available:
 
 
 def lacuna_comparison(ctx: Context) -> dict:
-    df = _require(ctx.ok("lacuna"), f"no final-split runs of benchmark '{ctx.bench['lacuna']}'")
+    df = ctx.final("lacuna")
     rows = []
     for obj in ("npo", "simnpo"):
         d = df.filter(pl.col("objective") == obj)
@@ -202,7 +206,7 @@ def static_dirr_ablation(ctx: Context) -> dict:
 
 
 def lacuna_selection_comparison(ctx: Context) -> dict:
-    df = _require(ctx.ok("lacuna"), f"no final-split runs of benchmark '{ctx.bench['lacuna']}'")
+    df = ctx.final("lacuna")
     st = df.filter(pl.col("variant") == "static")
     means = S.method_means(st, ("objective",), deduplicate=False)  # ctx.ok is already deduplicated
     rows, ns = [], set()
@@ -310,7 +314,7 @@ def graddiff_replication(ctx: Context) -> dict:
 
 
 def lacuna_modern(ctx: Context) -> dict:
-    df = _require(ctx.ok("lacuna"), f"no final-split runs of benchmark '{ctx.bench['lacuna']}'")
+    df = ctx.final("lacuna")
     d = df.filter(pl.col("objective").is_in(["npo", "simnpo"]))
     static = _require(S.pick(d, DIRR_METHOD, "static"), "needs Static-IV runs under NPO/SimNPO on LACUNA")
     rows = []

@@ -33,21 +33,9 @@ from pathlib import Path
 
 import torch
 
+from supportbench.benchmarks import base as B
 from supportbench.benchmarks import evaluators as ev
-from supportbench.benchmarks.base import (
-    EvalSplit,
-    Outcome,
-    Prepared,
-    Roles,
-    building,
-    check_disjoint,
-    content_key,
-    default_cache_dir,
-    j_components,
-    register_benchmark,
-    require_prepared,
-    to_outcome,
-)
+from supportbench.benchmarks.base import EvalSplit, Prepared, Roles, register_benchmark
 from supportbench.benchmarks.lacuna import generator as gen
 from supportbench.benchmarks.lacuna import precision as prec
 from supportbench.benchmarks.lacuna.reader import (
@@ -99,7 +87,7 @@ class Lacuna:
                  resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-3):
         if mask_mode not in ("element", "component"):
             raise SpecError(f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}")
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         self.progress = progress
         self.device = resolve_device(device)
         self.people, self.mask_mode, self.mask_ratio, self.seed = people, mask_mode, mask_ratio, seed
@@ -164,12 +152,12 @@ class Lacuna:
         return self._prepared
 
     def _mini(self, preset: str, seed: int):
-        key = content_key(PREP_VERSION, gen.VERSION, self.people, self.seed, base_identity(preset), self.mask_mode,
+        key = B.content_key(PREP_VERSION, gen.VERSION, self.people, self.seed, base_identity(preset), self.mask_mode,
                           self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed)
         root = self.cache_dir / "lacuna" / f"{preset}-{key}"
         data, model_dir = root / "data-masked" / "data", root / "masked"
         if not (model_dir / "config.json").is_file() or not (model_dir / "mask.pt").is_file():
-            with building(root) as tmp:
+            with B.building(root) as tmp:
                 gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.seed)
                 self._data_dir = tmp / "data-masked" / "data"
                 net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
@@ -240,7 +228,7 @@ class Lacuna:
 
     def roles(self, field: str, seed: int) -> Roles:
         check_field(field)
-        require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
+        B.require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
         key = (field, seed)
         if key in self._roles:
             return self._roles[key]
@@ -262,7 +250,7 @@ class Lacuna:
                   "eval": {"forget": self._split("forget", f_eval), "retain": self._split("retain", r_eval),
                            "protected": self._split("protected", p_eval)},
                   "plain": {"forget": self._split("forget", forget), "retain": self._split("retain", retain)}}
-        check_disjoint(field, forget + retain + protected, {w: splits[w] for w in ("dev", "eval")})
+        B.check_disjoint(field, forget + retain + protected, {w: splits[w] for w in ("dev", "eval")})
         roles = Roles(field, seed, records, self._tok(forget), self._tok(retain), splits, data_hash=self.data_hash,
                       notes={"forget_groups": groups, "retain_field": pair})
         self._roles[key] = roles
@@ -270,8 +258,8 @@ class Lacuna:
 
     # ---- evaluation ------------------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
-        comp, _ = j_components(model, roles, which, allowed=("dev", "eval"))  # "plain" is diagnostic rows
+    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> B.Outcome:
+        comp, _ = B.j_components(model, roles, which, allowed=("dev", "eval"))  # "plain" is diagnostic rows
         comp["evaluation_set"] = f"{which}: paraphrased questions"
         if which == "eval":
             comp.update(self.precision(model, roles))
@@ -279,7 +267,7 @@ class Lacuna:
             comp.update(self._behaviour(model, roles))
         if self.resurface and which == "eval":
             comp.update(self.resurfacing(model, roles))
-        return to_outcome(comp)
+        return B.to_outcome(comp)
 
     def _behaviour(self, model, roles: Roles) -> dict:
         out = {}

@@ -33,21 +33,9 @@ from pathlib import Path
 
 import torch
 
+from supportbench.benchmarks import base as B
 from supportbench.benchmarks import evaluators as ev
-from supportbench.benchmarks.base import (
-    EvalSplit,
-    Outcome,
-    Prepared,
-    Roles,
-    building,
-    check_disjoint,
-    content_key,
-    default_cache_dir,
-    j_components,
-    register_benchmark,
-    require_prepared,
-    to_outcome,
-)
+from supportbench.benchmarks.base import EvalSplit, Prepared, Roles, register_benchmark
 from supportbench.benchmarks.tofu import generator as gen
 from supportbench.benchmarks.tofu.reader import (
     FICTITIOUS_PERTURBED,
@@ -92,11 +80,11 @@ class Tofu:
     def __init__(self, data_dir: str | Path | None = None, size: str = "mini", cache_dir: str | Path | None = None,
                  progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
                  device: str | None = None):
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         if data_dir is None:
             data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
             if not (data_dir / "full.json").exists():
-                with building(data_dir) as tmp:
+                with B.building(data_dir) as tmp:
                     gen.generate(tmp, size=size, seed=0)
         self.data_dir = Path(data_dir)
         if not self.data_dir.is_dir():
@@ -172,14 +160,14 @@ class Tofu:
         return net, tokenizer
 
     def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
-        key = content_key(PREP_VERSION, kind, self.data_hash, base_identity(model), asdict(self._recipe(model)), seed)
+        key = B.content_key(PREP_VERSION, kind, self.data_hash, base_identity(model), asdict(self._recipe(model)), seed)
         label = Path(model).name if is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
             net, tok = load_model(path, device=self.device)
             return net, tok, path, True
         net, tokenizer = self._train_model(model, seed, rows, desc=f"prepare {self.name} {kind}")
-        with building(path) as tmp:
+        with B.building(path) as tmp:
             save_model(net, tokenizer, tmp)
         return net, tokenizer, path, False
 
@@ -196,7 +184,7 @@ class Tofu:
 
     def retain_model(self, field: str):
         if field not in self._retain_models:
-            require_prepared(self._prepared, "asking for the retain model")
+            B.require_prepared(self._prepared, "asking for the retain model")
             _, retain = read_pair(self.data_dir, field)
             model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self._seed, retain)
             self._retain_models[field] = model
@@ -213,7 +201,7 @@ class Tofu:
     def roles(self, field: str, seed: int) -> Roles:
         if field not in FIELDS:
             raise UnknownNameError("TOFU field", field, FIELDS)
-        require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
+        B.require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
         key = (field, seed)
         if key in self._roles:
             return self._roles[key]
@@ -269,18 +257,18 @@ class Tofu:
             "eval": {"forget": self._split("forget", f_eval), "retain": self._split("retain", r_eval),
                      "protected": self._split("protected", p_eval)},
         }
-        check_disjoint(field, f_diag + r_diag + p_diag, splits)
+        B.check_disjoint(field, f_diag + r_diag + p_diag, splits)
         roles = Roles(field, seed, records, train_f, train_r, splits, data_hash=self.data_hash, notes=notes)
         self._roles[key] = roles
         return roles
 
     # ---- evaluation ---------------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
-        comp, nll = j_components(model, roles, which, allowed=("dev", "eval"))
+    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> B.Outcome:
+        comp, nll = B.j_components(model, roles, which, allowed=("dev", "eval"))
         if full:
             comp.update(self._tofu_metrics(model, roles, which, nll))
-        return to_outcome(comp)
+        return B.to_outcome(comp)
 
     def _answer_nll(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
         """Per item: mean answer-token NLL of ``answers`` after the split's prompts (open-unlearning's avg_loss)."""
