@@ -83,7 +83,7 @@ def test_a_run_records_j_and_precision(lacuna, cache, tmp_path):
     assert rec.outcome.G_F > 0 and 0 <= c["precision_forget_auroc"] <= 1
     assert {"precision_all_auroc", "precision_forget_precision_at_0.1", "forget_prob"} <= set(c)
     assert c["evaluation_set"].startswith("eval")
-    assert rec["roles"]["retain_field"] == "Birth_City"                   # upstream's cross-field pairing
+    assert rec.roles["retain_field"] == "Birth_City"                   # upstream's cross-field pairing
 
 
 def test_forget_group_without_mask_bits_is_an_error(lacuna, tmp_path):

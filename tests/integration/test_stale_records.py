@@ -102,5 +102,5 @@ def test_corrupt_record_is_named_redone_and_reported(tofu, cache, tmp_path, caps
     rec, skipped = runner.run(spec)
     assert rec.status == "ok" and not skipped
     assert str(path) in runner.corrupt and "not valid JSON" in runner.corrupt[str(path)]
-    assert f"run record '{path}' is not valid JSON" in capsys.readouterr().err
+    assert f"run record '{path}': not valid JSON" in capsys.readouterr().err
     assert json.loads(path.read_text())["run_key"] == spec.run_key      # the redone run replaced it
