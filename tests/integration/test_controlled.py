@@ -155,6 +155,9 @@ def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
     comp = recs[0].outcome.components
     assert comp["storage_score"] == comp["locator:first_order"]   # the primary locator, by default
     assert {f"locator:{n}" for n in ctl.locator_scores} <= set(comp) and "nuisance_tokens" not in comp
+    assert {"J_bounded", "G_F_bounded", "D_coll_bounded"} <= set(comp)
+    assert -1 <= comp["G_F_bounded"] <= 1 and 0 <= comp["D_coll_bounded"] <= 2
+    assert comp["J_bounded"] == comp["G_F_bounded"] - comp["D_coll_bounded"]
 
 
 def test_bad_controlled_input(tmp_path):

@@ -9,10 +9,11 @@ target's gradient reaches only its own interface; theta_0 = the injected model (
 A *field* is a target (``t00`` ... ``t35``); a run's *method* is an interface (``backbone`` or ``lora``): the
 intervention trains the objective restricted to that interface with the same batches, steps, learning rate,
 optimizer and seed. J is the project's: G_F = NLL increase on the target's evaluation phrasings; D_coll from
-the other targets' evaluation phrasings (retain) and the world facts (protected). Components recorded with
-every run: every registered locator's outcome-blind score (``locators/``, computed once from theta_0, the
-diagnostic phrasings and the background subjects) as ``locator:<name>``, the primary locator's as
-``storage_score``, ``injected_backbone``, its blind ``pair`` and the nuisance covariates.
+the other targets' evaluation phrasings (retain) and the world facts (protected); beside it the bounded J
+(``evaluators.bounded_terminal_score``, from answer probabilities). Components recorded with every run: every
+registered locator's outcome-blind score (``locators/``, computed once from theta_0, the diagnostic phrasings
+and the background subjects) as ``locator:<name>``, the primary locator's as ``storage_score``,
+``injected_backbone``, its blind ``pair`` and the nuisance covariates.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from supportbench.benchmarks import evaluators as ev
 from supportbench.benchmarks.base import (
     EvalSplit,
     Outcome,
@@ -202,7 +204,10 @@ class Controlled:
 
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
-        comp, _ = j_components(model, roles, which, allowed=("dev", "eval"))
+        comp, nll = j_components(model, roles, which, allowed=("dev", "eval"))
+        base = roles.theta0_nll[which]
+        drop = {k: ev.probability(base[k], n) - ev.probability(s, n) for k, (s, n) in nll.items()}
+        comp.update(ev.bounded_terminal_score(drop["forget"], drop["retain"], drop["protected"]))
         t, k = self.terms[roles.field], roles.field
         comp.update({f"locator:{name}": scores[k] for name, scores in self.locator_scores.items()})
         # theta_0's diagnostic NLL encodes the label (the backbone holds its targets more weakly): see
