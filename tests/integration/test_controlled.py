@@ -149,6 +149,9 @@ def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
               "storage score / paired difference corr."):
         assert q in out
     assert "/6" in out and "/12" in out                          # pairs counted per pair, wins per target
+    for name in ctl.locator_scores:                              # every locator's localization quantities
+        assert any(line.split()[:1] == [name] for line in out.splitlines()), name
+    assert "covariate AUROC" in out and "nuisance_nll" in out and "nuisance_tokens" not in out
     from supportbench.experiments.results import ResultsDir
 
     recs = list(ResultsDir(tmp_path).records())
