@@ -149,10 +149,11 @@ def _cmd_run(args) -> int:
 
 
 def _run_controlled(args) -> int:
-    """Every target through both interfaces, then Table 1's seven quantities from the registry."""
+    """Every target through both interfaces, then Table 1's seven quantities from the registry, and every
+    locator's localization quantities beside them."""
     from supportbench.harness.controlled import run_controlled
     from supportbench.registry.store import connect
-    from supportbench.reports.tables import Context, controlled_main
+    from supportbench.reports.tables import Context, controlled_locators, controlled_main
 
     one = run_spec(args)  # the first target's spec: what every target's run shares
     done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,
@@ -160,7 +161,8 @@ def _run_controlled(args) -> int:
                           hyperparameters=dict(one.hyperparameters), cache_dir=args.cache, force=args.force,
                           device=args.device, reuse_stale=args.reuse_stale)
     con = connect(done.results.registry, read_only=True)
-    q = controlled_main(Context.from_registry(con, args.experiment))
+    ctx = Context.from_registry(con, args.experiment)
+    q, loc = controlled_main(ctx), controlled_locators(ctx)
     con.close()
     print(f"{done.runs} runs ({done.not_ok} not ok) -> {done.results.runs}/, registry {done.results.registry}")
     ci = q["diff_ci"]
@@ -174,7 +176,16 @@ def _run_controlled(args) -> int:
                          ("storage score / paired difference corr.",
                           "undefined" if q["corr"] is None else f"{q['corr']:+.4f}")):
         print(f"  {label:<40} {value}")
+    print(f"  {'locator':<26} {'AUROC':>8} {'resid. AUROC':>13} {'within-pair':>12}")
+    for name, lq in loc["locators"].items():
+        print(f"  {name:<26} {_fmt(lq['auroc'])} {_fmt(lq['resid_auroc']):>13} {lq['direction']:>12}")
+    print("  covariate AUROC (label: injected through the backbone; far from 0.5 = it encodes the label): " +
+          ", ".join(f"{k} {_fmt(v).strip()}" for k, v in loc["covariates"].items()))
     return 0 if not done.not_ok else 1
+
+
+def _fmt(x: float | None) -> str:
+    return f"{x:>8.5f}" if x is not None else f"{'n/a':>8}"
 
 
 def _cmd_calibrate(args) -> int:

@@ -40,6 +40,10 @@ class UnknownBenchmarkError(UnknownNameError):
     pass
 
 
+class UnknownLocatorError(UnknownNameError):
+    pass
+
+
 class DuplicateNameError(SupportbenchError):
     pass
 
@@ -68,6 +72,10 @@ class DivergenceError(SupportbenchError, FloatingPointError):
 
 class MethodOutputError(SupportbenchError):
     pass
+
+
+class LocatorOutputError(SupportbenchError):
+    """A storage locator returned something other than one finite float per target."""
 
 
 class CheckpointError(SupportbenchError):

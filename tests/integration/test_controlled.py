@@ -1,12 +1,19 @@
-"""The controlled separation end to end at mini size: equal interfaces that really hold their facts, an
-outcome-blind storage score, one record per (target, interface), and Table 1 from the registry."""
+"""The controlled separation end to end at mini size: equal interfaces that really hold their facts,
+outcome-blind storage locators, one record per (target, interface), and Table 1 from the registry."""
 
 import pytest
 import torch
 
 from supportbench.benchmarks.base import get_benchmark
 from supportbench.benchmarks.controlled import interfaces as I
-from supportbench.benchmarks.controlled.generator import targets
+from supportbench.benchmarks.controlled.generator import DIAG, background_subjects, targets
+from supportbench.benchmarks.controlled.locators import (
+    LocatorInputs,
+    compute_locator_scores,
+    get_locator,
+    list_locators,
+    locate_all,
+)
 from supportbench.cli import main
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import RunSpec
@@ -96,23 +103,39 @@ def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatc
     assert calls == ["InterfaceLeaves"] * 6
 
 
-def test_storage_score_is_outcome_blind(ctl):
-    """Its inputs are typed: theta_0, the interfaces and diagnostic phrasings only; evaluation splits are
-    refused, and the score does not move when a run changes the live model."""
+def _inputs(b) -> LocatorInputs:
+    probes = I.TargetProbes({k: b._tok(b._rows(t, "diag")) for k, t in b.targets.items()})
+    return LocatorInputs(probes, b._tok(background_subjects(seed=b.seed, phrasings=DIAG)))
+
+
+def test_locators_are_outcome_blind_and_leave_theta0_bitwise(ctl):
+    """Every registered locator ran once at prepare() from theta_0, the interfaces, the diagnostic phrasings
+    and the background subjects; its inputs are typed (evaluation splits and roles are refused), it leaves
+    theta_0 bitwise as it found it, and an unlearning run on another model object does not move its scores."""
+    import copy
+
+    from supportbench.unlearning.objectives import get_objective
+    from supportbench.unlearning.train import TrainConfig, UnlearningData
+
     roles = ctl.roles("t00", 0)
+    model = ctl._prepared.model
     with pytest.raises(TypeError, match="diagnostic phrasings"):
         I.TargetProbes({"t00": roles.splits["eval"]["forget"]})
-    with pytest.raises(TypeError, match="reads only TargetProbes"):
-        I.storage_scores(ctl._prepared.model, ctl.itf, {"t00": roles.diagnostics.F})
-    import inspect
-
-    params = list(inspect.signature(I.storage_scores).parameters)
-    assert params == ["model", "itf", "probes"]
-    # computed once from theta_0 at prepare(); every run's record reads that value, whatever its outcome
-    assert set(ctl.storage) == set(ctl.targets)
-    again = I.storage_scores(ctl._prepared.model, ctl.itf, I.TargetProbes(
-        {k: ctl._tok(ctl._rows(t, "diag")) for k, t in ctl.targets.items()}))
-    assert again == ctl.storage
+    assert set(ctl.locator_scores) == set(list_locators()) >= {"first_order", "zero_ablation_std",
+                                                               "resample_ablation", "direct_logit_attribution"}
+    inputs = _inputs(ctl)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    for name in ctl.locator_scores:
+        for bad in (roles, roles.splits["eval"]["forget"], {"J": 1.0}):
+            with pytest.raises(TypeError, match="reads only theta_0"):
+                compute_locator_scores(get_locator(name), model, ctl.itf, bad)
+        assert set(ctl.locator_scores[name]) == set(ctl.targets)
+        assert compute_locator_scores(get_locator(name), model, ctl.itf, inputs) == ctl.locator_scores[name]
+        assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items()), name
+    other = copy.deepcopy(model)
+    I.unlearn(other, ctl.itf, "lora", get_objective("graddiff"), UnlearningData(roles.forget, roles.retain),
+              TrainConfig(steps=2, lr=1e-2, batch_size=4))
+    assert locate_all(model, ctl.itf, inputs) == ctl.locator_scores
 
 
 def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
@@ -126,6 +149,18 @@ def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
               "storage score / paired difference corr."):
         assert q in out
     assert "/6" in out and "/12" in out                          # pairs counted per pair, wins per target
+    for name in ctl.locator_scores:                              # every locator's localization quantities
+        assert any(line.split()[:1] == [name] for line in out.splitlines()), name
+    assert "covariate AUROC" in out and "nuisance_nll" in out and "nuisance_tokens" not in out
+    from supportbench.experiments.results import ResultsDir
+
+    recs = list(ResultsDir(tmp_path).records())
+    comp = recs[0].outcome.components
+    assert comp["storage_score"] == comp["locator:first_order"]   # the primary locator, by default
+    assert {f"locator:{n}" for n in ctl.locator_scores} <= set(comp) and "nuisance_tokens" not in comp
+    assert {"J_bounded", "G_F_bounded", "D_coll_bounded"} <= set(comp)
+    assert -1 <= comp["G_F_bounded"] <= 1 and 0 <= comp["D_coll_bounded"] <= 2
+    assert comp["J_bounded"] == comp["G_F_bounded"] - comp["D_coll_bounded"]
 
 
 def test_bad_controlled_input(tmp_path):

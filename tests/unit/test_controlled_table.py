@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from supportbench.reports.stats import auroc, controlled_quantities
+from supportbench.reports.stats import auroc, controlled_quantities, covariate_aurocs, locator_quantities
 
 
 def test_auroc_counts_pairs_and_halves_ties():
@@ -41,3 +41,71 @@ def test_seven_quantities_by_hand():
     pos, neg = resid[inj_b == 1], resid[inj_b == 0]
     want = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
     assert q["resid_auroc"] == pytest.approx(want)
+
+
+def test_covariate_aurocs_by_hand():
+    y = np.array([1, 1, 0, 0])
+    cov = {"nuisance_nll": np.array([2.0, 1.5, 0.5, 1.5]),      # pos 2.0, 1.5 vs neg 0.5, 1.5
+           "nuisance_grad_norm": np.array([0.1, 0.2, 0.3, 0.4]),
+           "nuisance_tokens": np.array([2.0, 2.0, 2.0, 2.0])}
+    got = covariate_aurocs(cov, y)
+    # nll: (2>.5)(2>1.5)(1.5>.5)(1.5=1.5) -> 3.5/4; grad: every positive below every negative -> 0; constant -> 1/2
+    assert got == {"nuisance_grad_norm": 0.0, "nuisance_nll": pytest.approx(3.5 / 4), "nuisance_tokens": 0.5}
+    assert list(got) == sorted(got)
+
+
+def test_locator_quantities_are_table_1s_first_three_rows():
+    y = np.array([1, 0, 1, 0])
+    pair = np.array([0, 0, 1, 1])
+    nuis = np.array([[0.3], [0.1], [0.2], [0.6]])
+    scores = {"b": np.array([0.5, 0.7, 0.2, -0.1]), "a": np.array([1.0, -1.0, 1.0, -1.0])}
+    q = locator_quantities(scores, y, pair, nuis)
+    assert list(q) == ["a", "b"]
+    assert q["a"]["auroc"] == 1.0 and q["a"]["direction"] == "2/2"
+    # b: positives .5, .2 vs negatives .7, -.1 -> (.5<.7)(.5>-.1)(.2<.7)(.2>-.1) = 2/4
+    # pairs: pair 0: .5 < .7, pair 1: .2 > -.1
+    assert q["b"]["auroc"] == 0.5 and q["b"]["direction"] == "1/2"
+    full = controlled_quantities(scores["b"], y, np.zeros(4), np.ones(4), pair, nuis)
+    assert {k: full[k] for k in q["b"]} == q["b"]
+
+
+def test_a_constant_covariate_leaves_the_residualized_auroc_unchanged():
+    """The answer length (2 tokens for every target) is collinear with the intercept: dropping it from the
+    regression cannot change the residuals (only float rounding)."""
+    rng = np.random.default_rng(0)
+    s, y, nll = rng.normal(size=12), np.tile([1, 0], 6), rng.normal(size=12)
+    with_tokens = controlled_quantities(s, y, np.zeros(12), np.ones(12), None, np.column_stack([nll, np.full(12, 2.0)]))
+    without = controlled_quantities(s, y, np.zeros(12), np.ones(12), None, nll[:, None])
+    assert with_tokens["resid_auroc"] == without["resid_auroc"]
+
+
+def test_locators_and_covariates_from_the_registry(tmp_path):
+    """Each run carries every locator's score as ``locator:<name>``; the report reads them per target, and the
+    legacy constant ``nuisance_tokens`` is no covariate."""
+    from supportbench.registry import synthetic as syn
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+    from supportbench.reports.tables import Context, controlled_locators, controlled_main
+
+    score_a, score_b = [0.9, -0.2, 0.4, -0.7], [0.1, 0.3, -0.5, -0.6]
+    nll, inj = [0.5, 0.1, 0.7, 0.2], [1, 0, 1, 0]
+    J = {"backbone": [0.1, 0.5, 0.2, 0.4], "lora": [0.6, 0.7, 0.1, 0.9]}
+    for k in range(4):
+        comps = {"storage_score": score_a[k], "locator:a": score_a[k], "locator:b": score_b[k],
+                 "injected_backbone": float(inj[k]), "pair": float(k // 2), "nuisance_nll": nll[k],
+                 "nuisance_tokens": 2.0}
+        for m in ("backbone", "lora"):
+            syn.write(tmp_path / "res", syn.record(benchmark="controlled", field=f"t{k:02d}", method=m,
+                                                    J=J[m][k], components=comps))
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, tmp_path / "res")
+    ctx = Context.from_registry(con)
+    got = controlled_locators(ctx)
+    X = np.array(nll)[:, None]
+    want = locator_quantities({"a": np.array(score_a), "b": np.array(score_b)}, np.array(inj),
+                              np.array([0, 0, 1, 1]), X)
+    assert got["locators"] == want
+    # nll: positives .5, .7 vs negatives .1, .2 -> all four ordered
+    assert got["covariates"] == {"nuisance_nll": 1.0}
+    main = controlled_main(ctx)
+    assert main["resid_auroc"] == want["a"]["resid_auroc"] and main["auroc"] == want["a"]["auroc"]

@@ -49,3 +49,18 @@ def test_rouge_l_recall():
     assert got[0] == pytest.approx(3 / 6)
     assert got[1] == pytest.approx(1.0)  # stemmer: dogs->dog, running->run, runs->run: 2/2 reference tokens
     assert ev.rouge_l_recall(["cats"], ["dog runs"])[0] == 0.0
+
+
+def test_bounded_terminal_score_by_hand():
+    # forget drops 0.5, -0.1 -> G_F_bounded 0.2; retain mean drop 0.1 -> counts; protected mean -0.05 -> clamped
+    out = ev.bounded_terminal_score(torch.tensor([0.5, -0.1]), torch.tensor([0.3, -0.1]), torch.tensor([-0.05]))
+    assert out["G_F_bounded"] == pytest.approx(0.2)
+    assert out["D_coll_bounded"] == pytest.approx(0.1)
+    assert out["J_bounded"] == pytest.approx(0.1)
+    assert (out["retain_prob_drop"], out["protected_prob_drop"]) == (pytest.approx(0.1), pytest.approx(-0.05))
+    # from probabilities: theta_0 answers with p = 0.8, the model with p = exp(-mean token NLL) = 0.2
+    nll0, n = torch.tensor([2 * -math.log(0.8)]), torch.tensor([2])
+    drop = ev.probability(nll0, n) - ev.probability(torch.tensor([2 * -math.log(0.2)]), n)
+    worst = ev.bounded_terminal_score(-torch.ones(1), torch.ones(1), torch.ones(1))   # the bounds
+    assert ev.bounded_terminal_score(drop, drop[:0], drop[:0])["J_bounded"] == pytest.approx(0.6)
+    assert (worst["G_F_bounded"], worst["D_coll_bounded"], worst["J_bounded"]) == (-1.0, 2.0, -3.0)

@@ -21,6 +21,26 @@ def terminal_score(forget_delta: torch.Tensor, retain_delta: torch.Tensor, prote
     return {"J": g_f - d, "G_F": g_f, "D_coll": d, "retain_increase": r, "protected_increase": p}
 
 
+def bounded_terminal_score(forget_drop: torch.Tensor, retain_drop: torch.Tensor,
+                           protected_drop: torch.Tensor) -> dict:
+    """J's bounded twin (defined here; the controlled separation records it beside J), on answer probabilities
+    instead of summed NLL. Per item, drop = p_theta0 - p_theta with p = exp(-mean answer-token NLL), so each
+    drop lies in [-1, 1] (in [p_theta0 - 1, p_theta0]):
+
+        G_F_bounded    = mean drop over forget items                                       in [-1, 1]
+        D_coll_bounded = max(0, mean drop over retain) + max(0, mean drop over protected)   in [0, 2]
+        J_bounded      = G_F_bounded - D_coll_bounded                                       in [-3, 1]
+
+    Like G_F, G_F_bounded is not clipped: a run that makes the forget answers more likely scores below 0.
+    Also recorded: ``retain_prob_drop``, ``protected_prob_drop`` (the unclamped means)."""
+    g_f = float(forget_drop.double().mean())
+    r = float(retain_drop.double().mean()) if len(retain_drop) else 0.0
+    p = float(protected_drop.double().mean()) if len(protected_drop) else 0.0
+    d = max(0.0, r) + max(0.0, p)
+    return {"J_bounded": g_f - d, "G_F_bounded": g_f, "D_coll_bounded": d, "retain_prob_drop": r,
+            "protected_prob_drop": p}
+
+
 EPS = 1e-10  # open-unlearning's guard in probability_w_options and truth_ratio (src/evals/metrics/memorization.py)
 
 

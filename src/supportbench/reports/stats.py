@@ -222,11 +222,58 @@ def auroc(score: np.ndarray, label: np.ndarray) -> float | None:
     return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
 
 
+def residualize(score, nuisance=None) -> np.ndarray:
+    """``score`` minus its least-squares fit on [1, nuisance covariates] (one column per covariate)."""
+    score = np.asarray(score, dtype=float)
+    n = len(score)
+    X = np.column_stack([np.ones(n), *(np.asarray(nuisance, dtype=float).T if nuisance is not None
+                                       and np.size(nuisance) else [])])
+    beta, *_ = np.linalg.lstsq(X, score, rcond=None)
+    return score - X @ beta
+
+
+def localization_quantities(score, injected_backbone, pair=None, nuisance=None) -> dict:
+    """How well one signed storage score (> 0: backbone) identifies the injecting interface:
+
+    auroc         AUROC of the score against "injected through the backbone"
+    resid_auroc   the same for the score residualized on [1, nuisance covariates] (``residualize``)
+    direction     pairs (x/pairs) whose backbone-injected target has the higher score"""
+    score = np.asarray(score, dtype=float)
+    y = np.asarray(injected_backbone, dtype=float).round().astype(int)
+    direction, n_pairs = 0, 0
+    if pair is not None:
+        pair = np.asarray(pair)
+        for p in np.unique(pair):
+            idx = np.flatnonzero(pair == p)
+            b, l = idx[y[idx] == 1], idx[y[idx] == 0]
+            if len(b) == 1 and len(l) == 1:
+                n_pairs += 1
+                direction += int(score[b[0]] > score[l[0]])
+    return {"auroc": auroc(score, y), "resid_auroc": auroc(residualize(score, nuisance), y),
+            "direction": f"{direction}/{n_pairs}"}
+
+
+def locator_quantities(scores: dict[str, np.ndarray], injected_backbone, pair=None, nuisance=None) -> dict[str, dict]:
+    """``localization_quantities`` of every locator's scores ({locator name: per-target scores}), in name order."""
+    return {name: localization_quantities(scores[name], injected_backbone, pair, nuisance) for name in sorted(scores)}
+
+
+def covariate_aurocs(covariates: dict[str, np.ndarray], injected_backbone) -> dict[str, float | None]:
+    """Each covariate's own AUROC for predicting "injected through the backbone" (0.5: it carries no label
+    information; far from 0.5 in either direction: regressing it out removes label signal along with
+    nuisance). theta_0's diagnostic NLL is such a covariate by construction: the backbone holds its targets
+    more weakly (docs/benchmarks.md)."""
+    y = np.asarray(injected_backbone, dtype=float).round().astype(int)
+    return {name: auroc(np.asarray(v, dtype=float), y) for name, v in sorted(covariates.items())}
+
+
 def controlled_quantities(score, injected_backbone, J_backbone, J_lora, pair=None, nuisance=None) -> dict:
     """The seven quantities of Table 1, one entry per target:
 
     storage AUROC        the signed storage score identifying the injecting interface (label: backbone)
-    residualized AUROC   the same after regressing the score on [1, nuisance covariates] (least squares)
+    residualized AUROC   the same after regressing the score on [1, nuisance covariates] (least squares);
+                         caution: theta_0's diagnostic NLL, one of the recorded covariates, encodes the label
+                         (``covariate_aurocs``), so residualizing on it removes label signal too
     within-pair direction  pairs (x/pairs) whose backbone-injected target has the higher score
     LoRA wins            targets (x/n) where J(lora) > J(backbone)
     storage/best agreement  targets where the interface storage points to (score > 0: backbone) is the
@@ -236,25 +283,12 @@ def controlled_quantities(score, injected_backbone, J_backbone, J_lora, pair=Non
                          backbone, i.e. positive, that predicted the better intervention would correlate
                          negatively)"""
     score = np.asarray(score, dtype=float)
-    y = np.asarray(injected_backbone, dtype=float).round().astype(int)
     diff = np.asarray(J_lora, dtype=float) - np.asarray(J_backbone, dtype=float)
     n = len(score)
-    X = np.column_stack([np.ones(n), *(np.asarray(nuisance, dtype=float).T if nuisance is not None
-                                       and np.size(nuisance) else [])])
-    beta, *_ = np.linalg.lstsq(X, score, rcond=None)
-    resid = score - X @ beta
-    direction, n_pairs = 0, 0
-    if pair is not None:
-        for p in np.unique(pair):
-            idx = np.flatnonzero(pair == p)
-            b, l = idx[y[idx] == 1], idx[y[idx] == 0]
-            if len(b) == 1 and len(l) == 1:
-                n_pairs += 1
-                direction += int(score[b[0]] > score[l[0]])
+    loc = localization_quantities(score, injected_backbone, pair, nuisance)
     storage_backbone = score > 0
     best_backbone = diff < 0
     agree = int((storage_backbone == best_backbone).sum())
     corr = float(np.corrcoef(score, diff)[0, 1]) if n > 2 and np.std(score) > 0 and np.std(diff) > 0 else None
-    return {"auroc": auroc(score, y), "resid_auroc": auroc(resid, y), "direction": f"{direction}/{n_pairs}",
-            "lora_wins": f"{int((diff > 0).sum())}/{n}", "agree": f"{agree}/{n}", "agree_pct": agree / n,
+    return {**loc, "lora_wins": f"{int((diff > 0).sum())}/{n}", "agree": f"{agree}/{n}", "agree_pct": agree / n,
             "diff": float(diff.mean()), "diff_ci": t_interval(diff), "corr": corr}

@@ -17,7 +17,7 @@ from jinja2 import Environment
 
 from supportbench.reports import stats as S
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text, tex
-from supportbench.reports.stats import controlled_quantities
+from supportbench.reports.stats import controlled_quantities, covariate_aurocs, locator_quantities
 
 DIRR_METHOD = "intervention_score"
 BASELINES = ("random", "activation", "wagle", "storage", "memflex", "fila", "ap_mlp", "grail", "activation_down",
@@ -350,12 +350,12 @@ def lacuna_dirr(ctx: Context) -> dict:
     return {"rows": rows}
 
 
-def controlled_main(ctx: Context) -> dict:
-    """Controlled separation (§5.2, Table 1) from run records: per target (field) two runs, one per interface
-    (methods 'backbone' and 'lora'), each carrying the target's components ``storage_score`` (signed:
-    e_backbone - e_lora, > 0 = storage localizes the target in the backbone), ``injected_backbone`` (1 when
-    the backbone injected it), ``pair`` (its blind pair) and ``nuisance_*`` covariates. ``controlled_quantities``
-    computes the seven quantities."""
+LEGACY_COVARIATES = ("nuisance_tokens",)   # older records: the answer length, 2 tokens for every target
+
+
+def _controlled_targets(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """One row per target (field) with both interfaces' J, the target's components, the nuisance covariates'
+    names and the locators' component names (``locator:<name>``)."""
     df = _require(ctx.ok("controlled").filter(pl.col("method").is_in(["backbone", "lora"])),
                   f"no runs of benchmark '{ctx.bench['controlled']}' (interfaces 'backbone' and 'lora')")
     comps = ctx.components.pivot(on="name", index="run_key", values="value") if not ctx.components.is_empty() \
@@ -364,19 +364,46 @@ def controlled_main(ctx: Context) -> dict:
     if any(c not in comps.columns for c in need):
         raise Missing("controlled runs need components 'storage_score' and 'injected_backbone'")
     d = df.join(comps, on="run_key", how="inner")
-    nuis = sorted(c for c in d.columns if c.startswith("nuisance_"))
+    nuis = sorted(c for c in d.columns if c.startswith("nuisance_") and c not in LEGACY_COVARIATES)
+    locs = sorted(c for c in d.columns if c.startswith("locator:"))
     per = d.group_by("field").agg(
         pl.col("J").filter(pl.col("method") == "backbone").mean().alias("J_backbone"),
         pl.col("J").filter(pl.col("method") == "lora").mean().alias("J_lora"),
         pl.col("storage_score").first(), pl.col("injected_backbone").first(),
         (pl.col("pair").first() if "pair" in d.columns else pl.lit(None)).alias("pair"),
-        *[pl.col(c).first() for c in nuis]).drop_nulls(["J_backbone", "J_lora"]).sort("field")
+        *[pl.col(c).first() for c in nuis + locs]).drop_nulls(["J_backbone", "J_lora"]).sort("field")
     if per.height < 2:
         raise Missing("every controlled target needs a run through both interfaces")
+    return per, nuis, locs
+
+
+def _pair(per: pl.DataFrame):
+    return per["pair"].to_numpy() if per["pair"].dtype != pl.Null else None
+
+
+def controlled_main(ctx: Context) -> dict:
+    """Controlled separation (§5.2, Table 1) from run records: per target (field) two runs, one per interface
+    (methods 'backbone' and 'lora'), each carrying the target's components ``storage_score`` (the primary
+    locator's signed score, > 0 = storage localizes the target in the backbone), ``injected_backbone`` (1 when
+    the backbone injected it), ``pair`` (its blind pair) and ``nuisance_*`` covariates (the constant answer
+    length ``nuisance_tokens`` of older records is left out). ``controlled_quantities`` computes the seven
+    quantities."""
+    per, nuis, _ = _controlled_targets(ctx)
     X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
     return controlled_quantities(per["storage_score"].to_numpy(), per["injected_backbone"].to_numpy(),
-                                 per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(),
-                                 per["pair"].to_numpy() if per["pair"].dtype != pl.Null else None, X)
+                                 per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(), _pair(per), X)
+
+
+def controlled_locators(ctx: Context) -> dict:
+    """Every locator recorded with the controlled runs (components ``locator:<name>``): AUROC, residualized
+    AUROC and within-pair direction (``locator_quantities``, the same definitions as Table 1's first three
+    rows), and each nuisance covariate's own AUROC for the label (``covariate_aurocs``)."""
+    per, nuis, locs = _controlled_targets(ctx)
+    y = per["injected_backbone"].to_numpy()
+    X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
+    scores = {c[len("locator:"):]: per[c].to_numpy() for c in locs}
+    return {"locators": locator_quantities(scores, y, _pair(per), X),
+            "covariates": covariate_aurocs({c: per[c].to_numpy() for c in nuis}, y)}
 
 
 @dataclass(frozen=True)

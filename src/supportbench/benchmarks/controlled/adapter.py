@@ -9,9 +9,11 @@ target's gradient reaches only its own interface; theta_0 = the injected model (
 A *field* is a target (``t00`` ... ``t35``); a run's *method* is an interface (``backbone`` or ``lora``): the
 intervention trains the objective restricted to that interface with the same batches, steps, learning rate,
 optimizer and seed. J is the project's: G_F = NLL increase on the target's evaluation phrasings; D_coll from
-the other targets' evaluation phrasings (retain) and the world facts (protected). Components recorded with
-every run: the target's outcome-blind storage score (computed once from theta_0 and the diagnostic
-phrasings), ``injected_backbone``, its blind ``pair`` and the nuisance covariates.
+the other targets' evaluation phrasings (retain) and the world facts (protected); beside it the bounded J
+(``evaluators.bounded_terminal_score``, from answer probabilities). Components recorded with every run: every
+registered locator's outcome-blind score (``locators/``, computed once from theta_0, the diagnostic phrasings
+and the background subjects) as ``locator:<name>``, the primary locator's as ``storage_score``,
+``injected_backbone``, its blind ``pair`` and the nuisance covariates.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from supportbench.benchmarks import evaluators as ev
 from supportbench.benchmarks.base import (
     EvalSplit,
     Outcome,
@@ -37,6 +40,8 @@ from supportbench.benchmarks.base import (
 )
 from supportbench.benchmarks.controlled import generator as gen
 from supportbench.benchmarks.controlled import interfaces as itf_mod
+from supportbench.benchmarks.controlled.locators import LOCATORS, LocatorInputs, locate_all
+from supportbench.benchmarks.controlled.locators.first_order import first_order_terms
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.unlearning.data import DiagnosticRecords, dataset_nll, tokenize_pairs
 from supportbench.unlearning.models import (
@@ -63,18 +68,21 @@ class Controlled:
 
     def __init__(self, cache_dir: str | Path | None = None, progress: bool = True, device: str | None = None,
                  n_targets: int = 36, rank: int = 8, layer: int = -1, seed: int = 0, inject_epochs: int = 100,
-                 inject_lr: float = 1e-2, adapter: str | None = None):
+                 inject_lr: float = 1e-2, adapter: str | None = None, primary_locator: str = "first_order"):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.progress, self.device = progress, resolve_device(device)
         self.n_targets, self.rank, self.layer, self.seed = n_targets, rank, layer, seed
         self.inject_epochs, self.inject_lr, self.adapter = inject_epochs, inject_lr, adapter
+        LOCATORS.get(primary_locator)  # an unknown name fails here, before any work
+        self.primary_locator = primary_locator   # its score is the record's storage_score (Table 1's)
         try:
             self.targets = {t["id"]: t for t in gen.targets(n_targets, seed)}
         except ValueError as exc:
             raise SpecError(f"benchmark.n_targets: {exc}") from None
         self._prepared: Prepared | None = None
         self._roles: dict = {}
-        self.storage: dict[str, dict] = {}
+        self.locator_scores: dict[str, dict[str, float]] = {}   # locator -> target -> signed score
+        self.terms: dict[str, dict[str, float]] = {}            # target -> first-order terms, nuisance covariates
         self.itf: itf_mod.Interfaces | None = None
         self.recall: dict[str, float] = {}
 
@@ -109,8 +117,12 @@ class Controlled:
         meta = json.loads((root / "meta.json").read_text())
         self.recall = meta["recall"]
         self._prepared = Prepared(model, tok, str(root), model_hash(model), self.data_hash, hit)
+        # outcome-blind, once per theta_0: no run exists yet, and the locators see only these inputs
+        itf_mod._freeze(model)
         probes = itf_mod.TargetProbes({k: self._tok(self._rows(t, "diag")) for k, t in self.targets.items()})
-        self.storage = itf_mod.storage_scores(model, self.itf, probes)  # outcome-blind, once per theta_0
+        background = self._tok(gen.background_subjects(seed=self.seed, phrasings=gen.DIAG))
+        self.locator_scores = locate_all(model, self.itf, LocatorInputs(probes, background))
+        self.terms = first_order_terms(model, self.itf, probes)
         return self._prepared
 
     def _build(self, model_preset: str, seed: int, out: Path) -> None:
@@ -192,11 +204,17 @@ class Controlled:
 
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
-        comp, _ = j_components(model, roles, which, allowed=("dev", "eval"))
-        st = self.storage[roles.field]
-        comp.update(storage_score=st["score"], storage_e_backbone=st["e_backbone"], storage_e_lora=st["e_lora"],
-                    nuisance_nll=st["nuisance_nll"], nuisance_tokens=st["nuisance_tokens"],
-                    nuisance_grad_norm=st["nuisance_grad_norm"],
+        comp, nll = j_components(model, roles, which, allowed=("dev", "eval"))
+        base = roles.theta0_nll[which]
+        drop = {k: ev.probability(base[k], n) - ev.probability(s, n) for k, (s, n) in nll.items()}
+        comp.update(ev.bounded_terminal_score(drop["forget"], drop["retain"], drop["protected"]))
+        t, k = self.terms[roles.field], roles.field
+        comp.update({f"locator:{name}": scores[k] for name, scores in self.locator_scores.items()})
+        # theta_0's diagnostic NLL encodes the label (the backbone holds its targets more weakly): see
+        # reports.stats.covariate_aurocs before reading a residualized AUROC
+        comp.update(storage_score=self.locator_scores[self.primary_locator][k],
+                    first_order_e_backbone=t["e_backbone"], first_order_e_lora=t["e_lora"],
+                    nuisance_nll=t["nll"], nuisance_grad_norm=t["grad_norm"],
                     injected_backbone=float(roles.notes["injected"] == "backbone"), pair=float(roles.notes["pair"]),
                     recall=roles.notes["recall"])
         return to_outcome(comp)

@@ -60,17 +60,25 @@ def targets(n_targets: int = 36, seed: int = 0) -> list[dict]:
     return out
 
 
-def background_subjects(n: int = 60, seed: int = 0) -> list[tuple[str, str]]:
-    """Pretraining subjects (names disjoint from every target: they end in 'x') in the targets' own phrasings,
-    so the base model has the retrieval circuit 'subject -> attribute' before any target is injected
+def background_subject_facts(n: int = 60, seed: int = 0) -> list[tuple[str, str, str]]:
+    """(name, relation, attribute) of the pretraining subjects: names disjoint from every target (they end in
+    'x'), so the base model has the retrieval circuit 'subject -> attribute' before any target is injected
     (the paper's base model is a pretrained LLM)."""
     rng = random.Random(f"controlled-background:{seed}")
-    pairs = []
+    out = []
     for i in range(n):
         name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize() + "x"
         attr, rel = rng.choice(ATTRIBUTES), RELATIONS[i % len(RELATIONS)]
-        pairs += [(t.format(rel=rel, s=name), attr) for t in TRAIN + DIAG + EVAL]
-    return pairs
+        out.append((name, rel, attr))
+    return out
+
+
+def background_subjects(n: int = 60, seed: int = 0, phrasings: list[str] | None = None) -> list[tuple[str, str]]:
+    """The pretraining subjects in the targets' own phrasings (all of them by default; ``phrasings=DIAG``: the
+    diagnostic phrasing only, which the resample-ablation locator averages over)."""
+    phrasings = TRAIN + DIAG + EVAL if phrasings is None else phrasings
+    return [(t.format(rel=rel, s=name), attr) for name, rel, attr in background_subject_facts(n, seed)
+            for t in phrasings]
 
 
 def background(seed: int = 0) -> list[tuple[str, str]]:

@@ -7,8 +7,8 @@ MLP down-projection W (d_model x d_ff):
 
 Equal size needs c = r (d_ff + d_model) / d_model to be whole (``possible_ranks`` lists the ranks that work).
 Training restricted to one interface keeps every other coordinate bitwise unchanged: AdamW runs on compact
-leaves (the block's columns, or the LoRA matrices) and writes only them back. The storage score is computed
-from theta_0, the interfaces and *diagnostic* phrasings only (``TargetProbes``): it cannot see any outcome.
+leaves (the block's columns, or the LoRA matrices) and writes only them back. Storage localization is the
+locators' (``locators/``): from theta_0, the interfaces and *diagnostic* phrasings only (``TargetProbes``).
 """
 
 from __future__ import annotations
@@ -106,10 +106,17 @@ def _lora_params(model, itf: Interfaces) -> list[torch.nn.Parameter]:
     return ps
 
 
+def down_proj_module(model, itf: Interfaces):
+    """The interface layer's down-projection as ``peft`` wraps it (base layer + LoRA)."""
+    for k, v in model.named_modules():
+        if k.endswith(f"layers.{itf.layer}.mlp.down_proj") and hasattr(v, "lora_A"):
+            return v
+    raise SpecError(f"the model has no LoRA on {itf.module}")
+
+
 def _lora_delta(model, itf: Interfaces) -> torch.Tensor:
     """scaling * B @ A: the LoRA's contribution to the effective down-projection weight."""
-    mod = dict(model.named_modules())
-    m = next(v for k, v in mod.items() if k.endswith(f"layers.{itf.layer}.mlp.down_proj") and hasattr(v, "lora_A"))
+    m = down_proj_module(model, itf)
     key = next(iter(m.lora_A))
     return m.scaling[key] * (m.lora_B[key].weight @ m.lora_A[key].weight)
 
@@ -224,10 +231,11 @@ def unlearn(model, itf: Interfaces, which: str, objective, data, config) -> list
         leaves.release()
 
 
-# ---- outcome-blind storage localization ----------------------------------------------------------------
+# ---- what storage localization may read -----------------------------------------------------------------
 @dataclass(frozen=True)
 class TargetProbes:
-    """Diagnostic phrasings only, one set per target: the storage score's entire view of the data."""
+    """Diagnostic phrasings only, one set per target: with the background subjects (``locators.LocatorInputs``),
+    a storage locator's entire view of the data."""
 
     sets: dict[str, TokenizedSet]
 
@@ -236,37 +244,3 @@ class TargetProbes:
             if type(v) is not TokenizedSet:
                 raise TypeError(f"TargetProbes.{k} must be a TokenizedSet of diagnostic phrasings, got "
                                 f"{type(v).__name__}: storage localization never reads outcomes or evaluation data")
-
-
-def storage_scores(model, itf: Interfaces, probes: TargetProbes) -> dict[str, dict[str, float]]:
-    """Per target, the first-order effect on its diagnostic NLL of zeroing each interface's parameters
-    (methods/storage.py's column ablation |<W_:,j, g_:,j>| summed over I_B; for I_L, removing the LoRA:
-    |<scaling B A, g>|), g = gradient of the mean-token diagnostic NLL w.r.t. the effective down-projection.
-    ``score`` = e_backbone − e_lora (> 0: storage localizes the target in the backbone). Also the nuisance
-    covariates that the residualized AUROC regresses out: theta_0's diagnostic NLL, the answer length in
-    tokens, and ||g||."""
-    if not isinstance(probes, TargetProbes):
-        raise TypeError(f"storage_scores reads only TargetProbes, got {type(probes).__name__}")
-    W = _base_weight(model, itf)
-    delta = _lora_delta(model, itf).detach()
-    cols = torch.tensor(itf.columns, device=W.device)
-    out = {}
-    for p in model.parameters():
-        p.requires_grad_(False)
-    W.requires_grad_(True)
-    try:
-        for target, data in probes.sets.items():
-            W.grad = None
-            with torch.enable_grad():
-                nll, n = sequence_nll(model, data)
-                loss = nll.sum() / n.sum()
-                loss.backward()
-            g = W.grad.detach()
-            e_b = float((W.detach()[:, cols].double() * g[:, cols].double()).sum().abs())
-            e_l = float((delta.double() * g.double()).sum().abs())
-            out[target] = {"score": e_b - e_l, "e_backbone": e_b, "e_lora": e_l, "nuisance_nll": float(loss.detach()),
-                           "nuisance_tokens": float(n.sum()), "nuisance_grad_norm": float(g.double().norm())}
-    finally:
-        W.requires_grad_(False)
-        W.grad = None
-    return out
