@@ -118,7 +118,8 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             min(p.started_at)::VARCHAR AS first_outcome_started, count(*) AS runs
         FROM decisions d JOIN arun a ON a.decision_hash = d.hash JOIN provenance p ON p.run_key = a.run_key
         GROUP BY d.hash, d.tau, d.frozen_at HAVING min(p.started_at) < d.frozen_at ORDER BY 1""")
-    rep.mixed_fingerprints = _rows(con, """SELECT a.experiment, a.benchmark, a.objective, a.method,
+    # per variant: a DIR-R run's code includes DIR-R's orchestration, a static run's does not
+    rep.mixed_fingerprints = _rows(con, """SELECT a.experiment, a.benchmark, a.objective, a.method, a.variant,
             count(DISTINCT p.fingerprint) AS fingerprints, count(*) AS runs
         FROM arun a JOIN provenance p ON p.run_key = a.run_key WHERE p.fingerprint IS NOT NULL
         GROUP BY ALL HAVING count(DISTINCT p.fingerprint) > 1 ORDER BY ALL""")
