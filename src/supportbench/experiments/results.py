@@ -19,8 +19,8 @@ from supportbench.experiments.record import RecordError, RunRecord
 
 
 class ResultsDir:
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
+    def __init__(self, root: str | Path | ResultsDir):
+        self.root = root.root if isinstance(root, ResultsDir) else Path(root)
 
     def __repr__(self) -> str:
         return f"ResultsDir({str(self.root)!r})"

@@ -37,8 +37,11 @@ class SweepSummary:
     corrupt: list[str] = field(default_factory=list)      # unreadable record files found (their runs redone)
 
 
-def _groups(specs: list[RunSpec], decisions: dict, results: ResultsDir, cache_dir, complete: bool = False,
+def _groups(specs: list[RunSpec], decisions: dict, results_dir: str | Path, cache_dir, complete: bool = False,
             reuse_stale: bool = False) -> list[tuple]:
+    """Executor tasks: one per (benchmark, field, objective, seed), so a worker scores every method of a cell
+    from one Diagnostics; specs travel as plain dicts (any executor can pickle them)."""
+    root = str(ResultsDir(results_dir).root)
     by = defaultdict(list)
     for s in specs:
         by[(s.benchmark, s.field, s.objective, s.seed)].append(s)
@@ -46,7 +49,7 @@ def _groups(specs: list[RunSpec], decisions: dict, results: ResultsDir, cache_di
     for group in by.values():
         decs = [decisions.get((s.benchmark, s.objective)) if s.variant == "dirr" and s.split != "calibration" else None
                 for s in group]
-        tasks.append((str(results.root), cache_dir, [s.canonical_full() for s in group], decs, complete, reuse_stale))
+        tasks.append((root, cache_dir, [s.canonical_full() for s in group], decs, complete, reuse_stale))
     return tasks
 
 
@@ -79,7 +82,7 @@ def _run_phase(sw: _Sweep, specs: list[RunSpec], decisions: dict, desc: str, sum
     summary = summary or sw.summary
     if not complete:
         specs = _drop_recorded(sw, specs, summary)
-    tasks = _groups(specs, decisions, sw.results, sw.cache_dir, complete, sw.reuse_stale)
+    tasks = _groups(specs, decisions, sw.results.root, sw.cache_dir, complete, sw.reuse_stale)
     with tqdm(total=len(specs), desc=desc, unit="run") as bar:
         for results in sw.executor.map_groups(tasks):
             for r in results:
