@@ -105,3 +105,7 @@ class CalibrationError(SupportbenchError):
 
 class RegistryError(SupportbenchError):
     pass
+
+
+class ReportError(SupportbenchError):
+    """A report that cannot be written where it was asked to be (nothing is written)."""

@@ -433,3 +433,50 @@ def test_a_failing_report_leaves_the_previous_one(tmp_path, monkeypatch):
         R.report(db, tmp_path / "out", "e")
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*")) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+def _tree(root) -> dict:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize(("out", "message"), [
+    ("res", "is a folder with other content"),                 # the results directory itself
+    (".", "is a folder with other content"),                   # the current folder
+    ("notes.txt", "is a file, not a folder"),                  # a user's file
+    ("link", "is a symbolic link"),                            # a link to a folder
+])
+def test_report_out_never_replaces_what_it_does_not_own(tmp_path, monkeypatch, out, message):
+    """A command only ever creates or replaces its own output folder: pointed at anything else, `report --out`
+    is a clear error before any work, and every run, the registry and the user's files are left as they were."""
+    res = tmp_path / "res"
+    for seed in (1, 2):
+        syn.write(res, syn.record(experiment="e", seed=seed, J=1.0 + seed))
+    db = res / "registry.duckdb"
+    con = connect(db)
+    ingest(con, res)
+    con.close()
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", out], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+    assert _tree(tmp_path) == before
+
+
+def test_report_replaces_its_own_previous_report(tmp_path):
+    from supportbench.reports.report import MARKER, report
+
+    res = tmp_path / "res"
+    syn.write(res, syn.record(experiment="e"))
+    con = connect(res / "registry.duckdb")
+    ingest(con, res)
+    con.close()
+    report(res / "registry.duckdb", res / "report", "e")
+    assert (res / "report" / MARKER).is_file()
+    (res / "report" / "stale.txt").write_text("from an older report")
+    report(res / "registry.duckdb", res / "report", "e")      # its own folder: replaced whole
+    assert not (res / "report" / "stale.txt").exists() and (res / "report" / "report.md").is_file()
+    assert (res / "runs").is_dir() and (res / "registry.duckdb").is_file()

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from supportbench._io import write_text_atomic
-from supportbench.errors import RegistryError
+from supportbench.errors import RegistryError, ReportError
 from supportbench.registry.store import connect
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
@@ -33,7 +33,7 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
     """Write one experiment's report. ``experiment`` may be left out only when the registry holds one:
     statistics never mix experiments. The report is written whole or not at all: into a temporary
     folder beside ``out``, which replaces ``out`` only once every file is written."""
-    out = Path(out)
+    out = check_output_folder(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -54,6 +54,29 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
     if findings_path:
         write_text_atomic(Path(findings_path), text)
     return status
+
+
+MARKER = ".supportbench-report"  # a folder the report command made, and so may replace
+
+
+def check_output_folder(out: str | Path) -> Path:
+    """The report's folder, if the command may write it: absent, an empty folder, or a report folder it made
+    before (it holds ``MARKER``). Anything else — a file, a link, a folder with other content (a results
+    directory, ``.``, a home folder) — is refused before any work: a command only ever replaces what it
+    owns."""
+    given = Path(out)
+    if given.is_symlink():
+        raise ReportError(f"--out '{given}' is a symbolic link; give the folder itself (the report replaces its "
+                          "output folder whole, and will not replace a link or what it points to)")
+    path = given.resolve()
+    if path.exists() and not path.is_dir():
+        raise ReportError(f"--out '{given}' is a file, not a folder; the report writes a folder: choose a new path")
+    if path.is_dir() and any(path.iterdir()) and not (path / MARKER).is_file():
+        raise ReportError(f"--out '{given}' is a folder with other content (not a report this command wrote): "
+                          "nothing was written; choose an empty or new folder, e.g. RESULTS/report")
+    if path.parent == path:
+        raise ReportError(f"--out '{given}' is the file-system root; choose a new folder")
+    return path
 
 
 def _write(con, registry, out: Path, experiment: str | None) -> tuple[dict, str]:
@@ -87,4 +110,5 @@ def _write(con, registry, out: Path, experiment: str | None) -> tuple[dict, str]
     write_text_atomic(out / "findings.md", text)
     md.append("`findings.md`: which of the paper's claims this registry supports, with the numbers.\n")
     write_text_atomic(out / "report.md", "\n".join(md))
+    write_text_atomic(out / MARKER, "written by `supportbench report`; the next report replaces this folder\n")
     return {"tables": tables, "figures": figures}, text
