@@ -15,6 +15,10 @@ ATTRIBUTES = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "
               "kelp", "lichen", "marble", "nutmeg", "onyx", "pewter", "quartz", "russet", "saffron", "tundra",
               "umber", "velvet", "willow", "yarrow", "zinc", "cedar", "flint", "heather", "ivory", "jasper",
               "lotus", "maple", "nectar", "orchid", "pine", "raven", "sable", "thistle", "violet", "walnut"]
+# the calibration targets' attributes: disjoint from every final target's, so that no calibration fact shares an
+# answer with a final one
+CALIBRATION_ATTRIBUTES = ["acorn", "birch", "coral", "delta", "fern", "granite", "hazel", "iris", "jade", "kestrel",
+                          "larch", "moss", "nickel", "opal", "plume", "reed", "slate", "tansy", "umbra", "vetch"]
 RELATIONS = ["sigil", "crest", "token", "emblem"]
 TRAIN = ["Q: What is the {rel} of {s}?\nA: ", "Q: Which {rel} belongs to {s}?\nA: "]
 DIAG = ["Q: Name the {rel} of {s}.\nA: "]
@@ -54,6 +58,40 @@ def targets(n_targets: int = 36, seed: int = 0) -> list[dict]:
                     "eval": [t.format(rel=rel, s=names[k]) for t in EVAL]})
     coin = random.Random(f"controlled-coin:{seed}")
     for p in range(n_targets // 2):
+        first = coin.random() < 0.5
+        out[2 * p]["interface"] = "backbone" if first else "lora"
+        out[2 * p + 1]["interface"] = "lora" if first else "backbone"
+    return out
+
+
+def calibration_targets(n: int = 12, n_targets: int = 36, seed: int = 0) -> list[dict]:
+    """``n`` calibration targets ``c00`` ... in ``n // 2`` blind pairs, built like the final targets (same
+    phrasings, relations, seeded coin) but with their own subjects (never a final target's name) and their own
+    attributes (``CALIBRATION_ATTRIBUTES``): they are injected into the same theta_0 and read only by the
+    decisions frozen before the final runs (the primary locator, each interface's learning rate)."""
+    if n == 0:
+        return []
+    if n < 2 or n % 2:
+        raise ValueError(f"calibration targets come in blind pairs: a positive even number, got {n}")
+    if n > len(CALIBRATION_ATTRIBUTES):
+        raise ValueError(f"at most {len(CALIBRATION_ATTRIBUTES)} calibration targets, got {n}")
+    final = {t["subject"] for t in targets(n_targets, seed)}
+    rng = random.Random(f"controlled-calibration:{seed}")
+    names: list[str] = []
+    while len(names) < n:
+        name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
+        if name not in final and name not in names:
+            names.append(name)
+    attrs = rng.sample(CALIBRATION_ATTRIBUTES, n)
+    coin = random.Random(f"controlled-calibration-coin:{seed}")
+    out = []
+    for k in range(n):
+        rel = RELATIONS[k % len(RELATIONS)]
+        out.append({"id": f"c{k:02d}", "subject": names[k], "attribute": attrs[k], "relation": rel, "pair": k // 2,
+                    "train": [t.format(rel=rel, s=names[k]) for t in TRAIN],
+                    "diag": [t.format(rel=rel, s=names[k]) for t in DIAG],
+                    "eval": [t.format(rel=rel, s=names[k]) for t in EVAL]})
+    for p in range(n // 2):
         first = coin.random() < 0.5
         out[2 * p]["interface"] = "backbone" if first else "lora"
         out[2 * p + 1]["interface"] = "lora" if first else "backbone"
