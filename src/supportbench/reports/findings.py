@@ -88,22 +88,34 @@ def _jaccard(con, experiment: str | None) -> dict:
 
 
 def _controlled(ctx: T.Context) -> dict:
+    """The gate is the frozen primary locator's AUROC on the learned final targets (the construction's validity:
+    storage must be accurately localizable before 'accurate yet unhelpful' means anything); the verdict reads
+    the bounded J (primary: the summed NLL keeps rewarding whichever side moves further after the answer is
+    gone), the summed-NLL J beside it."""
     try:
         c = ctx.built(T.controlled_main)
     except T.Missing as m:
         return {"verdict": None, "why": str(m)}
-    agree_n, total = (int(x) for x in c["agree"].split("/"))
-    lora_n, _ = (int(x) for x in c["lora_wins"].split("/"))
+    loc = c["primary_locator"]
+    if loc == "storage_score":
+        loc += " (no frozen controlled decision)"
+    j = c["bounded"] or c
+    which = "bounded J" if c["bounded"] else "summed-NLL J (no bounded J recorded)"
+    agree_n, total = (int(x) for x in j["agree"].split("/"))
+    lora_n, _ = (int(x) for x in j["lora_wins"].split("/"))
+    excl = (f"; {c['n_excluded']} of {c['n_targets']} targets excluded as not learned (recall < "
+            f"{c['recall_threshold']}: {', '.join(c['excluded'])})" if c["n_excluded"] else "")
     if (c["auroc"] or 0) < 0.9:  # the claim is about *accurate* localization: its precondition
-        return {"verdict": None, "why": f"the construction's validity gate fails: storage AUROC {c['auroc']:.3f} "
-                "< 0.9, so storage is not accurately localizable here and 'accurate yet unhelpful' cannot be shown "
-                f"(agreement with the better intervention {c['agree']}, LoRA wins {c['lora_wins']}; paper: 0.981, "
-                "17/36, 35/36)"}
+        return {"verdict": None, "why": f"the construction's validity gate fails: primary locator {loc} AUROC "
+                f"{c['auroc']:.3f} < 0.9, so storage is not accurately localizable here and 'accurate yet unhelpful' "
+                f"cannot be shown (agreement with the better intervention, {which}: {j['agree']}, LoRA wins "
+                f"{j['lora_wins']}; summed-NLL J: {c['agree']}, {c['lora_wins']}{excl}; paper: 0.981, 17/36, 35/36)"}
     verdict = agree_n <= total * 0.75
-    return {"verdict": verdict, "text": f"storage AUROC {c['auroc']:.3f} (residualized {c['resid_auroc']:.3f}); "
-            f"storage agrees with the better intervention on {c['agree']}; LoRA wins {c['lora_wins']} "
-            f"(paper: 0.981, 17/36, 35/36). 'Holds' = AUROC >= 0.9 yet agreement <= 75%; LoRA winning "
-            f"{lora_n}/{total} is reported, not part of the verdict."}
+    return {"verdict": verdict, "text": f"primary locator {loc} (frozen on the calibration targets): AUROC "
+            f"{c['auroc']:.3f} (residualized {c['resid_auroc']:.3f}); with the {which} storage agrees with the better "
+            f"intervention on {j['agree']} and LoRA wins {j['lora_wins']} (summed-NLL J: {c['agree']}, "
+            f"{c['lora_wins']}){excl} (paper: 0.981, 17/36, 35/36). 'Holds' = AUROC >= 0.9 yet agreement <= 75%; "
+            f"LoRA winning {lora_n}/{total} is reported, not part of the verdict."}
 
 
 def _lacuna(ctx: T.Context) -> dict:
