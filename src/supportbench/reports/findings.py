@@ -105,6 +105,8 @@ def _controlled(ctx: T.Context) -> dict:
     lora_n, _ = (int(x) for x in j["lora_wins"].split("/"))
     excl = (f"; {c['n_excluded']} of {c['n_targets']} targets excluded as not learned (recall < "
             f"{c['recall_threshold']}: {', '.join(c['excluded'])})" if c["n_excluded"] else "")
+    excl += (f"; the primary locator's AUROC on every final target, not-learned ones included: "
+             f"{c['auroc_all']:.3f}" if c.get("auroc_all") is not None else "")
     if (c["auroc"] or 0) < 0.9:  # the claim is about *accurate* localization: its precondition
         return {"verdict": None, "why": f"the construction's validity gate fails: primary locator {loc} AUROC "
                 f"{c['auroc']:.3f} < 0.9, so storage is not accurately localizable here and 'accurate yet unhelpful' "

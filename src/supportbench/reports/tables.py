@@ -425,7 +425,7 @@ def _learned(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str], dict | N
         raise Missing(f"fewer than 2 controlled targets were learned (theta_0 recall >= {thr}); excluded: "
                       f"{', '.join(excluded)}")
     return kept, nuis, locs, dec, {"excluded": excluded, "n_excluded": len(excluded), "n_targets": per.height,
-                                   "recall_threshold": thr}
+                                   "recall_threshold": thr, "every": per}
 
 
 def controlled_main(ctx: Context) -> dict:
@@ -440,6 +440,8 @@ def controlled_main(ctx: Context) -> dict:
     per, nuis, _, dec, learned = _learned(ctx)
     primary = dec["primary_locator"] if dec else None
     col = f"locator:{primary}" if primary and f"locator:{primary}" in per.columns else "storage_score"
+    every = learned.pop("every")   # the primary's AUROC on every final target, not-learned ones included
+    learned["auroc_all"] = S.auroc(every[col].to_numpy(), every["injected_backbone"].to_numpy().round().astype(int))
     X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
     args = (per[col].to_numpy(), per["injected_backbone"].to_numpy())
     q = controlled_quantities(*args, per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(), _pair(per), X)
