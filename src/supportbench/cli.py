@@ -187,9 +187,9 @@ def _run_controlled(args) -> int:
 
     print(f"  Table 1 (primary locator {q['primary_locator']}){'':<12} {'bounded J (primary)':>22} "
           f"{'summed-NLL J':>22}")
-    for label, value in (("storage AUROC", f"{q['auroc']:.5f}"),
+    for label, value in (("storage AUROC (learned targets)", _fmt(q["auroc"]).strip()),
                          ("storage AUROC, every final target", _fmt(q["auroc_all"]).strip()),
-                         ("residualized storage AUROC", f"{q['resid_auroc']:.5f}"),
+                         ("residualized storage AUROC", _fmt(q["resid_auroc"]).strip()),
                          ("correct within-pair storage direction", q["direction"])):
         print(f"  {label:<40} {value}")
     print(f"  {'LoRA intervention wins':<40} " + both("lora_wins", lambda x: str(x)))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from supportbench._io import read_json_object
 from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.errors import SpecError
 from supportbench.experiments.controlled_decision import (
@@ -26,7 +27,6 @@ from supportbench.experiments.controlled_decision import (
     is_controlled,
     verify_controlled,
 )
-from supportbench._io import read_json_object
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
@@ -52,7 +52,8 @@ def final_fields(cls, options: dict) -> tuple[str, ...]:
 
 
 def controlled_specs(benchmark: str, *, objective: str, seed: int, split: str, experiment: str, budget: float,
-                     T: int, model: str, hyperparameters: dict[str, Any], decision: dict | None = None) -> list[RunSpec]:
+                     T: int, model: str, hyperparameters: dict[str, Any],
+                     decision: dict | None = None) -> list[RunSpec]:
     """One run per (final target, interface) of ``benchmark``'s declared interfaces; under a frozen ``decision``
     each interface's run takes its frozen lr and the frozen primary locator (``apply_decision``)."""
     cls = BENCHMARKS.get(benchmark)

@@ -372,7 +372,8 @@ def _controlled_targets(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str
     locs = sorted(c for c in d.columns if c.startswith("locator:"))
     extra = []
     if "J_bounded" in d.columns:
-        extra = [pl.col("J_bounded").filter(pl.col("method") == w).mean().alias(f"Jb_{w}") for w in ("backbone", "lora")]
+        extra = [pl.col("J_bounded").filter(pl.col("method") == w).mean().alias(f"Jb_{w}")
+                 for w in ("backbone", "lora")]
     if "recall" in d.columns:
         extra.append(pl.col("recall").first())
     if not ctx.run_decisions.is_empty():

@@ -89,6 +89,8 @@ class Controlled:
         except ValueError as exc:
             raise SpecError(f"benchmark.n_calibration_targets: {exc}") from None
         self.all_targets = {**self.targets, **self.calibration}
+        # the calibration attributes join pretraining through one background subject each (generator)
+        self._extra = tuple(t["attribute"] for t in self.calibration.values())
         self.decision = decision   # the frozen controlled decision these runs follow (its hash; informational)
         self._prepared: Prepared | None = None
         self._roles: dict = {}
@@ -112,7 +114,7 @@ class Controlled:
     @property
     def data_hash(self) -> str:
         cal = [list(self.calibration.values())] if self.calibration else []
-        return content_key(gen.targets(self.n_targets, self.seed), gen.background(self.seed), *cal)
+        return content_key(gen.targets(self.n_targets, self.seed), gen.background(self.seed, self._extra), *cal)
 
     # ---- theta_0 ---------------------------------------------------------------------------------------
     def _rows(self, t: dict, kind: str) -> list[tuple[str, str]]:
@@ -122,7 +124,8 @@ class Controlled:
         base_identity(model_preset)
         self._roles = {}
         key = content_key(PREP_VERSION, self.data_hash, base_identity(model_preset), self.rank, self.layer, self.seed,
-                          self.n_calibration, self.inject_epochs, self.inject_lr, vars(self.pretrain_config), seed, str(self.adapter))
+                          self.n_calibration, self.inject_epochs, self.inject_lr, vars(self.pretrain_config), seed,
+                          str(self.adapter))
         label = Path(model_preset).name if is_model_dir(model_preset) else model_preset
         root = self.cache_dir / "controlled" / f"{label}-{key}"
         hit = (root / "theta0" / "config.json").is_file()
@@ -138,7 +141,8 @@ class Controlled:
         self._prepared = Prepared(model, tok, str(root), model_hash(model), self.data_hash, hit)
         # outcome-blind, once per theta_0: no run exists yet, and the locators see only these inputs
         itf_mod._freeze(model)
-        background = self._tok(gen.background_subjects(seed=self.seed, phrasings=gen.DIAG))
+        background = self._tok(gen.background_subjects(seed=self.seed, phrasings=gen.DIAG,
+                                                       extra_attributes=self._extra))
         self.terms = {}
         # final and calibration targets located apart: a locator that standardises across targets never mixes them
         for targets, attr in ((self.targets, "locator_scores"), (self.calibration, "calibration_locator_scores")):
@@ -159,7 +163,7 @@ class Controlled:
         return {name: auroc([s[k] for k in keys], y) for name, s in sorted(self.calibration_locator_scores.items())}
 
     def _build(self, model_preset: str, seed: int, out: Path) -> None:
-        bg = gen.background(self.seed)
+        bg = gen.background(self.seed, self._extra)
         if is_model_dir(model_preset):
             base, tok = load_model(model_preset, device=self.device)   # pretrained: theta_pre as is
         else:
@@ -175,7 +179,7 @@ class Controlled:
         rows = {w: [r for t in self.all_targets.values() if t["interface"] == w for r in self._rows(t, "train")]
                 for w in itf_mod.INTERFACES}
         sets = {w: tokenize_pairs(tok, [p for p, _ in rs], [a for _, a in rs]) for w, rs in rows.items()}
-        bgs = gen.background_subjects(seed=self.seed)
+        bgs = gen.background_subjects(seed=self.seed, extra_attributes=self._extra)
         itf_mod.inject(model, itf, sets, epochs=self.inject_epochs, lr=self.inject_lr, batch_size=8, seed=self.seed,
                        replay=tokenize_pairs(tok, [p for p, _ in bgs], [a for _, a in bgs]))
         recall = {}

@@ -98,30 +98,41 @@ def calibration_targets(n: int = 12, n_targets: int = 36, seed: int = 0) -> list
     return out
 
 
-def background_subject_facts(n: int = 60, seed: int = 0) -> list[tuple[str, str, str]]:
+def background_subject_facts(n: int = 60, seed: int = 0, extra_attributes=()) -> list[tuple[str, str, str]]:
     """(name, relation, attribute) of the pretraining subjects: names disjoint from every target (they end in
     'x'), so the base model has the retrieval circuit 'subject -> attribute' before any target is injected
-    (the paper's base model is a pretrained LLM)."""
+    (the paper's base model is a pretrained LLM). ``extra_attributes`` (the calibration targets') add one
+    background subject each, after the ``n``: an attribute the base model never emitted in pretraining is
+    barely learnable by either interface (measured: theta_0 recall 0.003-0.036 for the 7 final targets whose
+    attribute no background subject has, and 0.0004-0.046 for calibration targets without these subjects)."""
     rng = random.Random(f"controlled-background:{seed}")
     out = []
     for i in range(n):
         name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize() + "x"
         attr, rel = rng.choice(ATTRIBUTES), RELATIONS[i % len(RELATIONS)]
         out.append((name, rel, attr))
+    extra = random.Random(f"controlled-background-extra:{seed}")
+    names = {o[0] for o in out}
+    for i, attr in enumerate(extra_attributes):
+        while (name := "".join(extra.choice(SYLLABLES) for _ in range(3)).capitalize() + "x") in names:
+            pass
+        names.add(name)
+        out.append((name, RELATIONS[i % len(RELATIONS)], attr))
     return out
 
 
-def background_subjects(n: int = 60, seed: int = 0, phrasings: list[str] | None = None) -> list[tuple[str, str]]:
+def background_subjects(n: int = 60, seed: int = 0, phrasings: list[str] | None = None,
+                        extra_attributes=()) -> list[tuple[str, str]]:
     """The pretraining subjects in the targets' own phrasings (all of them by default; ``phrasings=DIAG``: the
     diagnostic phrasing only, which the resample-ablation locator averages over)."""
     phrasings = TRAIN + DIAG + EVAL if phrasings is None else phrasings
-    return [(t.format(rel=rel, s=name), attr) for name, rel, attr in background_subject_facts(n, seed)
+    return [(t.format(rel=rel, s=name), attr) for name, rel, attr in background_subject_facts(n, seed, extra_attributes)
             for t in phrasings]
 
 
-def background(seed: int = 0) -> list[tuple[str, str]]:
+def background(seed: int = 0, extra_attributes=()) -> list[tuple[str, str]]:
     """(prompt, answer) pairs of the base model's pretraining: world facts, neutral text, background subjects."""
-    return base_facts() + background_subjects(seed=seed)
+    return base_facts() + background_subjects(seed=seed, extra_attributes=extra_attributes)
 
 
 def base_facts() -> list[tuple[str, str]]:
