@@ -198,10 +198,12 @@ def _run_controlled(args) -> int:
     print(f"  {'  95% t interval':<40} " + both("diff_ci", ci))
     print(f"  {'storage score / paired difference corr.':<40} "
           + both("corr", lambda x: "undefined" if x is None else f"{x:+.4f}"))
-    print(f"  {'locator':<26} {'calib. AUROC':>12} {'AUROC':>8} {'resid. AUROC':>13} {'within-pair':>12}")
+    print(f"  {'locator':<26} {'calib. AUROC':>12} {'AUROC, every':>13} {'AUROC':>8} {'resid. AUROC':>13} "
+          f"{'within-pair':>12}   (the last three: learned targets)")
     for name, lq in loc["locators"].items():
         mark = " (primary)" if name == loc["primary"] else ""
-        print(f"  {name:<26} {_fmt(loc['calibration'].get(name)):>12} {_fmt(lq['auroc'])} "
+        print(f"  {name:<26} {_fmt(loc['calibration'].get(name)):>12} {_fmt(loc['every_target'].get(name)):>13} "
+              f"{_fmt(lq['auroc'])} "
               f"{_fmt(lq['resid_auroc']):>13} {lq['direction']:>12}{mark}")
     print("  covariate AUROC (label: injected through the backbone; far from 0.5 = it encodes the label): " +
           ", ".join(f"{k} {_fmt(v).strip()}" for k, v in loc["covariates"].items()))
