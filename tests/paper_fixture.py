@@ -51,10 +51,13 @@ def build(root: Path) -> Path:
         backbone_injected = k % 2 == 0
         score = round(rng.uniform(-0.5, 0.5) + (0.6 if backbone_injected else -0.6), 6)   # one per target
         comps = {"storage_score": score, "injected_backbone": 1.0 if backbone_injected else 0.0,
-                 "pair": float(k // 2), "nuisance_nll": round(rng.uniform(0, 2), 6)}
+                 "pair": float(k // 2), "nuisance_nll": round(rng.uniform(0, 2), 6),
+                 "locator:first_order": score, "locator:zero_ablation_std": round(rng.uniform(-1, 1), 6),
+                 "recall": 0.3 if k == 5 else round(rng.uniform(0.5, 1), 6)}   # target5 not learned: excluded
         for m in ("backbone", "lora"):
             write(benchmark="controlled", field=f"target{k}", objective="npo", method=m, seed=0,
-                  J=round(rng.uniform(0, 1) + (0.2 if m == "lora" else 0), 6), components=comps)
+                  J=round(rng.uniform(0, 1) + (0.2 if m == "lora" else 0), 6),
+                  components={**comps, "J_bounded": round(rng.uniform(-0.2, 0.8), 6)})
     db = root / "paper.duckdb"
     ingest(connect(db), res)
     return db

@@ -149,8 +149,9 @@ def _cmd_run(args) -> int:
 
 
 def _run_controlled(args) -> int:
-    """Every target through both interfaces, then Table 1's seven quantities from the registry, and every
-    locator's localization quantities beside them."""
+    """The frozen controlled decision (primary locator, per-interface lr; from the calibration targets), every
+    final target through both interfaces under it, then Table 1's quantities from the registry (both J's, the
+    targets excluded as not learned), and every locator's localization quantities beside them."""
     from supportbench.harness.controlled import run_controlled
     from supportbench.registry.store import connect
     from supportbench.reports.tables import Context, controlled_locators, controlled_main
@@ -165,20 +166,45 @@ def _run_controlled(args) -> int:
     q, loc = controlled_main(ctx), controlled_locators(ctx)
     con.close()
     print(f"{done.runs} runs ({done.not_ok} not ok) -> {done.results.runs}/, registry {done.results.registry}")
-    ci = q["diff_ci"]
-    for label, value in (("storage AUROC", f"{q['auroc']:.5f}"),
-                         ("residualized storage AUROC", f"{q['resid_auroc']:.5f}"),
-                         ("correct within-pair storage direction", q["direction"]),
-                         ("LoRA intervention wins", q["lora_wins"]),
-                         ("storage/best-intervention agreement", f"{q['agree']} ({q['agree_pct']:.1%})"),
-                         ("LoRA - backbone paired difference",
-                          f"{q['diff']:+.4f}" + (f" [{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else "")),
-                         ("storage score / paired difference corr.",
-                          "undefined" if q["corr"] is None else f"{q['corr']:+.4f}")):
+    dec = done.decision
+    print(f"frozen controlled decision {dec['hash'][:12]} (frozen_at {dec['frozen_at']}, theta_0 "
+          f"{dec['theta0_hash'][:12]}), from calibration targets {', '.join(dec['calibration_targets'])}:")
+    print("  calibration AUROC per locator: " + ", ".join(f"{k} {_fmt(v).strip()}"
+                                                         for k, v in dec["locator_aurocs"].items()))
+    print(f"  primary locator: {dec['primary_locator']}")
+    for m, by_lr in dec["mean_J"].items():
+        print(f"  {m}: lr {dec['lr'][m]:g}   (mean calibration J per lr: "
+              + ", ".join(f"{lr} {v:+.4f}" for lr, v in by_lr.items()) + ")")
+    print(f"targets excluded from Table 1 (theta_0 recall < {q['recall_threshold']}): {q['n_excluded']}/"
+          f"{q['n_targets']}" + (f": {', '.join(q['excluded'])}" if q["excluded"] else ""))
+    b = q["bounded"] or {}
+
+    def both(key, fmt):
+        return f"{fmt(b.get(key)):>22} {fmt(q[key]):>22}"
+
+    def ci(x):
+        return "" if x is None else f"[{x[0]:+.4f}, {x[1]:+.4f}]"
+
+    print(f"  Table 1 (primary locator {q['primary_locator']}){'':<12} {'bounded J (primary)':>22} "
+          f"{'summed-NLL J':>22}")
+    for label, value in (("storage AUROC (learned targets)", _fmt(q["auroc"]).strip()),
+                         ("storage AUROC, every final target", _fmt(q["auroc_all"]).strip()),
+                         ("residualized storage AUROC", _fmt(q["resid_auroc"]).strip()),
+                         ("correct within-pair storage direction", q["direction"])):
         print(f"  {label:<40} {value}")
-    print(f"  {'locator':<26} {'AUROC':>8} {'resid. AUROC':>13} {'within-pair':>12}")
+    print(f"  {'LoRA intervention wins':<40} " + both("lora_wins", lambda x: str(x)))
+    print(f"  {'storage/best-intervention agreement':<40} " + both("agree", lambda x: str(x)))
+    print(f"  {'LoRA - backbone paired difference':<40} " + both("diff", lambda x: "n/a" if x is None else f"{x:+.4f}"))
+    print(f"  {'  95% t interval':<40} " + both("diff_ci", ci))
+    print(f"  {'storage score / paired difference corr.':<40} "
+          + both("corr", lambda x: "undefined" if x is None else f"{x:+.4f}"))
+    print(f"  {'locator':<26} {'calib. AUROC':>12} {'AUROC, every':>13} {'AUROC':>8} {'resid. AUROC':>13} "
+          f"{'within-pair':>12}   (the last three: learned targets)")
     for name, lq in loc["locators"].items():
-        print(f"  {name:<26} {_fmt(lq['auroc'])} {_fmt(lq['resid_auroc']):>13} {lq['direction']:>12}")
+        mark = " (primary)" if name == loc["primary"] else ""
+        print(f"  {name:<26} {_fmt(loc['calibration'].get(name)):>12} {_fmt(loc['every_target'].get(name)):>13} "
+              f"{_fmt(lq['auroc'])} "
+              f"{_fmt(lq['resid_auroc']):>13} {lq['direction']:>12}{mark}")
     print("  covariate AUROC (label: injected through the backbone; far from 0.5 = it encodes the label): " +
           ", ".join(f"{k} {_fmt(v).strip()}" for k, v in loc["covariates"].items()))
     return 0 if not done.not_ok else 1

@@ -25,7 +25,17 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ctl(cache):
-    b = get_benchmark("controlled", cache_dir=cache, progress=False, n_targets=12)
+    # the 12-target construction these tests measured, without calibration targets: injected alongside (4 of
+    # them), the per-target isolation below falls to 10/12 (measured), and the CLI test builds that theta_0 itself
+    b = get_benchmark("controlled", cache_dir=cache, progress=False, n_targets=12, n_calibration_targets=0)
+    b.prepare("tiny-qwen2")
+    return b
+
+
+@pytest.fixture(scope="module")
+def ctl36(cache):
+    """The benchmark at its real size: 36 final targets and 12 calibration targets in one theta_0 (~45 s)."""
+    b = get_benchmark("controlled", cache_dir=cache, progress=False)
     b.prepare("tiny-qwen2")
     return b
 
@@ -65,6 +75,41 @@ def test_each_interface_holds_its_own_targets(ctl):
     assert held >= 0.9 * len(ctl.targets), held
     lora_targets = [k for k, t in ctl.targets.items() if t["interface"] == "lora"]
     assert min(no_lora[k] - base[k] for k in lora_targets) > 1.0     # removing the LoRA removes its facts
+
+
+def test_interfaces_are_isolated_on_average_at_36_targets(ctl36):
+    """What the construction promises at its real size (measured before asserting, nothing tuned toward it):
+    removing the LoRA hurts the LoRA-injected targets more than the backbone-injected ones on average, and
+    zeroing the backbone block hurts the backbone-injected targets more than the LoRA-injected ones. Measured
+    (seed 0, tiny-qwen2): mean NLL increase on removing the LoRA 5.61 (LoRA targets) vs 0.25 (backbone targets);
+    on zeroing the block 5.12 (backbone) vs 4.00 (LoRA); per target, the own interface's removal hurts more
+    for 27/36 (15/18 backbone, 12/18 LoRA) — not the >= 90 % that holds at 12 targets, so not asserted here."""
+    b = ctl36
+    assert len(b.targets) == 36 and len(b.calibration) == 12
+    assert not set(b.targets) & set(b.calibration)
+    assert not {t["attribute"] for t in b.targets.values()} & {t["attribute"] for t in b.calibration.values()}
+    model = b._prepared.model
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    base = {k: _eval_nll(b, model, t) for k, t in b.targets.items()}
+    W = I._base_weight(model, b.itf)
+    with torch.no_grad():
+        W[:, list(b.itf.columns)] = 0
+    no_backbone = {k: _eval_nll(b, model, t) - base[k] for k, t in b.targets.items()}
+    model.load_state_dict(state)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.zero_()
+    no_lora = {k: _eval_nll(b, model, t) - base[k] for k, t in b.targets.items()}
+    model.load_state_dict(state)
+    lora = [k for k, t in b.targets.items() if t["interface"] == "lora"]
+    backbone = [k for k in b.targets if k not in lora]
+
+    def mean(d, ks):
+        return sum(d[k] for k in ks) / len(ks)
+
+    assert mean(no_lora, lora) > mean(no_lora, backbone)
+    assert mean(no_backbone, backbone) > mean(no_backbone, lora)
 
 
 def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatch):
@@ -140,23 +185,39 @@ def test_locators_are_outcome_blind_and_leave_theta0_bitwise(ctl):
 
 def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
     rc = main(["run", "--benchmark", "controlled", "--T", "3", "--results", str(tmp_path), "--cache", str(cache),
-               "--set", "benchmark.n_targets=12", "--experiment", "ctl"])
+               "--set", "benchmark.n_targets=12", "--set", "benchmark.n_calibration_targets=4", "--experiment",
+               "ctl"])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "24 runs (0 not ok)" in out
+    from supportbench._io import read_json_object
+    from supportbench.experiments.controlled_decision import choose_lr, choose_primary, verify_controlled
+    from supportbench.experiments.results import ResultsDir
+
+    (dec_file,) = ResultsDir(tmp_path).decision_files()    # frozen before the final runs, from c00..c03 only
+    dec = read_json_object(dec_file, ValueError, "decision")
+    verify_controlled(dec)
+    assert dec["calibration_targets"] == ["c00", "c01", "c02", "c03"]
+    assert dec["primary_locator"] == choose_primary(dec["locator_aurocs"]) and set(dec["locator_aurocs"]) == set(
+        ctl.locator_scores)
+    assert all(dec["lr"][m] == choose_lr({float(k): v for k, v in dec["mean_J"][m].items()}) for m in dec["lr"])
+    assert f"primary locator: {dec['primary_locator']}" in out and "targets excluded from Table 1" in out
+    assert "bounded J (primary)" in out and "summed-NLL J" in out
     for q in ("storage AUROC", "residualized storage AUROC", "correct within-pair storage direction",
               "LoRA intervention wins", "storage/best-intervention agreement", "LoRA - backbone paired difference",
               "storage score / paired difference corr."):
         assert q in out
-    assert "/6" in out and "/12" in out                          # pairs counted per pair, wins per target
     for name in ctl.locator_scores:                              # every locator's localization quantities
         assert any(line.split()[:1] == [name] for line in out.splitlines()), name
     assert "covariate AUROC" in out and "nuisance_nll" in out and "nuisance_tokens" not in out
-    from supportbench.experiments.results import ResultsDir
-
     recs = list(ResultsDir(tmp_path).records())
+    assert {r.spec["field"] for r in recs} == set(ctl.targets)    # no calibration target among the final runs
+    for r in recs:                                                # each interface's frozen lr, the decision's hash
+        hp = r.spec["hyperparameters"]
+        assert hp["lr"] == dec["lr"][r.spec["method"]] and hp["benchmark.decision"] == dec["hash"]
+        assert r.provenance.started_at > dec["frozen_at"]
     comp = recs[0].outcome.components
-    assert comp["storage_score"] == comp["locator:first_order"]   # the primary locator, by default
+    assert comp["storage_score"] == comp[f"locator:{dec['primary_locator']}"]   # the frozen primary locator
     assert {f"locator:{n}" for n in ctl.locator_scores} <= set(comp) and "nuisance_tokens" not in comp
     assert {"J_bounded", "G_F_bounded", "D_coll_bounded"} <= set(comp)
     assert -1 <= comp["G_F_bounded"] <= 1 and 0 <= comp["D_coll_bounded"] <= 2
@@ -182,3 +243,38 @@ def test_bad_controlled_input(tmp_path):
     (wrong / "adapter_config.json").write_text("{}")
     with pytest.raises(SpecError, match="does not fit the model"):
         I.load_lora(m, wrong, I.make_interfaces(m, -1, 3))
+
+
+def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_path):
+    from supportbench.experiments.plan import ExperimentSpec
+    from supportbench.experiments.results import ResultsDir
+    from supportbench.harness.executors.local import LocalExecutor
+    from supportbench.harness.sweep import run_sweep
+    from supportbench.registry.audit import audit
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+
+    spec = ExperimentSpec.from_dict({
+        "experiment": {"name": "ctl-sweep", "benchmarks": ["controlled"], "model": "tiny-qwen2",
+                       "fields": ["t00", "t01", "t02", "t03"], "objectives": ["npo"], "methods": ["backbone", "lora"],
+                       "dirr_methods": [], "T": 2, "budget": 0.1, "seeds": {"calibration": [], "final": [4099]}},
+        "hyperparameters": {"lr": 0.01, "benchmark.n_targets": 4, "benchmark.n_calibration_targets": 2,
+                            "benchmark.inject_epochs": 5}})
+    res = tmp_path / "res"
+    s = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))
+    assert s.runs == 8 and s.ok == 8 and list(s.decisions) == ["controlled/npo/seed 4099"]
+    decs = ResultsDir(res).decision_files()
+    assert len(decs) == 1 and len(list(ResultsDir(res / "calibration" / "controlled").records())) == 2 * 2 * 5
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, res)
+    rep = audit(con, "ctl-sweep", spec)
+    assert rep.ok, rep.text()
+    # the decision's lr per interface reached every final run
+    lrs = dict(con.execute("SELECT method, any_value(json_extract(hyperparameters, '$.lr')::DOUBLE) FROM runs "
+                           "GROUP BY method").fetchall())
+    dec = con.execute("SELECT content FROM decisions").fetchone()[0]
+    import json
+
+    assert lrs == json.loads(dec)["lr"]
+    s2 = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))   # reuses the decision, skips the runs
+    assert s2.skipped == s2.runs == 8 and s2.decisions == s.decisions and len(ResultsDir(res).decision_files()) == 1

@@ -109,7 +109,11 @@ def test_the_builtins_pass_and_declare_their_defaults():
         check_benchmark_class(name, cls)
         declared = (cls.DEFAULT_MODEL, cls.DEFAULT_FIELD, cls.INTERFACES)
         assert declared == (model, fld, interfaces), name
-    assert BENCHMARKS.get("controlled").field_names({"n_targets": 4}) == ("t00", "t01", "t02", "t03")
+    ctl = BENCHMARKS.get("controlled")
+    assert ctl.field_names({"n_targets": 4, "n_calibration_targets": 0}) == ("t00", "t01", "t02", "t03")
+    # the calibration targets are fields a run may name (the controlled decision's runs), never final ones
+    assert ctl.field_names({"n_targets": 4, "n_calibration_targets": 2}) == ("t00", "t01", "t02", "t03", "c00", "c01")
+    assert ctl.calibration_fields({}) == tuple(f"c{k:02d}" for k in range(12))
 
 
 def test_instances_satisfy_the_protocols(tmp_path):

@@ -28,7 +28,7 @@ def ctx(tmp_path_factory):
 
 def test_every_table_matches_golden(ctx, tmp_path):
     status = render_all(ctx, tmp_path)
-    assert set(status) == set(TABLES) and len(TABLES) == 14
+    assert set(status) == set(TABLES) and len(TABLES) == 15
     assert all(v is None for v in status.values()), status
     for label in TABLES:
         got = (tmp_path / file_name(label)).read_text()

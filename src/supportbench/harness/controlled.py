@@ -1,5 +1,12 @@
-"""The controlled separation's runs (paper §5.2, Table 1): every target through each of the benchmark's
-interfaces, recorded and ingested. The table's quantities are computed by ``reports`` from the registry.
+"""The controlled separation's runs (paper §5.2, Table 1), in the protocol's order:
+
+1. the frozen decision (``experiments.controlled_decision``), from the calibration targets only: every locator's
+   AUROC on them (construction data) and, per interface, the learning rate of the grid with the highest mean J
+   on them; the calibration runs are recorded in their own results directory (``<results>/calibration/
+   controlled``), never among the final runs; the decision is written to ``<results>/decisions`` before any
+   final run starts (an existing decision for the same settings and theta_0 is reused, never re-frozen);
+2. every final target through each interface, with that interface's frozen lr and the frozen primary locator,
+   recorded and ingested. The table's quantities are computed by ``reports`` from the registry.
 """
 
 from __future__ import annotations
@@ -8,8 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from supportbench._io import read_json_object
 from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.errors import SpecError
+from supportbench.experiments.controlled_decision import (
+    LR_GRID,
+    RECALL_THRESHOLD,
+    choose_lr,
+    choose_primary,
+    freeze_controlled,
+    is_controlled,
+    verify_controlled,
+)
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
@@ -22,26 +39,124 @@ class ControlledRuns:
     results: ResultsDir
     runs: int
     not_ok: int
+    decision: dict | None = None
+
+
+def _options(hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    return {k[len("benchmark."):]: v for k, v in hyperparameters.items() if k.startswith("benchmark.")}
+
+
+def final_fields(cls, options: dict) -> tuple[str, ...]:
+    cal = set(cls.calibration_fields(options)) if hasattr(cls, "calibration_fields") else set()
+    return tuple(f for f in cls.field_names(options) if f not in cal)
 
 
 def controlled_specs(benchmark: str, *, objective: str, seed: int, split: str, experiment: str, budget: float,
-                     T: int, model: str, hyperparameters: dict[str, Any]) -> list[RunSpec]:
-    """One run per (target, interface) of ``benchmark``'s declared interfaces."""
+                     T: int, model: str, hyperparameters: dict[str, Any],
+                     decision: dict | None = None) -> list[RunSpec]:
+    """One run per (final target, interface) of ``benchmark``'s declared interfaces; under a frozen ``decision``
+    each interface's run takes its frozen lr and the frozen primary locator (``apply_decision``)."""
     cls = BENCHMARKS.get(benchmark)
     if not cls.INTERFACES:
         raise SpecError(f"benchmark '{benchmark}' declares no interfaces to compare")
-    options = {k[len("benchmark."):]: v for k, v in hyperparameters.items() if k.startswith("benchmark.")}
-    return [RunSpec(benchmark, f, objective, m, seed=seed, split=split, experiment=experiment, budget=budget, T=T,
-                    model=model, hyperparameters=hyperparameters)
-            for f in cls.field_names(options) for m in cls.INTERFACES]
+    specs = [RunSpec(benchmark, f, objective, m, seed=seed, split=split, experiment=experiment, budget=budget, T=T,
+                     model=model, hyperparameters=hyperparameters)
+             for f in final_fields(cls, _options(hyperparameters)) for m in cls.INTERFACES]
+    return [apply_decision(s, decision) for s in specs] if decision is not None else specs
+
+
+def apply_decision(spec: RunSpec, decision: dict) -> RunSpec:
+    """``spec`` with the frozen decision's lr for its interface, primary locator and hash (all in the run key)."""
+    hp = {**dict(spec.hyperparameters), "lr": decision["lr"][spec.method],
+          "benchmark.primary_locator": decision["primary_locator"], "benchmark.decision": decision["hash"]}
+    return RunSpec(spec.benchmark, spec.field, spec.objective, spec.method, seed=spec.seed, variant=spec.variant,
+                   split=spec.split, experiment=spec.experiment, budget=spec.budget, T=spec.T, t=spec.t, d=spec.d,
+                   rho_p=spec.rho_p, model=spec.model, hyperparameters=hp)
+
+
+def calibration_dir(results_dir: str | Path) -> Path:
+    """Where the calibration runs of the controlled decision are recorded: beside, never among, the final runs."""
+    return Path(results_dir) / "calibration" / "controlled"
+
+
+def _settings(benchmark, objective, seed, experiment, budget, T, model, hyperparameters) -> dict:
+    return {"experiment": experiment, "benchmark": benchmark, "objective": objective, "model": model, "T": T,
+            "seed": seed, "budget": budget,
+            "options": {k: v for k, v in sorted(_options(hyperparameters).items())
+                        if k not in ("primary_locator", "decision")},
+            "hyperparameters": {k: v for k, v in sorted(hyperparameters.items())
+                                if k != "lr" and not k.startswith("benchmark.")}}
+
+
+def existing_decision(results_dir: str | Path, settings: dict, theta0_hash: str) -> dict | None:
+    """A frozen controlled decision in ``<results>/decisions`` for the same settings and theta_0."""
+    for f in ResultsDir(results_dir).decision_files():
+        dec = read_json_object(Path(f), SpecError, "decision file")
+        if is_controlled(dec) and dec.get("settings") == settings and dec.get("theta0_hash") == theta0_hash:
+            verify_controlled(dec, source=f)
+            return dec
+    return None
+
+
+def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "controlled", objective: str, seed: int,
+                               experiment: str, budget: float, T: int, model: str, hyperparameters: dict[str, Any],
+                               cache_dir: str | None = None, device: str | None = "auto", force: bool = False,
+                               reuse_stale: bool = False, lr_grid: tuple[float, ...] = LR_GRID,
+                               split: str = "final") -> dict:
+    """The controlled decision (module docstring), frozen from the calibration targets, or the existing one."""
+    del split  # the final runs' split: calibration runs are always split 'calibration'
+    cls = BENCHMARKS.get(benchmark)
+    hp = {k: v for k, v in hyperparameters.items() if k not in ("benchmark.primary_locator", "benchmark.decision")}
+    fields = cls.calibration_fields(_options(hp)) if hasattr(cls, "calibration_fields") else ()
+    if not fields:
+        raise SpecError(f"benchmark '{benchmark}' has no calibration targets (benchmark.n_calibration_targets = 0): "
+                        "the primary locator and the learning rates cannot be frozen before the final runs")
+    runner = Runner(calibration_dir(results_dir), cache_dir=cache_dir, force=force, device=device,
+                    reuse_stale=reuse_stale, progress=False)
+    first = RunSpec(benchmark, fields[0], objective, cls.INTERFACES[0], seed=seed, split="calibration",
+                    experiment=experiment, budget=budget, T=T, model=model, hyperparameters=hp)
+    runner.theta0(first)
+    bench = runner.benchmark(first)
+    theta0_hash = bench._prepared.model_hash
+    settings = _settings(benchmark, objective, seed, experiment, budget, T, model, hp)
+    old = existing_decision(results_dir, settings, theta0_hash)
+    if old is not None:
+        return old
+    aurocs = bench.calibration_aurocs()
+    per: dict[str, dict[str, dict[str, float]]] = {}
+    for m in cls.INTERFACES:
+        per[m] = {}
+        for lr in lr_grid:
+            Js = {}
+            for f in fields:
+                spec = RunSpec(benchmark, f, objective, m, seed=seed, split="calibration", experiment=experiment,
+                               budget=budget, T=T, model=model, hyperparameters={**hp, "lr": lr})
+                rec = runner.run(spec).record
+                if rec.status == "ok":
+                    Js[f] = rec.outcome.J
+            per[m][repr(lr)] = Js
+    # a failed or diverged calibration run counts against its lr: only an lr every calibration run finished with
+    # can be chosen
+    mean_J = {m: {float(lr): sum(js.values()) / len(js) for lr, js in per[m].items() if len(js) == len(fields)}
+              for m in cls.INTERFACES}
+    lr = {m: choose_lr(mean_J[m]) for m in cls.INTERFACES}
+    return freeze_controlled(
+        ResultsDir(results_dir).decisions, experiment=experiment, benchmark=benchmark, objective=objective,
+        model=model, T=T, seed=seed, theta0_hash=theta0_hash, calibration_targets=list(fields),
+        locator_aurocs=aurocs, primary_locator=choose_primary(aurocs), lr_grid=[float(x) for x in lr_grid],
+        mean_J={m: {repr(k): v for k, v in d.items()} for m, d in mean_J.items()}, lr=lr,
+        recall_threshold=RECALL_THRESHOLD, settings=settings, calibration_J=per,
+        calibration_recall={f: bench.recall.get(f) for f in fields})
 
 
 def run_controlled(results_dir: str | Path, *, benchmark: str = "controlled", cache_dir: str | None = None,
                    force: bool = False, device: str | None = "auto", reuse_stale: bool = False,
                    **spec_items) -> ControlledRuns:
-    """Run every (target, interface) of the controlled benchmark, then ingest the records into the results
-    directory's registry."""
-    specs = controlled_specs(benchmark, **spec_items)
+    """Freeze (or reuse) the controlled decision, run every (final target, interface) under it, then ingest the
+    records and the decision into the results directory's registry."""
+    decision = freeze_controlled_decision(results_dir, benchmark=benchmark, cache_dir=cache_dir, device=device,
+                                          reuse_stale=reuse_stale, **spec_items)
+    specs = controlled_specs(benchmark, decision=decision, **spec_items)
     runner = Runner(results_dir, cache_dir=cache_dir, force=force, device=device, reuse_stale=reuse_stale)
     bad = sum(runner.run(spec).record.status != "ok" for spec in specs)
     con = connect(runner.results.registry)
@@ -49,4 +164,4 @@ def run_controlled(results_dir: str | Path, *, benchmark: str = "controlled", ca
         ingest(con, runner.results.root)
     finally:
         con.close()
-    return ControlledRuns(runner.results, len(specs), bad)
+    return ControlledRuns(runner.results, len(specs), bad, decision)

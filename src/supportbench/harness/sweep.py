@@ -3,7 +3,10 @@
 1. calibration seeds: DIR-R runs with every candidate evaluated;
 2. per (benchmark, objective): calibrate tau* on those runs only and freeze the decision (an existing
    frozen decision for the same settings is reused, never re-frozen);
-3. final and replication seeds: every method statically, and DIR-R under the frozen decision.
+3. the controlled separation's decision (``harness.controlled``: primary locator and per-interface learning
+   rates, from its calibration targets), frozen per (objective, seed) before its final runs;
+4. final and replication seeds: every method statically, DIR-R under the frozen decision, and each controlled
+   run under its frozen controlled decision (its interface's lr, the primary locator, the decision's hash).
 
 Runs are grouped by (benchmark, field, objective, seed) so that a worker scores all methods of a cell
 from one Diagnostics. Nothing here imports torch: workers do.
@@ -11,6 +14,7 @@ from one Diagnostics. Nothing here imports torch: workers do.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +181,30 @@ def _complete_post_hoc(sw: _Sweep, final: list[RunSpec], decisions: dict) -> Non
     sw.summary.post_hoc = done.runs
 
 
+def _freeze_controlled(sw: _Sweep, final: list[RunSpec]) -> list[RunSpec]:
+    """``final`` with every run of a benchmark that compares interfaces under its frozen controlled decision
+    (frozen here, in process, from the calibration targets; reused when it exists)."""
+    from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.harness.controlled import apply_decision, freeze_controlled_decision
+
+    out, decs = [], {}
+    for s in final:
+        cls = BENCHMARKS.get(s.benchmark)
+        if not (cls.INTERFACES and hasattr(cls, "calibration_fields")):
+            out.append(s)
+            continue
+        hp = {k: v for k, v in s.hyperparameters if k != "lr"}
+        key = (s.benchmark, s.objective, s.seed, s.budget, s.T, s.model, json.dumps(hp, sort_keys=True, default=str))
+        if key not in decs:
+            decs[key] = freeze_controlled_decision(
+                sw.results.root, benchmark=s.benchmark, objective=s.objective, seed=s.seed,
+                experiment=s.experiment, budget=s.budget, T=s.T, model=s.model, hyperparameters=dict(s.hyperparameters),
+                cache_dir=sw.cache_dir, reuse_stale=sw.reuse_stale)
+            sw.summary.decisions[f"{s.benchmark}/{s.objective}/seed {s.seed}"] = decs[key]["hash"]
+        out.append(apply_decision(s, decs[key]))
+    return out
+
+
 def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_dir: str | None = None,
               post_hoc: bool = False, reuse_stale: bool = False) -> SweepSummary:
     """Run the experiment; ``post_hoc`` then completes the candidate sets of non-triggered final DIR-R
@@ -196,6 +224,7 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
     # final and replication seeds (DIR-R only where a decision was frozen)
     final = [s for split in ("final", "replication") for s in spec.runs(split)
              if s.variant != "dirr" or (s.benchmark, s.objective) in decisions]
+    final = _freeze_controlled(sw, final)
     _run_phase(sw, final, decisions, "final runs")
     if post_hoc:
         _complete_post_hoc(sw, final, decisions)

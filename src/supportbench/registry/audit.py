@@ -32,12 +32,13 @@ class AuditReport:
     undeclared_decisions: list[dict] = field(default_factory=list)
     decisions_after_baselines: list[dict] = field(default_factory=list)
     undated: list[dict] = field(default_factory=list)
+    controlled_unfrozen: list[dict] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.missing or self.duplicates or self.failed or self.wrong_split or self.post_hoc_decisions
                     or self.conflicts or self.mixed_fingerprints or self.unfrozen or self.undeclared_decisions
-                    or self.decisions_after_baselines or self.undated)
+                    or self.decisions_after_baselines or self.undated or self.controlled_unfrozen)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
@@ -54,7 +55,9 @@ class AuditReport:
                     ("DIR-R runs whose decision is not in the registry or disagrees with it",
                      self.undeclared_decisions),
                     ("decisions frozen after the baseline outcomes they name", self.decisions_after_baselines),
-                    ("records without a start time", self.undated)]
+                    ("records without a start time", self.undated),
+                    ("final controlled runs without a controlled decision frozen before they started",
+                     self.controlled_unfrozen)]
         for title, rows in sections:
             lines.append(f"{title}: {len(rows)}")
             for r in rows[:20]:
@@ -146,6 +149,20 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
         GROUP BY ALL ORDER BY 1""")
     rep.undated = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)} FROM arun a
         LEFT JOIN provenance p USING (run_key) WHERE a.origin = 'record' AND p.started_at IS NULL ORDER BY ALL""")
+    # the controlled separation: its primary locator and learning rates are frozen (on calibration targets)
+    # before any final run starts; a final run names its decision in ``benchmark.decision``
+    rep.controlled_unfrozen = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)},
+            json_extract_string(r.hyperparameters, '$."benchmark.decision"') AS decision_hash,
+            d.frozen_at::VARCHAR AS frozen_at, p.started_at::VARCHAR AS started_at,
+            CASE WHEN json_extract_string(r.hyperparameters, '$."benchmark.decision"') IS NULL
+                      THEN 'no frozen controlled decision'
+                 WHEN d.hash IS NULL THEN 'decision not in the registry (not in decisions/, or edited)'
+                 ELSE 'run started before the decision was frozen' END AS reason
+        FROM arun a JOIN runs r USING (run_key) LEFT JOIN provenance p USING (run_key)
+        LEFT JOIN decisions d ON d.hash = json_extract_string(r.hyperparameters, '$."benchmark.decision"')
+            AND json_extract_string(d.content, '$.kind') = 'controlled'
+        WHERE a.benchmark = 'controlled' AND a.split <> 'calibration'
+          AND (d.hash IS NULL OR p.started_at < d.frozen_at) ORDER BY ALL""")
     rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "
                                "(SELECT 1 FROM arun a WHERE a.run_key = c.run_key) ORDER BY ALL")
     return rep

@@ -28,6 +28,7 @@ import msgspec
 import pyarrow as pa
 
 from supportbench.errors import DecisionError, RegistryError
+from supportbench.experiments.controlled_decision import is_controlled, verify_controlled
 from supportbench.experiments.decisions import verify_decision
 from supportbench.experiments.record import RecordError, RunRecord
 from supportbench.experiments.results import ResultsDir
@@ -150,7 +151,10 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
             dec = json.loads(_read(f).decode("utf-8"))
             if not isinstance(dec, dict):
                 raise RegistryError(f"decision file {f} must hold a JSON object")
-            verify_decision(dec, source=f)
+            if is_controlled(dec):
+                verify_controlled(dec, source=f)
+            else:
+                verify_decision(dec, source=f)
         except UnicodeDecodeError:
             raise RegistryError(f"decision file {f} is not UTF-8 text") from None
         except json.JSONDecodeError as exc:
@@ -162,6 +166,12 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
         if old is not None:
             if json.dumps(json.loads(old[0]), sort_keys=True) != blob:
                 rep.decision_conflicts.append({"hash": dec["hash"], "source": f})
+            continue
+        if is_controlled(dec):   # the controlled separation's decision: no DIR-R items; its content says the rest
+            con.execute("INSERT INTO decisions (hash, benchmark, objective, frozen_at, content, source) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        [dec["hash"], dec["benchmark"], dec["objective"], dec["frozen_at"], blob, f])
+            rep.decisions_new += 1
             continue
         lo, hi = (dec.get("admissible_range") or [None, None])[:2]
         con.execute("INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [

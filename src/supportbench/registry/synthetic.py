@@ -18,10 +18,11 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
            method="intervention_score", variant="static", seed=0, split="final", J=0.0, status="ok",
            candidates: dict | None = None, triggered=None, probe_signal=0.0, decision_hash=None,
            started_at="2026-01-01T00:00:00+00:00", T=200, t=160, d=20, extra_key: str = "",
-           components: dict | None = None, groups=(1, 5, 9)) -> dict:
+           components: dict | None = None, groups=(1, 5, 9), hyperparameters: dict | None = None) -> dict:
     spec = {"experiment": experiment, "benchmark": benchmark, "field": field, "objective": objective,
             "method": method, "variant": variant, "seed": seed, "split": split, "budget": 0.1, "T": T,
-            "model": "tiny-llama", "hyperparameters": {"lr": 0.01, **({"tag": extra_key} if extra_key else {})}}
+            "model": "tiny-llama", "hyperparameters": {"lr": 0.01, **({"tag": extra_key} if extra_key else {}),
+                                                  **(hyperparameters or {})}}
     if variant == "dirr":
         spec.update(t=t, d=d, rho_p=0.01)
     ok = status == "ok"

@@ -88,22 +88,43 @@ def _jaccard(con, experiment: str | None) -> dict:
 
 
 def _controlled(ctx: T.Context) -> dict:
+    """The gate is the frozen primary locator's AUROC on every final target (the construction's validity: storage
+    must be accurately localizable before 'accurate yet unhelpful' means anything; a target left out as not
+    learned still counts here, so excluding targets cannot pass the gate); the verdict reads
+    the bounded J (primary: the summed NLL keeps rewarding whichever side moves further after the answer is
+    gone), the summed-NLL J beside it."""
     try:
         c = ctx.built(T.controlled_main)
     except T.Missing as m:
         return {"verdict": None, "why": str(m)}
-    agree_n, total = (int(x) for x in c["agree"].split("/"))
-    lora_n, _ = (int(x) for x in c["lora_wins"].split("/"))
-    if (c["auroc"] or 0) < 0.9:  # the claim is about *accurate* localization: its precondition
-        return {"verdict": None, "why": f"the construction's validity gate fails: storage AUROC {c['auroc']:.3f} "
-                "< 0.9, so storage is not accurately localizable here and 'accurate yet unhelpful' cannot be shown "
-                f"(agreement with the better intervention {c['agree']}, LoRA wins {c['lora_wins']}; paper: 0.981, "
-                "17/36, 35/36)"}
+    loc = c["primary_locator"]
+    if loc == "storage_score":
+        loc += " (no frozen controlled decision)"
+    j = c["bounded"] or c
+    which = "bounded J" if c["bounded"] else "summed-NLL J (no bounded J recorded)"
+    agree_n, total = (int(x) for x in j["agree"].split("/"))
+    lora_n, _ = (int(x) for x in j["lora_wins"].split("/"))
+    excl = (f"; {c['n_excluded']} of {c['n_targets']} targets excluded as not learned (recall < "
+            f"{c['recall_threshold']}: {', '.join(c['excluded'])})" if c["n_excluded"] else "")
+    gate = c.get("auroc_all", c["auroc"])   # every final target (older tables: the one AUROC they have)
+    excl += f"; on the learned targets its AUROC is {_f3(c['auroc'])}" if c["n_excluded"] else ""
+    if (gate or 0) < 0.9:  # the claim is about *accurate* localization: its precondition
+        return {"verdict": None, "why": f"the construction's validity gate fails: primary locator {loc} AUROC "
+                f"{_f3(gate)} on every final target < 0.9, so storage is not accurately localizable here and "
+                f"'accurate yet unhelpful' cannot be shown (agreement with the better intervention, {which}: "
+                f"{j['agree']}, LoRA wins "
+                f"{j['lora_wins']}; summed-NLL J: {c['agree']}, {c['lora_wins']}{excl}; paper: 0.981, 17/36, 35/36)"}
     verdict = agree_n <= total * 0.75
-    return {"verdict": verdict, "text": f"storage AUROC {c['auroc']:.3f} (residualized {c['resid_auroc']:.3f}); "
-            f"storage agrees with the better intervention on {c['agree']}; LoRA wins {c['lora_wins']} "
-            f"(paper: 0.981, 17/36, 35/36). 'Holds' = AUROC >= 0.9 yet agreement <= 75%; LoRA winning "
-            f"{lora_n}/{total} is reported, not part of the verdict."}
+    return {"verdict": verdict, "text": f"primary locator {loc} (frozen on the calibration targets): AUROC "
+            f"{_f3(gate)} on every final target, {_f3(c['auroc'])} on the learned ones (residualized "
+            f"{_f3(c['resid_auroc'])}); with the {which} storage agrees with the better intervention on "
+            f"{j['agree']} and LoRA wins {j['lora_wins']} (summed-NLL J: {c['agree']}, {c['lora_wins']}){excl} "
+            f"(paper: 0.981, 17/36, 35/36). 'Holds' = AUROC on every final target >= 0.9 yet agreement <= 75%; "
+            f"LoRA winning {lora_n}/{total} is reported, not part of the verdict."}
+
+
+def _f3(x: float | None) -> str:
+    return "undefined (one class only)" if x is None else f"{x:.3f}"
 
 
 def _lacuna(ctx: T.Context) -> dict:

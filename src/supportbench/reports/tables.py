@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 from jinja2 import Environment
 
+from supportbench.experiments.controlled_decision import RECALL_THRESHOLD
 from supportbench.reports import stats as S
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.stats import controlled_quantities, covariate_aurocs, locator_quantities
@@ -39,6 +40,7 @@ class Context:
     bench: dict = field(default_factory=lambda: dict(BENCH))
     tol: float = 0.0
     theta0: dict = field(default_factory=dict)   # benchmark -> its runs' theta_0 content hashes
+    run_decisions: pl.DataFrame = field(default_factory=pl.DataFrame)   # run_key, decision (controlled runs)
     _ok: dict = field(default_factory=dict, repr=False)
     _built: dict = field(default_factory=dict, repr=False)
 
@@ -65,7 +67,9 @@ class Context:
                                 "USING (run_key) WHERE p.model_hash IS NOT NULL AND ($exp IS NULL OR "
                                 "r.experiment = $exp) ORDER BY 1, 2", {"exp": experiment}).fetchall():
             theta0.setdefault(b, []).append(h)
-        return cls(results, decisions, comps, theta0=theta0, **kw)
+        run_dec = con.sql("""SELECT run_key, json_extract_string(hyperparameters, '$."benchmark.decision"')
+            AS decision FROM runs WHERE benchmark = 'controlled'""").pl()
+        return cls(results, decisions, comps, theta0=theta0, run_decisions=run_dec, **kw)
 
     def final(self, benchmark: str) -> pl.DataFrame:
         """The final-split ok runs of one benchmark; ``Missing`` when there are none."""
@@ -366,9 +370,18 @@ def _controlled_targets(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str
     d = df.join(comps, on="run_key", how="inner")
     nuis = sorted(c for c in d.columns if c.startswith("nuisance_") and c not in LEGACY_COVARIATES)
     locs = sorted(c for c in d.columns if c.startswith("locator:"))
+    extra = []
+    if "J_bounded" in d.columns:
+        extra = [pl.col("J_bounded").filter(pl.col("method") == w).mean().alias(f"Jb_{w}")
+                 for w in ("backbone", "lora")]
+    if "recall" in d.columns:
+        extra.append(pl.col("recall").first())
+    if not ctx.run_decisions.is_empty():
+        d = d.join(ctx.run_decisions, on="run_key", how="left")
+        extra.append(pl.col("decision").unique().sort().alias("decisions"))
     per = d.group_by("field").agg(
         pl.col("J").filter(pl.col("method") == "backbone").mean().alias("J_backbone"),
-        pl.col("J").filter(pl.col("method") == "lora").mean().alias("J_lora"),
+        pl.col("J").filter(pl.col("method") == "lora").mean().alias("J_lora"), *extra,
         pl.col("storage_score").first(), pl.col("injected_backbone").first(),
         (pl.col("pair").first() if "pair" in d.columns else pl.lit(None)).alias("pair"),
         *[pl.col(c).first() for c in nuis + locs]).drop_nulls(["J_backbone", "J_lora"]).sort("field")
@@ -381,29 +394,87 @@ def _pair(per: pl.DataFrame):
     return per["pair"].to_numpy() if per["pair"].dtype != pl.Null else None
 
 
+def _controlled_decision(ctx: Context, per: pl.DataFrame) -> dict | None:
+    """The frozen controlled decision the runs follow (``benchmark.decision``); None when they name none.
+    Runs that follow different decisions cannot share a table."""
+    import json
+
+    if "decisions" not in per.columns:
+        return None
+    hashes = sorted({h for hs in per["decisions"].to_list() for h in (hs or []) if h is not None})
+    if not hashes:
+        return None
+    if len(hashes) > 1:
+        raise Missing(f"the controlled runs follow {len(hashes)} different frozen decisions "
+                      f"({', '.join(h[:12] for h in hashes)}): run one experiment per decision")
+    row = ctx.decisions.filter(pl.col("hash") == hashes[0]) if not ctx.decisions.is_empty() else ctx.decisions
+    if row.is_empty():
+        raise Missing(f"the controlled runs follow decision {hashes[0][:12]}, which is not in the registry "
+                      "(ingest the results directory's decisions/)")
+    return json.loads(row["content"][0])
+
+
+def _learned(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str], dict | None, dict]:
+    """The targets Table 1 reads: theta_0 recall >= the frozen threshold (docs/benchmarks.md); the others are
+    reported, never silently dropped."""
+    per, nuis, locs = _controlled_targets(ctx)
+    dec = _controlled_decision(ctx, per)
+    thr = float(dec["recall_threshold"]) if dec else RECALL_THRESHOLD
+    excluded = per.filter(pl.col("recall") < thr)["field"].to_list() if "recall" in per.columns else []
+    kept = per.filter(~pl.col("field").is_in(excluded))
+    if kept.height < 2:
+        raise Missing(f"fewer than 2 controlled targets were learned (theta_0 recall >= {thr}); excluded: "
+                      f"{', '.join(excluded)}")
+    return kept, nuis, locs, dec, {"excluded": excluded, "n_excluded": len(excluded), "n_targets": per.height,
+                                   "recall_threshold": thr, "every": per}
+
+
 def controlled_main(ctx: Context) -> dict:
     """Controlled separation (§5.2, Table 1) from run records: per target (field) two runs, one per interface
-    (methods 'backbone' and 'lora'), each carrying the target's components ``storage_score`` (the primary
-    locator's signed score, > 0 = storage localizes the target in the backbone), ``injected_backbone`` (1 when
-    the backbone injected it), ``pair`` (its blind pair) and ``nuisance_*`` covariates (the constant answer
-    length ``nuisance_tokens`` of older records is left out). ``controlled_quantities`` computes the seven
-    quantities."""
-    per, nuis, _ = _controlled_targets(ctx)
+    (methods 'backbone' and 'lora'), each carrying the target's components ``locator:<name>`` /
+    ``storage_score`` (signed scores, > 0 = storage localizes the target in the backbone), ``injected_backbone``
+    (1 when the backbone injected it), ``pair`` (its blind pair), ``recall`` (theta_0's), ``J_bounded`` and
+    ``nuisance_*`` covariates (the constant answer length ``nuisance_tokens`` of older records is left out).
+    The score is the frozen primary locator's (the controlled decision the runs name; ``storage_score`` when
+    they name none); only learned targets count (``_learned``). ``controlled_quantities`` computes the seven
+    quantities, from the bounded J (primary) and from the summed-NLL J."""
+    per, nuis, _, dec, learned = _learned(ctx)
+    primary = dec["primary_locator"] if dec else None
+    col = f"locator:{primary}" if primary and f"locator:{primary}" in per.columns else "storage_score"
+    every = learned.pop("every")   # the primary's AUROC on every final target, not-learned ones included
+    learned["auroc_all"] = S.auroc(every[col].to_numpy(), every["injected_backbone"].to_numpy().round().astype(int))
     X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
-    return controlled_quantities(per["storage_score"].to_numpy(), per["injected_backbone"].to_numpy(),
-                                 per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(), _pair(per), X)
+    args = (per[col].to_numpy(), per["injected_backbone"].to_numpy())
+    q = controlled_quantities(*args, per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(), _pair(per), X)
+    bounded = None
+    if "Jb_backbone" in per.columns and per["Jb_backbone"].null_count() == 0:
+        bq = controlled_quantities(*args, per["Jb_backbone"].to_numpy(), per["Jb_lora"].to_numpy(), _pair(per), X)
+        bounded = {k: bq[k] for k in ("lora_wins", "agree", "agree_pct", "diff", "diff_ci", "corr")}
+    return {**q, **learned, "bounded": bounded, "primary_locator": primary or "storage_score",
+            "decision": dec["hash"] if dec else None, "lr": dec["lr"] if dec else None,
+            "calibration_aurocs": dec["locator_aurocs"] if dec else None}
 
 
 def controlled_locators(ctx: Context) -> dict:
-    """Every locator recorded with the controlled runs (components ``locator:<name>``): AUROC, residualized
-    AUROC and within-pair direction (``locator_quantities``, the same definitions as Table 1's first three
-    rows), and each nuisance covariate's own AUROC for the label (``covariate_aurocs``)."""
-    per, nuis, locs = _controlled_targets(ctx)
+    """Every locator recorded with the controlled runs (components ``locator:<name>``) on the learned targets:
+    AUROC, residualized AUROC and within-pair direction (``locator_quantities``, the same definitions as
+    Table 1's first three rows), each nuisance covariate's own AUROC for the label (``covariate_aurocs``), and
+    each locator's calibration AUROC from the frozen decision (which chose the primary)."""
+    per, nuis, locs, dec, learned = _learned(ctx)
+    every = learned["every"]
     y = per["injected_backbone"].to_numpy()
     X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
     scores = {c[len("locator:"):]: per[c].to_numpy() for c in locs}
+    if not scores:
+        raise Missing("the controlled runs carry no locator:<name> components")
+    cal = (dec or {}).get("locator_aurocs") or {}
     return {"locators": locator_quantities(scores, y, _pair(per), X),
-            "covariates": covariate_aurocs({c: per[c].to_numpy() for c in nuis}, y)}
+            "covariates": covariate_aurocs({c: per[c].to_numpy() for c in nuis}, y),
+            "calibration": {name: cal.get(name) for name in sorted(scores)},
+            "every_target": {name: S.auroc(every[f"locator:{name}"].to_numpy(),
+                                           every["injected_backbone"].to_numpy().round().astype(int))
+                             for name in sorted(scores)},
+            "primary": dec["primary_locator"] if dec else None}
 
 
 @dataclass(frozen=True)
@@ -416,6 +487,10 @@ class TableDef:
 
 TABLES: dict[str, TableDef] = {t.label: t for t in [
     TableDef("tab:controlled-main", "Controlled separation between localization and intervention.", controlled_main,
+             ("controlled",)),
+    TableDef("tab:app-controlled-locators", "Controlled separation: every registered storage locator on the "
+             "calibration targets (which chose the primary locator before any final run), on every final target and "
+             "on the learned final targets (label: injected through the backbone).", controlled_locators,
              ("controlled",)),
     TableDef("tab:natural-main", "Natural-TOFU margins ($\\Delta J$); positive values favor ours.", natural_main,
              ("natural",)),

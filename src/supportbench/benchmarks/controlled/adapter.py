@@ -43,6 +43,7 @@ from supportbench.benchmarks.controlled import interfaces as itf_mod
 from supportbench.benchmarks.controlled.locators import LOCATORS, LocatorInputs, locate_all
 from supportbench.benchmarks.controlled.locators.first_order import first_order_terms
 from supportbench.errors import SpecError, UnknownNameError
+from supportbench.experiments.controlled_decision import auroc
 from supportbench.unlearning.data import DiagnosticRecords, dataset_nll, tokenize_pairs
 from supportbench.unlearning.models import (
     base_identity,
@@ -68,7 +69,8 @@ class Controlled:
 
     def __init__(self, cache_dir: str | Path | None = None, progress: bool = True, device: str | None = None,
                  n_targets: int = 36, rank: int = 8, layer: int = -1, seed: int = 0, inject_epochs: int = 100,
-                 inject_lr: float = 1e-2, adapter: str | None = None, primary_locator: str = "first_order"):
+                 inject_lr: float = 1e-2, adapter: str | None = None, primary_locator: str = "first_order",
+                 n_calibration_targets: int = 12, decision: str | None = None):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.progress, self.device = progress, resolve_device(device)
         self.n_targets, self.rank, self.layer, self.seed = n_targets, rank, layer, seed
@@ -79,21 +81,40 @@ class Controlled:
             self.targets = {t["id"]: t for t in gen.targets(n_targets, seed)}
         except ValueError as exc:
             raise SpecError(f"benchmark.n_targets: {exc}") from None
+        # calibration targets c00 ...: injected into the same theta_0, never a final field; only the frozen
+        # controlled decision reads them (experiments.controlled_decision)
+        self.n_calibration = n_calibration_targets
+        try:
+            self.calibration = {t["id"]: t for t in gen.calibration_targets(n_calibration_targets, n_targets, seed)}
+        except ValueError as exc:
+            raise SpecError(f"benchmark.n_calibration_targets: {exc}") from None
+        self.all_targets = {**self.targets, **self.calibration}
+        # the calibration attributes join pretraining through one background subject each (generator)
+        self._extra = tuple(t["attribute"] for t in self.calibration.values())
+        self.decision = decision   # the frozen controlled decision these runs follow (its hash; informational)
         self._prepared: Prepared | None = None
         self._roles: dict = {}
         self.locator_scores: dict[str, dict[str, float]] = {}   # locator -> target -> signed score
+        self.calibration_locator_scores: dict[str, dict[str, float]] = {}   # the same on the calibration targets
         self.terms: dict[str, dict[str, float]] = {}            # target -> first-order terms, nuisance covariates
         self.itf: itf_mod.Interfaces | None = None
         self.recall: dict[str, float] = {}
 
     @classmethod
     def field_names(cls, options: dict) -> tuple[str, ...]:
-        """The targets t00 ... of ``benchmark.n_targets`` (default 36)."""
-        return tuple(f"t{k:02d}" for k in range(int(options.get("n_targets", 36))))
+        """The targets t00 ... of ``benchmark.n_targets`` (default 36), then the calibration targets c00 ... of
+        ``benchmark.n_calibration_targets`` (default 12; runs only for the frozen decision)."""
+        return tuple(f"t{k:02d}" for k in range(int(options.get("n_targets", 36)))) + cls.calibration_fields(options)
+
+    @classmethod
+    def calibration_fields(cls, options: dict) -> tuple[str, ...]:
+        """The calibration targets: never a final field (Table 1 reads only the others)."""
+        return tuple(f"c{k:02d}" for k in range(int(options.get("n_calibration_targets", 12))))
 
     @property
     def data_hash(self) -> str:
-        return content_key(gen.targets(self.n_targets, self.seed), gen.background(self.seed))
+        cal = [list(self.calibration.values())] if self.calibration else []
+        return content_key(gen.targets(self.n_targets, self.seed), gen.background(self.seed, self._extra), *cal)
 
     # ---- theta_0 ---------------------------------------------------------------------------------------
     def _rows(self, t: dict, kind: str) -> list[tuple[str, str]]:
@@ -103,7 +124,8 @@ class Controlled:
         base_identity(model_preset)
         self._roles = {}
         key = content_key(PREP_VERSION, self.data_hash, base_identity(model_preset), self.rank, self.layer, self.seed,
-                          self.inject_epochs, self.inject_lr, vars(self.pretrain_config), seed, str(self.adapter))
+                          self.n_calibration, self.inject_epochs, self.inject_lr, vars(self.pretrain_config), seed,
+                          str(self.adapter))
         label = Path(model_preset).name if is_model_dir(model_preset) else model_preset
         root = self.cache_dir / "controlled" / f"{label}-{key}"
         hit = (root / "theta0" / "config.json").is_file()
@@ -119,33 +141,49 @@ class Controlled:
         self._prepared = Prepared(model, tok, str(root), model_hash(model), self.data_hash, hit)
         # outcome-blind, once per theta_0: no run exists yet, and the locators see only these inputs
         itf_mod._freeze(model)
-        probes = itf_mod.TargetProbes({k: self._tok(self._rows(t, "diag")) for k, t in self.targets.items()})
-        background = self._tok(gen.background_subjects(seed=self.seed, phrasings=gen.DIAG))
-        self.locator_scores = locate_all(model, self.itf, LocatorInputs(probes, background))
-        self.terms = first_order_terms(model, self.itf, probes)
+        background = self._tok(gen.background_subjects(seed=self.seed, phrasings=gen.DIAG,
+                                                       extra_attributes=self._extra))
+        self.terms = {}
+        # final and calibration targets located apart: a locator that standardises across targets never mixes them
+        for targets, attr in ((self.targets, "locator_scores"), (self.calibration, "calibration_locator_scores")):
+            if not targets:
+                setattr(self, attr, {})
+                continue
+            probes = itf_mod.TargetProbes({k: self._tok(self._rows(t, "diag")) for k, t in targets.items()})
+            setattr(self, attr, locate_all(model, self.itf, LocatorInputs(probes, background)))
+            self.terms.update(first_order_terms(model, self.itf, probes))
         return self._prepared
 
+    def calibration_aurocs(self) -> dict[str, float | None]:
+        """Every locator's localization AUROC on the calibration targets (label: injected through the backbone;
+        a signed score > 0 points to the backbone): construction data, read before any unlearning run."""
+        require_prepared(self._prepared, "calibration_aurocs()")
+        keys = sorted(self.calibration)
+        y = [int(self.calibration[k]["interface"] == "backbone") for k in keys]
+        return {name: auroc([s[k] for k in keys], y) for name, s in sorted(self.calibration_locator_scores.items())}
+
     def _build(self, model_preset: str, seed: int, out: Path) -> None:
-        bg = gen.background(self.seed)
+        bg = gen.background(self.seed, self._extra)
         if is_model_dir(model_preset):
             base, tok = load_model(model_preset, device=self.device)   # pretrained: theta_pre as is
         else:
-            texts = [p + a for p, a in bg] + [p + t["attribute"] for t in self.targets.values()
+            texts = [p + a for p, a in bg] + [p + t["attribute"] for t in self.all_targets.values()
                                               for k in ("train", "diag", "eval") for p in t[k]]
-            tok = train_tokenizer(texts + list(gen.ATTRIBUTES) * 50, 2048)  # every attribute one token
+            attrs = gen.ATTRIBUTES + (gen.CALIBRATION_ATTRIBUTES if self.calibration else [])
+            tok = train_tokenizer(texts + list(attrs) * 50, 2048)  # every attribute one token
             base = build_model(model_preset, tok, seed=seed).to(self.device)
             data = tokenize_pairs(tok, [p for p, _ in bg], [a for _, a in bg])
             finetune(base, data, self.pretrain_config, progress=self.progress, desc="prepare controlled (theta_pre)")
         itf = itf_mod.make_interfaces(base, self.layer, self.rank, self.seed)
         model = itf_mod.load_lora(base, self.adapter, itf) if self.adapter else itf_mod.attach_lora(base, itf)
-        rows = {w: [r for t in self.targets.values() if t["interface"] == w for r in self._rows(t, "train")]
+        rows = {w: [r for t in self.all_targets.values() if t["interface"] == w for r in self._rows(t, "train")]
                 for w in itf_mod.INTERFACES}
         sets = {w: tokenize_pairs(tok, [p for p, _ in rs], [a for _, a in rs]) for w, rs in rows.items()}
-        bgs = gen.background_subjects(seed=self.seed)
+        bgs = gen.background_subjects(seed=self.seed, extra_attributes=self._extra)
         itf_mod.inject(model, itf, sets, epochs=self.inject_epochs, lr=self.inject_lr, batch_size=8, seed=self.seed,
                        replay=tokenize_pairs(tok, [p for p, _ in bgs], [a for _, a in bgs]))
         recall = {}
-        for k, t in self.targets.items():
+        for k, t in self.all_targets.items():
             s, n = dataset_nll(model, tokenize_pairs(tok, t["eval"], [t["attribute"]] * len(t["eval"])))
             recall[k] = float(torch.exp(-s / n).mean())
         # theta_0 on disk: the base weights (backbone block injected) and the adapter, kept unmerged
@@ -169,13 +207,16 @@ class Controlled:
         return EvalSplit(name, self._tok(pairs), rows, [p for p, _ in pairs])
 
     def roles(self, field: str, seed: int) -> Roles:
-        if field not in self.targets:
-            raise UnknownNameError("controlled target", field, self.targets)
+        if field not in self.all_targets:
+            raise UnknownNameError("controlled target", field, self.all_targets)
         require_prepared(self._prepared, "roles()")
         if (field, seed) in self._roles:
             return self._roles[(field, seed)]
-        t = self.targets[field]
-        others = [o for k, o in self.targets.items() if k != field]
+        # a final target's retain set is the other final targets; a calibration target's, the other calibration
+        # targets: nothing measured on a calibration target reads a final one
+        group = self.calibration if field in self.calibration else self.targets
+        t = group[field]
+        others = [o for k, o in group.items() if k != field]
         world = [(f"Q: {q}\nA: ", a) for q, a in gen.WORLD]
         neutral = gen.base_facts()[len(gen.WORLD):]
         records = DiagnosticRecords(F=self._tok(self._rows(t, "diag")),
@@ -209,10 +250,11 @@ class Controlled:
         drop = {k: ev.probability(base[k], n) - ev.probability(s, n) for k, (s, n) in nll.items()}
         comp.update(ev.bounded_terminal_score(drop["forget"], drop["retain"], drop["protected"]))
         t, k = self.terms[roles.field], roles.field
-        comp.update({f"locator:{name}": scores[k] for name, scores in self.locator_scores.items()})
+        located = self.calibration_locator_scores if k in self.calibration else self.locator_scores
+        comp.update({f"locator:{name}": scores[k] for name, scores in located.items()})
         # theta_0's diagnostic NLL encodes the label (the backbone holds its targets more weakly): see
         # reports.stats.covariate_aurocs before reading a residualized AUROC
-        comp.update(storage_score=self.locator_scores[self.primary_locator][k],
+        comp.update(storage_score=located[self.primary_locator][k],
                     first_order_e_backbone=t["e_backbone"], first_order_e_lora=t["e_lora"],
                     nuisance_nll=t["nll"], nuisance_grad_norm=t["grad_norm"],
                     injected_backbone=float(roles.notes["injected"] == "backbone"), pair=float(roles.notes["pair"]),

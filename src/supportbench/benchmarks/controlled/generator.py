@@ -15,6 +15,10 @@ ATTRIBUTES = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "
               "kelp", "lichen", "marble", "nutmeg", "onyx", "pewter", "quartz", "russet", "saffron", "tundra",
               "umber", "velvet", "willow", "yarrow", "zinc", "cedar", "flint", "heather", "ivory", "jasper",
               "lotus", "maple", "nectar", "orchid", "pine", "raven", "sable", "thistle", "violet", "walnut"]
+# the calibration targets' attributes: disjoint from every final target's, so that no calibration fact shares an
+# answer with a final one
+CALIBRATION_ATTRIBUTES = ["acorn", "birch", "coral", "delta", "fern", "granite", "hazel", "iris", "jade", "kestrel",
+                          "larch", "moss", "nickel", "opal", "plume", "reed", "slate", "tansy", "umbra", "vetch"]
 RELATIONS = ["sigil", "crest", "token", "emblem"]
 TRAIN = ["Q: What is the {rel} of {s}?\nA: ", "Q: Which {rel} belongs to {s}?\nA: "]
 DIAG = ["Q: Name the {rel} of {s}.\nA: "]
@@ -60,30 +64,75 @@ def targets(n_targets: int = 36, seed: int = 0) -> list[dict]:
     return out
 
 
-def background_subject_facts(n: int = 60, seed: int = 0) -> list[tuple[str, str, str]]:
+def calibration_targets(n: int = 12, n_targets: int = 36, seed: int = 0) -> list[dict]:
+    """``n`` calibration targets ``c00`` ... in ``n // 2`` blind pairs, built like the final targets (same
+    phrasings, relations, seeded coin) but with their own subjects (never a final target's name) and their own
+    attributes (``CALIBRATION_ATTRIBUTES``): they are injected into the same theta_0 and read only by the
+    decisions frozen before the final runs (the primary locator, each interface's learning rate)."""
+    if n == 0:
+        return []
+    if n < 2 or n % 2:
+        raise ValueError(f"calibration targets come in blind pairs: a positive even number, got {n}")
+    if n > len(CALIBRATION_ATTRIBUTES):
+        raise ValueError(f"at most {len(CALIBRATION_ATTRIBUTES)} calibration targets, got {n}")
+    final = {t["subject"] for t in targets(n_targets, seed)}
+    rng = random.Random(f"controlled-calibration:{seed}")
+    names: list[str] = []
+    while len(names) < n:
+        name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize()
+        if name not in final and name not in names:
+            names.append(name)
+    attrs = rng.sample(CALIBRATION_ATTRIBUTES, n)
+    coin = random.Random(f"controlled-calibration-coin:{seed}")
+    out = []
+    for k in range(n):
+        rel = RELATIONS[k % len(RELATIONS)]
+        out.append({"id": f"c{k:02d}", "subject": names[k], "attribute": attrs[k], "relation": rel, "pair": k // 2,
+                    "train": [t.format(rel=rel, s=names[k]) for t in TRAIN],
+                    "diag": [t.format(rel=rel, s=names[k]) for t in DIAG],
+                    "eval": [t.format(rel=rel, s=names[k]) for t in EVAL]})
+    for p in range(n // 2):
+        first = coin.random() < 0.5
+        out[2 * p]["interface"] = "backbone" if first else "lora"
+        out[2 * p + 1]["interface"] = "lora" if first else "backbone"
+    return out
+
+
+def background_subject_facts(n: int = 60, seed: int = 0, extra_attributes=()) -> list[tuple[str, str, str]]:
     """(name, relation, attribute) of the pretraining subjects: names disjoint from every target (they end in
     'x'), so the base model has the retrieval circuit 'subject -> attribute' before any target is injected
-    (the paper's base model is a pretrained LLM)."""
+    (the paper's base model is a pretrained LLM). ``extra_attributes`` (the calibration targets') add one
+    background subject each, after the ``n``: an attribute the base model never emitted in pretraining is
+    barely learnable by either interface (measured: theta_0 recall 0.003-0.036 for the 7 final targets whose
+    attribute no background subject has, and 0.0004-0.046 for calibration targets without these subjects)."""
     rng = random.Random(f"controlled-background:{seed}")
     out = []
     for i in range(n):
         name = "".join(rng.choice(SYLLABLES) for _ in range(3)).capitalize() + "x"
         attr, rel = rng.choice(ATTRIBUTES), RELATIONS[i % len(RELATIONS)]
         out.append((name, rel, attr))
+    extra = random.Random(f"controlled-background-extra:{seed}")
+    names = {o[0] for o in out}
+    for i, attr in enumerate(extra_attributes):
+        while (name := "".join(extra.choice(SYLLABLES) for _ in range(3)).capitalize() + "x") in names:
+            pass
+        names.add(name)
+        out.append((name, RELATIONS[i % len(RELATIONS)], attr))
     return out
 
 
-def background_subjects(n: int = 60, seed: int = 0, phrasings: list[str] | None = None) -> list[tuple[str, str]]:
+def background_subjects(n: int = 60, seed: int = 0, phrasings: list[str] | None = None,
+                        extra_attributes=()) -> list[tuple[str, str]]:
     """The pretraining subjects in the targets' own phrasings (all of them by default; ``phrasings=DIAG``: the
     diagnostic phrasing only, which the resample-ablation locator averages over)."""
     phrasings = TRAIN + DIAG + EVAL if phrasings is None else phrasings
-    return [(t.format(rel=rel, s=name), attr) for name, rel, attr in background_subject_facts(n, seed)
+    return [(t.format(rel=rel, s=name), attr) for name, rel, attr in background_subject_facts(n, seed, extra_attributes)
             for t in phrasings]
 
 
-def background(seed: int = 0) -> list[tuple[str, str]]:
+def background(seed: int = 0, extra_attributes=()) -> list[tuple[str, str]]:
     """(prompt, answer) pairs of the base model's pretraining: world facts, neutral text, background subjects."""
-    return base_facts() + background_subjects(seed=seed)
+    return base_facts() + background_subjects(seed=seed, extra_attributes=extra_attributes)
 
 
 def base_facts() -> list[tuple[str, str]]:

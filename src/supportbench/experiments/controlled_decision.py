@@ -1,0 +1,91 @@
+"""The controlled separation's frozen decision (paper §5.2; rules in docs/benchmarks.md, "Frozen before the final
+runs"), taken on the calibration targets only and written before any final controlled run starts:
+
+  primary locator   the registered locator with the highest localization AUROC on the calibration targets
+                    (label: the injecting interface, construction data, not an outcome); ties -> the earlier
+                    name alphabetically
+  learning rates    per interface, the lr of ``LR_GRID`` with the highest mean summed-NLL J over the calibration
+                    targets unlearned through that interface; ties -> the smaller lr
+  learned targets   a target counts in Table 1 only when its theta_0 recall is >= ``RECALL_THRESHOLD``
+
+Like a DIR-R decision (``decisions.py``) its ``hash`` is the sha256 of the frozen items and ``frozen_at``, so
+neither can change without changing the hash. No torch: the registry's ingest and audit read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from supportbench._io import write_json_atomic
+from supportbench.errors import DecisionError
+
+KIND = "controlled"
+LR_GRID: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+RECALL_THRESHOLD = 0.5
+FROZEN_ITEMS = ("kind", "experiment", "benchmark", "objective", "model", "T", "seed", "theta0_hash",
+                "calibration_targets", "locator_aurocs", "primary_locator", "lr_grid", "mean_J", "lr",
+                "recall_threshold")
+
+
+def auroc(scores: list[float], labels: list[int]) -> float | None:
+    """P(score of a positive > score of a negative), ties counted half; None without both classes."""
+    pos = [s for s, y in zip(scores, labels) if y]
+    neg = [s for s, y in zip(scores, labels) if not y]
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def choose_primary(aurocs: dict[str, float | None]) -> str:
+    """The locator with the highest calibration AUROC; ties -> the earlier name alphabetically."""
+    ok = {k: v for k, v in aurocs.items() if v is not None}
+    if not ok:
+        raise DecisionError("no locator has a calibration AUROC (the calibration targets need both interfaces)")
+    return min(ok, key=lambda k: (-ok[k], k))
+
+
+def choose_lr(mean_J: dict[float, float]) -> float:
+    """The lr with the highest mean J; ties -> the smaller lr."""
+    if not mean_J:
+        raise DecisionError("no calibration run of this interface finished: cannot choose its learning rate")
+    return min(mean_J, key=lambda lr: (-mean_J[lr], lr))
+
+
+def decision_hash(dec: dict) -> str:
+    items = {k: dec.get(k) for k in (*FROZEN_ITEMS, "frozen_at")}
+    return hashlib.sha256(json.dumps(items, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def is_controlled(dec: dict) -> bool:
+    return dec.get("kind") == KIND
+
+
+def freeze_controlled(directory: str | Path, **items) -> dict:
+    """Write ``<directory>/<hash>.json`` with the frozen items, their content hash and frozen_at."""
+    items = {"kind": KIND, **items}
+    missing = [k for k in FROZEN_ITEMS if k not in items]
+    if missing:
+        raise DecisionError(f"cannot freeze a controlled decision without {missing}")
+    dec = {k: items[k] for k in FROZEN_ITEMS}
+    dec["lr"] = {k: float(v) for k, v in dec["lr"].items()}
+    dec.update({k: v for k, v in items.items() if k not in FROZEN_ITEMS})  # informational extras
+    dec["frozen_at"] = datetime.now(UTC).isoformat(timespec="microseconds")
+    dec = json.loads(json.dumps(dec))   # the hash is of what the file will hold (JSON keys are strings)
+    dec["hash"] = decision_hash(dec)
+    write_json_atomic(Path(directory) / f"{dec['hash']}.json", dec)
+    return dec
+
+
+def verify_controlled(dec: dict, source: str = "controlled decision") -> None:
+    missing = [k for k in (*FROZEN_ITEMS, "frozen_at", "hash") if k not in dec]
+    if missing:
+        raise DecisionError(f"{source}: not a frozen controlled decision, it lacks {missing}")
+    want = decision_hash(dec)
+    if dec["hash"] != want:
+        raise DecisionError(f"{source}: frozen items do not match their content hash (stored {dec['hash']}, "
+                            f"recomputed {want}): the primary locator, a learning rate, frozen_at or another "
+                            "frozen item was changed after freezing")
