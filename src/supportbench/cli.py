@@ -244,7 +244,7 @@ def _cmd_registry(args) -> int:
         return _query(query_connection(args.registry), args.command_sql)
     con = connect(args.registry)
     if args.action == "ingest":
-        rep = ing.ingest(con, args.path or DEFAULT_RESULTS.root)
+        rep = ing.ingest(con, args.path or DEFAULT_RESULTS.root, replace_reruns=args.replace_reruns)
         print(rep.summary())
         return 1 if rep.conflicts or rep.decision_conflicts else 0
     if args.action == "import":
@@ -497,6 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
     g.add_argument("--experiment", default=None, help="export only this experiment")
     g.add_argument("-c", dest="command_sql", default=None, help="query: run this SQL and exit")
+    g.add_argument("--replace-reruns", dest="replace_reruns", action="store_true",
+                   help="ingest: let records rerun by changed code replace stored outcomes (each logged)")
     g.set_defaults(func=_cmd_registry)
     a = sub.add_parser("audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions")
     a.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))

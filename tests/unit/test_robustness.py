@@ -225,6 +225,34 @@ def test_retried_failure_and_declared_post_hoc_completion_replace_the_stored_rec
     assert not a.failed and not a.duplicates and not a.conflicts
     assert scalar(con, "SELECT count(*) FROM runs") == 2
     assert scalar(con, "SELECT count(*) FROM candidates WHERE run_key = ?", [done["run_key"]]) == 5
+    assert sorted(r[0] for r in con.execute("SELECT reason FROM replacements").fetchall()) == ["post_hoc", "retry"]
+
+
+def test_a_stored_outcome_is_never_silently_replaced(tmp_path):
+    """Rewriting J and the code fingerprint of every record of a method is not a reason to replace stored
+    outcomes: without --replace-reruns it is a conflict (nothing overwritten); with it, each replacement is
+    logged with the old and the new content."""
+    res = tmp_path / "res"
+    recs = [syn.record(experiment="e", method="wagle", seed=s, J=1.0) for s in (1, 2)]
+    for r in recs:
+        r["fingerprint"] = {"hash": "a" * 16}
+        syn.write(res, r)
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, res)
+    for r in recs:                                   # the same runs, "rerun by other code" with a better J
+        r["fingerprint"] = {"hash": "b" * 16}
+        r["outcome"]["J"] = 9.0
+        syn.write(res, r)
+    rep = ingest(con, res)
+    assert rep.replaced == 0 and len(rep.conflicts) == 2
+    assert scalar(con, "SELECT max(J) FROM outcomes") == 1.0                     # the stored outcomes stand
+    assert audit(con, "e").conflicts                                             # and the audit says so
+    r = subprocess.run(CLI + ["registry", "ingest", str(res), "--registry", str(tmp_path / "r2.duckdb")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0                                                     # a fresh registry: all new
+    rep = ingest(con, res, replace_reruns=True)
+    assert rep.replaced == 2 and scalar(con, "SELECT max(J) FROM outcomes") == 9.0
+    assert scalar(con, "SELECT count(*) FROM replacements WHERE reason = 'rerun'") == 2
 
 
 # ---- frozen decisions that cannot be forged or back-dated ------------------------------------------------

@@ -78,17 +78,18 @@ class IngestReport:
     conflicts: list[dict] = field(default_factory=list)
     decisions_new: int = 0
     decision_conflicts: list[dict] = field(default_factory=list)
-    replaced: int = 0  # stored records replaced by a retry, a post-hoc completion or a rerun by other code
+    replaced: int = 0  # stored records replaced (each logged in ``replacements``)
 
     def summary(self) -> str:
         s = (f"{self.files} record files: {self.new} new, {self.unchanged} unchanged, {len(self.conflicts)} conflicts; "
              f"{self.decisions_new} new decisions")
         if self.replaced:
             s += (f"\n  {self.replaced} stored records replaced by the same run done again (a retried failure, a "
-                  "post-hoc completion, or a rerun by changed code)")
+                  "post-hoc completion, or a rerun by changed code with --replace-reruns); each is logged in the "
+                  "registry's replacements table")
         for c in self.conflicts[:10]:
             s += (f"\n  conflict: run {c['run_key'][:12]} in {c['source']} differs from the stored record "
-                  "(not overwritten)")
+                  "(not overwritten; if it is a rerun by changed code, --replace-reruns replaces it, logged)")
         for c in self.decision_conflicts[:10]:
             s += f"\n  conflict: decision {c['hash'][:12]} in {c['source']} differs from the stored one"
         return s
@@ -115,8 +116,14 @@ def check_record(name: str, text: bytes) -> RunRecord:
         raise RegistryError(f"truncated or invalid record file, nothing ingested: {exc}") from None
 
 
-def ingest(con, results_dir: str | Path, *, chunk: int = 20_000) -> IngestReport:
-    """Ingest a results directory's decisions and run records (``ResultsDir``) into ``con``."""
+def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns: bool = False) -> IngestReport:
+    """Ingest a results directory's decisions and run records (``ResultsDir``) into ``con``.
+
+    A stored record is replaced, and the replacement logged in ``replacements``, when the file is the same
+    run done again: a retried failure (no outcome was stored), or a declared post-hoc completion that
+    reproduces J. A rerun by other code (another fingerprint, possibly another outcome) replaces a stored
+    outcome only when asked (``replace_reruns``; ``registry ingest --replace-reruns``); otherwise it is a
+    conflict, kept aside and reported."""
     results = ResultsDir(results_dir)
     if not results.root.is_dir():
         raise RegistryError(f"no results directory '{results.root}' (expected {results.runs}/*.json)")
@@ -136,7 +143,7 @@ def ingest(con, results_dir: str | Path, *, chunk: int = 20_000) -> IngestReport
             for k, names in enumerate(chunks):
                 texts = pending.result()
                 pending = reader.submit(_read_all, chunks[k + 1]) if k + 1 < len(chunks) else None
-                _ingest_chunk(con, names, texts, rep)
+                _ingest_chunk(con, names, texts, rep, replace_reruns)
         _derive(con)
         con.execute("COMMIT")
     except BaseException:
@@ -184,7 +191,7 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
         rep.decisions_new += 1
 
 
-def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport) -> None:
+def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport, replace_reruns: bool = False) -> None:
     tbl = pa.table({"filename": names, "content": pa.array(texts, type=pa.binary()).cast(pa.string())})
     con.register("raw_chunk", tbl)
     try:  # one pass: validity, content hash and a single typed parse per record
@@ -200,16 +207,21 @@ def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport) 
     finally:
         con.unregister("raw_chunk")
     # every record was checked against RunRecord on the reader thread (``check_record``) before this chunk
-    # the same run done again on purpose replaces the stored record: a retried failure, a declared post-hoc
-    # completion that reproduces J, or a rerun by other code (its fingerprint differs)
-    again = [r[0] for r in con.execute("""SELECT s.run_key FROM st2 s JOIN outcomes o USING (run_key)
-        LEFT JOIN gate_events g USING (run_key) LEFT JOIN provenance p USING (run_key)
-        WHERE s.old_h <> s.h AND s.k = 1 AND (o.status = 'failed'
-           OR (coalesce(s.r.dirr.post_hoc, false) AND NOT coalesce(g.complete, false) AND s.r.outcome.J = o.J)
-           OR (s.r.fingerprint.hash IS NOT NULL AND s.r.fingerprint.hash IS DISTINCT FROM p.fingerprint))
-        """).fetchall()]
+    # the same run done again replaces the stored record, logged: a retried failure, a declared post-hoc
+    # completion that reproduces J, or (only when asked) a rerun by other code (its fingerprint differs)
+    con.execute("""CREATE OR REPLACE TEMP TABLE again AS SELECT * FROM (
+        SELECT s.run_key, s.old_h, s.h, s.filename, CASE
+            WHEN o.status = 'failed' THEN 'retry'
+            WHEN coalesce(s.r.dirr.post_hoc, false) AND NOT coalesce(g.complete, false) AND s.r.outcome.J = o.J
+                THEN 'post_hoc'
+            WHEN s.r.fingerprint.hash IS NOT NULL AND s.r.fingerprint.hash IS DISTINCT FROM p.fingerprint
+                THEN 'rerun' END AS reason
+        FROM st2 s JOIN outcomes o USING (run_key) LEFT JOIN gate_events g USING (run_key)
+        LEFT JOIN provenance p USING (run_key) WHERE s.old_h <> s.h AND s.k = 1)
+        WHERE reason IN ('retry', 'post_hoc') OR (reason = 'rerun' AND $reruns)""", {"reruns": replace_reruns})
+    again = [r[0] for r in con.execute("SELECT run_key FROM again").fetchall()]
     if again:
-        con.execute("CREATE OR REPLACE TEMP TABLE again AS SELECT unnest(?::VARCHAR[]) AS run_key", [again])
+        con.execute("INSERT INTO replacements SELECT run_key, reason, old_h, h, filename, now() FROM again")
         for tbl in ("outcomes", "supports", "provenance", "gate_events", "candidates", "runs"):
             con.execute(f"DELETE FROM {tbl} WHERE run_key IN (SELECT run_key FROM again)")
         con.execute("UPDATE st2 SET old_h = NULL WHERE run_key IN (SELECT run_key FROM again)")

@@ -111,6 +111,15 @@ CREATE TABLE IF NOT EXISTS provenance (
     finished_at  TIMESTAMP,
     fingerprint  VARCHAR                -- hash of the code behind the run (method, objective, benchmark)
 );
+-- Every stored record that ingest replaced, and why: a replacement is a recorded act, never silent.
+CREATE TABLE IF NOT EXISTS replacements (
+    run_key          VARCHAR NOT NULL,
+    reason           VARCHAR NOT NULL CHECK (reason IN ('retry', 'post_hoc', 'rerun')),
+    old_content_hash VARCHAR NOT NULL,
+    new_content_hash VARCHAR NOT NULL,
+    source           VARCHAR NOT NULL,
+    replaced_at      TIMESTAMP NOT NULL
+);
 CREATE TABLE IF NOT EXISTS ingest_conflicts (
     run_key      VARCHAR NOT NULL,
     source       VARCHAR NOT NULL,
