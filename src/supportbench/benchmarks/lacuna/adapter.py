@@ -69,13 +69,14 @@ from supportbench.unlearning.models import (
     is_model_dir,
     load_model,
     model_hash,
+    reproducible_build,
     resolve_device,
     save_model,
     train_tokenizer,
 )
 from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
 
-PREP_VERSION = "lacuna-prepare-v1"
+PREP_VERSION = "lacuna-prepare-v2"  # v2: built reproducibly (one thread)
 ALL_GROUPS = range(gen.N_GROUPS)
 
 
@@ -169,7 +170,8 @@ class Lacuna:
             tmp = root.with_name(root.name + f".tmp{os.getpid()}")
             gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.seed)
             self._data_dir = tmp / "data-masked" / "data"
-            net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
+            with reproducible_build(seed):
+                net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
             save_model(net, tok, tmp / "masked")
             root.parent.mkdir(parents=True, exist_ok=True)
             publish(tmp, root)
