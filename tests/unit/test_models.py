@@ -2,7 +2,15 @@ import pytest
 import torch
 
 from supportbench.errors import SupportbenchError, UnknownNameError
-from supportbench.unlearning.models import get_preset, load_model, model_hash, resolve_device, save_model
+from supportbench.unlearning.models import (
+    BUILD_THREADS,
+    get_preset,
+    load_model,
+    model_hash,
+    reproducible_build,
+    resolve_device,
+    save_model,
+)
 
 
 def test_save_load_roundtrip_is_exact(tiny_model, tiny_tokenizer, tmp_path):
@@ -33,3 +41,20 @@ def test_resolve_device():
     assert resolve_device("cpu") == torch.device("cpu")
     with pytest.raises(SupportbenchError, match="unknown device 'gpu0'.*auto, cpu, cuda or cuda:N"):
         resolve_device("gpu0")
+
+
+def test_reproducible_build_pins_threads_seeds_and_restores():
+    """theta_0 builds on BUILD_THREADS threads from a seeded global RNG; the caller's count and RNG come back."""
+    prev_threads, prev_state = torch.get_num_threads(), torch.get_rng_state()
+    torch.set_num_threads(2)
+    try:
+        draws = []
+        for _ in range(2):
+            with reproducible_build(seed=3):
+                assert torch.get_num_threads() == BUILD_THREADS
+                draws.append(torch.rand(4))
+            assert torch.get_num_threads() == 2
+        assert torch.equal(*draws)
+        assert torch.equal(torch.get_rng_state(), prev_state)
+    finally:
+        torch.set_num_threads(prev_threads)

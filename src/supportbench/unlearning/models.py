@@ -11,7 +11,8 @@ Weights are saved with safetensors only.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,6 +143,27 @@ def build_model(preset: str | ModelPreset, tokenizer, seed: int = 0):
         model = AutoModelForCausalLM.from_config(cfg)
     model.eval()
     return model
+
+
+# theta_0 trains on one intra-op thread: ATen splits its reductions (sums, norms, bias gradients) into one
+# chunk per thread, so the last bits of every training step -- and after a few hundred steps the weights --
+# depend on the thread count of the process that happens to build it (a sweep worker has 1, a shell 2).
+BUILD_THREADS = 1
+
+
+@contextmanager
+def reproducible_build(seed: int) -> Iterator[None]:
+    """Build a cached base model (theta_0) as a pure function of its spec: torch's intra-op threads pinned to
+    ``BUILD_THREADS`` and the global RNG seeded with ``seed`` (torch seeds it randomly in every process, so
+    anything drawing from it -- a LoRA's init -- would differ per process); both restored afterwards."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(BUILD_THREADS)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(seed)
+            yield
+    finally:
+        torch.set_num_threads(prev)
 
 
 def save_model(model, tokenizer, path: str | Path) -> Path:

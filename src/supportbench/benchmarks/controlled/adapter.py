@@ -51,13 +51,14 @@ from supportbench.unlearning.models import (
     is_model_dir,
     load_model,
     model_hash,
+    reproducible_build,
     resolve_device,
     save_model,
     train_tokenizer,
 )
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
-PREP_VERSION = "controlled-prepare-v1"
+PREP_VERSION = "controlled-prepare-v2"  # v2: built reproducibly (seeded LoRA init, one thread)
 
 
 @register_benchmark("controlled")
@@ -130,7 +131,7 @@ class Controlled:
         root = self.cache_dir / "controlled" / f"{label}-{key}"
         hit = (root / "theta0" / "config.json").is_file()
         if not hit:
-            with building(root) as tmp:
+            with building(root) as tmp, reproducible_build(seed):
                 self._build(model_preset, seed, tmp)
         base, tok = load_model(root / "theta0", device=self.device)
         self.itf = itf_mod.make_interfaces(base, self.layer, self.rank, self.seed)
@@ -175,7 +176,8 @@ class Controlled:
             data = tokenize_pairs(tok, [p for p, _ in bg], [a for _, a in bg])
             finetune(base, data, self.pretrain_config, progress=self.progress, desc="prepare controlled (theta_pre)")
         itf = itf_mod.make_interfaces(base, self.layer, self.rank, self.seed)
-        model = itf_mod.load_lora(base, self.adapter, itf) if self.adapter else itf_mod.attach_lora(base, itf)
+        model = (itf_mod.load_lora(base, self.adapter, itf) if self.adapter
+                 else itf_mod.attach_lora(base, itf, seed=self.seed))
         rows = {w: [r for t in self.all_targets.values() if t["interface"] == w for r in self._rows(t, "train")]
                 for w in itf_mod.INTERFACES}
         sets = {w: tokenize_pairs(tok, [p for p, _ in rs], [a for _, a in rs]) for w, rs in rows.items()}

@@ -66,13 +66,16 @@ def make_interfaces(model, layer: int, rank: int, seed: int = 0) -> Interfaces:
     return Interfaces(layer, f"model.layers.{layer}.mlp.down_proj", tuple(range(start, start + c)), rank, d, f)
 
 
-def attach_lora(base, itf: Interfaces):
-    """The base model with an unmerged LoRA (B = 0) on the interface's down-projection."""
+def attach_lora(base, itf: Interfaces, seed: int = 0):
+    """The base model with an unmerged LoRA (B = 0) on the interface's down-projection. peft draws A from
+    torch's global RNG, which torch seeds randomly per process: A is drawn under ``seed`` instead."""
     from peft import LoraConfig, get_peft_model
 
     cfg = LoraConfig(r=itf.rank, lora_alpha=itf.rank, lora_dropout=0.0, bias="none", target_modules=[itf.module],
                      init_lora_weights=True)
-    return get_peft_model(base, cfg)
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        return get_peft_model(base, cfg)
 
 
 def load_lora(base, adapter_dir, itf: Interfaces):

@@ -59,13 +59,14 @@ from supportbench.unlearning.models import (
     is_model_dir,
     load_model,
     model_hash,
+    reproducible_build,
     resolve_device,
     save_model,
     train_tokenizer,
 )
 from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
 
-PREP_VERSION = "lacuna-prepare-v1"
+PREP_VERSION = "lacuna-prepare-v2"  # v2: built reproducibly (one thread)
 ALL_GROUPS = range(gen.N_GROUPS)
 
 
@@ -160,7 +161,8 @@ class Lacuna:
             with B.building(root) as tmp:
                 gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.seed)
                 self._data_dir = tmp / "data-masked" / "data"
-                net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
+                with reproducible_build(seed):
+                    net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
                 save_model(net, tok, tmp / "masked")
             hit = False
         else:

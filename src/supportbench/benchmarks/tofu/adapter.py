@@ -57,12 +57,13 @@ from supportbench.unlearning.models import (
     is_model_dir,
     load_model,
     model_hash,
+    reproducible_build,
     resolve_device,
     save_model,
 )
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
-PREP_VERSION = "tofu-prepare-v2"
+PREP_VERSION = "tofu-prepare-v3"  # v3: built reproducibly (one thread)
 
 
 # ---- the benchmark -----------------------------------------------------------------------------------
@@ -166,7 +167,8 @@ class Tofu:
         if (path / "config.json").exists():
             net, tok = load_model(path, device=self.device)
             return net, tok, path, True
-        net, tokenizer = self._train_model(model, seed, rows, desc=f"prepare {self.name} {kind}")
+        with reproducible_build(seed):
+            net, tokenizer = self._train_model(model, seed, rows, desc=f"prepare {self.name} {kind}")
         with B.building(path) as tmp:
             save_model(net, tokenizer, tmp)
         return net, tokenizer, path, False
