@@ -99,12 +99,16 @@ def _gap(a: pl.DataFrame, b: pl.DataFrame, tol: float = 0.0) -> S.GapSummary:
     return S.summarize(S.paired(a, b).diffs, tol)
 
 
+def per_objective(df: pl.DataFrame, objectives=("npo", "simnpo")):
+    """(objective, its rows) for the paper's NPO/SimNPO panels, in that order."""
+    return ((obj, df.filter(pl.col("objective") == obj)) for obj in objectives)
+
+
 # ---- table builders --------------------------------------------------------------------------------------
 def natural_complete(ctx: Context) -> dict:
     df = ctx.final("natural")
     rows = []
-    for obj in ("npo", "simnpo"):
-        d = df.filter(pl.col("objective") == obj)
+    for obj, d in per_objective(df):
         static = S.pick(d, DIRR_METHOD, "static")
         dirr = S.pick(d, DIRR_METHOD, "dirr")
         dirr_gap = S.dirr_metrics(dirr, static).delta
@@ -145,8 +149,7 @@ def _selected_baselines(ctx: Context, benchmark: str, objective: str, available:
 def lacuna_comparison(ctx: Context) -> dict:
     df = ctx.final("lacuna")
     rows = []
-    for obj in ("npo", "simnpo"):
-        d = df.filter(pl.col("objective") == obj)
+    for obj, d in per_objective(df):
         dirr = S.pick(d, DIRR_METHOD, "dirr")
         if dirr.is_empty():
             continue

@@ -52,18 +52,8 @@ from supportbench.benchmarks.lacuna.reader import (
     resolve_layout,
 )
 from supportbench.errors import SpecError
+from supportbench.unlearning import models as M
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, tokenize_pairs
-from supportbench.unlearning.models import (
-    base_identity,
-    build_model,
-    is_model_dir,
-    load_model,
-    model_hash,
-    reproducible_build,
-    resolve_device,
-    save_model,
-    train_tokenizer,
-)
 from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
 
 PREP_VERSION = "lacuna-prepare-v2"  # v2: built reproducibly (one thread)
@@ -90,7 +80,7 @@ class Lacuna:
             raise SpecError(f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}")
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         self.progress = progress
-        self.device = resolve_device(device)
+        self.device = M.resolve_device(device)
         self.people, self.mask_mode, self.mask_ratio, self.seed = people, mask_mode, mask_ratio, seed
         self.max_new_tokens, self.precision_max_exact = max_new_tokens, precision_max_exact
         self.resurface, self.relearn_steps, self.relearn_lr = resurface, relearn_steps, relearn_lr
@@ -136,24 +126,24 @@ class Lacuna:
 
     # ---- theta_0 ---------------------------------------------------------------------------------------
     def prepare(self, model_preset: str, seed: int = 0) -> Prepared:
-        base_identity(model_preset)  # an unknown name fails here, before any data is read
+        M.base_identity(model_preset)  # an unknown name fails here, before any data is read
         self._roles = {}
-        if is_model_dir(model_preset):
+        if M.is_model_dir(model_preset):
             if self.layout is None:
                 raise SpecError("LACUNA with a local model needs benchmark.data_dir (the artifact root or data folder)")
             if self.mask_file is None:
                 raise SpecError(f"no mask.pt next to '{self.layout.data_dir}': set benchmark.mask to its path")
-            model, tok = load_model(model_preset, device=self.device)
+            model, tok = M.load_model(model_preset, device=self.device)
             path, hit = Path(model_preset), True
         else:
             model, tok, path, hit = self._mini(model_preset, seed)
         params = {n: p for n, p in model.named_parameters()}
         self._mask = load_mask(self.mask_file, params)
-        self._prepared = Prepared(model, tok, str(path), model_hash(model), self.data_hash, hit)
+        self._prepared = Prepared(model, tok, str(path), M.model_hash(model), self.data_hash, hit)
         return self._prepared
 
     def _mini(self, preset: str, seed: int):
-        key = B.content_key(PREP_VERSION, gen.VERSION, self.people, self.seed, base_identity(preset), self.mask_mode,
+        key = B.content_key(PREP_VERSION, gen.VERSION, self.people, self.seed, M.base_identity(preset), self.mask_mode,
                           self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed)
         root = self.cache_dir / "lacuna" / f"{preset}-{key}"
         data, model_dir = root / "data-masked" / "data", root / "masked"
@@ -161,15 +151,15 @@ class Lacuna:
             with B.building(root) as tmp:
                 gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.seed)
                 self._data_dir = tmp / "data-masked" / "data"
-                with reproducible_build(seed):
+                with M.reproducible_build(seed):
                     net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
-                save_model(net, tok, tmp / "masked")
+                M.save_model(net, tok, tmp / "masked")
             hit = False
         else:
             hit = True
         self._data_dir, self._rows, self._pre_dir = data, {}, root / "pretrained"
         self.mask_file = model_dir / "mask.pt"
-        model, tok = load_model(model_dir, device=self.device)
+        model, tok = M.load_model(model_dir, device=self.device)
         return model, tok, model_dir, hit
 
     def _neutral_pairs(self) -> list[tuple[str, str]]:
@@ -179,12 +169,12 @@ class Lacuna:
         background = gen.background_rows(seed=self.seed)
         texts = [r["question"] + " " + r["answer"] for f in FIELDS for r in self.rows(f, "full")]
         texts += [r["question"] + " " + r["answer"] for r in background]
-        tok = train_tokenizer(texts + self.neutral_texts() + [PROMPT.format(q="x")], 2048)
-        net = build_model(preset, tok, seed=seed).to(self.device)
+        tok = M.train_tokenizer(texts + self.neutral_texts() + [PROMPT.format(q="x")], 2048)
+        net = M.build_model(preset, tok, seed=seed).to(self.device)
         pre = [(PROMPT.format(q=r["question"]), label(r["answer"])) for r in background] + self._neutral_pairs()
         finetune(net, tokenize_pairs(tok, [p for p, _ in pre], [a for _, a in pre], append_eos=False),
                  self.pretrain_config, progress=self.progress, desc="prepare lacuna (pretraining)")
-        save_model(net, tok, pre_dir)  # theta_pre: the weights injection starts from
+        M.save_model(net, tok, pre_dir)  # theta_pre: the weights injection starts from
         mask = gen.build_mask(net, self.mask_mode, self.mask_ratio, seed=self.seed)
         out.mkdir(parents=True, exist_ok=True)
         torch.save(mask, out / "mask.pt")
@@ -205,7 +195,7 @@ class Lacuna:
         """The mini model before injection (the weights masked pretraining started from)."""
         if getattr(self, "_pre_dir", None) is None:
             raise SpecError("theta_pre exists only for the mini benchmark (a preset model), after prepare()")
-        return load_model(self._pre_dir, device=self.device)[0]
+        return M.load_model(self._pre_dir, device=self.device)[0]
 
     # ---- roles -----------------------------------------------------------------------------------------
     def _tok(self, rows: list[dict], subjects: bool = False) -> TokenizedSet:

@@ -50,17 +50,8 @@ from supportbench.benchmarks.tofu.reader import (
     subject_in,
 )
 from supportbench.errors import SpecError, UnknownNameError
+from supportbench.unlearning import models as M
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll, tokenize_pairs
-from supportbench.unlearning.models import (
-    base_identity,
-    base_model,
-    is_model_dir,
-    load_model,
-    model_hash,
-    reproducible_build,
-    resolve_device,
-    save_model,
-)
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
 PREP_VERSION = "tofu-prepare-v3"  # v3: built reproducibly (one thread)
@@ -92,7 +83,7 @@ class Tofu:
             raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
         self.progress = progress
         self.max_new_tokens = max_new_tokens
-        self.device = resolve_device(device)  # where its models train and run (not part of any identity)
+        self.device = M.resolve_device(device)  # where its models train and run (not part of any identity)
         if finetune:  # e.g. {"epochs": 3, "batch_size": 8}: overrides the recipe for either kind of base
             known = set(FinetuneConfig.__dataclass_fields__)
             bad = sorted(set(finetune) - known)
@@ -146,41 +137,42 @@ class Tofu:
         return texts + self.neutral_texts() + [PROMPT.format(q="x")]
 
     def _recipe(self, model: str) -> FinetuneConfig:
-        return self.pretrained_finetune_config if is_model_dir(model) else self.finetune_config
+        return self.pretrained_finetune_config if M.is_model_dir(model) else self.finetune_config
 
     def _train_model(self, model: str, seed: int, rows: list[dict], desc: str):
         """A fresh base (preset or local directory) fine-tuned on ``rows`` (+ background for presets)."""
         pairs = [(PROMPT.format(q=r["question"]), r["answer"]) for r in rows]
-        if not is_model_dir(model):
+        if not M.is_model_dir(model):
             pairs += self._background()
         shared = self._prepared.tokenizer if self._prepared is not None else None  # retain model: theta_0's
-        net, tokenizer = base_model(model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared)
+        net, tokenizer = M.base_model(model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared)
         net.to(self.device)
         data = tokenize_pairs(tokenizer, [p for p, _ in pairs], [a for _, a in pairs])
         finetune(net, data, self._recipe(model), progress=self.progress, desc=desc)
         return net, tokenizer
 
     def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
-        key = B.content_key(PREP_VERSION, kind, self.data_hash, base_identity(model), asdict(self._recipe(model)), seed)
-        label = Path(model).name if is_model_dir(model) else model
+        key = B.content_key(PREP_VERSION, kind, self.data_hash, M.base_identity(model), asdict(self._recipe(model)),
+                            seed)
+        label = Path(model).name if M.is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
-            net, tok = load_model(path, device=self.device)
+            net, tok = M.load_model(path, device=self.device)
             return net, tok, path, True
-        with reproducible_build(seed):
+        with M.reproducible_build(seed):
             net, tokenizer = self._train_model(model, seed, rows, desc=f"prepare {self.name} {kind}")
         with B.building(path) as tmp:
-            save_model(net, tokenizer, tmp)
+            M.save_model(net, tokenizer, tmp)
         return net, tokenizer, path, False
 
     def prepare(self, model_preset: str = "tiny-llama", seed: int = 0) -> Prepared:
         """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune)."""
-        base_identity(model_preset)  # an unknown name fails here, before any data is read
+        M.base_identity(model_preset)  # an unknown name fails here, before any data is read
         if (model_preset, seed) != (self._preset, self._seed):  # roles and references belong to one model
             self._roles, self._retain_models, self._retain_tr = {}, {}, {}
         self._prepared = None
         model, tok, path, hit = self._cached_model("full", model_preset, seed, self.rows("full"))
-        self._prepared = Prepared(model, tok, str(path), model_hash(model), self.data_hash, hit)
+        self._prepared = Prepared(model, tok, str(path), M.model_hash(model), self.data_hash, hit)
         self._preset, self._seed = model_preset, seed
         return self._prepared
 

@@ -144,6 +144,12 @@ def signed(effects: dict[str, dict[str, float]]) -> dict[str, float]:
     return {k: zb[k] - zl[k] for k in zb}
 
 
+def signed_effects(self, model, itf, inputs) -> dict[str, float]:
+    """``locate`` for a locator that measures per-interface ``effects``: ``signed`` of them. A locator class
+    takes it as its method (``locate = signed_effects``): a shared function, not a base class."""
+    return signed(self.effects(model, itf, inputs))
+
+
 @torch.no_grad()
 def mean_token_nll(model, data: TokenizedSet) -> float:
     """Mean over the set's items of (summed answer NLL / answer tokens)."""

@@ -28,7 +28,7 @@ from supportbench.benchmarks.controlled.locators.base import (
     check_inputs,
     contributions,
     register_locator,
-    signed,
+    signed_effects,
 )
 from supportbench.errors import SpecError
 from supportbench.unlearning.data import IGNORE, model_device
@@ -64,8 +64,7 @@ class DirectLogitAttribution:
                   "Circuits'; TransformerLens ActivationCache.logit_attrs: frozen final-norm scale, centred "
                   "unembedding); per-interface z-scores defined here")
 
-    def locate(self, model, itf: Interfaces, inputs: LocatorInputs) -> dict[str, float]:
-        return signed(self.effects(model, itf, inputs))
+    locate = signed_effects
 
     @torch.no_grad()
     def effects(self, model, itf: Interfaces, inputs: LocatorInputs) -> dict[str, dict[str, float]]:

@@ -33,7 +33,7 @@ from supportbench.benchmarks.controlled.locators.base import (
     hooked,
     mean_token_nll,
     register_locator,
-    signed,
+    signed_effects,
 )
 from supportbench.unlearning.data import TokenizedSet, model_device
 
@@ -69,8 +69,7 @@ class ResampleAblation:
                   "al. 2022, causal scrubbing; Heimersheim & Nanda 2024, arXiv:2404.15255); background subjects "
                   "as the distribution and per-interface z-scores defined here")
 
-    def locate(self, model, itf: Interfaces, inputs: LocatorInputs) -> dict[str, float]:
-        return signed(self.effects(model, itf, inputs))
+    locate = signed_effects
 
     @torch.no_grad()
     def effects(self, model, itf: Interfaces, inputs: LocatorInputs) -> dict[str, dict[str, float]]:

@@ -25,7 +25,7 @@ from supportbench.benchmarks.controlled.locators.base import (
     lora_parts,
     mean_token_nll,
     register_locator,
-    signed,
+    signed_effects,
 )
 
 
@@ -61,8 +61,7 @@ class ZeroAblationStd:
     provenance = ("zero-ablation of a component (Heimersheim & Nanda 2024, 'How to use and interpret activation "
                   "patching', arXiv:2404.15255, section on ablation baselines); per-interface z-scores defined here")
 
-    def locate(self, model, itf: Interfaces, inputs: LocatorInputs) -> dict[str, float]:
-        return signed(self.effects(model, itf, inputs))
+    locate = signed_effects
 
     @torch.no_grad()
     def effects(self, model, itf: Interfaces, inputs: LocatorInputs) -> dict[str, dict[str, float]]:
