@@ -264,7 +264,7 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_
     s = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))
     assert s.runs == 8 and s.ok == 8 and list(s.decisions) == ["controlled/npo/seed 4099"]
     decs = ResultsDir(res).decision_files()
-    assert len(decs) == 1 and len(list(ResultsDir(res / "calibration" / "controlled").records())) == 2 * 2 * 5
+    assert len(decs) == 1 and len(list(ResultsDir(res).controlled_calibration.records())) == 2 * 2 * 5
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
     rep = audit(con, "ctl-sweep", spec)

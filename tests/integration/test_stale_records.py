@@ -85,7 +85,7 @@ def test_non_finite_outcome_is_diverged_by_construction(tofu, cache, tmp_path, m
     from supportbench.benchmarks.base import Outcome
 
     def nan_eval(self, model, roles, which="eval", full=False):
-        return Outcome(float("nan"), 1.0, 0.0, {})
+        return Outcome(J=float("nan"), G_F=1.0, D_coll=0.0)
 
     monkeypatch.setattr(type(tofu), "evaluate", nan_eval)
     spec = RunSpec("tofu", "forget10", "npo", "random", seed=5, T=2, budget=0.1, experiment="fp")

@@ -197,7 +197,7 @@ def test_a_locator_refuses_everything_but_its_inputs(tiny, name):
     model, itf, inputs = tiny
     roles = _roles(inputs)
     record = syn.record(benchmark="controlled", field="t00", method="lora", J=1.0)
-    outcome = Outcome(1.0, 1.5, 0.5, {"J_bounded": 0.1})
+    outcome = Outcome(J=1.0, G_F=1.5, D_coll=0.5, components={"J_bounded": 0.1})
     loc = get_locator(name)
     for bad in (roles.splits["eval"]["forget"], roles, record, outcome.to_dict(), outcome):
         with pytest.raises(TypeError, match="reads only theta_0, the Interfaces and LocatorInputs"):

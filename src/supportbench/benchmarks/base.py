@@ -39,20 +39,8 @@ from supportbench._registry import Registry
 from supportbench.benchmarks import evaluators as ev
 from supportbench.errors import SpecError, StateError, UnknownBenchmarkError
 from supportbench.experiments.paths import cache_root
+from supportbench.experiments.record import Outcome  # the record's type: what evaluate returns is stored
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """J = G_F - D_coll (paper Eq. 19, eq:terminal-score-metric); larger is better."""
-
-    J: float
-    G_F: float
-    D_coll: float
-    components: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {"J": self.J, "G_F": self.G_F, "D_coll": self.D_coll, "components": self.components}
 
 
 @dataclass
@@ -292,4 +280,4 @@ def to_outcome(components: dict) -> Outcome:
     """The Outcome of ``j_components``' dict (plus any benchmark components): J, G_F and D_coll are taken
     out, everything else stays a component."""
     J, G, D = components.pop("J"), components.pop("G_F"), components.pop("D_coll")
-    return Outcome(J, G, D, components)
+    return Outcome(J=J, G_F=G, D_coll=D, components=components)

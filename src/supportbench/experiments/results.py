@@ -5,6 +5,7 @@
     <root>/registry.duckdb            the registry built from them (``supportbench registry ingest``)
     <root>/report/                    the rendered report
     <root>/slurm/                     the Slurm executor's job folders
+    <root>/calibration/controlled/    the controlled decision's calibration runs (a results directory of its own)
 """
 
 from __future__ import annotations
@@ -25,15 +26,15 @@ class ResultsDir:
     def __repr__(self) -> str:
         return f"ResultsDir({str(self.root)!r})"
 
-    def __fspath__(self) -> str:
-        return str(self.root)
-
     # ---- the layout ---------------------------------------------------------------------------------
     runs = property(lambda self: self.root / "runs", doc="one RunRecord per run: runs/<run_key>.json")
     decisions = property(lambda self: self.root / "decisions", doc="frozen DIR-R decisions: <hash>.json")
     registry = property(lambda self: self.root / "registry.duckdb", doc="the registry built from them")
     report = property(lambda self: self.root / "report", doc="the rendered report")
     slurm = property(lambda self: self.root / "slurm", doc="the Slurm executor's job folders")
+    controlled_calibration = property(lambda self: ResultsDir(self.root / "calibration" / "controlled"),
+                                      doc="the controlled decision's calibration runs: beside, never among, the "
+                                          "final runs")
 
     def record(self, run_key: str) -> Path:
         return self.runs / f"{run_key}.json"

@@ -74,11 +74,6 @@ def apply_decision(spec: RunSpec, decision: dict) -> RunSpec:
                    rho_p=spec.rho_p, model=spec.model, hyperparameters=hp)
 
 
-def calibration_dir(results_dir: str | Path) -> Path:
-    """Where the calibration runs of the controlled decision are recorded: beside, never among, the final runs."""
-    return Path(results_dir) / "calibration" / "controlled"
-
-
 def _settings(benchmark, objective, seed, experiment, budget, T, model, hyperparameters) -> dict:
     return {"experiment": experiment, "benchmark": benchmark, "objective": objective, "model": model, "T": T,
             "seed": seed, "budget": budget,
@@ -111,7 +106,7 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
     if not fields:
         raise SpecError(f"benchmark '{benchmark}' has no calibration targets (benchmark.n_calibration_targets = 0): "
                         "the primary locator and the learning rates cannot be frozen before the final runs")
-    runner = Runner(calibration_dir(results_dir), cache_dir=cache_dir, force=force, device=device,
+    runner = Runner(ResultsDir(results_dir).controlled_calibration, cache_dir=cache_dir, force=force, device=device,
                     reuse_stale=reuse_stale, progress=False)
     first = RunSpec(benchmark, fields[0], objective, cls.INTERFACES[0], seed=seed, split="calibration",
                     experiment=experiment, budget=budget, T=T, model=model, hyperparameters=hp)

@@ -315,9 +315,8 @@ class Runner:
 
     def _evaluate(self, spec: RunSpec, bench, model, roles, draft: _Draft) -> None:
         t0 = time.perf_counter()
-        o = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
+        draft.outcome = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
         draft.compute.wall_s["eval"] = time.perf_counter() - t0
-        draft.outcome = Outcome(J=o.J, G_F=o.G_F, D_coll=o.D_coll, components=dict(o.components))
         self._check_finite(draft.outcome)
 
     @staticmethod
