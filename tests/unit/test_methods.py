@@ -236,3 +236,21 @@ def test_registration_refuses_a_class_that_cannot_be_a_method():
     with pytest.raises(TypeError, match=r"declares provenance, requires as a dataclass field"):
         register_method("annotated")(Annotated)
     assert "no_score" not in METHODS and "annotated" not in METHODS
+
+    # @dataclass above @register_method adds the fields after registration: refused when the method is made
+    from supportbench.errors import MethodOutputError
+    from supportbench.methods.base import get_method
+
+    class Late:
+        def score(self, diag, geometry):
+            return None
+
+    Late.__annotations__ = {"provenance": str}
+    Late.provenance = "somewhere"
+    late = dataclasses.dataclass(register_method("late_fields")(Late))
+    try:
+        with pytest.raises(MethodOutputError, match=r"'late_fields' \(.*Late\) declares provenance as a dataclass"):
+            get_method("late_fields")
+    finally:
+        METHODS.unregister("late_fields")
+    assert dataclasses.is_dataclass(late)

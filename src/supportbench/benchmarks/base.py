@@ -38,6 +38,7 @@ import torch
 from supportbench._registry import Registry
 from supportbench.benchmarks import evaluators as ev
 from supportbench.errors import SpecError, StateError, UnknownBenchmarkError
+from supportbench.experiments.identity import source_hash
 from supportbench.experiments.paths import cache_root
 from supportbench.experiments.record import Outcome  # the record's type: what evaluate returns is stored
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll
@@ -196,6 +197,14 @@ def default_cache_dir() -> Path:
     """Where prepared models and generated data are cached when no cache is given (``experiments.paths``):
     ``$SUPPORTBENCH_CACHE``, else the user's cache directory — never the current folder."""
     return cache_root()
+
+
+def build_code(cls) -> str:
+    """The source of the code that builds a benchmark's cached theta_0 and data: the torch primitives that
+    train it and the benchmark's own package. Part of every cache key, so changing that code rebuilds the
+    cache instead of reusing a model the current code would not produce."""
+    package = Path(inspect.getsourcefile(cls)).resolve().parent
+    return source_hash("unlearning/models.py", "unlearning/train.py", "unlearning/data.py", package)
 
 
 def content_key(*parts) -> str:

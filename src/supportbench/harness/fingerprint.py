@@ -9,7 +9,8 @@ the source files of everything that can change the run's outcome —
   benchmark    every file of the benchmark's package (reader, generator, adapter, ...), the benchmark
                contract and the evaluator that defines J (``benchmarks/base.py``, ``evaluators.py``)
   harness      the runner (which turns a spec into a training configuration) and, for DIR-R runs, the
-               orchestration of Algorithm 1 and its compute accounting (``dirr.py``, ``compute.py``)
+               orchestration of Algorithm 1, its compute accounting and the action set (``dirr.py``,
+               ``compute.py``, ``experiments/decisions.py``)
 
 Files are read from disk (not from whichever modules happen to be imported), so the fingerprint of a spec
 is the same in every process running the same tree. Every record stores it; the runner reruns a record
@@ -55,7 +56,8 @@ def fingerprint(spec: RunSpec) -> Fingerprint:
     """The fingerprint of the code that runs ``spec``; ``hash`` summarises the rest."""
     objective = get_objective(spec.objective, **spec.prefixed("objective."))
     bench_cls = BENCHMARKS.get(spec.benchmark)
-    bench_files = (_package_dir(bench_cls), "benchmarks/base.py", "benchmarks/evaluators.py")
+    bench_files = (_package_dir(bench_cls), "benchmarks/base.py", "benchmarks/evaluators.py",
+                   *(("experiments/controlled_decision.py",) if bench_cls.INTERFACES else ()))
     if spec.method in bench_cls.INTERFACES:  # an intervention the benchmark defines itself
         method_fp = {"interface": spec.method, "source": source_hash(*bench_files)}
     else:
@@ -63,7 +65,8 @@ def fingerprint(spec: RunSpec) -> Fingerprint:
         method_fp = {"hyperparameters": _jsonable(getattr(method, "hyperparameters", {})),
                      "requires": list(getattr(method, "requires", ())),
                      "source": source_hash(_module_file(type(method)), "methods/diagnostics.py", "methods/base.py")}
-    harness = ("harness/runner.py",) + (("harness/dirr.py", "harness/compute.py") if spec.variant == "dirr" else ())
+    harness = ("harness/runner.py",) + (("harness/dirr.py", "harness/compute.py", "experiments/decisions.py")
+                                        if spec.variant == "dirr" else ())
     fp = {
         "method": method_fp,
         "objective": {"settings": _jsonable(dataclasses.asdict(objective)), "source": source_hash("unlearning")},

@@ -87,6 +87,10 @@ def register_method(name: str):
 def get_method(name: str, **hyperparameters) -> SelectionMethod:
     """An instance of the named method with its source defaults, optionally overridden."""
     cls = METHODS.get(name)
+    try:  # again here: @dataclass applied above @register_method adds its fields after the first check ran
+        check_method_class(name, cls)
+    except TypeError as exc:
+        raise MethodOutputError(str(exc)) from None
     try:
         return cls(**hyperparameters)
     except TypeError as exc:

@@ -87,14 +87,15 @@ def is_model_dir(model: str) -> bool:
 
 
 def base_identity(model: str) -> dict:
-    """What identifies a base model for caching: a preset's sizes, or a local directory's path and the
-    (name, size, mtime) of every file in it -- replacing the weights invalidates derived caches."""
+    """What identifies a base model for caching: a preset's sizes, or a local directory's content (the same
+    identity as in run keys: config and weights, not the path) -- replacing the weights invalidates derived
+    caches, moving the folder does not."""
     if model in PRESETS:
         return vars(PRESETS[model])
     if is_model_dir(model):
-        path = Path(model).resolve()
-        files = sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in path.iterdir() if f.is_file())
-        return {"dir": str(path), "files": files}
+        from supportbench.experiments.identity import model_identity
+
+        return {"model": model_identity(model)}
     raise UnknownNameError("model preset or local model directory (with config.json)", model, PRESETS)
 
 

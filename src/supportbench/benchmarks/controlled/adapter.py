@@ -29,6 +29,7 @@ from supportbench.benchmarks.base import (
     Outcome,
     Prepared,
     Roles,
+    build_code,
     building,
     check_disjoint,
     content_key,
@@ -124,7 +125,8 @@ class Controlled:
     def prepare(self, model_preset: str, seed: int = 0) -> Prepared:
         base_identity(model_preset)
         self._roles = {}
-        key = content_key(PREP_VERSION, self.data_hash, base_identity(model_preset), self.rank, self.layer, self.seed,
+        key = content_key(PREP_VERSION, build_code(type(self)),
+                          self.data_hash, base_identity(model_preset), self.rank, self.layer, self.seed,
                           self.n_calibration, self.inject_epochs, self.inject_lr, vars(self.pretrain_config), seed,
                           str(self.adapter))
         label = Path(model_preset).name if is_model_dir(model_preset) else model_preset

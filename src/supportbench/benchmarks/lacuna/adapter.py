@@ -143,8 +143,9 @@ class Lacuna:
         return self._prepared
 
     def _mini(self, preset: str, seed: int):
-        key = B.content_key(PREP_VERSION, gen.VERSION, self.people, self.seed, M.base_identity(preset), self.mask_mode,
-                          self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed)
+        key = B.content_key(PREP_VERSION, B.build_code(type(self)),
+                            gen.VERSION, self.people, self.seed, M.base_identity(preset), self.mask_mode,
+                            self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed)
         root = self.cache_dir / "lacuna" / f"{preset}-{key}"
         data, model_dir = root / "data-masked" / "data", root / "masked"
         if not (model_dir / "config.json").is_file() or not (model_dir / "mask.pt").is_file():

@@ -152,7 +152,8 @@ class Tofu:
         return net, tokenizer
 
     def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
-        key = B.content_key(PREP_VERSION, kind, self.data_hash, M.base_identity(model), asdict(self._recipe(model)),
+        key = B.content_key(PREP_VERSION, B.build_code(type(self)),
+                            kind, self.data_hash, M.base_identity(model), asdict(self._recipe(model)),
                             seed)
         label = Path(model).name if M.is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
