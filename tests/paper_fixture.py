@@ -19,7 +19,7 @@ def build(root: Path) -> Path:
     dec = freeze_decision(res / "decisions", tau=0.02125, rho_p=0.01, d=20, t=160, T=200,
                           actions=[0.0, 0.01, 0.025, 0.05, 0.1], admissible_range=[0.2, 0.8],
                           calibration_seeds=[73, 311, 997], baselines=["projected_causal", "memflex"],
-                          benchmark="lacuna", objective="graddiff", selection="evaluation",
+                          benchmark="lacuna", objective="graddiff", selection="evaluation", calibration_runs=[],
                           calibration={"instances": [], "trigger_fraction": 5 / 12, "triggered": 5, "n": 12,
                                        "captured_gain": 0.9025, "total_gain": 1.8925, "extra_compute": 4.7,
                                        "gain_per_compute": 0.192021, "precision": 1.0})

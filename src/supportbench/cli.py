@@ -105,8 +105,9 @@ def run_spec(args) -> RunSpec:
     if args.data_dir:
         hp["benchmark.data_dir"] = str(Path(args.data_dir).resolve())
     cls = BENCHMARKS.get(args.benchmark)
-    model = args.model or cls.DEFAULT_MODEL
-    model = str(Path(model).resolve()) if Path(model, "config.json").is_file() else model
+    model = args.model   # None: the benchmark's default model, resolved by RunSpec as for Python and TOML
+    if model and Path(model, "config.json").is_file():
+        model = str(Path(model).resolve())
     return RunSpec(args.benchmark, args.field or cls.DEFAULT_FIELD, args.objective,
                    args.method or "intervention_score", seed=args.seed, variant=args.variant, split=args.split,
                    experiment=args.experiment, budget=args.budget, T=args.T, t=args.t, d=args.d, rho_p=args.rho_p,

@@ -278,3 +278,24 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_
     assert lrs == json.loads(dec)["lr"]
     s2 = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))   # reuses the decision, skips the runs
     assert s2.skipped == s2.runs == 8 and s2.decisions == s.decisions and len(ResultsDir(res).decision_files()) == 1
+    # the decision names the calibration runs it was taken from (run key and code fingerprint of each) ...
+    runs = json.loads(dec)["calibration_runs"]
+    assert runs == sorted(runs) and len(runs) == 2 * 2 * 5
+    assert {r.split(":")[0] for r in runs} == {r.run_key for r in ResultsDir(res).controlled_calibration.records()}
+    # ... so when the code behind them changes, they rerun and a new decision is frozen, never the old reused
+    import msgspec
+
+    from supportbench.harness import controlled, fingerprint, runner
+
+    def edited(spec):
+        fp = fingerprint.fingerprint(spec)
+        return msgspec.structs.replace(fp, hash=fp.hash[::-1])
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(controlled, "fingerprint", edited)
+    mp.setattr(runner, "fingerprint", edited)
+    try:
+        s3 = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))
+    finally:
+        mp.undo()
+    assert s3.skipped == 0 and s3.decisions != s.decisions and len(ResultsDir(res).decision_files()) == 2

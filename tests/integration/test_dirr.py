@@ -59,7 +59,7 @@ def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, 
     runner = Runner(tmp_path / "res", cache_dir=cache, progress=False)
     dec = freeze_decision(tmp_path / "decisions", tau=1e9, rho_p=0.05, d=2, t=8, T=12, actions=list(ACTIONS),
                           admissible_range=[0.2, 0.8], calibration_seeds=[73], baselines=[], benchmark="tofu",
-                          objective="npo", selection="evaluation")
+                          objective="npo", selection="evaluation", calibration_runs=[])
     spec = RunSpec(**BASE, seed=5, variant="dirr")
     with pytest.raises(DecisionError, match="no frozen decision"):
         runner.run(spec)

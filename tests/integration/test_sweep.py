@@ -41,6 +41,16 @@ def test_sweep_freezes_before_final_runs_and_audits_clean(tofu, cache, tmp_path)
     # a second sweep reuses the frozen decision and skips recorded runs
     s2 = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))
     assert s2.skipped == s2.runs and s2.decisions == s.decisions
+    # a rule of the decision changed (the admissible range): same calibration records, a new decision, and the
+    # final DIR-R runs recorded under the old one rerun under it (the static runs stand)
+    wider = ExperimentSpec.from_dict({**SPEC, "dirr": {"admissible_range": [0.0, 0.9]}})
+    s3 = run_sweep(wider, res, LocalExecutor(1), cache_dir=str(cache))
+    assert s3.decisions["tofu/npo"] != s.decisions["tofu/npo"]
+    assert s3.runs - s3.skipped == 2 and s3.ok == s3.runs
+    # a setting of the calibration runs changed (the learning rate): new records, so a new decision
+    faster = ExperimentSpec.from_dict({**SPEC, "hyperparameters": {"lr": 0.02}})
+    s4 = run_sweep(faster, res, LocalExecutor(1), cache_dir=str(cache))
+    assert s4.skipped == 0 and s4.decisions["tofu/npo"] not in (s.decisions["tofu/npo"], s3.decisions["tofu/npo"])
 
 
 def test_slurm_executor_debug_cluster(tofu, cache, tmp_path):

@@ -5,8 +5,8 @@ weights (ATen splits reductions per thread) and the controlled LoRA's init came 
 random global seed.
 
 Small honest sizes keep it short: fewer epochs (a difference shows from the first steps), the fewest people /
-targets each benchmark allows. The pretraining recipes of LACUNA and controlled are class attributes, shortened
-in the child the same way. The default sizes were checked by hand once (see the commit message)."""
+targets each benchmark allows (``harness.theta0_digest.SHORT_BUILDS``). The default recipes the demo uses are
+checked the same way, in two fresh processes, by ``bench/theta0_determinism.py`` (minutes, so not here)."""
 
 from __future__ import annotations
 
@@ -22,51 +22,14 @@ import supportbench
 
 pytestmark = pytest.mark.slow
 
-CHILD = r"""
-import hashlib, json, sys
-from dataclasses import replace
-from pathlib import Path
-
-import torch
-
-from supportbench.benchmarks.base import get_benchmark
-from supportbench.benchmarks.controlled.adapter import Controlled
-from supportbench.benchmarks.lacuna.adapter import Lacuna
-
-Lacuna.pretrain_config = replace(Lacuna.pretrain_config, epochs=2)
-Controlled.pretrain_config = replace(Controlled.pretrain_config, epochs=2)
-BUILDS = [("tofu", "tiny-llama", {"finetune": {"epochs": 2}}),
-          ("lacuna", "tiny-olmo3", {"people": 6, "finetune": {"epochs": 2}}),
-          ("controlled", "tiny-qwen2", {"n_targets": 2, "inject_epochs": 5})]
-
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-cache = Path(sys.argv[1])
-threads = torch.get_num_threads()
-out = {"threads": threads}
-for name, preset, options in BUILDS:
-    p = get_benchmark(name, cache_dir=cache, progress=False, **options).prepare(preset)
-    h = hashlib.sha256()
-    for key, t in sorted(p.model.state_dict().items()):
-        h.update(key.encode())
-        h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    entry = Path(p.path).parent if name == "lacuna" else Path(p.path)  # lacuna: data, theta_pre, mask too
-    files = {str(f.relative_to(entry)): digest(f.read_bytes()) for f in sorted(entry.rglob("*")) if f.is_file()}
-    tok = next(f for f in files if f.endswith("tokenizer.json"))
-    out[name] = {"weights": h.hexdigest(), "tokenizer": files[tok], "files": files,
-                 "threads_after": torch.get_num_threads()}
-print("RESULT " + json.dumps(out))
-"""
-
 
 def _build(cache: Path, hash_seed: str, threads: str, tok_parallel: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONHASHSEED=hash_seed, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads,
                TOKENIZERS_PARALLELISM=tok_parallel)
     src = str(Path(supportbench.__file__).resolve().parents[1])  # the children run this tree's code
     env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])])
-    return subprocess.Popen([sys.executable, "-c", CHILD, str(cache)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-m", "supportbench.harness.theta0_digest", str(cache), "--short"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_theta0_is_identical_across_processes(tmp_path):

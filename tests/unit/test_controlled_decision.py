@@ -28,7 +28,7 @@ def _freeze(tmp_path):
         model="tiny-llama", T=200, seed=0, theta0_hash="m", calibration_targets=["c00", "c01"],
         locator_aurocs={"a": 1.0, "b": 0.5}, primary_locator="a", lr_grid=list(cd.LR_GRID),
         mean_J={"backbone": {"0.01": 1.0}, "lora": {"0.01": 2.0}}, lr={"backbone": 0.01, "lora": 0.01},
-        recall_threshold=cd.RECALL_THRESHOLD)
+        recall_threshold=cd.RECALL_THRESHOLD, calibration_runs=[])
 
 
 def test_an_edited_decision_no_longer_matches_its_hash(tmp_path):

@@ -105,7 +105,7 @@ def test_calibration_empty_admissible_set():
 def frozen(tmp_path, **over):
     items = dict(tau=0.02125, rho_p=0.01, d=20, t=160, T=200, actions=list(ACTIONS), admissible_range=[0.2, 0.8],
                  calibration_seeds=[73, 311, 997], baselines=["projected_causal"], benchmark="tofu",
-                 objective="npo", selection="evaluation")
+                 objective="npo", selection="evaluation", calibration_runs=[])
     items.update(over)
     return freeze_decision(tmp_path, **items)
 

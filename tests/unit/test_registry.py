@@ -93,7 +93,7 @@ def test_audit_finds_deleted_duplicated_posthoc_and_wrong_split(tmp_path):
     syn.write(res, syn.record(experiment="e", method="random", seed=7, J=5))     # calibration seed among finals
     dec = freeze_decision(res / "decisions", tau=0.02, rho_p=0.01, d=20, t=160, T=200, actions=[0, .01],
                           admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=[], benchmark="natural_tofu",
-                          objective="npo", selection="evaluation")
+                          objective="npo", selection="evaluation", calibration_runs=[])
     syn.write(res, syn.record(experiment="e", variant="dirr", seed=3, decision_hash=dec["hash"],
                               started_at="2020-01-01T00:00:00+00:00", candidates={"0.0": 1.0}))  # before frozen_at
     con = connect(tmp_path / "r.duckdb")
@@ -169,7 +169,7 @@ def test_imported_duplicates_are_kept_and_audited(tmp_path):
 def test_decision_tampered_on_disk_is_refused(tmp_path):
     dec = freeze_decision(tmp_path / "res" / "decisions", tau=0.02, rho_p=0.01, d=20, t=160, T=200, actions=[0],
                           admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=[], benchmark="b",
-                          objective="npo", selection="evaluation")
+                          objective="npo", selection="evaluation", calibration_runs=[])
     p = tmp_path / "res" / "decisions" / f"{dec['hash']}.json"
     p.write_text(json.dumps({**json.loads(p.read_text()), "tau": 0.5}))
     with pytest.raises(RegistryError, match="do not match their content hash"):

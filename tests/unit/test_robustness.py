@@ -120,7 +120,7 @@ def test_sweep_checks_every_name_before_running(tmp_path, capsys, bad, says):
 def test_truncated_decision_file_is_named(tmp_path):
     dec = freeze_decision(tmp_path, tau=0.1, rho_p=0.01, d=2, t=4, T=8, actions=[0, 0.01], admissible_range=[0, 1],
                           calibration_seeds=[1], baselines=[], benchmark="tofu", objective="npo",
-                          selection="evaluation")
+                          selection="evaluation", calibration_runs=[])
     p = tmp_path / f"{dec['hash']}.json"
     p.write_text(p.read_text()[:30])
     with pytest.raises(DecisionError, match=rf"{p.name}' is not valid JSON .*truncated"):
@@ -259,7 +259,8 @@ def test_a_stored_outcome_is_never_silently_replaced(tmp_path):
 def _decision(res, baselines=("random",)):
     return freeze_decision(res / "decisions", tau=0.02, rho_p=0.01, d=20, t=160, T=200, actions=[0, 0.01],
                            admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=list(baselines),
-                           benchmark="natural_tofu", objective="npo", selection="evaluation", experiment="e")
+                           benchmark="natural_tofu", objective="npo", selection="evaluation", experiment="e",
+                           calibration_runs=[])
 
 
 def _final_dirr(res, dec, seed=3, **kw):

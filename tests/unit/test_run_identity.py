@@ -50,26 +50,93 @@ def test_changing_any_default_changes_the_run_key(monkeypatch, change):
     assert RunSpec("tofu", "forget10", "npo", "wagle").run_key != before
 
 
-def test_cli_python_and_toml_name_the_same_default_cell(tmp_path):
+@pytest.mark.parametrize(("benchmark", "field", "method", "model"), [
+    ("tofu", "forget10", "wagle", "tiny-llama"),
+    ("lacuna", "Phone_Number", "wagle", "tiny-olmo3"),
+    ("controlled", "t00", "backbone", "tiny-qwen2"),
+])
+def test_cli_python_and_toml_name_the_same_default_cell(tmp_path, benchmark, field, method, model):
+    from supportbench.benchmarks.base import BENCHMARKS
     from supportbench.cli import build_parser, run_spec
 
-    args = build_parser().parse_args(["run", "--benchmark", "tofu", "--method", "wagle"])
-    python = RunSpec("tofu", "forget10", "npo", "wagle")
+    args = build_parser().parse_args(["run", "--benchmark", benchmark, "--field", field, "--method", method])
+    python = RunSpec(benchmark, field, "npo", method)
+    assert python.model == model == BENCHMARKS.get(benchmark).DEFAULT_MODEL   # the benchmark's own default
     assert run_spec(args).run_key == python.run_key
     toml = tmp_path / "e.toml"
-    toml.write_text(textwrap.dedent("""
+    toml.write_text(textwrap.dedent(f"""
         [experiment]
         name = "adhoc"
-        benchmarks = ["tofu"]
-        fields = ["forget10"]
+        benchmarks = ["{benchmark}"]
+        fields = ["{field}"]
         objectives = ["npo"]
-        methods = ["wagle"]
+        methods = ["{method}"]
         dirr_methods = []
         [experiment.seeds]
         final = [0]
     """))
     (from_toml,) = ExperimentSpec.from_toml(toml).runs("final")
     assert from_toml.run_key == python.run_key
+
+
+def test_a_benchmark_without_a_default_model_must_name_one():
+    with pytest.raises(S.SpecError, match=r"benchmark 'nosuch' has no default model .*name the model"):
+        RunSpec("nosuch", "f", "npo", "random")
+    assert RunSpec("nosuch", "f", "npo", "random", model="tiny-llama").model == "tiny-llama"
+
+
+def test_a_builtin_benchmark_cannot_declare_another_default_model():
+    with pytest.raises(S.SpecError, match=r"declares DEFAULT_MODEL 'tiny-llama', but its default model is "
+                                          r"'tiny-olmo3'"):
+        S.register_default_model("lacuna", "tiny-llama")
+
+
+def test_a_data_folder_is_known_by_its_content_not_its_path(tmp_path):
+    a = tmp_path / "data" / "a"
+    a.mkdir(parents=True)
+    (a / "forget10.json").write_text('[{"question": "q", "answer": "x"}]')
+    b = tmp_path / "moved" / "b"
+    shutil.copytree(a, b)
+
+    def key(path):
+        return RunSpec("tofu", "forget10", "npo", "wagle", hyperparameters={"benchmark.data_dir": str(path)})
+
+    assert key(a).run_key == key(b).run_key                                    # moved: same runs
+    assert str(tmp_path) not in json.dumps(key(a).canonical())
+    assert key(a).canonical()["hyperparameters"]["benchmark.data_dir"].startswith("content:")
+    (b / "forget10.json").write_text('[{"question": "q", "answer": "y"}]')       # the data changed
+    os.utime(b / "forget10.json", ns=(2, 2))
+    clear_memo()
+    assert key(b).run_key != key(a).run_key
+    with pytest.raises(S.SpecError, match=r"benchmark.data_dir '.*nowhere' does not exist"):
+        key(tmp_path / "nowhere").canonical()
+
+
+def _stored(spec: dict) -> str:
+    from supportbench.experiments.record import Compute, Outcome, Provenance, RunRecord
+
+    rec = RunRecord(run_key=S.spec_key(spec), spec=spec, status="ok", outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0),
+                    compute=Compute(), provenance=Provenance(supportbench="-", git="-", torch="-",
+                                                             transformers="-", started_at="-"))
+    return rec.to_json()
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda c: c["hyperparameters"].pop("batch_size"), r"not fully resolved: hyperparameters.batch_size "
+                                                       r"\(stored None, resolved 8\)"),
+    (lambda c: c["hyperparameters"].update(tag="x"), r"not a valid RunSpec: unknown hyperparameter 'tag'"),
+    (lambda c: c["hyperparameters"].update(lr=-1.0), r"not a valid RunSpec: hyperparameter lr = -1.0"),
+    (lambda c: c.update(T="40"), r"not a valid RunSpec: T must be a whole number, got '40'"),
+])
+def test_a_record_whose_spec_is_not_a_resolved_runspec_is_refused(edit, message):
+    from supportbench.experiments.record import RecordError, RunRecord
+
+    good = RunSpec("tofu", "forget10", "npo", "wagle").canonical()
+    assert RunRecord.from_json(_stored(good)).spec == good
+    bad = json.loads(json.dumps(good))
+    edit(bad)
+    with pytest.raises(RecordError, match=message):
+        RunRecord.from_json(_stored(bad))
 
 
 def test_a_local_model_is_known_by_its_content_not_its_path(tmp_path):

@@ -41,6 +41,7 @@ from supportbench.errors import SpecError, StateError, UnknownBenchmarkError
 from supportbench.experiments.identity import source_hash
 from supportbench.experiments.paths import cache_root
 from supportbench.experiments.record import Outcome  # the record's type: what evaluate returns is stored
+from supportbench.experiments.spec import register_default_model, register_path_options
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll
 
 
@@ -95,6 +96,7 @@ class Benchmark(Protocol):
     DEFAULT_MODEL: ClassVar[str]               # the model preset used when the user names no model
     DEFAULT_FIELD: ClassVar[str]               # the field used when the user names none; in field_names({})
     INTERFACES: ClassVar[tuple[str, ...]]      # interventions it defines itself; () = runs train a support
+    # optional: PATH_OPTIONS: ClassVar[tuple[str, ...]], options whose values are paths (identified by content)
 
     @classmethod
     def field_names(cls, options: dict) -> tuple[str, ...]:
@@ -172,6 +174,14 @@ def check_benchmark_class(name: str, cls) -> None:
         refuse(f"field_names({{}}) must return a tuple of str, got {fields!r}")
     if cls.DEFAULT_FIELD not in fields:
         refuse(f"DEFAULT_FIELD {cls.DEFAULT_FIELD!r} is not one of field_names({{}}): {', '.join(fields)}")
+    path_options = getattr(cls, "PATH_OPTIONS", ())
+    if not isinstance(path_options, tuple) or not all(isinstance(o, str) for o in path_options):
+        refuse(f"PATH_OPTIONS must be a tuple of option names (str), got {path_options!r}")
+    try:  # RunSpec resolves a run that names no model from this table (it cannot import benchmarks)
+        register_default_model(name, cls.DEFAULT_MODEL)
+    except SpecError as exc:
+        refuse(str(exc))
+    register_path_options(path_options)
 
 
 BENCHMARKS: Registry = Registry(

@@ -27,7 +27,7 @@ LR_GRID: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 RECALL_THRESHOLD = 0.5
 FROZEN_ITEMS = ("kind", "experiment", "benchmark", "objective", "model", "T", "seed", "theta0_hash",
                 "calibration_targets", "locator_aurocs", "primary_locator", "lr_grid", "mean_J", "lr",
-                "recall_threshold")
+                "recall_threshold", "calibration_runs")
 
 
 def auroc(scores: list[float], labels: list[int]) -> float | None:

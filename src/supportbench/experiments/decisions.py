@@ -22,7 +22,14 @@ ACTIONS: tuple[float, ...] = (0.0, 0.01, 0.025, 0.05, 0.10)
 SELECTIONS = ("evaluation", "development")
 
 FROZEN_ITEMS = ("tau", "rho_p", "d", "t", "T", "actions", "admissible_range", "calibration_seeds", "baselines",
-                "benchmark", "objective", "selection")
+                "benchmark", "objective", "selection", "calibration_runs")
+
+
+def runs_identity(records) -> list[str]:
+    """``run_key:fingerprint`` of each record a decision was frozen from, sorted: what the runs were (every
+    resolved setting, the model's and data's content) and which code computed them. A sweep reuses a decision
+    only when its calibration records still have exactly this identity."""
+    return sorted(f"{r.run_key}:{r.fingerprint.hash if r.fingerprint else ''}" for r in records)
 
 
 def decision_hash(decision: dict) -> str:

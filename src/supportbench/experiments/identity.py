@@ -1,7 +1,8 @@
 """Identities by content: of a local model (its files, not where they are) and of source code.
 
 ``model_identity(path)`` = ``local:<sha256 of config.json and every weight file, 16 hex>``: moving or
-renaming the folder keeps its runs' keys; changing a weight changes them. Hashing gigabytes of weights
+renaming the folder keeps its runs' keys; changing a weight changes them. ``content_identity(path)`` does the
+same for a data folder, mask or adapter a run names by path (``spec.PATH_OPTIONS``). Hashing gigabytes of weights
 takes seconds to minutes, so each file's digest is cached (in the user's cache, ``model-ids.json``) under
 its absolute path, size and modification time, and recomputed when any of them changes.
 """
@@ -68,6 +69,22 @@ def _digest(path: Path, index: dict) -> str:
     return digest
 
 
+def _hash_files(files: list[tuple[str, Path]]) -> str:
+    """sha256 (16 hex) over (name, content digest) pairs; digests come from the cached index when current."""
+    index_path = cache_root() / "model-ids.json"
+    try:
+        index = json.loads(index_path.read_text()) if index_path.is_file() else {}
+    except (OSError, ValueError):
+        index = {}  # a damaged index is only a cache: rebuild it
+    h = hashlib.sha256()
+    for name, f in files:
+        h.update(f"{name}\0{_digest(f, index)}\n".encode())
+    if index.pop("_changed", False):
+        with contextlib.suppress(OSError):  # a read-only cache only costs the next process a rehash
+            write_text_atomic(index_path, json.dumps(index, indent=1, sort_keys=True))
+    return h.hexdigest()[:16]
+
+
 def model_identity(model: str | Path) -> str:
     path = Path(model).expanduser()
     if not path.is_dir():
@@ -77,18 +94,21 @@ def model_identity(model: str | Path) -> str:
     if not files:
         raise SpecError(f"model directory '{model}' has no config.json and no weight files "
                         f"({', '.join(WEIGHT_SUFFIXES)})")
-    index_path = cache_root() / "model-ids.json"
-    try:
-        index = json.loads(index_path.read_text()) if index_path.is_file() else {}
-    except (OSError, ValueError):
-        index = {}  # a damaged index is only a cache: rebuild it
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f"{f.name}\0{_digest(f, index)}\n".encode())
-    if index.pop("_changed", False):
-        with contextlib.suppress(OSError):  # a read-only cache only costs the next process a rehash
-            write_text_atomic(index_path, json.dumps(index, indent=1, sort_keys=True))
-    return f"local:{h.hexdigest()[:16]}"
+    return f"local:{_hash_files([(f.name, f) for f in files])}"
+
+
+def content_identity(path: str | Path, option: str = "path") -> str:
+    """``content:<16 hex>`` of a file, or of every file under a folder (by relative name; hidden files and
+    ``__pycache__`` left out): a data folder, mask or adapter named by path is identified by what it holds,
+    so moving it keeps its runs' keys and editing it changes them."""
+    p = Path(path).expanduser()
+    if p.is_file():
+        return f"content:{_hash_files([(p.name, p)])}"
+    if not p.is_dir():
+        raise SpecError(f"{option} '{path}' does not exist")
+    files = sorted(f for f in p.rglob("*") if f.is_file()
+                   and not any(part.startswith(".") or part == "__pycache__" for part in f.relative_to(p).parts))
+    return f"content:{_hash_files([(f.relative_to(p).as_posix(), f) for f in files])}"
 
 
 def clear_memo() -> None:
@@ -96,4 +116,4 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-__all__ = ["clear_memo", "identity_files", "model_identity", "source_hash"]
+__all__ = ["clear_memo", "content_identity", "identity_files", "model_identity", "source_hash"]

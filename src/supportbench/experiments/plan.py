@@ -35,7 +35,7 @@ from pathlib import Path
 
 from supportbench.errors import SpecError
 from supportbench.experiments.decisions import SELECTIONS
-from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_MODEL, SPLITS, RunSpec, model_defaults
+from supportbench.experiments.spec import DEFAULT_BUDGET, SPLITS, RunSpec, default_model, model_defaults
 
 
 def shipped_specs() -> dict[str, Path]:
@@ -119,7 +119,7 @@ class ExperimentSpec:
     methods: tuple[str, ...]
     dirr_methods: tuple[str, ...]
     seeds: dict[str, tuple[int, ...]]
-    model: str = DEFAULT_MODEL
+    model: str | None = None      # None: each benchmark's default model (experiments/spec.py DEFAULT_MODELS)
     budget: float = DEFAULT_BUDGET
     T: int | None = None          # None: the model's default (experiments/spec.py MODEL_DEFAULTS)
     t: int | None = None
@@ -142,6 +142,8 @@ class ExperimentSpec:
         out = {**base, **own}
         out["seeds"] = {**self.seeds, **own.get("seeds", {})}
         out["hyperparameters"] = {**self.hyperparameters, **own.get("hyperparameters", {})}
+        if out["model"] is None:
+            out["model"] = default_model(benchmark)
         for k, v in model_defaults(out["model"]).items():  # the one source of defaults, as RunSpec resolves them
             if k in ("T", "t", "d", "rho_p") and out[k] is None:
                 out[k] = v
@@ -232,7 +234,7 @@ class ExperimentSpec:
                    methods=tuple(_names(e["methods"], source, "experiment.methods")),
                    dirr_methods=tuple(_names(e.get("dirr_methods", ["intervention_score"]), source,
                                              "experiment.dirr_methods", empty_ok=True)),
-                   seeds=seeds, model=e.get("model", DEFAULT_MODEL), budget=e.get("budget", DEFAULT_BUDGET),
+                   seeds=seeds, model=e.get("model"), budget=e.get("budget", DEFAULT_BUDGET),
                    T=e.get("T"), t=e.get("t"), d=e.get("d"), rho_p=e.get("rho_p"), hyperparameters=dict(hp),
                    admissible_range=tuple(rng), selection=selection, benchmark_settings=settings)
         try:

@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from supportbench.errors import SupportbenchError
-from supportbench.experiments.spec import SCHEMA, SPLITS, VARIANTS, spec_key
+from supportbench.errors import SpecError, SupportbenchError
+from supportbench.experiments.spec import SCHEMA, SPLITS, VARIANTS, RunSpec, spec_key
 
 STATUSES = ("ok", "failed", "diverged")
 Status = Literal["ok", "failed", "diverged"]
@@ -180,6 +180,29 @@ def _finite(x) -> bool:
     return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
 
 
+def _check_resolved(spec: dict, source: str) -> None:
+    """The stored spec is a RunSpec as resolved: rebuilt through ``RunSpec`` (its types, ranges and known
+    hyperparameters) it comes back unchanged, so no setting is missing, unknown or out of range."""
+    try:
+        again = RunSpec.from_dict(spec).canonical()
+    except (SpecError, TypeError) as exc:
+        raise RecordError(f"{source}: its spec is not a valid RunSpec: {exc}") from None
+    if again != spec:
+        diff = sorted(k for k in again.keys() | spec.keys() if again.get(k) != spec.get(k))
+        if "hyperparameters" in diff:
+            a, b = again["hyperparameters"], spec.get("hyperparameters") or {}
+            diff = [d for d in diff if d != "hyperparameters"] + [
+                f"hyperparameters.{k}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+        shown = ", ".join(f"{k} (stored {_at(spec, k)!r}, resolved {_at(again, k)!r})" for k in diff[:4])
+        raise RecordError(f"{source}: its spec is not fully resolved: {shown}; a record stores every setting "
+                          "its run used (RunSpec.canonical())")
+
+
+def _at(d: dict, dotted: str):
+    head, _, rest = dotted.partition(".")
+    return (d.get(head) or {}).get(rest) if rest and head == "hyperparameters" else d.get(dotted)
+
+
 def _check_identity(rec: Any, source: str) -> None:
     """What no type can say, checked on the parsed JSON before conversion (so the messages speak of the
     record, not of a type): a spec with known levels whose hash is the run key, a known status, and a finite
@@ -199,6 +222,7 @@ def _check_identity(rec: Any, source: str) -> None:
     if rec["run_key"] != want:
         raise RecordError(f"{source}: run_key {rec['run_key'][:16]!r} does not match its spec (recomputed "
                           f"{want[:16]}...): the record was edited or its key invented")
+    _check_resolved(spec, source)
     check_levels(source, status=rec.get("status"))
     if rec["status"] == "ok":
         out = rec.get("outcome")

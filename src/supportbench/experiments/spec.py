@@ -26,7 +26,9 @@ SPLITS = ("calibration", "final", "replication")
 PREFIXES = ("objective.", "method.", "benchmark.")  # options of the objective, the method, the benchmark
 SCHEMA = 1
 
-DEFAULT_MODEL = "tiny-llama"
+# The model a run uses when it names none, per benchmark: the one table the CLI, Python and TOML resolve from
+# (each built-in benchmark's DEFAULT_MODEL is read from here; a plugin's is added when it registers).
+DEFAULT_MODELS: dict[str, str] = {"tofu": "tiny-llama", "lacuna": "tiny-olmo3", "controlled": "tiny-qwen2"}
 DEFAULT_BUDGET = 0.1
 # Settings that do not depend on the model (open-unlearning's batch and weight decay; the rest defined here).
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
@@ -51,9 +53,42 @@ MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def model_kind(model: str) -> str:
-    """``local`` for a model directory (a path: it contains a separator or starts with '.' or '~'), else
-    ``preset`` (a name, checked against the presets before any work)."""
-    return "local" if ("/" in model or "\\" in model or model.startswith((".", "~"))) else "preset"
+    """``local`` for a model directory (a path: it contains a separator or starts with '.' or '~') or a local
+    model's content identity as a record stores it (``local:<hash>``), else ``preset`` (a name, checked against
+    the presets before any work)."""
+    if model.startswith("local:") or "/" in model or "\\" in model or model.startswith((".", "~")):
+        return "local"
+    return "preset"
+
+
+def default_model(benchmark: str) -> str:
+    """The model a run of ``benchmark`` uses when it names none (``DEFAULT_MODELS``)."""
+    try:
+        return DEFAULT_MODELS[benchmark]
+    except KeyError:
+        known = ", ".join(f"{b} -> {m}" for b, m in sorted(DEFAULT_MODELS.items()))
+        raise SpecError(f"benchmark {benchmark!r} has no default model ({known}): name the model, or import the "
+                        "plugin that registers the benchmark first") from None
+
+
+_BUILTIN_DEFAULT_MODELS = dict(DEFAULT_MODELS)
+# Options that name a file or folder: a run's identity holds their content's hash, not the path (a benchmark
+# declares its own in PATH_OPTIONS; they are added here when it registers).
+PATH_OPTIONS: set[str] = {"benchmark.data_dir", "benchmark.mask", "benchmark.adapter"}
+
+
+def register_default_model(benchmark: str, model: str) -> None:
+    """Record a registered benchmark's DEFAULT_MODEL (a plugin's; a built-in's must equal the table's)."""
+    have = _BUILTIN_DEFAULT_MODELS.get(benchmark, model)
+    if have != model:
+        raise SpecError(f"benchmark {benchmark!r} declares DEFAULT_MODEL {model!r}, but its default model is "
+                        f"{have!r} (experiments.spec.DEFAULT_MODELS)")
+    DEFAULT_MODELS[benchmark] = model
+
+
+def register_path_options(names) -> None:
+    """Benchmark options (without the ``benchmark.`` prefix) whose values are paths: identified by content."""
+    PATH_OPTIONS.update(f"benchmark.{n}" for n in names)
 
 
 def model_defaults(model: str) -> dict[str, Any]:
@@ -100,13 +135,15 @@ class RunSpec:
     t: int | None = None         # DIR-R decision checkpoint
     d: int | None = None         # DIR-R probe length
     rho_p: float | None = None   # DIR-R probe action
-    model: str = DEFAULT_MODEL   # preset name or local model directory
+    model: str | None = None     # preset name or local model directory; None: the benchmark's DEFAULT_MODELS
     hyperparameters: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self):
         hp = self.hyperparameters
         if isinstance(hp, dict):
             hp = tuple(hp.items())
+        if self.model is None and isinstance(self.benchmark, str):
+            object.__setattr__(self, "model", default_model(self.benchmark))
         for name in ("benchmark", "field", "objective", "method", "experiment", "model"):
             v = getattr(self, name)
             if not isinstance(v, str) or not v.strip():
@@ -180,12 +217,16 @@ class RunSpec:
         return out
 
     def canonical(self) -> dict:
-        """The run's identity: every resolved setting; a local model by the content of its files."""
-        d = self.canonical_full()
-        if model_kind(self.model) == "local":
-            from supportbench.experiments.identity import model_identity
+        """The run's identity: every resolved setting; a local model, and every option that names a file or
+        folder (``PATH_OPTIONS``), by the content of its files."""
+        from supportbench.experiments.identity import content_identity, model_identity
 
+        d = self.canonical_full()
+        if model_kind(self.model) == "local" and not self.model.startswith("local:"):
             d["model"] = model_identity(self.model)
+        for k, v in d["hyperparameters"].items():
+            if k in PATH_OPTIONS and isinstance(v, str) and not v.startswith("content:"):
+                d["hyperparameters"][k] = content_identity(v, option=k)
         if self.variant == "static":  # checkpoint settings do not change a static run
             for k in ("t", "d", "rho_p"):
                 d.pop(k)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supportbench.errors import CalibrationError
-from supportbench.experiments.decisions import ACTIONS, freeze_decision
+from supportbench.experiments.decisions import ACTIONS, freeze_decision, runs_identity
 from supportbench.experiments.record import RunRecord
 from supportbench.harness.compute import dirr_path_steps
 
@@ -106,6 +106,7 @@ def calibrate_and_freeze(records: Sequence[RunRecord], out_dir: str | Path, *, b
     dec = freeze_decision(out_dir, tau=cal.tau, rho_p=rho_p, d=d, t=t, T=T, actions=list(ACTIONS),
                           admissible_range=list(admissible), calibration_seeds=sorted({i["seed"] for i in inst}),
                           baselines=list(baselines), benchmark=benchmark, objective=objective, selection=selection,
+                          calibration_runs=runs_identity(records),
                           experiment=experiment or records[0].spec.get("experiment"),
                           calibration={"instances": inst, "trigger_fraction": cal.trigger_fraction,
                                        "triggered": cal.triggered, "n": cal.n, "captured_gain": cal.captured_gain,

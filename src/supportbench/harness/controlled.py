@@ -4,7 +4,8 @@
    AUROC on them (construction data) and, per interface, the learning rate of the grid with the highest mean J
    on them; the calibration runs are recorded in their own results directory (``<results>/calibration/
    controlled``), never among the final runs; the decision is written to ``<results>/decisions`` before any
-   final run starts (an existing decision for the same settings and theta_0 is reused, never re-frozen);
+   final run starts (a decision taken from the same calibration runs -- run keys and code fingerprints -- on the
+   same theta_0 is reused, never re-frozen);
 2. every final target through each interface, with that interface's frozen lr and the frozen primary locator,
    recorded and ingested. The table's quantities are computed by ``reports`` from the registry.
 """
@@ -27,8 +28,10 @@ from supportbench.experiments.controlled_decision import (
     is_controlled,
     verify_controlled,
 )
+from supportbench.experiments.decisions import runs_identity
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
+from supportbench.harness.fingerprint import fingerprint
 from supportbench.harness.runner import Runner
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
@@ -83,11 +86,13 @@ def _settings(benchmark, objective, seed, experiment, budget, T, model, hyperpar
                                 if k != "lr" and not k.startswith("benchmark.")}}
 
 
-def existing_decision(results_dir: str | Path, settings: dict, theta0_hash: str) -> dict | None:
-    """A frozen controlled decision in ``<results>/decisions`` for the same settings and theta_0."""
+def existing_decision(results_dir: str | Path, calibration_runs: list[str], theta0_hash: str) -> dict | None:
+    """A frozen controlled decision in ``<results>/decisions`` taken from exactly these calibration runs (run
+    keys: every setting and the model's content; code fingerprints) on the same theta_0."""
     for f in ResultsDir(results_dir).decision_files():
         dec = read_json_object(Path(f), SpecError, "decision file")
-        if is_controlled(dec) and dec.get("settings") == settings and dec.get("theta0_hash") == theta0_hash:
+        if (is_controlled(dec) and dec.get("calibration_runs") == calibration_runs
+                and dec.get("theta0_hash") == theta0_hash):
             verify_controlled(dec, source=f)
             return dec
     return None
@@ -106,30 +111,27 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
     if not fields:
         raise SpecError(f"benchmark '{benchmark}' has no calibration targets (benchmark.n_calibration_targets = 0): "
                         "the primary locator and the learning rates cannot be frozen before the final runs")
+    grid = {(m, lr, f): RunSpec(benchmark, f, objective, m, seed=seed, split="calibration", experiment=experiment,
+                                budget=budget, T=T, model=model, hyperparameters={**hp, "lr": lr})
+            for m in cls.INTERFACES for lr in lr_grid for f in fields}
     runner = Runner(ResultsDir(results_dir).controlled_calibration, cache_dir=cache_dir, force=force, device=device,
                     reuse_stale=reuse_stale, progress=False)
-    first = RunSpec(benchmark, fields[0], objective, cls.INTERFACES[0], seed=seed, split="calibration",
-                    experiment=experiment, budget=budget, T=T, model=model, hyperparameters=hp)
+    first = next(iter(grid.values()))
     runner.theta0(first)
     bench = runner.benchmark(first)
     theta0_hash = bench._prepared.model_hash
-    settings = _settings(benchmark, objective, seed, experiment, budget, T, model, hp)
-    old = existing_decision(results_dir, settings, theta0_hash)
+    current = sorted(f"{s.run_key}:{fingerprint(s).hash}" for s in grid.values())
+    old = None if force else existing_decision(results_dir, current, theta0_hash)
     if old is not None:
         return old
     aurocs = bench.calibration_aurocs()
-    per: dict[str, dict[str, dict[str, float]]] = {}
-    for m in cls.INTERFACES:
-        per[m] = {}
-        for lr in lr_grid:
-            Js = {}
-            for f in fields:
-                spec = RunSpec(benchmark, f, objective, m, seed=seed, split="calibration", experiment=experiment,
-                               budget=budget, T=T, model=model, hyperparameters={**hp, "lr": lr})
-                rec = runner.run(spec).record
-                if rec.status == "ok":
-                    Js[f] = rec.outcome.J
-            per[m][repr(lr)] = Js
+    per: dict[str, dict[str, dict[str, float]]] = {m: {repr(lr): {} for lr in lr_grid} for m in cls.INTERFACES}
+    records = []
+    for (m, lr, f), spec in grid.items():
+        rec = runner.run(spec).record
+        records.append(rec)
+        if rec.status == "ok":
+            per[m][repr(lr)][f] = rec.outcome.J
     # a failed or diverged calibration run counts against its lr: only an lr every calibration run finished with
     # can be chosen
     mean_J = {m: {float(lr): sum(js.values()) / len(js) for lr, js in per[m].items() if len(js) == len(fields)}
@@ -140,7 +142,8 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
         model=model, T=T, seed=seed, theta0_hash=theta0_hash, calibration_targets=list(fields),
         locator_aurocs=aurocs, primary_locator=choose_primary(aurocs), lr_grid=[float(x) for x in lr_grid],
         mean_J={m: {repr(k): v for k, v in d.items()} for m, d in mean_J.items()}, lr=lr,
-        recall_threshold=RECALL_THRESHOLD, settings=settings, calibration_J=per,
+        recall_threshold=RECALL_THRESHOLD, calibration_runs=runs_identity(records),
+        settings=_settings(benchmark, objective, seed, experiment, budget, T, model, hp), calibration_J=per,
         calibration_recall={f: bench.recall.get(f) for f in fields})
 
 

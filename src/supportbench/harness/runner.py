@@ -183,9 +183,10 @@ class Runner:
     def results_dir(self) -> Path:
         return self.results.root
 
-    def reusable(self, spec: RunSpec) -> RunRecord | None:
+    def reusable(self, spec: RunSpec, decision: dict | None = None) -> RunRecord | None:
         """The stored record of ``spec`` when it stands: present, not failed, computed by the current code
-        (same fingerprint) or ``reuse_stale``. None means the run must (re)run."""
+        (same fingerprint) or ``reuse_stale``, and, for a DIR-R run given a frozen ``decision``, run under that
+        decision. None means the run must (re)run."""
         if self.force or not self.results.has_record(spec.run_key):
             return None
         try:
@@ -200,6 +201,8 @@ class Runner:
             return None
         if not self.reuse_stale and (rec.fingerprint and rec.fingerprint.hash) != fingerprint(spec).hash:
             return None
+        if decision is not None and (rec.dirr is None or rec.dirr.decision_hash != decision["hash"]):
+            return None  # recorded under another (e.g. superseded) decision: rerun under this one
         return rec
 
     # ---- one run --------------------------------------------------------------------------------------
@@ -213,7 +216,7 @@ class Runner:
         if decision is not None:
             verify_decision(decision)
             check_decision_matches(spec, decision)
-        old = None if complete else self.reusable(spec)
+        old = None if complete else self.reusable(spec, decision)
         if old is not None:
             return RunResult(old, skipped=True)
         provenance = self._provenance()

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from supportbench.errors import CalibrationError
-from supportbench.experiments.decisions import load_decision
+from supportbench.errors import CalibrationError, DecisionError
+from supportbench.experiments.decisions import load_decision, runs_identity
 from supportbench.experiments.plan import ExperimentSpec
 from supportbench.experiments.record import RecordError, RunRecord
 from supportbench.experiments.results import ResultsDir
@@ -85,7 +85,7 @@ def _run_phase(sw: _Sweep, specs: list[RunSpec], decisions: dict, desc: str, sum
     counted here and never submitted (no job starts only to skip)."""
     summary = summary or sw.summary
     if not complete:
-        specs = _drop_recorded(sw, specs, summary)
+        specs = _drop_recorded(sw, specs, decisions, summary)
     tasks = _groups(specs, decisions, sw.results.root, sw.cache_dir, complete, sw.reuse_stale)
     with tqdm(total=len(specs), desc=desc, unit="run") as bar:
         for results in sw.executor.map_groups(tasks):
@@ -101,13 +101,14 @@ def _run_phase(sw: _Sweep, specs: list[RunSpec], decisions: dict, desc: str, sum
                 bar.update(1)
 
 
-def _drop_recorded(sw: _Sweep, specs: list[RunSpec], summary: SweepSummary) -> list[RunSpec]:
+def _drop_recorded(sw: _Sweep, specs: list[RunSpec], decisions: dict, summary: SweepSummary) -> list[RunSpec]:
     from supportbench.harness.runner import Runner
 
     probe = Runner(sw.results.root, cache_dir=sw.cache_dir, progress=False, reuse_stale=sw.reuse_stale)
     todo = []
     for s in specs:
-        rec = probe.reusable(s)
+        decision = decisions.get((s.benchmark, s.objective)) if s.variant == "dirr" else None
+        rec = probe.reusable(s, decision)
         if rec is None:
             todo.append(s)
             continue
@@ -134,19 +135,30 @@ def _prepare_theta0(runner, specs) -> None:
             runner.theta0(s)
 
 
-def _existing_decision(sw: _Sweep, benchmark: str, objective: str) -> dict | None:
-    st = sw.spec.settings(benchmark)
-    want = (benchmark, objective, st["T"], st["t"], st["d"], st["rho_p"], sw.spec.name)
+def _calibration_records(sw: _Sweep, benchmark: str, objective: str) -> list:
+    return [r for s in sw.spec.runs("calibration") if s.benchmark == benchmark and s.objective == objective
+            if (r := sw.read(s)) is not None]
+
+
+def _existing_decision(sw: _Sweep, benchmark: str, objective: str, records: list, baselines: list[str]) -> dict | None:
+    """A decision frozen from exactly these calibration records (same run keys: every setting, the model's
+    content; same code fingerprints) under the same rules; any change to them freezes a new one."""
+    want = (benchmark, objective, sw.spec.name, runs_identity(records), list(map(float, sw.spec.admissible_range)),
+            list(baselines))
     for f in sw.results.decision_files():
-        d = load_decision(f)
-        if (d["benchmark"], d["objective"], d["T"], d["t"], d["d"], d["rho_p"], d.get("experiment")) == want:
+        try:
+            d = load_decision(f)
+        except DecisionError:
+            continue  # not a DIR-R decision of this kind (a controlled one, or one frozen by older code)
+        if (d["benchmark"], d["objective"], d.get("experiment"), d["calibration_runs"],
+                list(map(float, d["admissible_range"])), list(d["baselines"])) == want:
             return d
     return None
 
 
 def _freeze_decisions(sw: _Sweep) -> dict:
-    """One frozen decision per (benchmark, objective) that runs DIR-R, from the calibration records only; an
-    existing decision for the same settings is reused, never re-frozen."""
+    """One frozen decision per (benchmark, objective) that runs DIR-R, from the calibration records only; a
+    decision frozen from the same calibration records (``_existing_decision``) is reused, never re-frozen."""
     from supportbench.harness.calibration import calibrate_and_freeze
 
     decisions = {}
@@ -154,14 +166,13 @@ def _freeze_decisions(sw: _Sweep) -> dict:
         st = sw.spec.settings(b)
         if not st["dirr_methods"]:
             continue  # nothing to calibrate: this benchmark runs no DIR-R
+        baselines = [m for m in st["methods"] if m not in st["dirr_methods"]]
         for o in dict.fromkeys((*st["objectives"], *(st["replication_objectives"] or ()))):
-            dec = _existing_decision(sw, b, o)
+            recs = _calibration_records(sw, b, o)
+            dec = _existing_decision(sw, b, o, recs, baselines)
             if dec is None:
-                recs = [r for s in sw.spec.runs("calibration") if s.benchmark == b and s.objective == o
-                        if (r := sw.read(s)) is not None]
                 try:
-                    _, dec = calibrate_and_freeze(recs, sw.results.decisions,
-                                                  baselines=[m for m in st["methods"] if m not in st["dirr_methods"]],
+                    _, dec = calibrate_and_freeze(recs, sw.results.decisions, baselines=baselines,
                                                   admissible=tuple(sw.spec.admissible_range),
                                                   experiment=sw.spec.name)
                 except CalibrationError as exc:

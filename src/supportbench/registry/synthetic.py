@@ -9,7 +9,7 @@ from pathlib import Path
 from supportbench._io import write_text_atomic
 from supportbench.experiments.record import Compute, DirrResult, Outcome, Provenance, RunRecord, SupportInfo
 from supportbench.experiments.results import ResultsDir
-from supportbench.experiments.spec import spec_key
+from supportbench.experiments.spec import RunSpec, spec_key
 
 ACTIONS = ("0.0", "0.01", "0.025", "0.05", "0.1")
 
@@ -19,12 +19,11 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
            candidates: dict | None = None, triggered=None, probe_signal=0.0, decision_hash=None,
            started_at="2026-01-01T00:00:00+00:00", T=200, t=160, d=20, extra_key: str = "",
            components: dict | None = None, groups=(1, 5, 9), hyperparameters: dict | None = None) -> dict:
-    spec = {"experiment": experiment, "benchmark": benchmark, "field": field, "objective": objective,
-            "method": method, "variant": variant, "seed": seed, "split": split, "budget": 0.1, "T": T,
-            "model": "tiny-llama", "hyperparameters": {"lr": 0.01, **({"tag": extra_key} if extra_key else {}),
-                                                  **(hyperparameters or {})}}
-    if variant == "dirr":
-        spec.update(t=t, d=d, rho_p=0.01)
+    hp = {"lr": 0.01, **({"method.tag": extra_key} if extra_key else {}), **(hyperparameters or {})}
+    spec = RunSpec(benchmark, field, objective, method, seed=seed, variant=variant, split=split,
+                   experiment=experiment, budget=0.1, T=T, t=t if variant == "dirr" else None,
+                   d=d if variant == "dirr" else None, rho_p=0.01 if variant == "dirr" else None,
+                   model="tiny-llama", hyperparameters=hp).canonical()
     ok = status == "ok"
     dirr = None
     if variant == "dirr":

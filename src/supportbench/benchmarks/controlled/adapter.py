@@ -45,6 +45,7 @@ from supportbench.benchmarks.controlled.locators import LOCATORS, LocatorInputs,
 from supportbench.benchmarks.controlled.locators.first_order import first_order_terms
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.controlled_decision import auroc
+from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning.data import DiagnosticRecords, dataset_nll, tokenize_pairs
 from supportbench.unlearning.models import (
     base_identity,
@@ -64,7 +65,7 @@ PREP_VERSION = "controlled-prepare-v2"  # v2: built reproducibly (seeded LoRA in
 
 @register_benchmark("controlled")
 class Controlled:
-    DEFAULT_MODEL = "tiny-qwen2"       # the paper uses Qwen2.5-7B
+    DEFAULT_MODEL = DEFAULT_MODELS["controlled"]       # the paper uses Qwen2.5-7B
     DEFAULT_FIELD = "t00"
     INTERFACES = itf_mod.INTERFACES    # a run's method is the interface it unlearns through (intervene)
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=8)

@@ -52,6 +52,7 @@ from supportbench.benchmarks.lacuna.reader import (
     resolve_layout,
 )
 from supportbench.errors import SpecError
+from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning import models as M
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, tokenize_pairs
 from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
@@ -62,7 +63,7 @@ ALL_GROUPS = range(gen.N_GROUPS)
 
 @register_benchmark("lacuna")
 class Lacuna:
-    DEFAULT_MODEL = "tiny-olmo3"       # the paper uses OLMo 3 7B
+    DEFAULT_MODEL = DEFAULT_MODELS["lacuna"]       # the paper uses OLMo 3 7B
     DEFAULT_FIELD = "Email_Address"
     INTERFACES = ()                    # runs score and train a support
     FIELDS = FIELDS

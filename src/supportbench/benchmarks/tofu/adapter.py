@@ -50,6 +50,7 @@ from supportbench.benchmarks.tofu.reader import (
     subject_in,
 )
 from supportbench.errors import SpecError, UnknownNameError
+from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning import models as M
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll, tokenize_pairs
 from supportbench.unlearning.train import FinetuneConfig, finetune
@@ -60,7 +61,7 @@ PREP_VERSION = "tofu-prepare-v3"  # v3: built reproducibly (one thread)
 # ---- the benchmark -----------------------------------------------------------------------------------
 @register_benchmark("tofu")
 class Tofu:
-    DEFAULT_MODEL = "tiny-llama"
+    DEFAULT_MODEL = DEFAULT_MODELS["tofu"]
     DEFAULT_FIELD = "forget10"
     INTERFACES = ()                    # runs score and train a support
     FIELDS = FIELDS
