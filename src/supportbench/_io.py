@@ -26,7 +26,35 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 
 def write_json_atomic(path: str | Path, obj) -> Path:
-    return write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True, default=_default))
+    # allow_nan=False: never write what loads_json (and any strict JSON reader) refuses
+    return write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True, default=_default, allow_nan=False))
+
+
+class StrictJSONError(json.JSONDecodeError):
+    """Valid to Python's lenient ``json`` but refused here: a key twice in one object (``json`` would keep
+    the last silently) or NaN / Infinity (not JSON)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    seen: dict = {}
+    for k, v in pairs:
+        if k in seen:
+            raise StrictJSONError(f"duplicate key {k!r} in one object (which value counts?)", "", 0)
+        seen[k] = v
+    return seen
+
+
+def _no_constant(name: str):
+    raise StrictJSONError(f"{name} is not a JSON number", "", 0)
+
+
+def loads_json(text: str, *, nonfinite: bool = False):
+    """``json.loads`` that refuses what the standard leaves open: a key twice in one object (which value
+    counts?) and, unless ``nonfinite`` (run records: a diverged run keeps its NaN/Infinity outcome), the
+    non-standard NaN / Infinity. Every file a user can hand in is parsed through it."""
+    if nonfinite:
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
 
 
 def read_json_object(path: str | Path, error: type[Exception], what: str) -> dict:
@@ -35,11 +63,13 @@ def read_json_object(path: str | Path, error: type[Exception], what: str) -> dic
     caller wants to treat a missing file itself (``error`` is then only raised for the other cases)."""
     path = Path(path)
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = loads_json(path.read_text(encoding="utf-8"))
     except IsADirectoryError:
         raise error(f"{what} path '{path}' is a directory") from None
     except UnicodeDecodeError:
         raise error(f"{what} '{path}' is not UTF-8 text") from None
+    except StrictJSONError as exc:
+        raise error(f"{what} '{path}' is not valid: {exc.msg}") from None
     except json.JSONDecodeError as exc:
         raise error(f"{what} '{path}' is not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
     if not isinstance(obj, dict):

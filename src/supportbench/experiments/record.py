@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from supportbench._io import StrictJSONError, loads_json
 from supportbench.errors import SpecError, SupportbenchError
 from supportbench.experiments.spec import SCHEMA, SPLITS, VARIANTS, RunSpec, spec_key
 
@@ -152,9 +153,11 @@ class RunRecord(_Struct):
     @classmethod
     def from_json(cls, text: str | bytes, source: str = "run record") -> RunRecord:
         try:
-            obj = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
+            obj = loads_json(text.decode("utf-8") if isinstance(text, bytes) else text, nonfinite=True)
         except UnicodeDecodeError as exc:
             raise RecordError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+        except StrictJSONError as exc:
+            raise RecordError(f"{source}: {exc.msg}") from None
         except json.JSONDecodeError as exc:
             raise RecordError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
         return cls.from_dict(obj, source)

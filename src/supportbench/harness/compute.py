@@ -10,13 +10,7 @@ multi-checkpoint reference (all actions from checkpoints {0, T/5, ..., 4T/5}) gi
 
 from __future__ import annotations
 
-
-def dirr_path_steps(T: int, t: int, d: int, n_actions: int, triggered: bool) -> dict[str, int]:
-    return {
-        "committed": T,
-        "probe": d,
-        "exhaustive": ((T - t - d) + (n_actions - 2) * (T - t)) if triggered else 0,
-    }
+from supportbench.experiments.calibration import dirr_path_steps
 
 
 def dirr_step_equivalents(T: int, t: int, d: int, n_actions: int, triggered: bool) -> float:

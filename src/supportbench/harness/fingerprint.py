@@ -65,8 +65,8 @@ def fingerprint(spec: RunSpec) -> Fingerprint:
         method_fp = {"hyperparameters": _jsonable(getattr(method, "hyperparameters", {})),
                      "requires": list(getattr(method, "requires", ())),
                      "source": source_hash(_module_file(type(method)), "methods/diagnostics.py", "methods/base.py")}
-    harness = ("harness/runner.py",) + (("harness/dirr.py", "harness/compute.py", "experiments/decisions.py")
-                                        if spec.variant == "dirr" else ())
+    harness = ("harness/runner.py",) + (("harness/dirr.py", "harness/compute.py", "experiments/decisions.py",
+                                         "experiments/calibration.py") if spec.variant == "dirr" else ())
     fp = {
         "method": method_fp,
         "objective": {"settings": _jsonable(dataclasses.asdict(objective)), "source": source_hash("unlearning")},

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from supportbench.errors import CalibrationError, RegistryError
+from supportbench.experiments.calibration import calibrate
 from supportbench.experiments.plan import CELL, ExperimentSpec
+from supportbench.registry import ledger
 from supportbench.registry.store import scalar
 
 CELL_COLS = ", ".join(CELL)
@@ -33,12 +36,17 @@ class AuditReport:
     decisions_after_baselines: list[dict] = field(default_factory=list)
     undated: list[dict] = field(default_factory=list)
     controlled_unfrozen: list[dict] = field(default_factory=list)
+    competing_decisions: list[dict] = field(default_factory=list)
+    decision_evidence: list[dict] = field(default_factory=list)
+    ledger: list[dict] = field(default_factory=list)
+    head: dict = field(default_factory=dict)   # the ingest log's last entry: note it to pin this registry
 
     @property
     def ok(self) -> bool:
         return not (self.missing or self.duplicates or self.failed or self.wrong_split or self.post_hoc_decisions
                     or self.conflicts or self.mixed_fingerprints or self.unfrozen or self.undeclared_decisions
-                    or self.decisions_after_baselines or self.undated or self.controlled_unfrozen)
+                    or self.decisions_after_baselines or self.undated or self.controlled_unfrozen
+                    or self.competing_decisions or self.decision_evidence or self.ledger)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
@@ -46,18 +54,24 @@ class AuditReport:
     def text(self) -> str:
         lines = [f"audit of {', '.join(self.experiments) or '(no experiments)'}: {self.observed_cells} of "
                  f"{self.expected} expected cells present -> {'PASS' if self.ok else 'FAIL'}"]
+        if self.head:
+            lines.append(f"ingest log head: entry {self.head['seq']}, {self.head['hash']} (note it: a later audit "
+                         "that shows another hash at this entry means the registry was rewritten)")
         sections = [("missing cells (not imputed)", self.missing), ("duplicated cells", self.duplicates),
                     ("failed runs", self.failed), ("runs from the wrong split", self.wrong_split),
                     ("decisions frozen after the outcomes they govern", self.post_hoc_decisions),
                     ("ingest conflicts", self.conflicts),
                     ("methods whose records mix code fingerprints (stale records reused)", self.mixed_fingerprints),
-                    ("final DIR-R runs without a frozen decision", self.unfrozen),
+                    ("final DIR-R runs without a frozen decision (or without their dirr block)", self.unfrozen),
                     ("DIR-R runs whose decision is not in the registry or disagrees with it",
                      self.undeclared_decisions),
                     ("decisions frozen after the baseline outcomes they name", self.decisions_after_baselines),
                     ("records without a start time", self.undated),
                     ("final controlled runs without a controlled decision frozen before they started",
-                     self.controlled_unfrozen)]
+                     self.controlled_unfrozen),
+                    ("experiments whose final DIR-R runs follow more than one decision", self.competing_decisions),
+                    ("decisions not borne out by the calibration records they cite", self.decision_evidence),
+                    ("registry rows that disagree with its ingest log (edited after ingest)", self.ledger)]
         for title, rows in sections:
             lines.append(f"{title}: {len(rows)}")
             for r in rows[:20]:
@@ -73,11 +87,43 @@ def _rows(con, sql: str, params=None) -> list[dict]:
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
+def _recomputed_tau(con) -> list[dict]:
+    """tau* of each DIR-R decision governing an audited final run, recomputed with the calibration rule on the
+    signals and gains of the calibration records it cites (as the registry holds them): a decision whose tau
+    is not what the rule gives on its own evidence was edited, or frozen from other records."""
+    out = []
+    decs = con.execute("""SELECT d.hash, d.tau, d.horizon, d.checkpoint, d.d, len(d.actions), d.admissible_lo,
+            d.admissible_hi FROM decisions d WHERE d.tau IS NOT NULL AND d.hash IN (SELECT g.decision_hash
+            FROM arun a JOIN gate_events g USING (run_key) WHERE a.variant = 'dirr' AND a.split <> 'calibration')
+        ORDER BY 1""").fetchall()
+    for h, tau, T, t, d, n_actions, lo, hi in decs:
+        ev = con.execute("""SELECT g.probe_signal, greatest(0, max(c.V) - max(c.V) FILTER (WHERE c.rho = 0))
+            FROM calibration k JOIN gate_events g USING (run_key) JOIN candidates c USING (run_key)
+            WHERE k.decision_hash = ? GROUP BY k.run_key, g.probe_signal ORDER BY k.run_key""", [h]).fetchall()
+        if not ev or any(s is None or gamma is None for s, gamma in ev):
+            continue  # missing evidence is reported by decision_evidence
+        try:
+            want = calibrate([s for s, _ in ev], [gamma for _, gamma in ev], T=T, t=t, d=d, n_actions=n_actions,
+                             admissible=(lo, hi)).tau
+        except CalibrationError as exc:
+            out.append({"hash": h, "run_key": None,
+                        "reason": f"the calibration rule fails on the cited records: {exc}"})
+            continue
+        if want != tau:
+            out.append({"hash": h, "run_key": None, "reason": f"tau {tau!r} is not what the calibration rule gives on "
+                                                            f"the cited records ({want!r})"})
+    return out
+
+
 def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None) -> AuditReport:
     filt = "WHERE experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else {}
     con.execute(f"CREATE OR REPLACE TEMP TABLE arun AS SELECT * FROM results {filt}", params)
     exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM arun ORDER BY 1").fetchall()]
+    if not exps and spec is None:  # nothing to audit is not a pass (with a spec, every cell is missing)
+        held = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM results ORDER BY 1").fetchall()]
+        raise RegistryError(f"the registry holds no run of experiment {experiment!r}; it holds: "
+                            f"{', '.join(held) or 'no runs at all'}")
     if spec is not None:
         import polars as pl  # noqa: F401  (arrow interchange for the expected grid)
         import pyarrow as pa
@@ -126,17 +172,77 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             count(DISTINCT p.fingerprint) AS fingerprints, count(*) AS runs
         FROM arun a JOIN provenance p ON p.run_key = a.run_key WHERE p.fingerprint IS NOT NULL
         GROUP BY ALL HAVING count(DISTINCT p.fingerprint) > 1 ORDER BY ALL""")
-    rep.unfrozen = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)}
-        FROM arun a JOIN gate_events g USING (run_key)
-        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND (coalesce(g.unfrozen, false) OR
-              g.decision_hash IS NULL) ORDER BY ALL""")
+    # a final DIR-R record must carry its gate (the dirr block) and name a frozen decision
+    rep.unfrozen = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)},
+            CASE WHEN g.run_key IS NULL THEN 'record has no dirr block' WHEN coalesce(g.unfrozen, false)
+                 THEN 'marked unfrozen' ELSE 'names no decision' END AS reason
+        FROM arun a LEFT JOIN gate_events g USING (run_key)
+        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND (g.run_key IS NULL OR coalesce(g.unfrozen, false)
+              OR g.decision_hash IS NULL) ORDER BY ALL""")
     rep.undeclared_decisions = _rows(con, """SELECT a.run_key, a.experiment, a.benchmark, a.objective, a.seed,
             g.decision_hash, g.tau AS run_tau, d.tau AS decision_tau,
             CASE WHEN d.hash IS NULL THEN 'decision not in the registry (not in decisions/, or edited)'
-                 ELSE 'tau differs from the decision' END AS reason
-        FROM arun a JOIN gate_events g USING (run_key) LEFT JOIN decisions d ON d.hash = g.decision_hash
+                 WHEN g.tau IS NOT NULL AND g.tau <> d.tau THEN 'tau differs from the decision'
+                 ELSE 'the decision was frozen for another benchmark, objective or T/t/d/rho_p' END AS reason
+        FROM arun a JOIN gate_events g USING (run_key) JOIN runs r USING (run_key)
+        LEFT JOIN decisions d ON d.hash = g.decision_hash
         WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL
-          AND (d.hash IS NULL OR (g.tau IS NOT NULL AND g.tau <> d.tau)) ORDER BY ALL""")
+          AND (d.hash IS NULL OR (g.tau IS NOT NULL AND g.tau <> d.tau)
+               OR d.benchmark IS DISTINCT FROM a.benchmark OR d.objective IS DISTINCT FROM a.objective
+               OR d.horizon IS DISTINCT FROM r.horizon OR d.checkpoint IS DISTINCT FROM r.checkpoint
+               OR d.d IS DISTINCT FROM r.d OR d.rho_p IS DISTINCT FROM r.rho_p) ORDER BY ALL""")
+    # one (experiment, benchmark, objective): its final DIR-R runs follow one decision (a re-frozen decision
+    # reruns them all; two in the registry means records of a superseded decision were kept or forged)
+    rep.competing_decisions = _rows(con, """SELECT a.experiment, a.benchmark, a.objective,
+            count(DISTINCT g.decision_hash) AS decisions, list(DISTINCT g.decision_hash ORDER BY g.decision_hash)
+                AS hashes
+        FROM arun a JOIN gate_events g USING (run_key)
+        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL
+        GROUP BY ALL HAVING count(DISTINCT g.decision_hash) > 1 ORDER BY ALL""")
+    # a decision is checked against the calibration records it cites: each cited run is in the registry as a
+    # calibration-split DIR-R run of the decision's benchmark and objective, ok, with the cited signal s and
+    # gain gamma (recomputed from its candidates), the cited code fingerprint, a seed among the decision's
+    # calibration seeds and no final or replication seed of the experiment; every calibration seed is cited
+    rep.decision_evidence = _rows(con, """WITH gov AS (
+            SELECT DISTINCT g.decision_hash AS hash, a.experiment FROM arun a JOIN gate_events g USING (run_key)
+            WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL),
+        dec AS (SELECT d.*, gov.experiment FROM decisions d JOIN gov USING (hash) WHERE d.tau IS NOT NULL),
+        cited AS (SELECT dec.hash, dec.experiment, dec.benchmark AS d_benchmark, dec.objective AS d_objective,
+                         dec.calibration_seeds, c.run_key, c.seed AS c_seed, c.s, c.gamma,
+                         (SELECT split_part(x, ':', 2) FROM (SELECT unnest(CAST(json_extract(dec.content,
+                            '$.calibration_runs') AS VARCHAR[])) AS x) WHERE split_part(x, ':', 1) = c.run_key
+                          LIMIT 1) AS c_fingerprint
+                  FROM dec JOIN calibration c ON c.decision_hash = dec.hash),
+        gain AS (SELECT run_key, greatest(0, max(V) - max(V) FILTER (WHERE rho = 0)) AS gamma
+                 FROM candidates GROUP BY run_key)
+        SELECT x.hash, x.run_key, CASE
+            WHEN r.run_key IS NULL THEN 'cited calibration run not in the registry'
+            WHEN r.split <> 'calibration' OR r.variant <> 'dirr' THEN 'cited run is not a calibration DIR-R run'
+            WHEN r.benchmark <> x.d_benchmark OR r.objective <> x.d_objective
+                THEN 'cited run is of another benchmark or objective'
+            WHEN o.status <> 'ok' THEN 'cited run did not finish ok'
+            WHEN r.seed <> x.c_seed OR NOT list_contains(x.calibration_seeds, r.seed)
+                THEN 'cited run''s seed is not among the calibration seeds'
+            WHEN EXISTS (SELECT 1 FROM runs f WHERE f.experiment = x.experiment AND f.benchmark = r.benchmark
+                         AND f.split <> 'calibration' AND f.seed = r.seed)
+                THEN 'a calibration seed is also a final seed'
+            WHEN g.probe_signal IS DISTINCT FROM x.s THEN 'cited signal s differs from the record'
+            WHEN abs(gn.gamma - x.gamma) > 1e-9 * greatest(1, abs(x.gamma))
+                THEN 'cited gain gamma differs from the record''s candidates'
+            WHEN x.c_fingerprint IS DISTINCT FROM p.fingerprint THEN 'cited code fingerprint differs from the record'
+            END AS reason
+        FROM cited x LEFT JOIN runs r USING (run_key) LEFT JOIN outcomes o USING (run_key)
+        LEFT JOIN gate_events g USING (run_key) LEFT JOIN gain gn USING (run_key)
+        LEFT JOIN provenance p USING (run_key)
+        WHERE reason IS NOT NULL
+        UNION ALL
+        SELECT dec.hash, NULL AS run_key, 'decision cites no calibration run' AS reason FROM dec
+        WHERE NOT EXISTS (SELECT 1 FROM calibration c WHERE c.decision_hash = dec.hash)
+        UNION ALL
+        SELECT dec.hash, NULL, 'a calibration seed of the decision is cited by none of its runs' FROM dec
+        WHERE EXISTS (SELECT 1 FROM (SELECT unnest(dec.calibration_seeds) AS s) u WHERE NOT EXISTS
+                      (SELECT 1 FROM calibration c WHERE c.decision_hash = dec.hash AND c.seed = u.s))
+        ORDER BY ALL""")
     rep.decisions_after_baselines = _rows(con, """SELECT d.hash, d.benchmark, d.objective,
             d.frozen_at::VARCHAR AS frozen_at, min(p.started_at)::VARCHAR AS first_baseline_started,
             count(*) AS baseline_runs_started_before
@@ -163,6 +269,9 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             AND json_extract_string(d.content, '$.kind') = 'controlled'
         WHERE a.benchmark = 'controlled' AND a.split <> 'calibration'
           AND (d.hash IS NULL OR p.started_at < d.frozen_at) ORDER BY ALL""")
+    rep.decision_evidence += _recomputed_tau(con)
+    rep.ledger = ledger.verify(con)   # the whole registry: an edit anywhere is evidence
+    rep.head = ledger.head(con)
     rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "
                                "(SELECT 1 FROM arun a WHERE a.run_key = c.run_key) ORDER BY ALL")
     return rep

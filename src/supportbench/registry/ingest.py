@@ -27,12 +27,14 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
+from supportbench._io import StrictJSONError, loads_json
 from supportbench.errors import DecisionError, RegistryError
 from supportbench.experiments.controlled_decision import is_controlled, verify_controlled
 from supportbench.experiments.decisions import verify_decision
 from supportbench.experiments.record import RecordError, RunRecord
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
+from supportbench.registry import ledger
 from supportbench.registry.store import one, scalar
 
 
@@ -79,6 +81,9 @@ class IngestReport:
     decisions_new: int = 0
     decision_conflicts: list[dict] = field(default_factory=list)
     replaced: int = 0  # stored records replaced (each logged in ``replacements``)
+    # what this ingest accepted, by kind (for the ingest log, ``registry.ledger``)
+    accepted: dict[str, list[str]] = field(default_factory=lambda: {"decision": [], "replacement": [], "run": []},
+                                           repr=False)
 
     def summary(self) -> str:
         s = (f"{self.files} record files: {self.new} new, {self.unchanged} unchanged, {len(self.conflicts)} conflicts; "
@@ -145,6 +150,9 @@ def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns:
                 pending = reader.submit(_read_all, chunks[k + 1]) if k + 1 < len(chunks) else None
                 _ingest_chunk(con, names, texts, rep, replace_reruns)
         _derive(con)
+        replaced = set(rep.accepted["replacement"])   # re-inserted as new rows, logged once, as replacements
+        for kind, keys in rep.accepted.items():        # after every insert of this ingest: the log vouches for it
+            ledger.append(con, kind, [k for k in keys if kind != "run" or k not in replaced])
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -155,7 +163,7 @@ def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns:
 def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
     for f in files:
         try:
-            dec = json.loads(_read(f).decode("utf-8"))
+            dec = loads_json(_read(f).decode("utf-8"))
             if not isinstance(dec, dict):
                 raise RegistryError(f"decision file {f} must hold a JSON object")
             if is_controlled(dec):
@@ -164,6 +172,8 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
                 verify_decision(dec, source=f)
         except UnicodeDecodeError:
             raise RegistryError(f"decision file {f} is not UTF-8 text") from None
+        except StrictJSONError as exc:
+            raise RegistryError(f"decision file {f}: {exc.msg}") from None
         except json.JSONDecodeError as exc:
             raise RegistryError(f"truncated or invalid decision file {f}: {exc.msg}") from None
         except DecisionError as exc:
@@ -179,6 +189,7 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
                         "VALUES (?, ?, ?, ?, ?, ?)",
                         [dec["hash"], dec["benchmark"], dec["objective"], dec["frozen_at"], blob, f])
             rep.decisions_new += 1
+            rep.accepted["decision"].append(dec["hash"])
             continue
         lo, hi = (dec.get("admissible_range") or [None, None])[:2]
         con.execute("INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
@@ -189,6 +200,7 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
             con.execute("INSERT OR IGNORE INTO calibration VALUES (?, ?, ?, ?, ?, ?)",
                         [dec["hash"], inst["run_key"], inst.get("field"), inst.get("seed"), inst["s"], inst["gamma"]])
         rep.decisions_new += 1
+        rep.accepted["decision"].append(dec["hash"])
 
 
 def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport, replace_reruns: bool = False) -> None:
@@ -226,6 +238,7 @@ def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport, 
             con.execute(f"DELETE FROM {tbl} WHERE run_key IN (SELECT run_key FROM again)")
         con.execute("UPDATE st2 SET old_h = NULL WHERE run_key IN (SELECT run_key FROM again)")
         rep.replaced += len(again)
+        rep.accepted["replacement"] += again
     # classify against what is stored: new, unchanged, or conflicting (kept aside, never overwritten)
     rep.unchanged += scalar(con, "SELECT count(*) FROM st2 WHERE old_h = h")
     clash = con.execute("SELECT run_key, filename FROM st2 WHERE old_h <> h").fetchall()
@@ -240,6 +253,7 @@ def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport, 
     con.execute("CREATE OR REPLACE TEMP VIEW nw AS SELECT * FROM st2 WHERE old_h IS NULL AND k = 1")
     n = scalar(con, "SELECT count(*) FROM nw")
     rep.new += n
+    rep.accepted["run"] += [r[0] for r in con.execute("SELECT run_key FROM nw").fetchall()]
     if not n:
         return
     seq0 = scalar(con, "SELECT coalesce(max(ingest_seq), 0) FROM runs")

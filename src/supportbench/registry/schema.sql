@@ -127,6 +127,18 @@ CREATE TABLE IF NOT EXISTS ingest_conflicts (
     seen_at      TIMESTAMP NOT NULL,
     PRIMARY KEY (run_key, content_hash)
 );
+-- What ingest accepted, append-only and hash-chained (registry.ledger): one row per new run, replaced run,
+-- imported row and decision, stamped by the registry's own clock; hash = sha256(prev, seq, logged_at, kind, key,
+-- content_hash). The audit recomputes the chain and checks every stored row against its last entry.
+CREATE TABLE IF NOT EXISTS ingest_log (
+    seq          BIGINT PRIMARY KEY,
+    logged_at    TIMESTAMP NOT NULL,       -- the registry's clock
+    kind         VARCHAR NOT NULL CHECK (kind IN ('run', 'replacement', 'import', 'decision')),
+    key          VARCHAR NOT NULL,         -- run_key or decision hash
+    content_hash VARCHAR NOT NULL,         -- run_digests.digest or decision_digests.digest when accepted
+    prev         VARCHAR NOT NULL,
+    hash         VARCHAR NOT NULL
+);
 -- Outcome components in long form, derived from outcomes.components (not stored twice).
 CREATE OR REPLACE VIEW components AS
 SELECT o.run_key, je.key AS name, TRY_CAST(je.value AS DOUBLE) AS value
@@ -137,3 +149,20 @@ SELECT r.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, r.v
        g.triggered, g.probe_signal, g.chosen_rho, g.available_gain, g.rho0_J, g.selection, g.post_hoc,
        g.complete, g.decision_hash, r.origin, r.ingest_seq
 FROM runs r JOIN outcomes o USING (run_key) LEFT JOIN gate_events g USING (run_key);
+-- What the ingest log vouches for: a digest of every stored value a table, figure or audit reads (the file's
+-- content hash, the cell, the outcome, the gate, the start time and fingerprint; available_gain is derived).
+CREATE OR REPLACE VIEW run_digests AS
+SELECT r.run_key, md5(concat_ws('|', r.run_key, r.content_hash, r.experiment, r.benchmark, r.field, r.objective,
+         r.method, r.variant, r.seed, r.split, coalesce(o.status, '-'), coalesce(o.J::VARCHAR, '-'),
+         coalesce(o.G_F::VARCHAR, '-'), coalesce(o.D_coll::VARCHAR, '-'), coalesce(o.components::VARCHAR, '-'),
+         coalesce(g.decision_hash, '-'), coalesce(g.tau::VARCHAR, '-'), coalesce(g.probe_signal::VARCHAR, '-'),
+         coalesce(g.triggered::VARCHAR, '-'), coalesce(g.chosen_rho::VARCHAR, '-'), coalesce(g.unfrozen::VARCHAR, '-'),
+         coalesce(p.started_at::VARCHAR, '-'), coalesce(p.fingerprint, '-'))) AS digest
+FROM runs r LEFT JOIN outcomes o USING (run_key) LEFT JOIN gate_events g USING (run_key)
+     LEFT JOIN provenance p USING (run_key);
+CREATE OR REPLACE VIEW decision_digests AS
+SELECT hash, md5(concat_ws('|', hash, coalesce(tau::VARCHAR, '-'), coalesce(rho_p::VARCHAR, '-'),
+         coalesce(d::VARCHAR, '-'), coalesce(checkpoint::VARCHAR, '-'), coalesce(horizon::VARCHAR, '-'),
+         coalesce(benchmark, '-'), coalesce(objective, '-'), frozen_at::VARCHAR, coalesce(content::VARCHAR, '-')))
+       AS digest
+FROM decisions;

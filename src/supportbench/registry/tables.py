@@ -14,6 +14,7 @@ from pathlib import Path
 
 from supportbench.errors import RegistryError
 from supportbench.experiments.record import RecordError, check_levels
+from supportbench.registry import ledger
 from supportbench.registry.ingest import IngestReport
 from supportbench.registry.store import one, scalar
 
@@ -129,6 +130,8 @@ def import_table(con, path: str | Path) -> IngestReport:
                              p["available_gain"] is not None])
             con.execute("INSERT OR IGNORE INTO experiments VALUES (?, ?)", [p["experiment"], now])
             rep.new += 1
+            rep.accepted.setdefault("import", []).append(p["run_key"])
+        ledger.append(con, "import", rep.accepted.get("import", []))
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

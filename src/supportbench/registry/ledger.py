@@ -1,0 +1,79 @@
+"""The registry's ingest log: append-only, hash-chained, on the registry's own clock.
+
+Self-reported files (records, decisions) cannot be made unforgeable; what the registry can do is make a change
+*after* it accepted something evident. Every row ingest accepts -- a new run, a replaced run, an imported row,
+a decision -- appends ``(seq, at, kind, key, content_hash)`` to ``ingest_log``, where ``content_hash`` is the
+digest of every stored value of that row (the views ``run_digests`` / ``decision_digests``) and ``hash =
+sha256(prev | seq | at | kind | key | content_hash)`` chains it to the entry before (``GENESIS`` for the
+first). ``verify`` recomputes the chain and checks every stored run and decision against its last entry, so an
+edit of the registry's tables (an outcome rewritten in SQL) or of the log (an entry dropped or altered without
+recomputing every later hash) is reported. ``head`` is the chain's last hash: written down or published
+outside the registry (the report's stamp carries it), it pins everything accepted up to then, because
+recomputing the chain after an edit changes it. Threat model: docs/registry.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+GENESIS = "0" * 64
+_TS = "%Y-%m-%dT%H:%M:%S.%f"
+
+
+def _link(prev: str, seq: int, at: str, kind: str, key: str, content_hash: str) -> str:
+    return hashlib.sha256("|".join((prev, str(seq), at, kind, key, content_hash)).encode()).hexdigest()
+
+
+def head(con) -> dict:
+    """The last entry: ``{"seq": n, "hash": h}`` (``seq`` 0 and ``GENESIS`` for an empty log)."""
+    row = con.execute("SELECT seq, hash FROM ingest_log ORDER BY seq DESC LIMIT 1").fetchone()
+    return {"seq": row[0], "hash": row[1]} if row else {"seq": 0, "hash": GENESIS}
+
+
+def append(con, kind: str, keys: list[str]) -> None:
+    """Log the rows ``keys`` of ``kind`` as stored now (run_key for run/replacement/import, hash for decision),
+    chained after the last entry; within the caller's transaction."""
+    if not keys:
+        return
+    view, col = ("decision_digests", "hash") if kind == "decision" else ("run_digests", "run_key")
+    con.execute("CREATE OR REPLACE TEMP TABLE ledger_keys (k VARCHAR)")
+    con.executemany("INSERT INTO ledger_keys VALUES (?)", [(k,) for k in keys])
+    digests = con.execute(f"SELECT {col}, digest FROM {view} JOIN ledger_keys ON k = {col} ORDER BY {col}").fetchall()
+    last = head(con)
+    seq, prev = last["seq"], last["hash"]
+    at = datetime.now(UTC).replace(tzinfo=None).strftime(_TS)
+    rows = []
+    for key, digest in digests:
+        seq += 1
+        h = _link(prev, seq, at, kind, key, digest)
+        rows.append((seq, at, kind, key, digest, prev, h))
+        prev = h
+    con.executemany("INSERT INTO ingest_log VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def verify(con) -> list[dict]:
+    """Breaks of the chain, and stored runs and decisions that disagree with their last entry (empty: intact)."""
+    out = []
+    prev, expect = GENESIS, 1
+    entries = con.execute(f"SELECT seq, strftime(logged_at, '{_TS}'), kind, key, content_hash, prev, hash "
+                          "FROM ingest_log ORDER BY seq").fetchall()
+    for seq, at, kind, key, content_hash, stored_prev, h in entries:
+        if seq != expect:
+            out.append({"seq": seq, "key": key, "reason": f"entries {expect}..{seq - 1} are missing from the log"})
+        if stored_prev != prev or _link(prev, seq, at, kind, key, content_hash) != h:
+            out.append({"seq": seq, "key": key, "reason": "entry altered: its hash does not follow from the chain"})
+        prev, expect = h, seq + 1
+    last = "SELECT key, arg_max(content_hash, seq) AS content_hash FROM ingest_log WHERE kind IN {} GROUP BY key"
+    out += [{"seq": None, "key": k, "reason": r} for k, r in con.execute(f"""
+        SELECT v.run_key, CASE WHEN l.key IS NULL THEN 'run not in the ingest log (added outside ingest)'
+                               ELSE 'run differs from what ingest accepted (edited in the registry)' END
+        FROM run_digests v LEFT JOIN ({last.format("('run', 'replacement', 'import')")}) l ON l.key = v.run_key
+        WHERE l.key IS NULL OR l.content_hash <> v.digest
+        UNION ALL
+        SELECT v.hash, CASE WHEN l.key IS NULL THEN 'decision not in the ingest log (added outside ingest)'
+                            ELSE 'decision differs from what ingest accepted (edited in the registry)' END
+        FROM decision_digests v LEFT JOIN ({last.format("('decision',)")}) l ON l.key = v.hash
+        WHERE l.key IS NULL OR l.content_hash <> v.digest
+        ORDER BY 1""").fetchall()]
+    return out
