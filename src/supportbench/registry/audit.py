@@ -8,6 +8,7 @@ full cross product of the levels the rows show: fields x objectives x (method, v
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 
 from supportbench.errors import CalibrationError, RegistryError
@@ -93,13 +94,17 @@ def _recomputed_tau(con) -> list[dict]:
     is not what the rule gives on its own evidence was edited, or frozen from other records."""
     out = []
     decs = con.execute("""SELECT d.hash, d.tau, d.horizon, d.checkpoint, d.d, len(d.actions), d.admissible_lo,
-            d.admissible_hi FROM decisions d WHERE d.tau IS NOT NULL AND d.hash IN (SELECT g.decision_hash
+            d.admissible_hi, d.content FROM decisions d WHERE d.tau IS NOT NULL AND d.hash IN (SELECT g.decision_hash
             FROM arun a JOIN gate_events g USING (run_key) WHERE a.variant = 'dirr' AND a.split <> 'calibration')
         ORDER BY 1""").fetchall()
-    for h, tau, T, t, d, n_actions, lo, hi in decs:
-        ev = con.execute("""SELECT g.probe_signal, greatest(0, max(c.V) - max(c.V) FILTER (WHERE c.rho = 0))
+    for h, tau, T, t, d, n_actions, lo, hi, content in decs:
+        found = dict((k, (s, gamma)) for k, s, gamma in con.execute("""SELECT k.run_key, g.probe_signal,
+                greatest(0, max(c.V) - max(c.V) FILTER (WHERE c.rho = 0))
             FROM calibration k JOIN gate_events g USING (run_key) JOIN candidates c USING (run_key)
-            WHERE k.decision_hash = ? GROUP BY k.run_key, g.probe_signal ORDER BY k.run_key""", [h]).fetchall()
+            WHERE k.decision_hash = ? GROUP BY k.run_key, g.probe_signal""", [h]).fetchall())
+        # in the decision's own order: the rule's sums are then the same floating-point sums
+        order = [i.get("run_key") for i in (json.loads(content).get("calibration") or {}).get("instances", [])]
+        ev = [found.get(k, (None, None)) for k in order]
         if not ev or any(s is None or gamma is None for s, gamma in ev):
             continue  # missing evidence is reported by decision_evidence
         try:
@@ -229,7 +234,8 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             WHEN g.probe_signal IS DISTINCT FROM x.s THEN 'cited signal s differs from the record'
             WHEN abs(gn.gamma - x.gamma) > 1e-9 * greatest(1, abs(x.gamma))
                 THEN 'cited gain gamma differs from the record''s candidates'
-            WHEN x.c_fingerprint IS DISTINCT FROM p.fingerprint THEN 'cited code fingerprint differs from the record'
+            WHEN x.c_fingerprint IS DISTINCT FROM coalesce(p.fingerprint, '')
+                THEN 'cited code fingerprint differs from the record'
             END AS reason
         FROM cited x LEFT JOIN runs r USING (run_key) LEFT JOIN outcomes o USING (run_key)
         LEFT JOIN gate_events g USING (run_key) LEFT JOIN gain gn USING (run_key)
@@ -270,6 +276,15 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
         WHERE a.benchmark = 'controlled' AND a.split <> 'calibration'
           AND (d.hash IS NULL OR p.started_at < d.frozen_at) ORDER BY ALL""")
     rep.decision_evidence += _recomputed_tau(con)
+    if spec is not None:  # the rules the experiment declared, not ones chosen after seeing a tau
+        lo, hi = map(float, spec.admissible_range)
+        rep.decision_evidence += _rows(con, """SELECT DISTINCT d.hash, NULL AS run_key,
+                'frozen under rules the experiment does not declare (admissible range ' || d.admissible_lo || '-'
+                || d.admissible_hi || ', selection ' || d.selection || ')' AS reason
+            FROM decisions d JOIN gate_events g ON g.decision_hash = d.hash JOIN arun a USING (run_key)
+            WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND d.tau IS NOT NULL
+              AND (d.admissible_lo <> $lo OR d.admissible_hi <> $hi OR d.selection <> $sel) ORDER BY 1""",
+                                       {"lo": lo, "hi": hi, "sel": spec.selection})
     rep.ledger = ledger.verify(con)   # the whole registry: an edit anywhere is evidence
     rep.head = ledger.head(con)
     rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "

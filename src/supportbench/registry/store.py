@@ -10,7 +10,9 @@ transformers.
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 import time
 from datetime import UTC, datetime
 from importlib import resources
@@ -81,13 +83,32 @@ def query_connection(path: str | Path) -> duckdb.DuckDBPyConnection:
         raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
     con = _open(path, True, config={"enable_external_access": False})
     _check_version(con, path)
+    memory = os.environ.get("SUPPORTBENCH_QUERY_MEMORY", "2GB")
+    try:
+        con.execute(f"SET memory_limit = '{memory}'")   # an unbounded recursive CTE stops at it
+    except duckdb.Error:
+        raise RegistryError(f"SUPPORTBENCH_QUERY_MEMORY={memory!r} is not a memory size (e.g. 2GB, 500MB)") from None
     con.execute("SET lock_configuration = true")
     return con
 
 
-def run_query(con: duckdb.DuckDBPyConnection, sql: str):
-    """Run one read statement (SELECT, WITH ... SELECT, VALUES, a table function); refuse anything else:
-    several statements, COPY, EXPORT, ATTACH, SET, PRAGMA, writes."""
+def query_seconds() -> float:
+    """The time limit of one user query: ``SUPPORTBENCH_QUERY_SECONDS`` (default 30)."""
+    raw = os.environ.get("SUPPORTBENCH_QUERY_SECONDS", "30")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise RegistryError(f"SUPPORTBENCH_QUERY_SECONDS={raw!r} must be a number of seconds > 0")
+    return value
+
+
+def run_query(con: duckdb.DuckDBPyConnection, sql: str, *, seconds: float | None = None,
+              max_rows: int = 10_000) -> str:
+    """Run one read statement (SELECT, WITH ... SELECT, VALUES, a table function) and render its first
+    ``max_rows`` rows; refuse anything else: several statements, COPY, EXPORT, ATTACH, SET, PRAGMA, writes. A
+    query still running after ``seconds`` (``query_seconds()``) is interrupted: a one-line error, not a hang."""
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
@@ -98,10 +119,19 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str):
     if kind not in READ_STATEMENTS:
         raise RegistryError(f"the query connection is read-only: only read queries (SELECT ...) are allowed, "
                             f"got a statement of type {kind}")
+    limit = query_seconds() if seconds is None else seconds
+    timer = threading.Timer(limit, con.interrupt)
+    timer.start()
     try:
-        return con.sql(sql)
+        return str(con.sql(sql).limit(max_rows))
+    except duckdb.InterruptException:
+        raise RegistryError(f"query stopped at its time limit of {limit:g} s (SUPPORTBENCH_QUERY_SECONDS)") from None
+    except duckdb.OutOfMemoryException:
+        raise RegistryError("query stopped at its memory limit (SUPPORTBENCH_QUERY_MEMORY)") from None
     except duckdb.Error as exc:
         raise RegistryError(f"query failed: {str(exc).splitlines()[0]}") from None
+    finally:
+        timer.cancel()
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> None:

@@ -18,7 +18,8 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
            method="intervention_score", variant="static", seed=0, split="final", J=0.0, status="ok",
            candidates: dict | None = None, triggered=None, probe_signal=0.0, decision_hash=None,
            started_at="2026-01-01T00:00:00+00:00", T=200, t=160, d=20, extra_key: str = "",
-           components: dict | None = None, groups=(1, 5, 9), hyperparameters: dict | None = None) -> dict:
+           components: dict | None = None, groups=(1, 5, 9), hyperparameters: dict | None = None,
+           tau: float = 0.02) -> dict:
     hp = {"lr": 0.01, **({"method.tag": extra_key} if extra_key else {}), **(hyperparameters or {})}
     spec = RunSpec(benchmark, field, objective, method, seed=seed, variant=variant, split=split,
                    experiment=experiment, budget=0.1, T=T, t=t if variant == "dirr" else None,
@@ -29,7 +30,7 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
     if variant == "dirr":
         cands = candidates or {"0.0": J}
         chosen = max(cands, key=lambda r: (cands[r], -float(r)))
-        dirr = DirrResult(decision_hash=decision_hash, unfrozen=decision_hash is None, tau=0.02,
+        dirr = DirrResult(decision_hash=decision_hash, unfrozen=decision_hash is None, tau=tau,
                           probe_signal=probe_signal, probe_values={}, triggered=bool(triggered),
                           chosen_rho=float(chosen), selection="evaluation", candidates=cands, candidates_J=cands,
                           rho0_J=cands["0.0"], post_hoc=False, complete=len(cands) == len(ACTIONS),

@@ -14,6 +14,7 @@ import json
 import polars as pl
 
 from supportbench.experiments.identity import source_hash
+from supportbench.registry import ledger
 from supportbench.reports import latex as L
 from supportbench.reports import stats as S
 from supportbench.reports import tables as T
@@ -187,8 +188,9 @@ def read_stamp(text: str) -> dict | None:
 
 
 def registry_stamp(con, experiment: str | None) -> dict:
-    """What a report was made from: the registry's content (a digest of its runs' keys and content hashes),
-    the code fingerprints of those runs, their theta_0 hashes, and the reports code itself."""
+    """What a report was made from: the registry's content (a digest of its runs' keys and content hashes, and
+    the head of its ingest log), the code fingerprints of those runs, their theta_0 hashes, and the reports code
+    itself."""
     where = "WHERE r.experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None
     rows = con.sql(f"SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash FROM runs r "
@@ -201,4 +203,5 @@ def registry_stamp(con, experiment: str | None) -> dict:
     return {"records": len(rows), "registry": digest,
             "fingerprints": sorted({f for _, _, _, f, _ in rows if f}),
             "theta0": {b: sorted(v) for b, v in sorted(theta0.items())},
+            "ingest_log_head": ledger.head(con),   # pins the registry as it was (docs/registry.md, threat model)
             "reports_code": source_hash("reports")}

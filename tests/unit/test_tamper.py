@@ -1,0 +1,201 @@
+"""Tamper evidence (docs/registry.md, "Threat model"): a forged decision whose run records were rewritten to
+match, an edit of the registry after ingest, a record stripped of its gate -- each is a row of this table,
+and the audit must name it. The honest baseline of every row audits clean, so each row's finding is the
+forgery's, not the fixture's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from supportbench.experiments.decisions import decision_hash
+from supportbench.experiments.plan import ExperimentSpec
+from supportbench.experiments.record import RunRecord
+from supportbench.experiments.results import ResultsDir
+from supportbench.harness.calibration import calibrate_and_freeze
+from supportbench.registry import synthetic as syn
+from supportbench.registry.audit import audit
+from supportbench.registry.ingest import ingest
+from supportbench.registry.store import connect
+
+CAL_SEEDS, FINAL_SEEDS = (7, 8, 9, 10), (3, 4)
+SPEC = ExperimentSpec.from_dict({
+    "experiment": {"name": "e", "benchmarks": ["tofu"], "fields": ["forget10"], "objectives": ["npo"],
+                   "methods": ["intervention_score", "random"], "T": 200, "t": 160, "d": 20, "rho_p": 0.01,
+                   "seeds": {"calibration": list(CAL_SEEDS), "final": list(FINAL_SEEDS)}},
+    "hyperparameters": {"lr": 0.01}, "dirr": {"admissible_range": [0.2, 0.8]}})
+
+
+def _cands(gain: float) -> dict:
+    return {r: 1.0 + (gain if r == "0.05" else 0.0) for r in syn.ACTIONS}
+
+
+def honest(res: Path) -> dict:
+    """Calibration DIR-R records (signals 0.1..0.4, gains 0, 0, 1, 1), the decision frozen from them with the
+    project's own rule, then every final run after it (baselines and DIR-R under the decision)."""
+    cal = []
+    for k, seed in enumerate(CAL_SEEDS):
+        rec = syn.record(experiment="e", benchmark="tofu", variant="dirr", split="calibration", seed=seed,
+                         probe_signal=0.1 * (k + 1), candidates=_cands(1.0 if k >= 2 else 0.0), triggered=True)
+        syn.write(res, rec)
+        cal.append(RunRecord.from_dict(rec))
+    _, dec = calibrate_and_freeze(cal, ResultsDir(res).decisions, baselines=["random"], admissible=(0.2, 0.8),
+                                  experiment="e")
+    for seed in FINAL_SEEDS:
+        for method in ("intervention_score", "random"):
+            syn.write(res, syn.record(experiment="e", benchmark="tofu", method=method, seed=seed,
+                                      started_at="2999-01-01T00:00:00+00:00"))
+        syn.write(res, syn.record(experiment="e", benchmark="tofu", variant="dirr", seed=seed, tau=dec["tau"],
+                                  decision_hash=dec["hash"], probe_signal=0.5, triggered=True,
+                                  candidates=_cands(0.5), started_at="2999-01-01T00:00:00+00:00"))
+    return dec
+
+
+def _records(res: Path, variant="dirr", split="final") -> list[Path]:
+    out = []
+    for f in ResultsDir(res).record_files():
+        r = json.loads(Path(f).read_text())
+        if r["spec"]["variant"] == variant and r["spec"]["split"] == split:
+            out.append(Path(f))
+    return out
+
+
+def _reissue(res: Path, dec: dict, **change) -> dict:
+    """The forger's decision: ``change`` applied, frozen items re-hashed, the old file gone, and every final
+    DIR-R record rewritten to name it (and its tau), so that decision and records agree."""
+    forged = {**dec, **change}
+    forged["hash"] = decision_hash(forged)
+    (ResultsDir(res).decisions / f"{dec['hash']}.json").unlink()
+    (ResultsDir(res).decisions / f"{forged['hash']}.json").write_text(json.dumps(forged))
+    for f in _records(res):
+        r = json.loads(f.read_text())
+        r["dirr"].update(decision_hash=forged["hash"], tau=forged["tau"])
+        f.write_text(json.dumps(r))
+    return forged
+
+
+def forge_tau(res, dec, con):
+    _reissue(res, dec, tau=0.05)
+
+
+def forge_final_seeds_as_calibration(res, dec, con):
+    finals = [json.loads(f.read_text()) for f in _records(res)]
+    inst = [{"run_key": r["run_key"], "field": "forget10", "seed": r["spec"]["seed"], "s": 0.5, "gamma": 0.5}
+            for r in finals]
+    _reissue(res, dec, calibration_seeds=list(FINAL_SEEDS), calibration={**dec["calibration"], "instances": inst},
+             calibration_runs=sorted(f"{r['run_key']}:" for r in finals))
+
+
+def forge_another_objectives_decision(res, dec, con):
+    _reissue(res, dec, objective="simnpo")
+
+
+def forge_instances(res, dec, con):
+    inst = [dict(i) for i in dec["calibration"]["instances"]]
+    inst[0]["s"] = 0.9                                # informational items: the hash does not change
+    path = ResultsDir(res).decisions / f"{dec['hash']}.json"
+    path.write_text(json.dumps({**dec, "calibration": {**dec["calibration"], "instances": inst}}))
+
+
+def forge_rules(res, dec, con):
+    _reissue(res, dec, admissible_range=[0.0, 1.0])  # tau itself still follows from the cited records
+
+
+def forge_second_decision(res, dec, con):
+    second = {**dec, "frozen_at": "2999-06-01T00:00:00.000000+00:00"}
+    second["hash"] = decision_hash(second)
+    (ResultsDir(res).decisions / f"{second['hash']}.json").write_text(json.dumps(second))
+    f = _records(res)[0]
+    r = json.loads(f.read_text())
+    r["dirr"]["decision_hash"] = second["hash"]
+    f.write_text(json.dumps(r))
+
+
+def strip_gate(res, dec, con):
+    for f in _records(res):
+        r = json.loads(f.read_text())
+        r["dirr"] = None
+        f.write_text(json.dumps(r))
+
+
+def backdate_after_ingest(res, dec, con):
+    ingest(con, res)                                   # the registry saw the honest decision and records
+    _reissue(res, dec, frozen_at="2000-01-01T00:00:00.000000+00:00")
+
+
+def edit_outcome_in_sql(res, dec, con):
+    ingest(con, res)
+    con.execute("UPDATE outcomes SET J = J + 1 WHERE run_key = (SELECT min(run_key) FROM runs)")
+
+
+def edit_tau_in_sql(res, dec, con):
+    ingest(con, res)
+    con.execute("UPDATE decisions SET tau = 0.05")
+    con.execute("UPDATE gate_events SET tau = 0.05 WHERE decision_hash IS NOT NULL")
+
+
+def drop_a_log_entry(res, dec, con):
+    ingest(con, res)
+    con.execute("DELETE FROM ingest_log WHERE seq = 3")
+
+
+CASES = [
+    (forge_tau, "decision_evidence", "is not what the calibration rule gives on the cited records"),
+    (forge_final_seeds_as_calibration, "decision_evidence", "cited run is not a calibration DIR-R run"),
+    (forge_another_objectives_decision, "undeclared_decisions", "frozen for another benchmark, objective"),
+    (forge_instances, "decision_evidence", "cited signal s differs from the record"),
+    (forge_rules, "decision_evidence", "frozen under rules the experiment does not declare"),
+    (forge_second_decision, "competing_decisions", None),
+    (strip_gate, "unfrozen", "record has no dirr block"),
+    (backdate_after_ingest, "conflicts", None),
+    (edit_outcome_in_sql, "ledger", "run differs from what ingest accepted"),
+    (edit_tau_in_sql, "ledger", "decision differs from what ingest accepted"),
+    (drop_a_log_entry, "ledger", "entries 3..3 are missing from the log"),
+]
+
+
+def _audit(res: Path, con):
+    ingest(con, res)
+    return audit(con, "e", SPEC)
+
+
+def test_the_honest_baseline_audits_clean(tmp_path):
+    res = tmp_path / "res"
+    honest(res)
+    rep = _audit(res, connect(tmp_path / "r.duckdb"))
+    assert rep.ok, rep.text()
+    assert rep.head["seq"] == len(ResultsDir(res).record_files()) + 1   # every run and the decision logged
+
+
+@pytest.mark.parametrize(("forge", "section", "reason"), CASES, ids=[c[0].__name__ for c in CASES])
+def test_tampering_is_evident(tmp_path, forge, section, reason):
+    res = tmp_path / "res"
+    con = connect(tmp_path / "r.duckdb")
+    dec = honest(res)
+    forge(res, dec, con)
+    rep = _audit(res, con)
+    assert not rep.ok
+    rows = getattr(rep, section)
+    assert rows, f"{forge.__name__}: nothing in {section}\n{rep.text()}"
+    if reason:
+        assert any(reason in str(r.get("reason")) for r in rows), rows
+
+
+def test_a_rewritten_chain_changes_the_head(tmp_path):
+    """Recomputing every hash after an edit passes verify, but not a head noted before: what the head is for."""
+    from supportbench.registry import ledger
+
+    res = tmp_path / "res"
+    honest(res)
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, res)
+    before = ledger.head(con)
+    con.execute("UPDATE outcomes SET J = J + 1 WHERE run_key = (SELECT min(run_key) FROM runs)")
+    rows = con.execute("SELECT seq, key, kind FROM ingest_log ORDER BY seq").fetchall()
+    con.execute("DELETE FROM ingest_log")
+    for _seq, key, kind in rows:   # the forger re-logs everything from scratch
+        ledger.append(con, kind, [key])
+    assert ledger.verify(con) == []
+    assert ledger.head(con)["hash"] != before["hash"]
