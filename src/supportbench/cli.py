@@ -178,6 +178,8 @@ def _run_controlled(args) -> int:
               + ", ".join(f"{lr} {v:+.4f}" for lr, v in by_lr.items()) + ")")
     print(f"targets excluded from Table 1 (theta_0 recall < {q['recall_threshold']}): {q['n_excluded']}/"
           f"{q['n_targets']}" + (f": {', '.join(q['excluded'])}" if q["excluded"] else ""))
+    for g in q.get("gates", []):
+        print(f"  validity gate {g['gate']}: {'pass' if g['passed'] else 'FAIL'} ({g['value']}; rule: {g['rule']})")
     b = q["bounded"] or {}
 
     def both(key, fmt):

@@ -66,3 +66,16 @@ def test_audit_fails_runs_without_a_decision(tmp_path):
     rep = _runs(tmp_path, "2999-01-01T00:00:00+00:00", None)
     assert {r["reason"] for r in rep.controlled_unfrozen} == {"no frozen controlled decision"} and not rep.ok
     assert "final controlled runs without a controlled decision frozen before they started: 4" in rep.text()
+
+
+def test_construction_gates_by_hand():
+    # backbone: 1 of 4 learned (25%), median (0.1 + 0.2) / 2 = 0.15; lora: 3 of 4 (75%), median 0.65
+    recall = {"backbone": [0.05, 0.1, 0.2, 0.9], "lora": [0.3, 0.6, 0.7, 0.8]}
+    gates = {g["gate"]: g for g in cd.construction_gates(recall, 0.95)}
+    assert not gates["facts learned"]["passed"] and gates["facts learned"]["value"] == "backbone 25%, lora 75%"
+    assert not gates["interfaces balanced"]["passed"]
+    assert gates["interfaces balanced"]["value"] == "backbone median recall 0.150, lora median recall 0.650"
+    assert gates["storage localizable"]["passed"]
+    even = {"backbone": [0.5, 0.6, 0.7, 0.1], "lora": [0.55, 0.65, 0.6, 0.2]}   # 75% each; medians .55 / .575
+    assert all(g["passed"] for g in cd.construction_gates(even, 0.9))           # 0.9 is enough: the rule is >=
+    assert not cd.construction_gates(even, None)[2]["passed"]                   # undefined AUROC never passes

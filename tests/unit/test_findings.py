@@ -68,9 +68,10 @@ def test_a_claim_whose_precondition_fails_is_not_tested_and_says_why(db):
     flat = ctx.components.with_columns(
         pl.when(pl.col("name") == "storage_score").then(0.0).otherwise(pl.col("value")).alias("value"))
     text = findings(T.Context(ctx.results, ctx.decisions, flat), None, None, "x")
-    assert ("| not tested (the construction's validity gate fails: primary locator storage_score (no frozen "
-            "controlled decision) AUROC 0.500 on every final target < 0.9") in _row(
-        text, "Controlled separation")
+    row = _row(text, "Controlled separation")
+    assert ("| not tested (the construction's validity gates fail (storage localizable: primary locator AUROC "
+            "0.500, rule: the primary locator's AUROC on every final target >= 0.9)") in row
+    assert "primary locator storage_score (no frozen controlled decision)" in row
 
 
 def test_findings_carry_the_registry_and_code_they_came_from(db):

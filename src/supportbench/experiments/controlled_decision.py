@@ -25,6 +25,34 @@ from supportbench.errors import DecisionError
 KIND = "controlled"
 LR_GRID: tuple[float, ...] = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
 RECALL_THRESHOLD = 0.5
+# The construction's validity gates (docs/benchmarks.md, "Validity gates"), read from theta_0 and the
+# construction's labels only, fixed before any unlearning outcome: Table 1's claim is tested only when all pass.
+GATE_LEARNED_SHARE = 0.5      # facts learned: each interface has at least this share of its final targets learned
+GATE_RECALL_GAP = 0.1         # interfaces balanced: the interfaces' median theta_0 recall differ by at most this
+GATE_AUROC = 0.9              # storage localizable: the primary locator's AUROC on every final target
+
+
+def construction_gates(recall: dict[str, list[float]], auroc_all: float | None,
+                       threshold: float = RECALL_THRESHOLD) -> list[dict]:
+    """The three gates on ``recall`` (injecting interface -> theta_0 recall of each of its final targets) and
+    the primary locator's AUROC on every final target; each ``{"gate", "passed", "value", "rule"}``."""
+    import statistics
+
+    learned = {w: sum(r >= threshold for r in v) / len(v) if v else 0.0 for w, v in sorted(recall.items())}
+    medians = {w: statistics.median(v) if v else 0.0 for w, v in sorted(recall.items())}
+    gap = max(medians.values()) - min(medians.values()) if medians else float("inf")
+    return [
+        {"gate": "facts learned", "passed": bool(learned) and min(learned.values()) >= GATE_LEARNED_SHARE,
+         "value": ", ".join(f"{w} {x:.0%}" for w, x in learned.items()),
+         "rule": f"each interface has >= {GATE_LEARNED_SHARE:.0%} of its final targets at theta_0 recall >= "
+                 f"{threshold}"},
+        {"gate": "interfaces balanced", "passed": gap <= GATE_RECALL_GAP,
+         "value": ", ".join(f"{w} median recall {m:.3f}" for w, m in medians.items()),
+         "rule": f"the interfaces' median theta_0 recall differ by <= {GATE_RECALL_GAP}"},
+        {"gate": "storage localizable", "passed": auroc_all is not None and auroc_all >= GATE_AUROC,
+         "value": "undefined" if auroc_all is None else f"primary locator AUROC {auroc_all:.3f}",
+         "rule": f"the primary locator's AUROC on every final target >= {GATE_AUROC}"},
+    ]
 FROZEN_ITEMS = ("kind", "experiment", "benchmark", "objective", "model", "T", "seed", "theta0_hash",
                 "calibration_targets", "locator_aurocs", "primary_locator", "lr_grid", "mean_J", "lr",
                 "recall_threshold", "calibration_runs")

@@ -25,9 +25,15 @@ def _link(prev: str, seq: int, at: str, kind: str, key: str, content_hash: str) 
     return hashlib.sha256("|".join((prev, str(seq), at, kind, key, content_hash)).encode()).hexdigest()
 
 
+def has_log(con) -> bool:
+    """False for a registry file written before the ingest log existed (opened read-only, not migrated)."""
+    return bool(con.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'ingest_log'").fetchall()[0][0])
+
+
 def head(con) -> dict:
     """The last entry: ``{"seq": n, "hash": h}`` (``seq`` 0 and ``GENESIS`` for an empty log)."""
-    row = con.execute("SELECT seq, hash FROM ingest_log ORDER BY seq DESC LIMIT 1").fetchone()
+    rows = con.sql("SELECT seq, hash FROM ingest_log ORDER BY seq DESC LIMIT 1").fetchall() if has_log(con) else []
+    row = rows[0] if rows else None
     return {"seq": row[0], "hash": row[1]} if row else {"seq": 0, "hash": GENESIS}
 
 
@@ -54,10 +60,13 @@ def append(con, kind: str, keys: list[str]) -> None:
 
 def verify(con) -> list[dict]:
     """Breaks of the chain, and stored runs and decisions that disagree with their last entry (empty: intact)."""
+    if not has_log(con):
+        return [{"seq": None, "key": None, "reason": "the registry predates the ingest log: nothing vouches for its "
+                 "rows (re-ingest the results directory into a new registry)"}]
     out = []
     prev, expect = GENESIS, 1
-    entries = con.execute(f"SELECT seq, strftime(logged_at, '{_TS}'), kind, key, content_hash, prev, hash "
-                          "FROM ingest_log ORDER BY seq").fetchall()
+    entries = con.sql(f"SELECT seq, strftime(logged_at, '{_TS}'), kind, key, content_hash, prev, hash "
+                      "FROM ingest_log ORDER BY seq").fetchall()
     for seq, at, kind, key, content_hash, stored_prev, h in entries:
         if seq != expect:
             out.append({"seq": seq, "key": key, "reason": f"entries {expect}..{seq - 1} are missing from the log"})
@@ -65,7 +74,7 @@ def verify(con) -> list[dict]:
             out.append({"seq": seq, "key": key, "reason": "entry altered: its hash does not follow from the chain"})
         prev, expect = h, seq + 1
     last = "SELECT key, arg_max(content_hash, seq) AS content_hash FROM ingest_log WHERE kind IN {} GROUP BY key"
-    out += [{"seq": None, "key": k, "reason": r} for k, r in con.execute(f"""
+    out += [{"seq": None, "key": k, "reason": r} for k, r in con.sql(f"""
         SELECT v.run_key, CASE WHEN l.key IS NULL THEN 'run not in the ingest log (added outside ingest)'
                                ELSE 'run differs from what ingest accepted (edited in the registry)' END
         FROM run_digests v LEFT JOIN ({last.format("('run', 'replacement', 'import')")}) l ON l.key = v.run_key

@@ -91,9 +91,10 @@ def _jaccard(con, experiment: str | None) -> dict:
 
 
 def _controlled(ctx: T.Context) -> dict:
-    """The gate is the frozen primary locator's AUROC on every final target (the construction's validity: storage
-    must be accurately localizable before 'accurate yet unhelpful' means anything; a target left out as not
-    learned still counts here, so excluding targets cannot pass the gate); the verdict reads
+    """The gates are the construction's (``experiments.controlled_decision.construction_gates``: facts learned,
+    interfaces balanced, and the frozen primary locator's AUROC on every final target -- storage must be
+    accurately localizable before 'accurate yet unhelpful' means anything; a target left out as not learned
+    still counts there, so excluding targets cannot pass it); the verdict reads
     the bounded J (primary: the summed NLL keeps rewarding whichever side moves further after the answer is
     gone), the summed-NLL J beside it."""
     c = ctx.built(T.controlled_main)
@@ -108,12 +109,15 @@ def _controlled(ctx: T.Context) -> dict:
             f"{c['recall_threshold']}: {', '.join(c['excluded'])})" if c["n_excluded"] else "")
     gate = c.get("auroc_all", c["auroc"])   # every final target (older tables: the one AUROC they have)
     excl += f"; on the learned targets its AUROC is {_f3(c['auroc'])}" if c["n_excluded"] else ""
-    if (gate or 0) < 0.9:  # the claim is about *accurate* localization: its precondition
-        return {"verdict": None, "why": f"the construction's validity gate fails: primary locator {loc} AUROC "
-                f"{_f3(gate)} on every final target < 0.9, so storage is not accurately localizable here and "
-                f"'accurate yet unhelpful' cannot be shown (agreement with the better intervention, {which}: "
-                f"{j['agree']}, LoRA wins "
-                f"{j['lora_wins']}; summed-NLL J: {c['agree']}, {c['lora_wins']}{excl}; paper: 0.981, 17/36, 35/36)"}
+    gates = c.get("gates") or [{"gate": "storage localizable", "passed": (gate or 0) >= 0.9,
+                                "value": f"primary locator AUROC {_f3(gate)}", "rule": "AUROC >= 0.9"}]
+    failed = [g for g in gates if not g["passed"]]
+    if failed:  # the claim is about *accurate* localization of *learned*, balanced facts: its preconditions
+        return {"verdict": None, "why": "the construction's validity gates fail ("
+                + "; ".join(f"{g['gate']}: {g['value']}, rule: {g['rule']}" for g in failed)
+                + f"), so 'accurate yet unhelpful' cannot be shown here (primary locator {loc}; agreement with "
+                f"the better intervention, {which}: {j['agree']}, LoRA wins {j['lora_wins']}; summed-NLL J: "
+                f"{c['agree']}, {c['lora_wins']}{excl}; paper: 0.981, 17/36, 35/36)"}
     verdict = agree_n <= total * 0.75
     return {"verdict": verdict, "text": f"primary locator {loc} (frozen on the calibration targets): AUROC "
             f"{_f3(gate)} on every final target, {_f3(c['auroc'])} on the learned ones (residualized "

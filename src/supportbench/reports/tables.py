@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 from jinja2 import Environment
 
-from supportbench.experiments.controlled_decision import RECALL_THRESHOLD
+from supportbench.experiments.controlled_decision import RECALL_THRESHOLD, construction_gates
 from supportbench.reports import stats as S
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.stats import controlled_quantities, covariate_aurocs, locator_quantities
@@ -446,6 +446,10 @@ def controlled_main(ctx: Context) -> dict:
     col = f"locator:{primary}" if primary and f"locator:{primary}" in per.columns else "storage_score"
     every = learned.pop("every")   # the primary's AUROC on every final target, not-learned ones included
     learned["auroc_all"] = S.auroc(every[col].to_numpy(), every["injected_backbone"].to_numpy().round().astype(int))
+    if "recall" in every.columns:   # the construction's validity gates, from theta_0 and the labels only
+        recall = {w: every.filter((pl.col("injected_backbone") > 0.5) == (w == "backbone"))["recall"].to_list()
+                  for w in ("backbone", "lora")}
+        learned["gates"] = construction_gates(recall, learned["auroc_all"], learned["recall_threshold"])
     X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
     args = (per[col].to_numpy(), per["injected_backbone"].to_numpy())
     q = controlled_quantities(*args, per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(), _pair(per), X)
