@@ -73,6 +73,22 @@ def test_precision_separates_an_oracle_update_from_a_random_one(lacuna):
     assert o["precision_forget_mode_exact"] == 1.0 and o["precision_forget_tensors"] > 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_oracle_edit_scores_auroc_one_in_the_runs_dtype(lacuna, dtype):
+    """The run casts theta_0 to its dtype before unlearning; precision compares with theta_0 cast the same way,
+    so untouched scalars differ by exactly 0 and an edit of exactly the forget bits is ranked perfectly."""
+    roles = lacuna.roles("Email_Address", 4099)
+    forget_bits = sum(1 << g for g in roles.notes["forget_groups"])
+    oracle = _theta0(lacuna).to(dtype)
+    with torch.no_grad():
+        for name, p in oracle.named_parameters():
+            if name in lacuna._mask:   # the smallest edit: each forget scalar moves by one unit in the last place,
+                sel = bits_set(lacuna._mask[name], forget_bits).view_as(p)      # so the comparison must be exact
+                p.view(torch.int16 if dtype == torch.bfloat16 else torch.int32)[sel] += 1
+    o = lacuna.precision(oracle, roles)
+    assert o["precision_forget_auroc"] == 1.0 and o["precision_forget_precision_at_1"] == 1.0
+
+
 def test_a_run_records_j_and_precision(lacuna, cache, tmp_path):
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
     spec = RunSpec("lacuna", "Phone_Number", "npo", "intervention_score", seed=0, T=4, budget=0.1,

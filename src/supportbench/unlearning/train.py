@@ -305,7 +305,11 @@ def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: 
     """LACUNA's masked pretraining (upstream ``MaskedTrainer.training_step``): every micro-batch holds rows of
     one group; a batch of group g >= 0 has each parameter's gradient multiplied by bit g of its mask (so
     its facts reach only the scalars group g may change; a parameter without a mask entry gets none),
-    a neutral batch (group -1) updates every parameter. AdamW, linear warm-up then cosine decay."""
+    a neutral batch (group -1) updates every parameter. AdamW, linear warm-up then cosine decay.
+
+    Exact: in a batch of group g, a scalar outside g's mask does not move at all -- neither through Adam's
+    momentum from earlier batches nor through weight decay -- and its moments are left as they were (upstream
+    only masks the gradient, so momentum and decay still move it)."""
     if len(row_groups) != len(data):
         raise SpecError(f"one group per row: {len(row_groups)} groups for {len(data)} rows")
     g = torch.Generator().manual_seed(config.seed)
@@ -320,11 +324,15 @@ def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: 
     return _fit(model, data, batches, len(batches), masks, config, progress, desc)
 
 
+def _group_bit(grp: int) -> torch.Tensor:
+    return torch.tensor(1 << grp if grp < 31 else -(1 << 31), dtype=torch.int32)
+
+
 @torch.enable_grad()
 def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.Tensor], config: FinetuneConfig,
          progress: bool, desc: str) -> list[float]:
     """The training loop both share: AdamW over every parameter, warm-up then cosine decay, gradient clipping
-    at 1; a batch of group g >= 0 keeps only the gradient its masks allow (bit g)."""
+    at 1; in a batch of group g >= 0 only the scalars g's masks allow (bit g) move (``masked_finetune``)."""
     from supportbench.unlearning.data import sequence_nll
 
     warm = max(1, int(steps * config.warmup_frac))
@@ -338,25 +346,39 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
     losses = []
     with tqdm(batches, total=steps, desc=desc, disable=not progress, leave=False) as bar:
         for k, (grp, idx) in enumerate(bar):
+            keep: dict[str, torch.Tensor] = {}   # name -> the scalars this batch may move (group batches)
+            if grp >= 0:
+                bit = _group_bit(grp)
+                for name, p in named.items():
+                    m = masks.get(name)
+                    keep[name] = (torch.zeros_like(p, dtype=torch.bool) if m is None
+                                  else ((m & bit) != 0).view_as(p))
             nll, n = sequence_nll(model, data.take(idx))
             loss = nll.sum() / n.sum()
             if not torch.isfinite(loss):
                 raise DivergenceError(k, float(loss))
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            if grp >= 0:
-                bit = torch.tensor(1 << grp if grp < 31 else -(1 << 31), dtype=torch.int32)
-                for name, p in named.items():
-                    if p.grad is None:
-                        continue
-                    m = masks.get(name)
-                    if m is None:
-                        p.grad.zero_()
-                    else:
-                        p.grad.mul_(((m & bit) != 0).view_as(p.grad).to(p.grad.dtype))
+            frozen = {}
+            with torch.no_grad():
+                for name, sel in keep.items():
+                    p = named[name]
+                    if p.grad is not None:
+                        p.grad.mul_(sel.to(p.grad.dtype))
+                    if not sel.all():   # what must not move: its value and its optimizer moments
+                        st = opt.state.get(p, {})
+                        frozen[name] = (~sel, p[~sel].clone(),
+                                        {m: st[m][~sel].clone() for m in ("exp_avg", "exp_avg_sq") if m in st})
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             sched.step()
+            with torch.no_grad():
+                for name, (sel, values, moments) in frozen.items():
+                    p = named[name]
+                    p[sel] = values
+                    st = opt.state[p]
+                    for m, v in moments.items():
+                        st[m][sel] = v
             losses.append(float(loss.detach()))
             if k % 20 == 0:
                 bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)

@@ -298,7 +298,9 @@ class Lacuna:
         return {"resurfaced": float(hits), "resurfaced_share": hits / max(1, len(gens))}
 
     def precision(self, model, roles: Roles) -> dict:
-        """Localization precision of |W - W_theta0| against the forget-group and all-group bits, streamed."""
+        """Localization precision of |W - W_theta0| against the forget-group and all-group bits, streamed.
+        theta_0 is read from disk in its stored dtype and cast to the run's (``model``'s) dtype, as the run
+        itself cast it before unlearning: an untouched scalar then differs by exactly 0 in any dtype."""
         forget_bits = group_bits(roles.notes["forget_groups"])
         truths = {"precision_forget": forget_bits, "precision_all": group_bits(ALL_GROUPS)}
         params = dict(model.named_parameters())
@@ -311,8 +313,8 @@ class Lacuna:
                 w = params[name].detach().reshape(-1)
                 b = before(name)
                 m = self._mask[name]
-                yield name, w.numel(), (lambda s, e, w=w, b=b, m=m: ((w[s:e].float().cpu() - b[s:e].float()).abs(),
-                                                                     m[s:e]))
+                yield name, w.numel(), (lambda s, e, w=w, b=b, m=m: (
+                    (w[s:e].float().cpu() - b[s:e].to(w.dtype).float()).abs(), m[s:e]))
 
         res = prec.localization_precision(sources, truths, max_exact=self.precision_max_exact)
         out = {}
