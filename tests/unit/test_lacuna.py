@@ -64,6 +64,26 @@ def test_bad_parquet_names_file_and_column(tmp_path, rows, schema, says):
         read_split(tmp_path, "Email_Address", "forget")
 
 
+@pytest.mark.parametrize(("rows", "says"), [
+    ([], "Email_Address_forget.parquet: no rows"),
+    ([ROWS[0], {**ROWS[1], "field": "Phone Number"}],
+     "Email_Address_forget.parquet: a row's field column says 'Phone Number', which is not 'Email_Address'"),
+])
+def test_a_split_that_is_empty_or_names_another_field_is_refused(tmp_path, rows, says):
+    write(tmp_path / "Email_Address_forget.parquet", rows)
+    with pytest.raises(LacunaFormatError, match=says):
+        read_split(tmp_path, "Email_Address", "forget")
+
+
+def test_a_model_size_folder_is_accepted(tmp_path):
+    size = tmp_path / "root" / "OLMo-2-0425-1B"
+    (size / "data-masked" / "data").mkdir(parents=True)
+    write(size / "data-masked" / "data" / "Email_Address_forget.parquet", ROWS)
+    (size / "masked").mkdir()
+    lay = resolve_layout(size)
+    assert lay.data_dir == size / "data-masked" / "data" and lay.model_dir == size / "masked"
+
+
 def test_unknown_field_lists_the_four(tmp_path):
     with pytest.raises(UnknownNameError, match="Email_Address.*Phone_Number|Birth_City"):
         read_split(tmp_path, "Email", "forget")
@@ -89,12 +109,20 @@ def test_mask_bits_decode_per_tensor_and_checks():
 
 def test_mask_file_checked_against_the_model(tmp_path):
     params = {"a.weight": torch.zeros(2, 3), "b.weight": torch.zeros(4)}
-    torch.save({"a.weight": torch.zeros(6, dtype=torch.int32)}, tmp_path / "ok.pt")
-    assert set(load_mask(tmp_path / "ok.pt", params)) == {"a.weight"}
-    torch.save({"a.weight": torch.zeros(5, dtype=torch.int32)}, tmp_path / "short.pt")
+    full = {"a.weight": torch.zeros(6, dtype=torch.int32), "b.weight": torch.ones(4, dtype=torch.int32)}
+    torch.save(full, tmp_path / "ok.pt")
+    assert set(load_mask(tmp_path / "ok.pt", params)) == {"a.weight", "b.weight"}
+    torch.save(full, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)   # torch < 1.6's format
+    assert load_mask(tmp_path / "legacy.pt", params)["b.weight"].tolist() == [1, 1, 1, 1]
+    torch.save({"a.weight": full["a.weight"]}, tmp_path / "partial.pt")              # upstream writes every one
+    with pytest.raises(LacunaFormatError, match=r"partial.pt: no entry for parameter\(s\) b.weight"):
+        load_mask(tmp_path / "partial.pt", params)
+    with pytest.raises(LacunaFormatError, match=r"mask file '.*nowhere.pt' does not exist"):
+        load_mask(tmp_path / "nowhere.pt", params)
+    torch.save({**full, "a.weight": torch.zeros(5, dtype=torch.int32)}, tmp_path / "short.pt")
     with pytest.raises(LacunaFormatError, match="'a.weight' has 5 entries but the parameter has 6 scalars"):
         load_mask(tmp_path / "short.pt", params)
-    torch.save({"c.weight": torch.zeros(6, dtype=torch.int32)}, tmp_path / "other.pt")
+    torch.save({**full, "c.weight": torch.zeros(6, dtype=torch.int32)}, tmp_path / "other.pt")
     with pytest.raises(LacunaFormatError, match="names parameter 'c.weight', which the model lacks"):
         load_mask(tmp_path / "other.pt", params)
 
@@ -204,3 +232,23 @@ def test_tensor_without_both_classes_is_left_out():
     src = lambda: [("all_pos", 10, lambda a, b: (torch.from_numpy(s[a:b]), torch.from_numpy(ones[a:b])))]  # noqa: E731
     r = P.localization_precision(src, {"f": 4})["f"]
     assert r.n == 0 and r.auroc is None and r.skipped == ["all_pos"]
+
+
+def test_a_mask_outside_the_named_data_folder_must_be_named(tmp_path):
+    """The run key knows the paths a run names by their content: a mask.pt found next to, not inside, the data
+    folder would change the numbers without changing the key, so it must be named (or the root given)."""
+    from supportbench.benchmarks.lacuna.adapter import Lacuna
+    from supportbench.errors import SpecError
+
+    size = tmp_path / "root" / "OLMo-2-0425-1B"
+    data = size / "data-masked" / "data"
+    data.mkdir(parents=True)
+    write(data / "Email_Address_forget.parquet", ROWS)
+    (size / "masked").mkdir()
+    torch.save({"w": torch.zeros(1, dtype=torch.int32)}, size / "masked" / "mask.pt")
+    with pytest.raises(SpecError, match=r"outside benchmark.data_dir .*name it with benchmark.mask="):
+        Lacuna(data_dir=str(data), cache_dir=tmp_path / "c", progress=False)
+    assert Lacuna(data_dir=str(data), mask=str(size / "masked" / "mask.pt"), cache_dir=tmp_path / "c",
+                  progress=False).mask_file == size / "masked" / "mask.pt"
+    assert Lacuna(data_dir=str(tmp_path / "root"), cache_dir=tmp_path / "c", progress=False).mask_file == \
+        size / "masked" / "mask.pt"

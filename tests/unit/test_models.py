@@ -58,3 +58,17 @@ def test_reproducible_build_pins_threads_seeds_and_restores():
         assert torch.equal(torch.get_rng_state(), prev_state)
     finally:
         torch.set_num_threads(prev_threads)
+
+
+def test_a_checkpoint_missing_a_tensor_is_refused(tiny_model, tiny_tokenizer, tmp_path):
+    """transformers would initialise a missing tensor (a norm) afresh and the run would look ok."""
+    from safetensors.torch import load_file, save_file
+
+    save_model(tiny_model, tiny_tokenizer, tmp_path / "m")
+    (weights,) = (tmp_path / "m").glob("*.safetensors")
+    tensors = load_file(weights)
+    norm = next(k for k in sorted(tensors) if "norm" in k)
+    del tensors[norm]
+    save_file(tensors, weights, metadata={"format": "pt"})
+    with pytest.raises(SupportbenchError, match=rf"its weights lack 1 tensor\(s\) the config needs: {norm}"):
+        load_model(tmp_path / "m")

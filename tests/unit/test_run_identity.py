@@ -52,6 +52,7 @@ def test_changing_any_default_changes_the_run_key(monkeypatch, change):
 
 @pytest.mark.parametrize(("benchmark", "field", "method", "model"), [
     ("tofu", "forget10", "wagle", "tiny-llama"),
+    ("natural_tofu", "forget10", "wagle", "tiny-llama"),
     ("lacuna", "Phone_Number", "wagle", "tiny-olmo3"),
     ("controlled", "t00", "backbone", "tiny-qwen2"),
 ])
@@ -77,6 +78,29 @@ def test_cli_python_and_toml_name_the_same_default_cell(tmp_path, benchmark, fie
     """))
     (from_toml,) = ExperimentSpec.from_toml(toml).runs("final")
     assert from_toml.run_key == python.run_key
+
+
+def test_one_number_one_key():
+    a = RunSpec("tofu", "forget10", "npo", "wagle", budget=64.0, hyperparameters={"weight_decay": 0, "lr": 1,
+                                                                                 "method.eps": 2.0})
+    b = RunSpec("tofu", "forget10", "npo", "wagle", budget=64, hyperparameters={"weight_decay": 0.0, "lr": 1.0,
+                                                                               "method.eps": 2})
+    assert a.run_key == b.run_key and a.budget == 64 and isinstance(a.budget, int)
+    assert isinstance(a.hp("lr"), float) and isinstance(a.hp("method.eps"), int)
+
+
+def test_replace_resolves_the_defaults_again_under_the_change(tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text("{}")
+    tiny = RunSpec("tofu", "forget10", "npo", "wagle", T=12, hyperparameters={"batch_size": 4})
+    local = tiny.replace(model=str(d))
+    assert local.hp("lr") == 1e-5 and local.t == 160 and local.T == 12 and local.hp("batch_size") == 4
+    assert local.run_key == RunSpec("tofu", "forget10", "npo", "wagle", T=12, model=str(d),
+                                    hyperparameters={"batch_size": 4}).run_key
+    assert tiny.replace(benchmark="lacuna", field="Phone_Number").model == "tiny-olmo3"
+    assert tiny.replace(hyperparameters={"lr": 0.5}).hyperparameters == RunSpec(
+        "tofu", "forget10", "npo", "wagle", T=12, hyperparameters={"batch_size": 4, "lr": 0.5}).hyperparameters
 
 
 def test_a_benchmark_without_a_default_model_must_name_one():

@@ -1,7 +1,7 @@
 """Identities by content: of a local model (its files, not where they are) and of source code.
 
-``model_identity(path)`` = ``local:<sha256 of config.json and every weight file, 16 hex>``: moving or
-renaming the folder keeps its runs' keys; changing a weight changes them. ``content_identity(path)`` does the
+``model_identity(path)`` = ``local:<sha256 of config.json, every weight file and the tokenizer's files, 16 hex>``:
+moving or renaming the folder keeps its runs' keys; changing a weight changes them. ``content_identity(path)`` does the
 same for a data folder, mask or adapter a run names by path (``spec.PATH_OPTIONS``). Hashing gigabytes of weights
 takes seconds to minutes, so each file's digest is cached (in the user's cache, ``model-ids.json``) under
 its absolute path, size and modification time, and recomputed when any of them changes.
@@ -39,13 +39,19 @@ def source_hash(*paths: str | Path) -> str:
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+# what else changes a run's numbers: how text becomes tokens (and back), the chat template, generation defaults
+TEXT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+              "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json",
+              "generation_config.json")
 _memo: dict[tuple, str] = {}
 
 
 def identity_files(model_dir: Path) -> list[Path]:
-    """The files that make the model what it is: its config and its weights (not tokenizer or README)."""
+    """The files that make the model what it is: its config, its weights, its tokenizer, chat template and
+    generation config (not a README or a training log)."""
     files = [model_dir / "config.json"] if (model_dir / "config.json").is_file() else []
     files += sorted(p for p in model_dir.iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    files += [model_dir / n for n in TEXT_FILES if (model_dir / n).is_file()]
     return files
 
 

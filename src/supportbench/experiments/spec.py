@@ -28,7 +28,8 @@ SCHEMA = 1
 
 # The model a run uses when it names none, per benchmark: the one table the CLI, Python and TOML resolve from
 # (each built-in benchmark's DEFAULT_MODEL is read from here; a plugin's is added when it registers).
-DEFAULT_MODELS: dict[str, str] = {"tofu": "tiny-llama", "lacuna": "tiny-olmo3", "controlled": "tiny-qwen2"}
+DEFAULT_MODELS: dict[str, str] = {"tofu": "tiny-llama", "natural_tofu": "tiny-llama", "lacuna": "tiny-olmo3",
+                                  "controlled": "tiny-qwen2"}
 DEFAULT_BUDGET = 0.1
 # Settings that do not depend on the model (open-unlearning's batch and weight decay; the rest defined here).
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
@@ -96,6 +97,21 @@ def model_defaults(model: str) -> dict[str, Any]:
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+FLOAT_HYPERPARAMETERS = ("lr", "weight_decay", "tau")
+
+
+def _normal(key: str, value):
+    """One JSON form per number: the float settings as floats (``0`` -> ``0.0``); an option of an objective,
+    method or benchmark that is a whole float as an int (``2.0`` -> ``2``: its owner's type is not known here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return value
+    if key in FLOAT_HYPERPARAMETERS:
+        return float(value)
+    if key.startswith(PREFIXES) and isinstance(value, float) and value == int(value):
+        return int(value)
+    return value
+
+
 def spec_key(canonical: dict) -> str:
     """The run key of a canonical spec (``RunSpec.canonical()``, as every record stores it)."""
     blob = json.dumps({"schema": SCHEMA, **canonical}, sort_keys=True, separators=(",", ":"))
@@ -142,6 +158,10 @@ class RunSpec:
         hp = self.hyperparameters
         if isinstance(hp, dict):
             hp = tuple(hp.items())
+        # what the caller named (``replace`` re-resolves everything else under the changed fields)
+        object.__setattr__(self, "_given", {
+            **{n: getattr(self, n) for n in ("T", "t", "d", "rho_p", "model") if getattr(self, n) is not None},
+            "hyperparameters": {k: v for k, v in hp if v is not None or k != "lr"}})
         if self.model is None and isinstance(self.benchmark, str):
             object.__setattr__(self, "model", default_model(self.benchmark))
         for name in ("benchmark", "field", "objective", "method", "experiment", "model"):
@@ -157,7 +177,14 @@ class RunSpec:
         if given.get("lr", 0) is None:
             given.pop("lr")
         resolved = {**DEFAULT_HYPERPARAMETERS, "lr": defaults["lr"], **given}
-        object.__setattr__(self, "hyperparameters", tuple(sorted(resolved.items())))
+        object.__setattr__(self, "hyperparameters", tuple(sorted((k, _normal(k, v)) for k, v in resolved.items())))
+        # one number, one key: 64 and 64.0 name the same budget, 0 and 0.0 the same weight decay
+        if _num(self.budget) and self.budget >= 1 and self.budget == int(self.budget):
+            object.__setattr__(self, "budget", int(self.budget))
+        elif _num(self.budget):
+            object.__setattr__(self, "budget", float(self.budget))
+        if _num(self.rho_p):
+            object.__setattr__(self, "rho_p", float(self.rho_p))
         for name in ("seed", "T", "t", "d"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -248,7 +275,16 @@ class RunSpec:
         return cls(**d)
 
     def replace(self, **changes) -> RunSpec:
-        return RunSpec.from_dict({**self.canonical_full(), **changes})
+        """A new spec with ``changes``; every setting this one left to its defaults is resolved again under
+        them (another model gets its own lr and T, another benchmark its own default model)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("T", "t", "d", "rho_p", "model"):
+            if name not in self._given:
+                d[name] = None
+        d["hyperparameters"] = dict(self._given["hyperparameters"])
+        if isinstance(changes.get("hyperparameters"), dict | tuple):
+            changes = {**changes, "hyperparameters": {**d["hyperparameters"], **dict(changes["hyperparameters"])}}
+        return RunSpec.from_dict({**d, **changes})
 
     def canonical_full(self) -> dict:
         """Every field as given and resolved (the model as named: a runnable spec, e.g. for a worker)."""

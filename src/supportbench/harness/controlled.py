@@ -120,7 +120,12 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
     runner.theta0(first)
     bench = runner.benchmark(first)
     theta0_hash = bench._prepared.model_hash
-    current = sorted(f"{s.run_key}:{fingerprint(s).hash}" for s in grid.values())
+    def identity(spec: RunSpec) -> str:   # as the decision will record it: the record a run would reuse, if any
+        rec = runner.reusable(spec)
+        fp = rec.fingerprint.hash if rec is not None and rec.fingerprint else fingerprint(spec).hash
+        return f"{spec.run_key}:{fp}"
+
+    current = sorted(identity(s) for s in grid.values())
     old = None if force else existing_decision(results_dir, current, theta0_hash)
     if old is not None:
         return old

@@ -144,14 +144,14 @@ def _existing_decision(sw: _Sweep, benchmark: str, objective: str, records: list
     """A decision frozen from exactly these calibration records (same run keys: every setting, the model's
     content; same code fingerprints) under the same rules; any change to them freezes a new one."""
     want = (benchmark, objective, sw.spec.name, runs_identity(records), list(map(float, sw.spec.admissible_range)),
-            list(baselines))
+            sorted(baselines))
     for f in sw.results.decision_files():
         try:
             d = load_decision(f)
         except DecisionError:
             continue  # not a DIR-R decision of this kind (a controlled one, or one frozen by older code)
         if (d["benchmark"], d["objective"], d.get("experiment"), d["calibration_runs"],
-                list(map(float, d["admissible_range"])), list(d["baselines"])) == want:
+                list(map(float, d["admissible_range"])), sorted(d["baselines"])) == want:
             return d
     return None
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from supportbench.errors import SupportbenchError, UnknownNameError
+from supportbench.errors import SpecError, SupportbenchError, UnknownNameError
 
 SPECIAL_TOKENS = {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "unk": "<unk>"}
 
@@ -236,7 +236,12 @@ def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str |
     kwargs = {"local_files_only": True}
     if dtype is not None:
         kwargs["dtype"] = dtype
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    model, info = AutoModelForCausalLM.from_pretrained(path, output_loading_info=True, **kwargs)
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:  # transformers would initialise them afresh and the run would look ok
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise SpecError(f"model directory '{path}': its weights lack {len(missing)} tensor(s) the config needs: "
+                        f"{', '.join(missing[:5])}{more} (a damaged or partial checkpoint)")
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

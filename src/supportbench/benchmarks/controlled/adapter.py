@@ -45,6 +45,7 @@ from supportbench.benchmarks.controlled.locators import LOCATORS, LocatorInputs,
 from supportbench.benchmarks.controlled.locators.first_order import first_order_terms
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.controlled_decision import auroc
+from supportbench.experiments.identity import content_identity
 from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning.data import DiagnosticRecords, dataset_nll, tokenize_pairs
 from supportbench.unlearning.models import (
@@ -129,7 +130,7 @@ class Controlled:
         key = content_key(PREP_VERSION, build_code(type(self)),
                           self.data_hash, base_identity(model_preset), self.rank, self.layer, self.seed,
                           self.n_calibration, self.inject_epochs, self.inject_lr, vars(self.pretrain_config), seed,
-                          str(self.adapter))
+                          content_identity(self.adapter, "benchmark.adapter") if self.adapter else "None")
         label = Path(model_preset).name if is_model_dir(model_preset) else model_preset
         root = self.cache_dir / "controlled" / f"{label}-{key}"
         hit = (root / "theta0" / "config.json").is_file()

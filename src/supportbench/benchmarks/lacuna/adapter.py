@@ -94,6 +94,12 @@ class Lacuna:
             self.finetune_config = replace(self.finetune_config, **finetune)
         self.layout = resolve_layout(data_dir, lacuna_size, regime) if data_dir else None
         self.mask_file = Path(mask) if mask else (self.layout.mask_path if self.layout else None)
+        if data_dir and not mask and self.mask_file is not None and \
+                not self.mask_file.resolve().is_relative_to(Path(data_dir).resolve()):
+            # a run is known by the content of the paths it names: a mask found outside them would not be
+            raise SpecError(f"LACUNA would read the mask from '{self.mask_file}', outside benchmark.data_dir "
+                            f"'{data_dir}': name it with benchmark.mask={self.mask_file} (so that its content is "
+                            "part of the run's identity), or set benchmark.data_dir to the artifact root")
         self._prepared: Prepared | None = None
         self._mask: dict | None = None
         self._data_dir: Path | None = self.layout.data_dir if self.layout else None

@@ -76,6 +76,10 @@ def resolve_layout(path: str | Path, size: str | None = None, regime: str = "mas
             cand = path.parent.parent / path.parent.name[len("data-"):]
             model_dir = cand if cand.is_dir() else None
         return Layout(path, model_dir, _instruct(model_dir))
+    if _is_data_dir(path / f"data-{regime}" / "data"):   # <root>/<size>: one model size's folder
+        model_dir = path / regime
+        model_dir = model_dir if model_dir.is_dir() else None
+        return Layout(path / f"data-{regime}" / "data", model_dir, _instruct(model_dir))
     sizes = [size] if size else sorted(p.name for p in path.iterdir() if (p / f"data-{regime}" / "data").is_dir())
     if len(sizes) > 1:
         raise LacunaFormatError(f"'{path}' holds several model sizes ({', '.join(sizes)}): set benchmark.lacuna_size")
@@ -86,8 +90,9 @@ def resolve_layout(path: str | Path, size: str | None = None, regime: str = "mas
             model_dir = model_dir if model_dir.is_dir() else None
             return Layout(data, model_dir, _instruct(model_dir))
     raise LacunaFormatError(
-        f"'{path}' is neither a LACUNA data folder (with <Field>_forget.parquet files) nor an artifact root "
-        f"(<root>/<size>/{regime}/ and <root>/<size>/data-{regime}/data/)")
+        f"'{path}' is neither a LACUNA data folder (with <Field>_forget.parquet files), nor a model size's folder "
+        f"(<size>/data-{regime}/data/), nor an artifact root (<root>/<size>/{regime}/ and "
+        f"<root>/<size>/data-{regime}/data/)")
 
 
 def _instruct(model_dir: Path | None) -> Path | None:
@@ -137,7 +142,21 @@ def read_rows(path: str | Path) -> list[dict]:
 
 
 def read_split(data_dir: str | Path, field: str, split: str) -> list[dict]:
-    return read_rows(split_path(Path(data_dir), field, split))
+    """The rows of ``<Field>_<split>.parquet``: at least one, each naming ``field`` in its ``field`` column."""
+    path = split_path(Path(data_dir), field, split)
+    rows = read_rows(path)
+    if not rows:
+        raise LacunaFormatError(f"{path.name}: no rows (the {split} split of {field} is empty)")
+    other = next((r["field"] for r in rows if _field_key(r["field"]) != field), None)
+    if other is not None:
+        raise LacunaFormatError(f"{path.name}: a row's field column says {other!r}, which is not {field!r} (the "
+                                "file's field; upstream writes its display name, e.g. \"Driver's License\")")
+    return rows
+
+
+def _field_key(display: str) -> str:
+    """``"Driver's License"`` -> ``"Drivers_License"``: the file-name form of a field column's display name."""
+    return display.replace("'", "").replace(" ", "_")
 
 
 def read_relearn(data_dir: str | Path) -> list[dict] | None:
@@ -152,10 +171,16 @@ def load_mask(path: str | Path, parameters: dict | None = None) -> dict:
     import torch
 
     path = Path(path)
-    try:
-        mask = torch.load(path, weights_only=True, mmap=True, map_location="cpu")
+    if not path.is_file():
+        raise LacunaFormatError(f"mask file '{path}' does not exist")
+    try:  # memory-mapped when the file is in torch's zip format; a legacy (pre-1.6) file is read whole
+        import zipfile
+
+        mmap = zipfile.is_zipfile(path)
+        mask = torch.load(path, weights_only=True, mmap=mmap, map_location="cpu")
     except Exception as exc:
-        raise LacunaFormatError(f"{path}: not a loadable mask.pt ({type(exc).__name__}: {exc})") from None
+        raise LacunaFormatError(f"{path}: not a loadable mask.pt ({type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
     if not isinstance(mask, dict):
         raise LacunaFormatError(f"{path}: must hold {{parameter name: int32 tensor}}, got {type(mask).__name__}")
     for name, t in mask.items():
@@ -168,6 +193,12 @@ def load_mask(path: str | Path, parameters: dict | None = None) -> dict:
             if t.numel() != parameters[name].numel():
                 raise LacunaFormatError(f"{path}: '{name}' has {t.numel()} entries but the parameter has "
                                         f"{parameters[name].numel()} scalars")
+    if parameters is not None:   # upstream writes an entry for every parameter (zeros where no group may change)
+        lacking = [n for n in parameters if n not in mask]
+        if lacking:
+            more = f" and {len(lacking) - 3} more" if len(lacking) > 3 else ""
+            raise LacunaFormatError(f"{path}: no entry for parameter(s) {', '.join(lacking[:3])}{more}; a LACUNA "
+                                    "mask.pt has one int32 entry per parameter of the model")
     return mask
 
 
