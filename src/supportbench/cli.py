@@ -286,6 +286,23 @@ def _query(con, sql: str | None) -> int:
             buf = ""
 
 
+def _cmd_lacuna(args) -> int:
+    import json
+
+    from supportbench.benchmarks.lacuna.score import score, table
+
+    rows = score(args.path, size=args.size, regime=args.regime, fields=args.field, methods=args.method)
+    if args.json:
+        print(json.dumps([{"field": r.field, "method": r.method, "path": str(r.path), **r.metrics} for r in rows],
+                         indent=1))
+    else:
+        print("localization precision against the forget groups' mask bits:")
+        print(table(rows, "precision_forget"))
+        print("\nagainst every group's bits:")
+        print(table(rows, "precision_all"))
+    return 0
+
+
 def _cmd_audit(args) -> int:
     import json
 
@@ -510,6 +527,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="experiment TOML or shipped spec name: the expected grid (default: observed levels)")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_cmd_audit)
+    la = sub.add_parser("lacuna", help="LACUNA artifacts: precision = localization precision of upstream's "
+                        "unlearned_models/<Field>/<Method>/ folders (streaming, read-only)")
+    la.add_argument("action", choices=["precision"])
+    la.add_argument("path", help="the artifact root, a <size> folder or a <size>/<regime> folder")
+    la.add_argument("--size", default=None, help="the model size folder when the root holds several")
+    la.add_argument("--regime", default="masked", choices=["masked", "unmasked"])
+    la.add_argument("--field", action="append", default=None, help="only this field (repeatable)")
+    la.add_argument("--method", action="append", default=None, help="only this method folder (repeatable)")
+    la.add_argument("--json", action="store_true", help="every metric of every folder as JSON")
+    la.set_defaults(func=_cmd_lacuna)
     rp = sub.add_parser("report", help="every paper table (LaTeX), figures, report.md and paper.tex from a registry")
     rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
     rp.add_argument("--out", default=str(DEFAULT_RESULTS.report))

@@ -42,7 +42,6 @@ from supportbench.benchmarks.lacuna.reader import (
     FIELDS,
     PROMPT,
     RETAIN_PAIR,
-    LacunaFormatError,
     check_field,
     check_groups_have_bits,
     group_bits,
@@ -50,6 +49,8 @@ from supportbench.benchmarks.lacuna.reader import (
     load_mask,
     read_split,
     resolve_layout,
+    scored,
+    tensor_reader,
 )
 from supportbench.errors import SpecError
 from supportbench.experiments.spec import DEFAULT_MODELS
@@ -310,9 +311,8 @@ class Lacuna:
         forget_bits = group_bits(roles.notes["forget_groups"])
         truths = {"precision_forget": forget_bits, "precision_all": group_bits(ALL_GROUPS)}
         params = dict(model.named_parameters())
-        names = [n for n in self._mask if n in params and "norm" not in n and "embed" not in n
-                 and "lm_head" not in n]
-        before = _theta0_reader(Path(self._prepared.path))
+        names = [n for n in self._mask if n in params and scored(n)]
+        before = tensor_reader(Path(self._prepared.path), "theta_0")
 
         def sources():
             for name in names:
@@ -327,24 +327,3 @@ class Lacuna:
         for t, r in res.items():
             out.update(r.to_dict(t))
         return out
-
-
-def _theta0_reader(model_dir: Path):
-    """name -> theta_0's flattened tensor, read lazily (memory-mapped) from the safetensors files."""
-    from safetensors import safe_open
-
-    files = sorted(model_dir.glob("*.safetensors"))
-    if not files:
-        raise LacunaFormatError(f"no safetensors weights in '{model_dir}' (theta_0 for localization precision)")
-    where = {}
-    for f in files:
-        with safe_open(str(f), framework="pt") as h:
-            where.update(dict.fromkeys(h.keys(), f))  # noqa: SIM118  (a safetensors handle, not a dict)
-
-    def read(name: str) -> torch.Tensor:
-        if name not in where:
-            raise LacunaFormatError(f"theta_0 in '{model_dir}' has no tensor '{name}'")
-        with safe_open(str(where[name]), framework="pt") as h:
-            return h.get_tensor(name).reshape(-1)
-
-    return read

@@ -231,3 +231,33 @@ def check_groups_have_bits(mask: dict, groups, source: str = "mask.pt") -> None:
     if remaining:
         raise LacunaFormatError(f"{source}: forget group(s) {sorted(remaining)} have no mask bits set; the "
                                 "forget split's group_ids must be groups of the mask")
+
+
+# ---- weights, read lazily ----------------------------------------------------------------------------
+def scored(name: str) -> bool:
+    """Parameters localization precision scores: not a norm, not the embeddings, not the output head."""
+    return "norm" not in name and "embed" not in name and "lm_head" not in name
+
+
+def tensor_reader(model_dir: Path, what: str = "model"):
+    """``name -> flattened tensor``, read lazily (memory-mapped, one tensor at a time) from a model folder's
+    safetensors files (sharded or not); ``.names`` lists every tensor. Nothing is written."""
+    import torch
+    from safetensors import safe_open
+
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        raise LacunaFormatError(f"no safetensors weights in '{model_dir}' ({what})")
+    where = {}
+    for f in files:
+        with safe_open(str(f), framework="pt") as h:
+            where.update(dict.fromkeys(h.keys(), f))  # noqa: SIM118  (a safetensors handle, not a dict)
+
+    def read(name: str) -> torch.Tensor:
+        if name not in where:
+            raise LacunaFormatError(f"{what} in '{model_dir}' has no tensor '{name}'")
+        with safe_open(str(where[name]), framework="pt") as h:
+            return h.get_tensor(name).reshape(-1)
+
+    read.names = sorted(where)
+    return read
