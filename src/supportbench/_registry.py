@@ -21,17 +21,33 @@ from supportbench.errors import DuplicateNameError, UnknownNameError
 T = TypeVar("T")
 
 
+def package_modules(package: str, exclude: Iterable[str] = ()) -> Callable[[], list[str]]:
+    """Every module of ``package`` (one file each, not ``_private`` ones, not ``exclude``), found by scanning
+    the package's folder when the registry first loads its built-ins."""
+    def scan() -> list[str]:
+        import pkgutil
+
+        pkg = importlib.import_module(package)
+        skip = set(exclude)
+        return [f"{package}.{m.name}" for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name)
+                if not m.ispkg and not m.name.startswith("_") and m.name not in skip]
+
+    return scan
+
+
 class Registry(Generic[T]):
     def __init__(
         self,
         kind: str,
-        builtin_modules: Iterable[str] = (),
+        builtin_modules: Iterable[str] | Callable[[], Iterable[str]] = (),
         entry_point_group: str | None = None,
         error: type[UnknownNameError] = UnknownNameError,
         check: Callable[[str, T], None] | None = None,
     ):
         self.kind = kind
-        self._builtin_modules = tuple(builtin_modules)
+        # a list of modules, or a function giving them when first needed (``package_modules``: every file of a
+        # package, so that a new file is a new built-in without editing a list)
+        self._builtin_modules = builtin_modules if callable(builtin_modules) else tuple(builtin_modules)
         self._group = entry_point_group
         self._error = error
         self._check = check  # raises (naming the object and what is expected) to refuse a registration
@@ -65,7 +81,8 @@ class Registry(Generic[T]):
     def _load_builtins(self) -> None:
         if not self._builtins_loaded:
             self._builtins_loaded = True
-            for mod in self._builtin_modules:
+            mods = self._builtin_modules() if callable(self._builtin_modules) else self._builtin_modules
+            for mod in mods:
                 importlib.import_module(mod)
 
     def _load_plugins(self) -> None:

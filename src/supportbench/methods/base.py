@@ -16,11 +16,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from supportbench._registry import Registry
+from supportbench._registry import Registry, package_modules
 from supportbench.errors import MethodOutputError, UnknownMethodError
 
-BUILTINS = ("intervention_score", "random", "activation", "storage", "wagle", "memflex", "fila", "ap_mlp",
-            "activation_down", "grail", "projected_causal")
+# The paper's eleven (Intervention Score and the ten baselines). Every other file of this package is a
+# built-in too: the registry scans the package (``package_modules``), so a new method is one new file.
+PAPER_METHODS = ("intervention_score", "random", "activation", "storage", "wagle", "memflex", "fila", "ap_mlp",
+                 "activation_down", "grail", "projected_causal")
+INFRASTRUCTURE = ("base", "diagnostics")   # modules of the package that define no method
 
 
 @runtime_checkable
@@ -49,7 +52,7 @@ class MethodBase:
 
 METHODS: Registry = Registry(
     "selection method",
-    builtin_modules=[f"supportbench.methods.{m}" for m in BUILTINS],
+    builtin_modules=package_modules("supportbench.methods", exclude=INFRASTRUCTURE),
     entry_point_group="supportbench.methods",
     error=UnknownMethodError,
 )

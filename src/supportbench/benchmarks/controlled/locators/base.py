@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from supportbench._registry import Registry
+from supportbench._registry import Registry, package_modules
 from supportbench.benchmarks.controlled.interfaces import (
     Interfaces,
     TargetProbes,
@@ -33,7 +33,7 @@ from supportbench.benchmarks.controlled.interfaces import (
 from supportbench.errors import LocatorOutputError, UnknownLocatorError
 from supportbench.unlearning.data import TokenizedSet, answer_positions, sequence_nll
 
-BUILTINS = ("first_order", "zero_ablation_std", "resample_ablation", "direct_logit_attribution")
+# every other file of this package is a built-in locator (the registry scans the package)
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def check_locator_class(name: str, cls) -> None:
 
 LOCATORS: Registry = Registry(
     "storage locator",
-    builtin_modules=[f"supportbench.benchmarks.controlled.locators.{m}" for m in BUILTINS],
+    builtin_modules=package_modules("supportbench.benchmarks.controlled.locators", exclude=("base",)),
     entry_point_group="supportbench.locators",
     error=UnknownLocatorError,
     check=check_locator_class,
