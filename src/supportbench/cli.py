@@ -4,6 +4,8 @@ that need them, so ``report``, ``audit`` and ``registry`` start fast."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from supportbench.errors import SupportbenchError
@@ -438,6 +440,30 @@ def _defaults(key: str) -> str:
     return ", ".join(f"{v[key]} for a {k} model" for k, v in MODEL_DEFAULTS.items())
 
 
+def _ranged(kind, lo=None, hi=None, what="a value"):
+    """An argparse type: ``kind`` (int or float), finite, within [lo, hi]; the error names the value and the
+    allowed range before any work starts (exit 2)."""
+    import math
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not finite; allowed: {what}")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range; allowed: {what}")
+        return value
+
+    return parse
+
+
+POSITIVE_INT = _ranged(int, 1, None, "a whole number >= 1")
+POSITIVE = _ranged(float, 1e-300, None, "a number > 0")
+SEED = _ranged(int, 0, 2**63 - 1, "a whole number in 0..2^63-1")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="supportbench",
@@ -453,12 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
     pm = sub.add_parser("plan-memory", help="bytes per component of a support-constrained run, from the config alone")
     pm.add_argument("--model", required=True,
                     help="llama3-8b, gemma2-2b, olmo3-7b, qwen2.5-7b, a preset, or a local model directory")
-    pm.add_argument("--budget", type=float, required=True, help="editable scalars, or a fraction (< 1)")
+    pm.add_argument("--budget", type=POSITIVE, required=True, help="editable scalars, or a fraction (< 1)")
     pm.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
-    pm.add_argument("--batch", type=int, default=8)
-    pm.add_argument("--length", type=int, default=256)
+    pm.add_argument("--batch", type=POSITIVE_INT, default=8)
+    pm.add_argument("--length", type=POSITIVE_INT, default=256)
     pm.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
-    pm.add_argument("--gpu-gib", dest="gpu_gib", type=float, nargs="*", default=[80.0])
+    pm.add_argument("--gpu-gib", dest="gpu_gib", type=POSITIVE, nargs="*", default=[80.0])
     pm.set_defaults(func=_cmd_plan_memory)
     m = sub.add_parser("methods", help="list selection methods: name, what data they need, provenance")
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
@@ -469,15 +495,16 @@ def build_parser() -> argparse.ArgumentParser:
                    "controlled: every target")
     r.add_argument("--objective", default="npo")
     r.add_argument("--method", default=None, help="default: intervention_score; controlled: both interfaces")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=SEED, default=0)
     r.add_argument("--variant", default="static", help="static or dirr")
     r.add_argument("--split", default="final", help="calibration, final or replication")
     r.add_argument("--experiment", default="adhoc")
-    r.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
+    r.add_argument("--budget", type=POSITIVE, default=DEFAULT_BUDGET,
                    help="editable scalars, or a fraction (< 1) of the total (default %(default)s)")
-    r.add_argument("--T", type=int, default=None, help=f"unlearning steps (default by model: {_defaults('T')})")
-    r.add_argument("--t", type=int, default=None, help=f"DIR-R decision checkpoint (default {_defaults('t')})")
-    r.add_argument("--d", type=int, default=None, help=f"DIR-R probe length (default {_defaults('d')})")
+    r.add_argument("--T", type=POSITIVE_INT, default=None,
+                   help=f"unlearning steps (default by model: {_defaults('T')})")
+    r.add_argument("--t", type=POSITIVE_INT, default=None, help=f"DIR-R decision checkpoint (default {_defaults('t')})")
+    r.add_argument("--d", type=POSITIVE_INT, default=None, help=f"DIR-R probe length (default {_defaults('d')})")
     r.add_argument("--rho-p", dest="rho_p", type=float, default=None,
                    help=f"DIR-R probe action (default {_defaults('rho_p')})")
     r.add_argument("--model", default=None,
@@ -496,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="rerun even if the record exists")
     r.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
                    help="keep a record computed by older code (its fingerprint differs); the audit flags the mix")
-    r.add_argument("--threads", type=int, default=1, help="torch threads (one per worker process)")
+    r.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch threads (one per worker process)")
     r.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="weights' dtype during the run (part of the run key); the support trains in fp32")
     r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
@@ -549,12 +576,12 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--results", default=str(DEFAULT_RESULTS.root))
     sw.add_argument("--dry-run", dest="dry_run", action="store_true",
                     help="list the cells, runs per phase and the compute estimate; load nothing, run nothing")
-    sw.add_argument("--step-seconds", dest="step_seconds", type=float, default=None,
+    sw.add_argument("--step-seconds", dest="step_seconds", type=POSITIVE, default=None,
                     help="with --dry-run: a measured seconds per optimisation step, for a GPU-hour estimate")
     sw.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
                     help="keep records computed by older code (fingerprint differs); the audit flags the mix")
     sw.add_argument("--cache", default=None)
-    sw.add_argument("--workers", type=int, default=None, help="local worker processes (default: cores)")
+    sw.add_argument("--workers", type=POSITIVE_INT, default=None, help="local worker processes (default: cores)")
     sw.add_argument("--executor", choices=["local", "slurm"], default="local")
     sw.add_argument("--slurm", action="append", metavar="KEY=VALUE",
                     help="submitit/Slurm parameter, e.g. partition=cpu")
@@ -564,7 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
     dm = sub.add_parser("demo", help="the embedded mini-paper experiment end to end: sweep, registry, audit, report")
     dm.add_argument("--results", default=str(DEFAULT_RESULTS.root / "demo"))
     dm.add_argument("--cache", default=None)
-    dm.add_argument("--workers", type=int, default=None)
+    dm.add_argument("--workers", type=POSITIVE_INT, default=None)
     dm.set_defaults(func=_cmd_demo)
     return p
 
@@ -580,6 +607,28 @@ def main(argv: list[str] | None = None) -> int:
     except SupportbenchError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # the reader (e.g. `| head`) has gone: not an error of ours
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # unexpected: one line here, the whole traceback in a file
+        path = _write_traceback(exc)
+        print(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+              f"(full traceback: {path}; please report it)", file=sys.stderr)
+        return 1
+
+
+def _write_traceback(exc: BaseException) -> str:
+    import tempfile
+    import traceback
+
+    fd, path = tempfile.mkstemp(prefix="supportbench-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("".join(traceback.format_exception(exc)))
+    return path
 
 
 if __name__ == "__main__":

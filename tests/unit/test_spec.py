@@ -19,7 +19,9 @@ def test_run_key_is_stable_and_sensitive():
 @pytest.mark.parametrize("kw,msg", [
     ({"variant": "dynamic"}, "variant 'dynamic' is not allowed; allowed: static, dirr"),
     ({"split": "test"}, "split 'test' is not allowed"),
-    ({"T": 0}, "T must be a positive integer"),
+    ({"T": 0}, "T must be a whole number in 1..1,000,000"),
+    ({"T": 2**63 - 1}, "T must be a whole number in 1..1,000,000"),
+    ({"seed": 10**20}, "seed must be a whole number in 0..2\\^63-1"),
     ({"budget": 0}, "budget must be > 0"),
     ({"variant": "dirr", "T": 20, "t": 20}, "0 < t < T=20"),
     ({"variant": "dirr", "T": 20, "t": 15, "d": 10}, "d must satisfy"),

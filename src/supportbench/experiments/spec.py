@@ -25,6 +25,8 @@ VARIANTS = ("static", "dirr")
 SPLITS = ("calibration", "final", "replication")
 PREFIXES = ("objective.", "method.", "benchmark.")  # options of the objective, the method, the benchmark
 SCHEMA = 1
+MAX_STEPS = 1_000_000      # T beyond this is a typo, not an experiment (2^63-1 would run forever)
+MAX_SEED = 2**63 - 1       # the registry stores seeds as BIGINT
 
 # The model a run uses when it names none, per benchmark: the one table the CLI, Python and TOML resolve from
 # (each built-in benchmark's DEFAULT_MODEL is read from here; a plugin's is added when it registers).
@@ -199,8 +201,10 @@ class RunSpec:
             raise SpecError(f"variant {self.variant!r} is not allowed; allowed: {', '.join(VARIANTS)}")
         if self.split not in SPLITS:
             raise SpecError(f"split {self.split!r} is not allowed; allowed: {', '.join(SPLITS)}")
-        if self.T <= 0:
-            raise SpecError(f"T must be a positive integer, got {self.T!r}")
+        if not 0 < self.T <= MAX_STEPS:
+            raise SpecError(f"T must be a whole number in 1..{MAX_STEPS:,} (unlearning steps), got {self.T!r}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise SpecError(f"seed must be a whole number in 0..2^63-1, got {self.seed!r}")
         if self.variant == "dirr":
             if isinstance(self.rho_p, bool) or self.rho_p not in ACTIONS or self.rho_p == 0:
                 raise SpecError(f"rho_p {self.rho_p!r} is not a probe action; allowed: "
@@ -221,6 +225,9 @@ class RunSpec:
         for key, kind in HYPERPARAMETER_CHECKS.items():
             if key in hp and hp[key] is not None and not kind[0](hp[key]):
                 raise SpecError(f"hyperparameter {key} = {hp[key]!r}: must be {kind[1]}")
+        if hp["warmup_steps"] >= self.T:
+            raise SpecError(f"hyperparameter warmup_steps = {hp['warmup_steps']} must be < T = {self.T} (a run that "
+                            "never leaves warm-up)")
 
     def hp(self, key: str) -> Any:
         """A resolved hyperparameter (options of the objective, method or benchmark: ``prefixed``)."""

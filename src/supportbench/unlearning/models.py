@@ -76,9 +76,20 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(device)
+        dev = torch.device(device)
     except RuntimeError as exc:
         raise SupportbenchError(f"unknown device {device!r} ({exc}); use auto, cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise SupportbenchError(f"device {device!r}: this machine has no CUDA GPU (torch {torch.__version__}, "
+                                    f"CUDA build: {torch.version.cuda or 'none'}); use --device cpu or auto")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise SupportbenchError(f"device {device!r}: there are {torch.cuda.device_count()} CUDA GPU(s), "
+                                    f"numbered 0..{torch.cuda.device_count() - 1}")
+    elif dev.type not in ("cpu", "mps", "meta"):
+        raise SupportbenchError(f"device {device!r}: unsupported device type {dev.type!r}; use auto, cpu, cuda or "
+                                "cuda:N")
+    return dev
 
 
 def is_model_dir(model: str) -> bool:

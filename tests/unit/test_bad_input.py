@@ -1,0 +1,40 @@
+"""Bad values are refused up front: exit 2, one line naming the value and what is allowed, no traceback,
+nothing trained and nothing written. One row per bad input."""
+
+import pytest
+import torch
+
+from supportbench.cli import main
+
+RUN = ["run", "--benchmark", "tofu", "--method", "random"]
+CASES = [
+    (RUN + ["--threads", "0"], "'0' is out of range; allowed: a whole number >= 1"),
+    (RUN + ["--seed", "100000000000000000000"], "out of range; allowed: a whole number in 0..2^63-1"),
+    (RUN + ["--seed", "-1"], "out of range; allowed: a whole number in 0..2^63-1"),
+    (RUN + ["--T", "9223372036854775807"], "T must be a whole number in 1..1,000,000"),
+    (RUN + ["--T", "0"], "'0' is out of range"),
+    (RUN + ["--budget", "nan"], "'nan' is not finite"),
+    (RUN + ["--budget", "-1"], "'-1' is out of range; allowed: a number > 0"),
+    (RUN + ["--set", "warmup_steps=50"], "warmup_steps = 50 must be < T = 40"),
+    (RUN + ["--set", "lr=abc"], "hyperparameter lr = 'abc': must be a finite number > 0"),
+    (["sweep", "mini-paper", "--workers", "-1"], "'-1' is out of range"),
+    (["sweep", "mini-paper", "--step-seconds", "nan"], "'nan' is not finite"),
+    (["plan-memory", "tiny-llama", "--budget", "0"], "'0' is out of range; allowed: a number > 0"),
+    (["plan-memory", "tiny-llama", "--budget", "64", "--batch", "0"], "'0' is out of range"),
+    (["plan-memory", "tiny-llama", "--budget", "64", "--gpu-gib", "nan"], "'nan' is not finite"),
+]
+if not torch.cuda.is_available():
+    CASES.append((RUN + ["--device", "cuda", "--T", "2"], "this machine has no CUDA GPU"))
+
+
+@pytest.mark.parametrize(("argv", "message"), CASES, ids=[" ".join(c[0][-2:]) for c in CASES])
+def test_bad_value_is_refused_up_front(tmp_path, capsys, argv, message):
+    argv = [*argv, "--results", str(tmp_path / "res")] if argv[0] in ("run", "sweep") else argv
+    try:
+        rc = main(argv)
+    except SystemExit as exc:   # argparse's own refusal
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "res").exists()          # nothing written
