@@ -288,9 +288,7 @@ class RunSpec:
         for name in ("T", "t", "d", "rho_p", "model"):
             if name not in self._given:
                 d[name] = None
-        d["hyperparameters"] = dict(self._given["hyperparameters"])
-        if isinstance(changes.get("hyperparameters"), dict | tuple):
-            changes = {**changes, "hyperparameters": {**d["hyperparameters"], **dict(changes["hyperparameters"])}}
+        d["hyperparameters"] = dict(self._given["hyperparameters"])   # a new dict replaces them, as a field
         return RunSpec.from_dict({**d, **changes})
 
     def canonical_full(self) -> dict:

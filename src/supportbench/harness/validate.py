@@ -7,6 +7,7 @@ user's mistake is never stored as a failed run.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from functools import cache
 from pathlib import Path
@@ -19,6 +20,62 @@ from supportbench.methods.base import METHODS, get_method
 from supportbench.methods.diagnostics import _cache_key
 from supportbench.unlearning.models import PRESETS, check_model_dir, geometry_shape, is_model_dir
 from supportbench.unlearning.objectives import get_objective
+
+
+def _fits(value, hint) -> bool:
+    """Does ``value`` (from TOML or ``--set``) have the type ``hint`` declares? Unknown hints pass (the owner
+    checks them); an int passes for a float, a bool never for a number."""
+    import types
+    import typing
+
+    if hint is typing.Any or hint is inspect.Parameter.empty:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint in (str, Path):
+        return isinstance(value, str)
+    if origin in (tuple, list) or hint in (tuple, list):
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return isinstance(value, list | tuple) and (not args or all(_fits(v, args[0]) for v in value))
+    if origin is dict or hint is dict:
+        return isinstance(value, dict)
+    return True
+
+
+def _hints(target) -> dict:
+    import typing
+
+    try:
+        return typing.get_type_hints(target if dataclasses.is_dataclass(target) else target.__init__)
+    except Exception:  # unresolvable annotations: the owner's own checks apply
+        return {}
+
+
+def check_types(owner: str, target, options: dict, prefix: str) -> None:
+    """Every option the user set has the type ``target`` (a dataclass or a class's constructor) declares;
+    checked before any model is trained, naming the option, its value and the expected type."""
+    hints = _hints(target)
+    for k, v in options.items():
+        if k in hints and not _fits(v, hints[k]):
+            want = getattr(hints[k], "__name__", None) or str(hints[k]).replace("typing.", "")
+            raise SpecError(f"{owner}: {prefix}{k} = {v!r} must be {want}")
+        nested = getattr(target, f"{k}_config", None)   # e.g. benchmark.finetune.epochs -> FinetuneConfig
+        if isinstance(v, dict) and dataclasses.is_dataclass(nested):
+            allowed = {f.name for f in dataclasses.fields(nested)}
+            bad = sorted(set(v) - allowed)
+            if bad:
+                raise SpecError(f"{owner}: unknown option(s) {', '.join(prefix + k + '.' + b for b in bad)}; allowed: "
+                                f"{', '.join(sorted(allowed))}")
+            check_types(owner, type(nested) if not isinstance(nested, type) else nested, v, f"{prefix}{k}.")
 
 
 @cache
@@ -60,6 +117,7 @@ def _check_benchmark(spec: RunSpec) -> None:
         inspect.signature(cls).bind_partial(**options)
     except TypeError as exc:
         raise SpecError(f"benchmark '{spec.benchmark}' rejects its options {options}: {exc}") from None
+    check_types(f"benchmark '{spec.benchmark}'", cls, options, "benchmark.")
     data_dir = options.get("data_dir")
     if data_dir is not None and not Path(data_dir).is_dir():
         raise SpecError(f"benchmark.data_dir '{data_dir}' does not exist or is not a directory")
@@ -76,7 +134,7 @@ def _check_method(spec: RunSpec) -> None:
             raise SpecError(f"benchmark '{spec.benchmark}' runs its interfaces statically; variant "
                             f"{spec.variant!r} is not allowed")
         return
-    METHODS.get(spec.method)
+    check_types(f"method '{spec.method}'", METHODS.get(spec.method), spec.prefixed("method."), "method.")
     try:
         m = get_method(spec.method, **spec.prefixed("method."))
     except Exception as exc:  # a constructor's own check: report it as the user's input
@@ -88,6 +146,8 @@ def _check_method(spec: RunSpec) -> None:
 def validate_spec(spec: RunSpec) -> None:
     """Raise on anything that would make ``spec`` fail for a reason other than the run itself."""
     _check_benchmark(spec)
+    objective = get_objective(spec.objective)
+    check_types(f"objective '{spec.objective}'", type(objective), spec.prefixed("objective."), "objective.")
     get_objective(spec.objective, **spec.prefixed("objective."))
     _check_method(spec)
     _check_model(spec.model)

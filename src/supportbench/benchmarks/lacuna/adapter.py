@@ -77,7 +77,7 @@ class Lacuna:
                  mask: str | None = None, lacuna_size: str | None = None, regime: str = "masked",
                  forget_groups: tuple[int, ...] | list[int] = gen.FORGET_GROUPS, max_new_tokens: int = 24,
                  precision_max_exact: int = 1 << 24, finetune: dict | None = None, seed: int = 0,
-                 resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-3):
+                 resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-4):
         if mask_mode not in ("element", "component"):
             raise SpecError(f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}")
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
