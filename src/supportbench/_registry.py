@@ -35,6 +35,32 @@ def package_modules(package: str, exclude: Iterable[str] = ()) -> Callable[[], l
     return scan
 
 
+def declared_names(package: str, decorator: str, exclude: Iterable[str] = ()) -> list[str]:
+    """The names a package's modules register with ``@decorator("name")``, read from their source (AST)
+    without importing them (no torch): for checks that must stay light, e.g. ``sweep --dry-run``."""
+    import ast
+    import importlib.util
+    import pkgutil
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(package)
+    names = []
+    for m in pkgutil.iter_modules(spec.submodule_search_locations):
+        if m.ispkg or m.name.startswith("_") or m.name in set(exclude):
+            continue
+        path = Path(m.module_finder.path) / f"{m.name}.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == decorator
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                names.append(node.args[0].value)
+    return sorted(set(names))
+
+
+def plugin_names(group: str) -> list[str]:
+    """Entry-point names of a plugin group (nothing is imported)."""
+    return sorted(ep.name for ep in entry_points(group=group))
+
+
 class Registry(Generic[T]):
     def __init__(
         self,

@@ -79,13 +79,13 @@ def _requires_of(cls) -> tuple[str, ...]:
         return tuple(req) if isinstance(req, (tuple, list)) else ()
 
 
-def _parse_sets(items: list[str]) -> dict:
+def _parse_sets(items: list[str], flag: str = "--set") -> dict:
     import json
 
     out = {}
     for item in items or []:
-        if "=" not in item:
-            raise SupportbenchError(f"--set expects KEY=VALUE, got {item!r}")
+        if "=" not in item or not item.split("=", 1)[0]:
+            raise SupportbenchError(f"{flag} expects KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         try:
             out[k] = json.loads(v)
@@ -341,15 +341,34 @@ def _executor(args):
     if args.executor == "slurm":
         from supportbench.harness.executors.slurm import SlurmExecutor
 
-        params = _parse_sets(args.slurm)
+        params = _parse_sets(args.slurm, "--slurm")
         return SlurmExecutor(ResultsDir(args.results).slurm, **params)
     from supportbench.harness.executors.local import LocalExecutor
 
     return LocalExecutor(args.workers)
 
 
+def _check_names_light(spec) -> None:
+    """The dry run's name check, without importing torch: method names against the ones the method files
+    declare (read from their source) and installed plugins."""
+    from supportbench._registry import declared_names, plugin_names
+    from supportbench.errors import UnknownMethodError
+
+    known = set(declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics")))
+    known |= set(plugin_names("supportbench.methods"))
+    interfaces = {"controlled": ("backbone", "lora")}   # benchmarks/controlled/interfaces.py: INTERFACES
+    for b in spec.benchmarks:
+        st = spec.settings(b)
+        allowed = set(interfaces.get(b, ())) or known
+        for m in (*st["methods"], *st["dirr_methods"]):
+            if m not in allowed:
+                raise UnknownMethodError("selection method", m, sorted(allowed))
+
+
 def _dry_run(spec, step_seconds: float | None) -> int:
     from supportbench.harness.compute import sweep_estimate
+
+    _check_names_light(spec)
 
     est = sweep_estimate(spec)
     print(f"experiment '{spec.name}': {est['runs']} runs (nothing loaded, nothing run)")

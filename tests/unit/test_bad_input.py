@@ -31,6 +31,12 @@ CASES = [
     (["plan-memory", "tiny-llama", "--budget", "64", "--batch", "0"], "'0' is out of range"),
     (["plan-memory", "tiny-llama", "--budget", "64", "--gpu-gib", "nan"], "'nan' is not finite"),
 ]
+import shutil  # noqa: E402
+
+if shutil.which("sbatch") is None:
+    CASES.append((["sweep", "mini-paper", "--executor", "slurm"], "no Slurm on this machine (sbatch is not on PATH)"))
+CASES.append((["sweep", "mini-paper", "--executor", "slurm", "--slurm", "partition"],
+              "--slurm expects KEY=VALUE, got 'partition'"))
 if not torch.cuda.is_available():
     CASES.append((RUN + ["--device", "cuda", "--T", "2"], "this machine has no CUDA GPU"))
 
@@ -46,3 +52,17 @@ def test_bad_value_is_refused_up_front(tmp_path, capsys, argv, message):
     assert rc == 2, err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "res").exists()          # nothing written
+
+
+def test_a_dry_run_checks_method_names_without_torch(tmp_path):
+    import subprocess
+    import sys
+
+    spec = tmp_path / "e.toml"
+    spec.write_text('[experiment]\nname = "x"\nbenchmarks = ["tofu"]\nfields = ["forget01"]\nobjectives = ["npo"]\n'
+                    'methods = ["intervention_score", "wagel"]\n[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n')
+    code = ("import sys; from supportbench.cli import main; rc = main(['sweep', '--dry-run', sys.argv[1]]); "
+            "sys.exit(3 if 'torch' in sys.modules else rc)")
+    out = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "no selection method 'wagel'. Did you mean 'wagle'?" in out.stderr

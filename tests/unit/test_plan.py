@@ -32,6 +32,11 @@ def test_shipped_mini_paper_spec_parses():
     (lambda e: e["seeds"].update(test=[5]), "unknown seed split"),
     (lambda e: e.update(budgett=1), "unknown \\[experiment\\] key"),
     (lambda e: e.pop("fields"), "lacks \\['fields'\\]"),
+    (lambda e: e["seeds"].update(final=[2, 3, 2]), r"experiment.seeds.final lists seed\(s\) \[2\] more than once"),
+    (lambda e: e.update(benchmark={"tofu": {"seeds": {"final": [1, 4]}}}),
+     r"benchmark tofu: calibration seeds \[1\] also appear among its final"),
+    (lambda e: e.update(benchmark={"tofu": {"hyperparameters": {"tau": 0.1}}}),
+     r"benchmark tofu: hyperparameter tau is set, but its DIR-R runs follow the tau\* frozen"),
 ])
 def test_bad_specs(mutate, msg):
     import copy

@@ -83,6 +83,9 @@ def _ints(values, source: str, path: str) -> list[int]:
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int):
             raise SpecError(f"{source}: {path} must hold whole numbers, got {v!r}")
+    twice = sorted({v for v in values if list(values).count(v) > 1})
+    if twice and path.split(".")[-2:-1] == ["seeds"]:
+        raise SpecError(f"{source}: {path} lists seed(s) {twice} more than once (one run per seed)")
     return list(values)
 
 
@@ -237,6 +240,16 @@ class ExperimentSpec:
                    seeds=seeds, model=e.get("model"), budget=e.get("budget", DEFAULT_BUDGET),
                    T=e.get("T"), t=e.get("t"), d=e.get("d"), rho_p=e.get("rho_p"), hyperparameters=dict(hp),
                    admissible_range=tuple(rng), selection=selection, benchmark_settings=settings)
+        for b in spec.benchmarks:   # per benchmark, after its own [experiment.benchmark.<name>.seeds]
+            sd = spec.settings(b)["seeds"]
+            overlap = set(sd.get("calibration", ())) & (set(sd.get("final", ())) | set(sd.get("replication", ())))
+            if overlap:
+                raise SpecError(f"{source}: benchmark {b}: calibration seeds {sorted(overlap)} also appear among its "
+                                "final/replication seeds")
+            if spec.settings(b)["dirr_methods"] and spec.settings(b)["hyperparameters"].get("tau") is not None:
+                raise SpecError(f"{source}: benchmark {b}: hyperparameter tau is set, but its DIR-R runs follow the "
+                                "tau* frozen from the calibration seeds (a set tau would be in every run key and "
+                                "ignored); remove it, or calibrate elsewhere and run with --decision")
         try:
             spec.all_runs()  # every RunSpec's own checks (budget, rho_p, t/d, hyperparameters), now
         except SpecError as exc:

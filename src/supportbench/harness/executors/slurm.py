@@ -49,6 +49,13 @@ class SlurmExecutor:
             import submitit
         except ImportError:
             raise SupportbenchError("the Slurm executor needs submitit: pip install 'supportbench[slurm]'") from None
+        if cluster is None:   # submitit would quietly fall back to running here
+            import shutil
+
+            if shutil.which("sbatch") is None:
+                raise SupportbenchError("--executor slurm: no Slurm on this machine (sbatch is not on PATH); use "
+                                        "--executor local, or --slurm cluster=debug to try the Slurm path in-process")
+            cluster = "slurm"
         self.cluster, self.poll_s, self.grace_s, self.wait_s = cluster, poll_s, grace_s, wait_s
         self.executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
         params = {"timeout_min": 60, "cpus_per_task": 1, **slurm_parameters}
