@@ -94,6 +94,29 @@ def _parse_sets(items: list[str], flag: str = "--set") -> dict:
     return out
 
 
+def _writable_dir(path: str | None, flag: str) -> None:
+    """A folder a command will write into: refused up front when it is a file, lies under a file, has a name
+    too long for the file system, or cannot be created or written (nothing is loaded or trained first)."""
+    from pathlib import Path
+
+    if path is None:
+        return
+    p = Path(path).expanduser()
+    for part in p.parts:   # first: the file system refuses even to look such a name up
+        if len(part.encode()) > 255:
+            raise SupportbenchError(f"{flag} '{path}': the name '{part[:40]}...' is longer than 255 bytes")
+    if p.exists() and not p.is_dir():
+        raise SupportbenchError(f"{flag} '{path}' is a file, not a folder")
+    for parent in p.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise SupportbenchError(f"{flag} '{path}' lies under '{parent}', which is a file")
+            break
+    existing = p if p.exists() else next(q for q in p.parents if q.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SupportbenchError(f"{flag} '{path}': '{existing}' is not writable")
+
+
 def run_spec(args) -> RunSpec:
     """The RunSpec a ``run`` command line names; every setting it leaves out resolves as in Python and TOML
     (experiments/spec.py is the one source of defaults)."""
@@ -117,6 +140,8 @@ def run_spec(args) -> RunSpec:
 
 
 def _cmd_run(args) -> int:
+    _writable_dir(args.results, "--results")
+    _writable_dir(args.cache, "--cache")
     import torch
 
     torch.set_num_threads(args.threads)
@@ -392,6 +417,9 @@ def _dry_run(spec, step_seconds: float | None) -> int:
 
 
 def _cmd_sweep(args) -> int:
+    if not args.dry_run:
+        _writable_dir(args.results, "--results")
+        _writable_dir(args.cache, "--cache")
     from supportbench.experiments.plan import ExperimentSpec
 
     spec = ExperimentSpec.from_toml(args.spec)
@@ -420,8 +448,10 @@ def _print_sweep(s) -> None:
 
 
 def _cmd_demo(args) -> int:
-    import os
     import time
+
+    _writable_dir(args.results, "--results")
+    _writable_dir(getattr(args, "cache", None), "--cache")
 
     from supportbench.experiments.plan import ExperimentSpec
     from supportbench.harness.executors.local import LocalExecutor

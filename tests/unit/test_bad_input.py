@@ -66,3 +66,32 @@ def test_a_dry_run_checks_method_names_without_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert "no selection method 'wagel'. Did you mean 'wagle'?" in out.stderr
+
+
+@pytest.mark.parametrize(("make", "flag", "message"), [
+    (lambda t: (t / "f").write_text("x") and t / "f", "--results", "is a file, not a folder"),
+    (lambda t: (t / "f").write_text("x") and t / "f" / "res", "--results", "lies under"),
+    (lambda t: t / ("n" * 300), "--cache", "is longer than 255 bytes"),
+])
+def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys, make, flag, message):
+    target = make(tmp_path)
+    rc = main(RUN + ["--T", "2", flag, str(target)] + (["--results", str(tmp_path / "res")] if flag != "--results"
+                                                        else []))
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err
+    assert not (tmp_path / "res").exists()
+
+
+def test_a_read_only_results_folder_is_refused(tmp_path, capsys):
+    import os
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("running as a user who can write anywhere (root)")
+        rc = main(RUN + ["--T", "2", "--results", str(ro / "res")])
+        assert rc == 2 and "is not writable" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o700)
