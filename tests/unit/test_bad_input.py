@@ -27,9 +27,9 @@ CASES = [
     (RUN + ["--set", "benchmark.max_new_tokens=many"], "benchmark.max_new_tokens = 'many' must be int"),
     (["sweep", "mini-paper", "--workers", "-1"], "'-1' is out of range"),
     (["sweep", "mini-paper", "--step-seconds", "nan"], "'nan' is not finite"),
-    (["plan-memory", "tiny-llama", "--budget", "0"], "'0' is out of range; allowed: a number > 0"),
-    (["plan-memory", "tiny-llama", "--budget", "64", "--batch", "0"], "'0' is out of range"),
-    (["plan-memory", "tiny-llama", "--budget", "64", "--gpu-gib", "nan"], "'nan' is not finite"),
+    (["plan-memory", "--model", "tiny-llama", "--budget", "0"], "'0' is out of range; allowed: a number > 0"),
+    (["plan-memory", "--model", "tiny-llama", "--budget", "64", "--batch", "0"], "'0' is out of range"),
+    (["plan-memory", "--model", "tiny-llama", "--budget", "64", "--gpu-gib", "nan"], "'nan' is not finite"),
 ]
 import shutil  # noqa: E402
 
