@@ -1,0 +1,125 @@
+"""The Python API: run a cell, run an experiment, read a registry -- what a notebook needs, in three calls.
+
+    import supportbench as sb
+    rec = sb.run("tofu", "forget01", method="random", T=4)          # one cell: its RunRecord
+    summary = sb.sweep("my-experiment.toml", results="results/mine") # calibration, frozen decisions, finals
+    reg = sb.open_registry("results/mine/registry.duckdb")
+    reg.results()                                                    # a Polars frame, one row per run
+
+Every setting a call leaves out resolves as on the command line and in TOML (``experiments/spec.py``), so
+the three name the same runs. docs/api.md has runnable examples (``tests/integration/test_api_docs.py`` runs them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from supportbench.experiments.record import RunRecord
+from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
+from supportbench.experiments.spec import RunSpec
+
+__all__ = ["Registry", "open_registry", "run", "sweep"]
+
+
+def run(benchmark: str, field: str | None = None, objective: str = "npo", method: str = "intervention_score", *,
+        seed: int = 0, variant: str = "static", split: str = "final", experiment: str = "adhoc",
+        model: str | None = None, budget: float | None = None, T: int | None = None, t: int | None = None,
+        d: int | None = None, rho_p: float | None = None, hyperparameters: dict[str, Any] | None = None,
+        decision: str | Path | None = None, results: str | Path = DEFAULT_RESULTS.root,
+        cache: str | Path | None = None, device: str = "auto", force: bool = False, progress: bool = False
+        ) -> RunRecord:
+    """Run one cell (or return its stored record when it stands) and return its ``RunRecord``. ``field`` left
+    out is the benchmark's default; a DIR-R final run needs a frozen ``decision`` file (or ``tau`` set in
+    ``hyperparameters``, recorded as unfrozen). Invalid input raises before anything is trained."""
+    from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.experiments.decisions import load_decision_for
+    from supportbench.harness.runner import Runner
+
+    cls = BENCHMARKS.get(benchmark)
+    extra = {"budget": budget} if budget is not None else {}
+    spec = RunSpec(benchmark, field or cls.DEFAULT_FIELD, objective, method, seed=seed, variant=variant,
+                   split=split, experiment=experiment, model=model, T=T, t=t, d=d, rho_p=rho_p,
+                   hyperparameters=dict(hyperparameters or {}), **extra)
+    dec = load_decision_for(spec, decision, allow_unfrozen=spec.hp("tau") is not None) if variant == "dirr" else None
+    runner = Runner(results, cache_dir=cache, progress=progress, force=force, device=device)
+    return runner.run(spec, decision=dec).record
+
+
+def sweep(spec, *, results: str | Path = DEFAULT_RESULTS.root, workers: int | None = None,
+          cache: str | Path | None = None, post_hoc: bool = False, ingest: bool = True):
+    """Run an experiment (a TOML path, a shipped spec's name, or an ``ExperimentSpec``) in the protocol's order
+    and, with ``ingest``, load the records into ``<results>/registry.duckdb``; returns the ``SweepSummary``."""
+    from supportbench.experiments.plan import ExperimentSpec
+    from supportbench.harness.executors.local import LocalExecutor
+    from supportbench.harness.sweep import run_sweep
+
+    exp = spec if isinstance(spec, ExperimentSpec) else ExperimentSpec.from_toml(spec)
+    summary = run_sweep(exp, results, LocalExecutor(workers), cache_dir=None if cache is None else str(cache),
+                        post_hoc=post_hoc)
+    if ingest:
+        from supportbench.registry.ingest import ingest as load
+        from supportbench.registry.store import connect
+
+        con = connect(ResultsDir(results).registry)
+        try:
+            load(con, results)
+        finally:
+            con.close()
+    return summary
+
+
+@dataclass
+class Registry:
+    """A registry opened read-only: frames (Polars), the audit, read-only SQL."""
+
+    path: Path
+
+    def _con(self):
+        from supportbench.registry.store import connect
+
+        return connect(self.path, read_only=True)
+
+    def query(self, sql: str, params: dict | list | None = None):
+        """A Polars frame of a read query (the registry is opened read-only)."""
+        con = self._con()
+        try:
+            return con.sql(sql, params=params or None).pl()
+        finally:
+            con.close()
+
+    def results(self, experiment: str | None = None):
+        """One row per run: its cell, status, J, G_F, D_coll, DIR-R gate (the ``results`` view)."""
+        if experiment is None:
+            return self.query("SELECT * FROM results ORDER BY experiment, benchmark, field, objective, method, seed")
+        return self.query("SELECT * FROM results WHERE experiment = ? ORDER BY benchmark, field, objective, "
+                          "method, seed", [experiment])
+
+    def components(self, experiment: str | None = None):
+        """Outcome components in long form (``run_key``, ``name``, ``value``)."""
+        where = "WHERE r.experiment = ?" if experiment else ""
+        return self.query(f"SELECT c.* FROM components c JOIN runs r USING (run_key) {where} ORDER BY ALL",
+                          [experiment] if experiment else [])
+
+    def audit(self, experiment: str | None = None, spec=None):
+        """The audit's report (``.ok``, ``.text()``, ``.to_dict()``); ``spec``: an experiment TOML or name."""
+        from supportbench.experiments.plan import ExperimentSpec
+        from supportbench.registry.audit import audit
+
+        exp = ExperimentSpec.from_toml(spec) if isinstance(spec, str | Path) else spec
+        con = self._con()
+        try:
+            return audit(con, experiment or (exp.name if exp else None), exp)
+        finally:
+            con.close()
+
+
+def open_registry(path: str | Path = DEFAULT_RESULTS.registry) -> Registry:
+    """A registry file, opened read-only on each call (another process may ingest meanwhile)."""
+    from supportbench.errors import RegistryError
+
+    p = Path(path)
+    if not p.is_file():
+        raise RegistryError(f"no registry at '{p}' (create one with `supportbench registry ingest` or sweep())")
+    return Registry(p)
