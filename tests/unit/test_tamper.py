@@ -104,7 +104,7 @@ def forge_rules(res, dec, con):
 
 
 def forge_second_decision(res, dec, con):
-    second = {**dec, "frozen_at": "2999-06-01T00:00:00.000000+00:00"}
+    second = {**dec, "frozen_at": "2026-01-02T00:00:00.000000+00:00"}
     second["hash"] = decision_hash(second)
     (ResultsDir(res).decisions / f"{second['hash']}.json").write_text(json.dumps(second))
     f = _records(res)[0]
@@ -199,3 +199,28 @@ def test_a_rewritten_chain_changes_the_head(tmp_path):
         ledger.append(con, kind, [key])
     assert ledger.verify(con) == []
     assert ledger.head(con)["hash"] != before["hash"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"tau": None}, "tau = None must be a finite number"),
+    ({"tau": "0.1"}, "tau = '0.1' must be a finite number"),
+    ({"frozen_at": "yesterday"}, "frozen_at 'yesterday' is not an ISO timestamp"),
+    ({"frozen_at": "2999-01-01T00:00:00+00:00"}, "frozen_at '2999-01-01T00:00:00\\+00:00' is in the future"),
+    ({"frozen_at": "2026-01-01T00:00:00"}, "has no time zone"),
+    ({"selection": "oracle"}, "selection = 'oracle' must be one of evaluation, development"),
+    ({"calibration_seeds": [7.0]}, "calibration_seeds = \\[7.0\\] must be a list of whole numbers"),
+    ({"d": 1.5}, "d = 1.5 must be a whole number > 0"),
+    ({"rho_p": 0.07}, "rho_p = 0.07 must be a probe action"),
+    ({"admissible_range": [0.9, 0.1]}, "admissible_range = \\[0.9, 0.1\\] must be \\[lo, hi\\]"),
+    ({"t": 190, "d": 20}, "t = 190, d = 20, T = 200 must satisfy"),
+])
+def test_a_decision_with_a_bad_item_is_refused_even_with_a_matching_hash(tmp_path, change, message):
+    from supportbench.errors import DecisionError
+    from supportbench.experiments.decisions import verify_decision
+
+    res = tmp_path / "res"
+    dec = honest(res)
+    bad = {**dec, **change}
+    bad["hash"] = decision_hash(bad)       # consistent with its own content: only the item check can refuse it
+    with pytest.raises(DecisionError, match=message):
+        verify_decision(bad)

@@ -109,9 +109,18 @@ def freeze_controlled(directory: str | Path, **items) -> dict:
 
 
 def verify_controlled(dec: dict, source: str = "controlled decision") -> None:
+    from supportbench.experiments.decisions import check_frozen_at
+
     missing = [k for k in (*FROZEN_ITEMS, "frozen_at", "hash") if k not in dec]
     if missing:
         raise DecisionError(f"{source}: not a frozen controlled decision, it lacks {missing}")
+    check_frozen_at(dec["frozen_at"], source)
+    lr = dec["lr"]
+    if not isinstance(lr, dict) or not lr or not all(
+            not isinstance(v, bool) and isinstance(v, int | float) and 0 < v < float("inf") for v in lr.values()):
+        raise DecisionError(f"{source}: lr = {lr!r} must map each interface to a learning rate > 0")
+    if not isinstance(dec["primary_locator"], str) or not dec["primary_locator"]:
+        raise DecisionError(f"{source}: primary_locator = {dec['primary_locator']!r} must be a locator's name")
     want = decision_hash(dec)
     if dec["hash"] != want:
         raise DecisionError(f"{source}: frozen items do not match their content hash (stored {dec['hash']}, "

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, datetime
+import math
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from supportbench._io import read_json_object, write_json_atomic
@@ -62,12 +63,61 @@ def load_decision(path: str | Path) -> dict:
     return dec
 
 
+def check_frozen_at(value, source: str) -> datetime:
+    """``frozen_at``: an ISO timestamp with a time zone, not in the future (5 minutes of clock skew allowed)."""
+    if not isinstance(value, str) or not value:
+        raise DecisionError(f"{source}: no frozen_at timestamp (got {value!r})")
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise DecisionError(f"{source}: frozen_at {value!r} is not an ISO timestamp") from None
+    if at.tzinfo is None:
+        raise DecisionError(f"{source}: frozen_at {value!r} has no time zone")
+    if at > datetime.now(UTC) + timedelta(minutes=5):
+        raise DecisionError(f"{source}: frozen_at {value!r} is in the future")
+    return at
+
+
+def _num(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
+
+
+def _whole(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, int)
+
+
+# every frozen item's type and range: a decision that breaks one is refused, naming it
+ITEM_CHECKS = {
+    "tau": (_num, "a finite number"),
+    "rho_p": (lambda x: _num(x) and x in ACTIONS and x > 0, "a probe action of A (not 0)"),
+    "d": (lambda x: _whole(x) and x > 0, "a whole number > 0"),
+    "t": (lambda x: _whole(x) and x > 0, "a whole number > 0"),
+    "T": (lambda x: _whole(x) and x > 0, "a whole number > 0"),
+    "actions": (lambda x: isinstance(x, list) and bool(x) and all(_num(a) for a in x), "a list of numbers"),
+    "admissible_range": (lambda x: isinstance(x, list) and len(x) == 2 and all(_num(a) for a in x)
+                         and 0 <= x[0] <= x[1] <= 1, "[lo, hi] with 0 <= lo <= hi <= 1"),
+    "calibration_seeds": (lambda x: isinstance(x, list) and all(_whole(v) and 0 <= v < 2**63 for v in x),
+                          "a list of whole numbers in 0..2^63-1"),
+    "baselines": (lambda x: isinstance(x, list) and all(isinstance(v, str) and v for v in x), "a list of names"),
+    "benchmark": (lambda x: isinstance(x, str) and bool(x), "a name"),
+    "objective": (lambda x: isinstance(x, str) and bool(x), "a name"),
+    "selection": (lambda x: x in SELECTIONS, f"one of {', '.join(SELECTIONS)}"),
+    "calibration_runs": (lambda x: isinstance(x, list) and all(isinstance(v, str) and ":" in v for v in x),
+                         "a list of run_key:fingerprint strings"),
+}
+
+
 def verify_decision(dec: dict, source: str = "decision") -> None:
     missing = [k for k in (*FROZEN_ITEMS, "hash") if k not in dec]
     if missing:
         raise DecisionError(f"{source}: not a frozen decision, it lacks {missing}")
-    if not dec.get("frozen_at"):
-        raise DecisionError(f"{source}: no frozen_at timestamp")
+    check_frozen_at(dec.get("frozen_at"), source)
+    for key, (ok, what) in ITEM_CHECKS.items():
+        if not ok(dec[key]):
+            raise DecisionError(f"{source}: {key} = {dec[key]!r} must be {what}")
+    if not dec["t"] < dec["T"] or dec["t"] + dec["d"] > dec["T"]:
+        raise DecisionError(f"{source}: t = {dec['t']}, d = {dec['d']}, T = {dec['T']} must satisfy t < T and "
+                            "t + d <= T")
     want = decision_hash(dec)
     if dec.get("hash") != want:
         raise DecisionError(f"{source}: frozen items do not match their content hash (stored {dec.get('hash')}, "
