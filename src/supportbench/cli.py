@@ -10,14 +10,23 @@ import sys
 
 from supportbench.errors import SupportbenchError
 from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
-from supportbench.experiments.spec import DEFAULT_BUDGET, MODEL_DEFAULTS, RunSpec
+from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_HYPERPARAMETERS, MODEL_DEFAULTS, RunSpec
 
 
 def _cmd_geometry(args) -> int:
-    from supportbench.unlearning.models import load_model
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from supportbench.unlearning.models import PRESETS, check_model_dir, preset_config
     from supportbench.unlearning.support import discover_geometry
 
-    model, _ = load_model(args.model)
+    if args.model in PRESETS:   # a preset or a local folder, as every other command takes it; from the config
+        cfg = preset_config(PRESETS[args.model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    else:
+        check_model_dir(args.model)
+        cfg = AutoConfig.from_pretrained(args.model, local_files_only=True)
+    with torch.device("meta"):   # nothing is allocated or loaded
+        model = AutoModelForCausalLM.from_config(cfg)
     geo = discover_geometry(model)
     print(geo.describe())
     for t in geo.tensors:
@@ -43,6 +52,35 @@ def _cmd_plan_memory(args) -> int:
                           checkpointing=args.checkpointing)
         print(f"  on {gpu:g} GiB: training fits up to batch {b} (powers of two)" if b else
               f"  on {gpu:g} GiB: training does not fit at batch 1")
+    return 0
+
+
+def _cmd_benchmarks(args) -> int:
+    from supportbench.benchmarks.base import BENCHMARKS
+
+    plugins = set(BENCHMARKS.plugins())
+    print(f"{'name':<16} {'default model':<14} {'default field':<16} {'interfaces':<16} fields")
+    for n in BENCHMARKS.names():
+        cls = BENCHMARKS.get(n)
+        fields = cls.field_names({})
+        shown = ", ".join(fields[:6]) + (f", ... ({len(fields)} in all)" if len(fields) > 6 else "")
+        print(f"{n + (' (plugin)' if n in plugins else ''):<16} {cls.DEFAULT_MODEL:<14} {cls.DEFAULT_FIELD:<16} "
+              f"{', '.join(cls.INTERFACES) or '-':<16} {shown}")
+    for name, why in sorted(BENCHMARKS.broken.items()):
+        print(f"{name} (plugin, not loaded): {why}")
+    return 0
+
+
+def _cmd_objectives(args) -> int:
+    import dataclasses
+
+    from supportbench.unlearning.objectives import OBJECTIVES, get_objective
+
+    print("name      options (objective.<name> = value in --set or [hyperparameters]; defaults shown)")
+    for n in OBJECTIVES.names():
+        o = get_objective(n)
+        opts = ", ".join(f"{f.name}={getattr(o, f.name)!r}" for f in dataclasses.fields(o) if f.name != "name")
+        print(f"{n:<9} {opts}")
     return 0
 
 
@@ -155,6 +193,13 @@ def _cmd_run(args) -> int:
     if args.variant == "dirr":
         from supportbench.experiments.decisions import load_decision_for
 
+        if spec.split != "calibration" and args.decision is None and not (args.allow_unfrozen
+                                                                           and spec.hp("tau") is not None):
+            raise SupportbenchError(
+                f"a DIR-R {spec.split} run needs its threshold tau* from somewhere; the ways out: "
+                "--decision FILE (a decision frozen by `supportbench calibrate` from calibration runs), or "
+                "--allow-unfrozen --set tau=X (an explicit tau, recorded as unfrozen), or --split calibration "
+                "(a calibration run, which evaluates every candidate)")
         decision = load_decision_for(spec, args.decision, allow_unfrozen=args.allow_unfrozen)
     runner = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device,
                     reuse_stale=args.reuse_stale)
@@ -513,6 +558,18 @@ POSITIVE = _ranged(float, 1e-300, None, "a number > 0")
 SEED = _ranged(int, 0, 2**63 - 1, "a whole number in 0..2^63-1")
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that shows each option's default (when it has a meaningful one)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("%(default)" not in text and action.default is not None and action.default is not False
+                and action.default != argparse.SUPPRESS
+                and (action.option_strings or action.nargs in ("?", "*"))):
+            text += " (default: %(default)s)"
+        return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="supportbench",
@@ -522,8 +579,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"supportbench {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    _add = sub.add_parser
+    sub.add_parser = lambda *a, **k: _add(*a, formatter_class=_Help, **k)
     g = sub.add_parser("geometry", help="show the editable geometry (down-proj columns) of a local model")
-    g.add_argument("model", help="path to a local Hugging Face causal LM directory")
+    g.add_argument("model", help="a model preset (tiny-llama, ...) or a local Hugging Face causal LM directory")
     g.set_defaults(func=_cmd_geometry)
     pm = sub.add_parser("plan-memory", help="bytes per component of a support-constrained run, from the config alone")
     pm.add_argument("--model", required=True,
@@ -535,6 +594,10 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
     pm.add_argument("--gpu-gib", dest="gpu_gib", type=POSITIVE, nargs="*", default=[80.0])
     pm.set_defaults(func=_cmd_plan_memory)
+    bl = sub.add_parser("benchmarks", help="list benchmarks: default model and field, interfaces, fields")
+    bl.set_defaults(func=_cmd_benchmarks)
+    ol = sub.add_parser("objectives", help="list unlearning objectives and their options with defaults")
+    ol.set_defaults(func=_cmd_objectives)
     m = sub.add_parser("methods", help="list selection methods: name, what data they need, provenance")
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
     m.set_defaults(func=_cmd_methods)
@@ -542,12 +605,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--benchmark", default="natural_tofu")
     r.add_argument("--field", default=None, help="default: forget10 (TOFU), Email_Address (LACUNA); "
                    "controlled: every target")
-    r.add_argument("--objective", default="npo")
+    r.add_argument("--objective", default="npo", help="npo, simnpo, graddiff or ga (`supportbench objectives`)")
     r.add_argument("--method", default=None, help="default: intervention_score; controlled: both interfaces")
-    r.add_argument("--seed", type=SEED, default=0)
+    r.add_argument("--seed", type=SEED, default=0, help="the run's seed (batches, random choices)")
     r.add_argument("--variant", default="static", help="static or dirr")
     r.add_argument("--split", default="final", help="calibration, final or replication")
-    r.add_argument("--experiment", default="adhoc")
+    r.add_argument("--experiment", default="adhoc", help="the experiment the run is recorded under")
     r.add_argument("--budget", type=POSITIVE, default=DEFAULT_BUDGET,
                    help="editable scalars, or a fraction (< 1) of the total (default %(default)s)")
     r.add_argument("--T", type=POSITIVE_INT, default=None,
@@ -563,7 +626,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--data-dir", default=None,
                    help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="hyperparameter, e.g. lr=0.01, objective.beta=0.2, method.eps=1e-6, benchmark.size=full")
+                   help="a setting (repeatable): " + ", ".join(sorted(DEFAULT_HYPERPARAMETERS)) + "; or an option "
+                        "of the objective, method or benchmark: objective.beta=0.2, method.eps=1e-6, "
+                        "benchmark.size=full (see `supportbench objectives`, `methods`, `benchmarks`)")
     r.add_argument("--results", default=str(DEFAULT_RESULTS.root))
     r.add_argument("--cache", default=None,
                    help="cache directory for prepared models (default $SUPPORTBENCH_CACHE, else the user cache)")
@@ -645,7 +710,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _quiet_libraries() -> None:
+    """Library deprecation chatter (transformers' FutureWarnings) stays out of the output, in this process and
+    in its workers; progress bars redraw at most every 30 s when stderr is not a terminal (a log file)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|torch|peft)(\..*)?$")
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")   # worker processes start with it
+    if not sys.stderr.isatty():
+        os.environ.setdefault("TQDM_MININTERVAL", "30")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_libraries()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -1,0 +1,40 @@
+"""The CLI tells a new user what exists and what each option defaults to, and a DIR-R run without a
+threshold names every way out in one error."""
+
+import pytest
+
+from supportbench.cli import build_parser, main
+
+
+def test_benchmarks_and_objectives_are_listed(capsys):
+    assert main(["benchmarks"]) == 0
+    out = capsys.readouterr().out
+    for name, model, field in (("tofu", "tiny-llama", "forget10"), ("lacuna", "tiny-olmo3", "Email_Address"),
+                               ("controlled", "tiny-qwen2", "t00")):
+        row = next(ln for ln in out.splitlines() if ln.split()[:1] == [name])
+        assert model in row and field in row
+    assert "backbone, lora" in out
+    assert main(["objectives"]) == 0
+    out = capsys.readouterr().out
+    assert "npo       forget_coef=1.0, retain_coef=1.0, beta=0.1" in out and "simnpo" in out
+
+
+def test_help_shows_defaults_and_the_set_keys():
+    text = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    flat = " ".join(text.split())
+    assert "(default: npo)" in flat and "(default: static)" in flat and "(default: 0)" in flat
+    assert "batch_size" in flat and "weight_decay" in flat and "objective.beta=0.2" in flat
+
+
+@pytest.mark.parametrize("extra", [[], ["--allow-unfrozen"]])
+def test_a_dirr_run_without_a_threshold_names_every_way_out(tmp_path, capsys, extra):
+    rc = main(["run", "--benchmark", "tofu", "--variant", "dirr", "--results", str(tmp_path / "r"), *extra])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--decision FILE" in err and "--allow-unfrozen --set tau=X" in err
+    assert "--split calibration" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_geometry_takes_a_preset_like_every_other_command(capsys):
+    assert main(["geometry", "tiny-llama"]) == 0
+    assert "down_proj_columns" in capsys.readouterr().out
