@@ -69,3 +69,35 @@ def test_report_refuses_to_mix_experiments(tmp_path):
         report(tmp_path / "r.duckdb", tmp_path / "out", "third")
     st = report(tmp_path / "r.duckdb", tmp_path / "out", "first")
     assert (tmp_path / "out" / "report.md").exists() and st["tables"]
+
+
+def test_export_then_import_round_trips_every_metric(tmp_path):
+    """Every outcome component leaves as a metric:<name> column and comes back (nothing dropped in silence);
+    a column that is neither an outcome, a DIR-R nor a metric: column is refused, named."""
+    import polars as pl
+
+    from supportbench.errors import RegistryError
+    from supportbench.registry import synthetic as syn
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+    from supportbench.registry.tables import export_table, import_table
+
+    res = tmp_path / "res"
+    for k, method in enumerate(("random", "wagle")):
+        syn.write(res, syn.record(experiment="e", method=method, seed=k, J=0.5 + k,
+                                  components={"forget_quality": 0.01 * (k + 1), "model_utility": 0.6 - k / 10}))
+    con = connect(tmp_path / "a.duckdb")
+    ingest(con, res)
+    export_table(con, tmp_path / "a.csv")
+    first = pl.read_csv(tmp_path / "a.csv")
+    assert {"metric:forget_quality", "metric:model_utility"} <= set(first.columns)
+    other = connect(tmp_path / "b.duckdb")
+    rep = import_table(other, tmp_path / "a.csv")
+    assert rep.new == 2
+    export_table(other, tmp_path / "b.csv")
+    again = pl.read_csv(tmp_path / "b.csv")
+    assert again.columns == first.columns and again.equals(first)
+    bad = first.with_columns(pl.lit(1).alias("forget_quality"))
+    bad.write_csv(tmp_path / "bad.csv")
+    with pytest.raises(RegistryError, match=r"unknown column\(s\) \['forget_quality'\].*metric:<name>"):
+        import_table(connect(tmp_path / "c.duckdb"), tmp_path / "bad.csv")

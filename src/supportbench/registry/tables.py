@@ -21,6 +21,7 @@ from supportbench.registry.store import one, scalar
 OUTCOME_COLUMNS = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split", "J", "G_F",
                    "D_coll", "status")
 DIRR_COLUMNS = ("triggered", "probe_signal", "chosen_rho", "available_gain", "step_equivalents")
+METRIC = "metric:"   # a column per outcome component (forget quality, model utility, precision, ...): metric:<name>
 
 
 def import_table(con, path: str | Path) -> IngestReport:
@@ -48,6 +49,11 @@ def import_table(con, path: str | Path) -> IngestReport:
     missing = [c for c in OUTCOME_COLUMNS if c not in df.columns]
     if missing:
         raise RegistryError(f"{path.name}: missing column(s) {missing}; required: {', '.join(OUTCOME_COLUMNS)}")
+    unknown = [c for c in df.columns if c not in OUTCOME_COLUMNS + DIRR_COLUMNS and not c.startswith(METRIC)]
+    if unknown:   # never dropped without a word
+        raise RegistryError(f"{path.name}: unknown column(s) {unknown}; allowed: {', '.join(OUTCOME_COLUMNS)}, "
+                            f"{', '.join(DIRR_COLUMNS)}, and {METRIC}<name> for any other metric")
+    metric_cols = [c for c in df.columns if c.startswith(METRIC) and len(c) > len(METRIC)]
     rows = df.to_dicts()
 
     def num(v, col, i, kind=float, nullable=True):
@@ -95,6 +101,7 @@ def import_table(con, path: str | Path) -> IngestReport:
         for col in ("probe_signal", "chosen_rho", "available_gain", "step_equivalents"):
             p[col] = num(r.get(col), col, i)
         p["triggered"] = boolean(r.get("triggered"), i)
+        p["metrics"] = {c[len(METRIC):]: x for c in metric_cols if (x := num(r.get(c), c, i)) is not None}
         ident = json.dumps([p[c] for c in OUTCOME_COLUMNS[:8]])
         occ = seen.get(ident, 0)
         seen[ident] = occ + 1
@@ -120,9 +127,10 @@ def import_table(con, path: str | Path) -> IngestReport:
                         "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?, ?, ?, ?)",
                         [p["run_key"], p["experiment"], p["benchmark"], p["field"], p["objective"], p["method"],
                          p["variant"], p["seed"], p["split"], str(path), p["h"], seq, now])
-            con.execute("INSERT INTO outcomes (run_key, status, J, G_F, D_coll, step_equivalents) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        [p["run_key"], p["status"], p["J"], p["G_F"], p["D_coll"], p["step_equivalents"]])
+            con.execute("INSERT INTO outcomes (run_key, status, J, G_F, D_coll, step_equivalents, components) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        [p["run_key"], p["status"], p["J"], p["G_F"], p["D_coll"], p["step_equivalents"],
+                         json.dumps(p["metrics"], sort_keys=True) if p["metrics"] else None])
             if any(p[c] is not None for c in ("triggered", "probe_signal", "chosen_rho", "available_gain")):
                 con.execute("INSERT INTO gate_events (run_key, probe_signal, triggered, chosen_rho, available_gain, "
                             "complete) VALUES (?, ?, ?, ?, ?, ?)",
@@ -140,14 +148,27 @@ def import_table(con, path: str | Path) -> IngestReport:
 
 
 def export_table(con, path: str | Path, experiment: str | None = None) -> int:
-    """Write the outcome table (one row per run, DIR-R columns included) as CSV or Parquet."""
+    """Write the outcome table (one row per run: the outcome and DIR-R columns, and every numeric outcome
+    component as a ``metric:<name>`` column) as CSV or Parquet; ``import_table`` reads it back whole."""
     path = Path(path)
     if path.suffix not in (".csv", ".parquet"):
         raise RegistryError(f"{path.name}: unknown table format '{path.suffix}'; allowed: .csv, .parquet")
+    import polars as pl
+
     cols = ", ".join(OUTCOME_COLUMNS + DIRR_COLUMNS)
     where = "WHERE experiment = $exp" if experiment else ""
-    df = con.sql(f"SELECT {cols} FROM results {where} ORDER BY ingest_seq",
-                 params={"exp": experiment} if experiment else None).pl()
+    params = {"exp": experiment} if experiment else None
+    df = con.sql(f"SELECT run_key, {cols} FROM results {where} ORDER BY ingest_seq", params=params).pl()
+    # every numeric outcome component as a metric:<name> column (none is dropped)
+    long = con.sql(f"SELECT c.run_key, c.name, c.value FROM components c JOIN results r USING (run_key) {where} "
+                   "AND c.value IS NOT NULL" if where else
+                   "SELECT run_key, name, value FROM components WHERE value IS NOT NULL", params=params).pl()
+    if long.height:
+        wide = long.pivot(on="name", index="run_key", values="value", aggregate_function="first")
+        wide = wide.rename({c: f"{METRIC}{c}" for c in wide.columns if c != "run_key"})
+        wide = wide.select("run_key", *sorted(c for c in wide.columns if c != "run_key"))
+        df = df.join(wide, on="run_key", how="left", maintain_order="left")
+    df = df.drop("run_key").with_columns(pl.col("seed").cast(pl.Int64))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     (df.write_parquet if path.suffix == ".parquet" else df.write_csv)(tmp)
