@@ -344,15 +344,13 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: schedules.warmup_cosine(k, steps, warm))
     model.train()
     losses = []
+    group_keep: dict[int, dict[str, torch.Tensor]] = {}
     with tqdm(batches, total=steps, desc=desc, disable=not progress, leave=False) as bar:
         for k, (grp, idx) in enumerate(bar):
-            keep: dict[str, torch.Tensor] = {}   # name -> the scalars this batch may move (group batches)
-            if grp >= 0:
-                bit = _group_bit(grp)
-                for name, p in named.items():
-                    m = masks.get(name)
-                    keep[name] = (torch.zeros_like(p, dtype=torch.bool) if m is None
-                                  else ((m & bit) != 0).view_as(p))
+            # name -> the scalars this batch may move (group batches); decoded once per group, not per step
+            keep = {} if grp < 0 else group_keep.get(grp) or group_keep.setdefault(grp, {
+                name: (torch.zeros_like(p, dtype=torch.bool) if masks.get(name) is None
+                       else ((masks[name] & _group_bit(grp)) != 0).view_as(p)) for name, p in named.items()})
             nll, n = sequence_nll(model, data.take(idx))
             loss = nll.sum() / n.sum()
             if not torch.isfinite(loss):
