@@ -407,7 +407,9 @@ def test_concurrent_ingests_and_an_audit_all_succeed(tmp_path):
     env = {**os.environ, "SUPPORTBENCH_LOCK_TIMEOUT": "120"}
     procs = [subprocess.Popen(CLI + ["registry", "ingest", str(res), "--registry", str(db)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    while not db.exists() and time.monotonic() < deadline:   # the audit starts the moment the file
+        time.sleep(0.001)                                     # appears: it must never be half-written
     procs.append(subprocess.Popen(CLI + ["audit", "--registry", str(db), "--experiment", "e"], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = [p.communicate(timeout=300) for p in procs]
@@ -417,6 +419,47 @@ def test_concurrent_ingests_and_an_audit_all_succeed(tmp_path):
     assert all(p.returncode == 0 for p in procs[:4])
     con = connect(db, read_only=True)
     assert scalar(con, "SELECT count(*) FROM runs") == 3000
+
+
+def test_a_new_registry_appears_only_when_complete(tmp_path, monkeypatch):
+    from supportbench.registry import store
+
+    db = tmp_path / "r.duckdb"
+    seen = []
+    real = store.migrate
+
+    def watching(con):
+        seen.append(db.exists())   # while the schema is written, the public name must not exist yet
+        real(con)
+
+    monkeypatch.setattr(store, "migrate", watching)
+    connect(db).close()
+    assert seen[0] is False
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]   # no private copy left behind
+    assert scalar(connect(db, read_only=True), "SELECT max(version) FROM schema_migrations") == store.SCHEMA_VERSION
+
+
+def test_a_registry_created_by_a_racing_process_is_kept(tmp_path, monkeypatch):
+    import duckdb
+
+    from supportbench.registry import store
+
+    db = tmp_path / "r.duckdb"
+    real = store.migrate
+
+    def racing(con):   # another process publishes its registry while this one builds its own
+        real(con)
+        if not db.exists():
+            other = duckdb.connect(str(db))
+            real(other)
+            other.execute("CREATE TABLE marker (x INTEGER)")
+            other.close()
+
+    monkeypatch.setattr(store, "migrate", racing)
+    connect(db).close()
+    monkeypatch.setattr(store, "migrate", real)
+    assert scalar(connect(db, read_only=True), "SELECT count(*) FROM marker") == 0   # the winner's file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
 
 
 def test_a_locked_registry_waits_then_says_so(tmp_path):

@@ -67,9 +67,35 @@ def connect(path: str | Path = DEFAULT_PATH, *, read_only: bool = False,
         _check_version(con, path)
         return con
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        _create(path)
     con = _open(path, False, timeout=timeout)
     migrate(con)
     return con
+
+
+def _create(path: Path) -> None:
+    """Create the registry whole, then publish it: built and migrated under a private name, closed
+    (checkpointed, no WAL left), then hard-linked to ``path``. Another process that opens ``path``
+    meanwhile sees either no file or a complete registry, never DuckDB's half-written header. When two
+    processes race to create it, the first link wins and the other's copy is dropped."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.creating")
+    try:
+        con = _open(tmp, False)
+        try:
+            migrate(con)
+        finally:
+            con.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:   # a file system without hard links: a rename, not atomic against a racing creator
+            if not path.exists():
+                os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
 
 
 READ_STATEMENTS = ("SELECT",)
