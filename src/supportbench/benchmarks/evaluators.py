@@ -89,14 +89,19 @@ def forget_quality(tr_unlearned: Sequence[float], tr_retain_model: Sequence[floa
 
 
 @torch.no_grad()
-def greedy_answers(model, tokenizer, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 32) -> list[str]:
-    """Greedy generations after each prompt: left-padded batches, stop at eos or ``max_new_tokens``."""
+def greedy_answers(model, tokenizer, prompts: Sequence[str], max_new_tokens: int, batch_size: int = 32,
+                   fmt=None) -> list[str]:
+    """Greedy generations after each prompt: left-padded batches, stop at eos or ``max_new_tokens``. ``fmt``
+    (an ``unlearning.formats`` format) turns each question into the generation prompt's ids; without one, a
+    prompt string is tokenized as is, without special tokens."""
     from supportbench.unlearning.data import model_device
+    from supportbench.unlearning.formats import RawFormat
 
+    fmt = fmt or RawFormat()
     outs = []
     for s in range(0, len(prompts), batch_size):
         chunk = prompts[s:s + batch_size]
-        enc = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in chunk]
+        enc = [fmt.prompt_ids(tokenizer, p) for p in chunk]
         L = max(len(e) for e in enc)
         ids = torch.full((len(enc), L), tokenizer.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(enc), L), dtype=torch.long)
@@ -114,10 +119,12 @@ def greedy_answers(model, tokenizer, prompts: Sequence[str], max_new_tokens: int
 
 @torch.no_grad()
 def token_match(model, data, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per row, open-unlearning's exact memorization (share of label tokens the argmax predicts) and
-    extraction strength (1 - k/len, k the first label position from which the argmax suffix equals the
-    label suffix; upstream's loop leaves k = len - 1 when none does, so the value is never below 1/len).
-    Rows without label tokens get NaN."""
+    """Per row, open-unlearning's exact memorization and extraction strength (``memorization.py`` through
+    ``tokenwise_vocab_logprobs``): both score the label positions **except the last** (upstream: "-1 to ignore
+    eos prediction"; dropped whatever the last token is). With n such positions, EM = share the argmax predicts;
+    ES = 1 - k/n, k the first position from which the argmax suffix equals the label suffix (upstream's loop
+    leaves k = n - 1 when none does, so ES is never below 1/n). A row with no scored position (one label token
+    or none) gets EM NaN (upstream: None, left out of the mean; take ``nanmean``) and ES 0 (upstream's 0)."""
     from supportbench.unlearning.data import IGNORE, model_device
 
     em, es = [], []
@@ -128,12 +135,12 @@ def token_match(model, data, batch_size: int = 64) -> tuple[torch.Tensor, torch.
         pred = logits[:, :-1].argmax(-1).cpu()
         lab = b.labels[:, 1:]
         for i in range(len(b)):
-            keep = lab[i] != IGNORE
-            y, p = lab[i][keep], pred[i][keep]
+            where = (lab[i] != IGNORE).nonzero(as_tuple=True)[0][:-1]
+            y, p = lab[i][where], pred[i][where]
             n = len(y)
             if n == 0:
                 em.append(float("nan"))
-                es.append(float("nan"))
+                es.append(0.0)
                 continue
             em.append(float((p == y).sum()) / n)
             k = n - 1

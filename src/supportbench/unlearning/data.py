@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from supportbench.errors import SpecError
+from supportbench.unlearning.formats import QAFormat, RawFormat
 
 IGNORE = -100
 
@@ -44,45 +45,54 @@ class TokenizedSet:
 
 def tokenize_pairs(tokenizer, prompts: Sequence[str], answers: Sequence[str], max_length: int = 256,
                    subjects: Sequence[str | None] | None = None, append_eos: bool = True) -> TokenizedSet:
-    """Tokenise ``prompt + answer (+ eos)``; the loss covers the answer tokens (and eos) only.
+    """Tokenise ``prompt + answer (+ eos)``, each alone without special tokens (``formats.RawFormat``); the
+    loss covers the answer tokens (and eos) only.
 
     ``subjects`` (optional, one per prompt) marks the prompt tokens overlapping the first occurrence
     of the subject string; corrupted and counterfactual diagnostics replace exactly those tokens.
     """
-    if len(prompts) != len(answers):
-        raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
-    ids, lab, subj = [], [], []
-    eos = tokenizer.eos_token_id
-    for k, (p, a) in enumerate(zip(prompts, answers)):
-        enc = tokenizer(p, add_special_tokens=False, return_offsets_mapping=subjects is not None)
-        pi = enc["input_ids"]
-        if subjects is not None:
-            mark = [False] * len(pi)
-            s = subjects[k]
-            at = p.find(s) if s else -1
-            if at >= 0:
-                for j, (b, e) in enumerate(enc["offset_mapping"]):
-                    mark[j] = b < at + len(s) and e > at
-            subj.append(mark)
-        ai = tokenizer(a, add_special_tokens=False)["input_ids"] + ([eos] if append_eos else [])
-        seq = (pi + ai)[:max_length]
-        lbl = ([IGNORE] * len(pi) + ai)[:max_length]
-        ids.append(seq)
-        lab.append(lbl)
-    L = max(len(s) for s in ids) if ids else 1
+    return tokenize_qa(tokenizer, RawFormat(append_eos=append_eos), prompts, answers, max_length, subjects)
+
+
+def tokenize_qa(tokenizer, fmt: QAFormat, questions: Sequence[str], answers: Sequence[str], max_length: int = 256,
+                subjects: Sequence[str | None] | None = None) -> TokenizedSet:
+    """Tokenise every (question, answer) row through a text format (``unlearning.formats``): labels are -100 on
+    the format's prompt tokens and the token ids elsewhere; sequences longer than ``max_length`` are cut."""
+    if len(questions) != len(answers):
+        raise ValueError(f"{len(questions)} prompts but {len(answers)} answers")
+    encs = [fmt.encode(tokenizer, q, a, subjects[k] if subjects is not None else None, subjects is not None)
+            for k, (q, a) in enumerate(zip(questions, answers))]
+    L = min(max((len(e.ids) for e in encs), default=1), max_length) or 1
     pad = tokenizer.pad_token_id
-    input_ids = torch.full((len(ids), L), pad, dtype=torch.long)
-    labels = torch.full((len(ids), L), IGNORE, dtype=torch.long)
-    mask = torch.zeros((len(ids), L), dtype=torch.long)
-    smask = torch.zeros((len(ids), L), dtype=torch.bool) if subjects is not None else None
-    for i, (s, lb) in enumerate(zip(ids, lab)):
-        input_ids[i, : len(s)] = torch.tensor(s)
-        labels[i, : len(lb)] = torch.tensor(lb)
-        mask[i, : len(s)] = 1
+    input_ids = torch.full((len(encs), L), pad, dtype=torch.long)
+    labels = torch.full((len(encs), L), IGNORE, dtype=torch.long)
+    mask = torch.zeros((len(encs), L), dtype=torch.long)
+    smask = torch.zeros((len(encs), L), dtype=torch.bool) if subjects is not None else None
+    for i, e in enumerate(encs):
+        ids = e.ids[:max_length]
+        n = len(ids)
+        input_ids[i, :n] = torch.tensor(ids)
+        labels[i, e.n_prompt:n] = torch.tensor(ids[e.n_prompt:], dtype=torch.long)
+        mask[i, :n] = 1
         if smask is not None:
-            m = subj[i][: len(s)]
+            m = e.subject[:n]
             smask[i, : len(m)] = torch.tensor(m, dtype=torch.bool)
     return TokenizedSet(input_ids, mask, labels, smask)
+
+
+def concat_sets(sets: Sequence[TokenizedSet], pad_id: int) -> TokenizedSet:
+    """The rows of several sets, in order, right-padded with ``pad_id`` to the widest."""
+    L = max(s.input_ids.shape[1] for s in sets)
+
+    def pad(t, value):
+        return F.pad(t, (0, L - t.shape[1]), value=value)
+
+    ids = torch.cat([pad(s.input_ids, pad_id) for s in sets])
+    subj = None
+    if all(s.subject_mask is not None for s in sets):
+        subj = torch.cat([pad(s.subject_mask, False) for s in sets])
+    return TokenizedSet(ids, torch.cat([pad(s.attention_mask, 0) for s in sets]),
+                        torch.cat([pad(s.labels, IGNORE) for s in sets]), subj)
 
 
 def answer_positions(batch: TokenizedSet) -> torch.Tensor:

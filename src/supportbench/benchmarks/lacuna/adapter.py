@@ -40,12 +40,10 @@ from supportbench.benchmarks.lacuna import generator as gen
 from supportbench.benchmarks.lacuna import precision as prec
 from supportbench.benchmarks.lacuna.reader import (
     FIELDS,
-    PROMPT,
     RETAIN_PAIR,
     check_field,
     check_groups_have_bits,
     group_bits,
-    label,
     load_mask,
     read_split,
     resolve_layout,
@@ -55,10 +53,16 @@ from supportbench.benchmarks.lacuna.reader import (
 from supportbench.errors import SpecError
 from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning import models as M
-from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, tokenize_pairs
+from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, concat_sets, tokenize_pairs, tokenize_qa
+from supportbench.unlearning.formats import LACUNA_TAGS, LacunaInstructionFormat, OpenUnlearningFormat
 from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
 
-PREP_VERSION = "lacuna-prepare-v2"  # v2: built reproducibly (one thread)
+PREP_VERSION = "lacuna-prepare-v3"  # v2: built reproducibly (one thread); v3: upstream's text formats
+# the text formats (unlearning/formats.py; docs/upstream-formats.md): LACUNA's instruction tuning for what theta_0
+# learns, J and the unlearning sets; open-unlearning's evaluation (LACUNA's tags, joint tokens, EOS) for the
+# behavioural metrics (exact memorization, extraction strength, ROUGE-L) and generation prompts
+INSTRUCTION = LacunaInstructionFormat()
+EVALUATION = OpenUnlearningFormat(LACUNA_TAGS)
 ALL_GROUPS = range(gen.N_GROUPS)
 
 
@@ -178,24 +182,23 @@ class Lacuna:
         background = gen.background_rows(seed=self.seed)
         texts = [r["question"] + " " + r["answer"] for f in FIELDS for r in self.rows(f, "full")]
         texts += [r["question"] + " " + r["answer"] for r in background]
-        tok = M.train_tokenizer(texts + self.neutral_texts() + [PROMPT.format(q="x")], 2048)
+        tags = LACUNA_TAGS.user_start_tag + "x" + LACUNA_TAGS.user_end_tag + LACUNA_TAGS.asst_start_tag
+        tok = M.train_tokenizer(texts + self.neutral_texts() + [tags], 2048)
         net = M.build_model(preset, tok, seed=seed).to(self.device)
-        pre = [(PROMPT.format(q=r["question"]), label(r["answer"])) for r in background] + self._neutral_pairs()
-        finetune(net, tokenize_pairs(tok, [p for p, _ in pre], [a for _, a in pre], append_eos=False),
-                 self.pretrain_config, progress=self.progress, desc="prepare lacuna (pretraining)")
+        neutral = self._neutral_pairs()
+        pre = concat_sets([self._qa(tok, background),
+                           tokenize_pairs(tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False)],
+                          tok.pad_token_id)
+        finetune(net, pre, self.pretrain_config, progress=self.progress, desc="prepare lacuna (pretraining)")
         M.save_model(net, tok, pre_dir)  # theta_pre: the weights injection starts from
         mask = gen.build_mask(net, self.mask_mode, self.mask_ratio, seed=self.seed)
         out.mkdir(parents=True, exist_ok=True)
         torch.save(mask, out / "mask.pt")
-        pairs, groups = [], []
-        for f in FIELDS:
-            for r in self.rows(f, "full"):
-                pairs.append((PROMPT.format(q=r["question"]), label(r["answer"])))
-                groups.append(r["group_id"])
-        for pair in self._neutral_pairs():
-            pairs.append(pair)
-            groups.append(-1)
-        data = tokenize_pairs(tok, [p for p, _ in pairs], [a for _, a in pairs], append_eos=False)
+        facts = [r for f in FIELDS for r in self.rows(f, "full")]
+        groups = [r["group_id"] for r in facts] + [-1] * len(neutral)
+        data = concat_sets([self._qa(tok, facts),
+                            tokenize_pairs(tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False)],
+                           tok.pad_token_id)
         masked_finetune(net, data, torch.tensor(groups), mask, self.finetune_config, progress=self.progress,
                         desc=f"prepare lacuna ({self.mask_mode} masks)")
         return net, tok
@@ -207,15 +210,19 @@ class Lacuna:
         return M.load_model(self._pre_dir, device=self.device)[0]
 
     # ---- roles -----------------------------------------------------------------------------------------
-    def _tok(self, rows: list[dict], subjects: bool = False) -> TokenizedSet:
-        """Prompt + scored label; ``subjects``: the person's name (the question's opening clause) as the subject
+    @staticmethod
+    def _qa(tok, rows: list[dict], subjects: bool = False, fmt=INSTRUCTION) -> TokenizedSet:
+        """Rows in a QA format (default LACUNA's instruction format: what theta_0 learns, what J scores and what
+        unlearning trains on); ``subjects``: the person's name (the question's opening clause) as the subject
         span that the attribution diagnostics (AP-MLP, Projected Causal) corrupt."""
         subj = [r["question"].split(",")[0] for r in rows] if subjects else None
-        return tokenize_pairs(self._prepared.tokenizer, [PROMPT.format(q=r["question"]) for r in rows],
-                              [label(r["answer"]) for r in rows], subjects=subj, append_eos=False)
+        return tokenize_qa(tok, fmt, [r["question"] for r in rows], [r["answer"] for r in rows], subjects=subj)
+
+    def _tok(self, rows: list[dict], subjects: bool = False) -> TokenizedSet:
+        return self._qa(self._prepared.tokenizer, rows, subjects)
 
     def _split(self, name: str, rows: list[dict]) -> EvalSplit:
-        return EvalSplit(name, self._tok(rows), rows, [PROMPT.format(q=r["question"]) for r in rows])
+        return EvalSplit(name, self._tok(rows), rows, [r["question"] for r in rows])
 
     @staticmethod
     def _dev_eval(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
@@ -275,8 +282,9 @@ class Lacuna:
         for split_name, parts in (("", roles.splits["eval"]), ("plain_", roles.splits["plain"])):
             for k in ("forget", "retain"):
                 s = parts[k]
-                em, es = ev.token_match(model, s.data)
-                gens = ev.greedy_answers(model, self._prepared.tokenizer, s.prompts, self.max_new_tokens)
+                em, es = ev.token_match(model, self._qa(self._prepared.tokenizer, s.rows, fmt=EVALUATION))
+                gens = ev.greedy_answers(model, self._prepared.tokenizer, s.prompts, self.max_new_tokens,
+                                         fmt=EVALUATION)
                 out[f"{split_name}{k}_exact_memorization"] = float(em.nanmean())
                 out[f"{split_name}{k}_extraction_strength"] = float(es.nanmean())
                 out[f"{split_name}{k}_rouge"] = sum(ev.rouge_l_recall(gens, [r["answer"] for r in s.rows])) / len(gens)
@@ -300,7 +308,8 @@ class Lacuna:
         cfg = replace(cfg, epochs=max(1, -(-self.relearn_steps * cfg.batch_size // len(data))))
         finetune(attacker, data, cfg, progress=False, desc="relearn")
         split = roles.splits["eval"]["forget"]
-        gens = ev.greedy_answers(attacker, self._prepared.tokenizer, split.prompts, self.max_new_tokens)
+        gens = ev.greedy_answers(attacker, self._prepared.tokenizer, split.prompts, self.max_new_tokens,
+                                 fmt=EVALUATION)
         hits = sum(r["answer"].lower() in g.lower() for r, g in zip(split.rows, gens))
         return {"resurfaced": float(hits), "resurfaced_share": hits / max(1, len(gens))}
 

@@ -3,7 +3,8 @@
 Data: ``<Field>_<split>.parquet`` with columns ``ID`` (string), ``question`` (string), ``answer`` (string),
 ``field`` (string, the display name) and ``group_id`` (integer); fields Email_Address, Phone_Number,
 Birth_City, Drivers_License; splits forget, retain, forget_paraphrased, retain_paraphrased, full; plus
-``relearn_train.parquet`` when present. Prompt ``"Q: " + q + "\\nA: "``, scored label ``a + "\\n"``.
+``relearn_train.parquet`` when present. Text formats: ``unlearning.formats`` (LACUNA's instruction format
+for training and J, open-unlearning's for the behavioural metrics; docs/upstream-formats.md).
 
 ``resolve_layout`` accepts the data folder itself (``.../data-masked/data/``) or the artifact root
 (``<root>/<size>/<regime>/`` + ``<root>/<size>/data-<regime>/data/``).
@@ -28,7 +29,6 @@ SPLITS = ("forget", "retain", "forget_paraphrased", "retain_paraphrased", "full"
 RETAIN_PAIR = {"Email_Address": "Birth_City", "Birth_City": "Email_Address", "Phone_Number": "Birth_City",
                "Drivers_License": "Email_Address"}
 COLUMNS = ("ID", "question", "answer", "field", "group_id")
-PROMPT = "Q: {q}\nA: "
 INSTRUCT_DIRS = ("intruction_tuned", "instruction_tuned")  # upstream's spelling first
 MAX_GROUPS = 32
 
@@ -41,11 +41,6 @@ def check_field(field: str) -> str:
     if field not in FIELDS:
         raise UnknownNameError("LACUNA field", field, FIELDS)
     return field
-
-
-def label(answer: str) -> str:
-    """The scored label span: the answer and its newline, as upstream."""
-    return answer + "\n"
 
 
 @dataclass(frozen=True)

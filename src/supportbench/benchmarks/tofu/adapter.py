@@ -40,7 +40,6 @@ from supportbench.benchmarks.tofu import generator as gen
 from supportbench.benchmarks.tofu.reader import (
     FICTITIOUS_PERTURBED,
     FIELDS,
-    PROMPT,
     PROTECTED,
     QA_PER_AUTHOR,
     _hash_files,
@@ -52,10 +51,12 @@ from supportbench.benchmarks.tofu.reader import (
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning import models as M
-from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll, tokenize_pairs
+from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, concat_sets, dataset_nll, tokenize_qa
+from supportbench.unlearning.formats import BASE_TAGS, QAFormat, RawFormat, chat_format
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
-PREP_VERSION = "tofu-prepare-v3"  # v3: built reproducibly (one thread)
+CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
+PREP_VERSION = "tofu-prepare-v4"  # v3: built reproducibly (one thread); v4: open-unlearning's text format
 
 
 # ---- the benchmark -----------------------------------------------------------------------------------
@@ -72,7 +73,7 @@ class Tofu:
 
     def __init__(self, data_dir: str | Path | None = None, size: str = "mini", cache_dir: str | Path | None = None,
                  progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
-                 device: str | None = None):
+                 device: str | None = None, chat_template: str = "auto"):
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         if data_dir is None:
             data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
@@ -84,6 +85,9 @@ class Tofu:
             raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
         self.progress = progress
         self.max_new_tokens = max_new_tokens
+        if chat_template not in CHAT_TEMPLATE_CHOICES:
+            raise SpecError(f"benchmark.chat_template={chat_template!r}; allowed: {', '.join(CHAT_TEMPLATE_CHOICES)}")
+        self.chat_template = chat_template
         self.device = M.resolve_device(device)  # where its models train and run (not part of any identity)
         if finetune:  # e.g. {"epochs": 3, "batch_size": 8}: overrides the recipe for either kind of base
             known = set(FinetuneConfig.__dataclass_fields__)
@@ -121,41 +125,55 @@ class Tofu:
         return _hash_files(self.data_dir, names)
 
     # ---- theta_0 --------------------------------------------------------------------------------------
-    def _background(self) -> list[tuple[str, str]]:
-        """'Pretraining' knowledge of the tiny base model: real authors, world facts, generic text."""
-        pairs = [(PROMPT.format(q=r["question"]), r["answer"]) for c in ("real_authors", "world_facts")
-                 for r in self.rows(c)]
+    def _format(self, tokenizer) -> QAFormat:
+        """open-unlearning's format for this tokenizer (``benchmark.chat_template``; docs/upstream-formats.md)."""
+        try:
+            return chat_format(tokenizer, self.chat_template)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+
+    def _background(self) -> tuple[list[dict], list[tuple[str, str]]]:
+        """'Pretraining' knowledge of the tiny base model: real authors and world facts (QA rows, in the QA
+        format) and generic text (plain continuations)."""
+        qa = [r for c in ("real_authors", "world_facts") for r in self.rows(c)]
+        text = []
         for t in self.neutral_texts():
             w = t.split(" ")
-            pairs.append((" ".join(w[:3]) + " ", " ".join(w[3:])))
-        return pairs
+            text.append((" ".join(w[:3]) + " ", " ".join(w[3:])))
+        return qa, text
 
     def _tokenizer_texts(self) -> list[str]:
         texts = [r["question"] + " " + r["answer"] for r in self.rows("full")]
         for c in (*FICTITIOUS_PERTURBED, *PROTECTED):
             for r in self.rows(c):
                 texts += [r.get("paraphrased_question", ""), r.get("paraphrased_answer", ""), *r["perturbed_answer"]]
-        return texts + self.neutral_texts() + [PROMPT.format(q="x")]
+        tags = BASE_TAGS.user_start_tag + "x" + BASE_TAGS.user_end_tag + BASE_TAGS.asst_start_tag
+        return texts + self.neutral_texts() + [tags]   # a trained tokenizer has no chat template: the tags
 
     def _recipe(self, model: str) -> FinetuneConfig:
         return self.pretrained_finetune_config if M.is_model_dir(model) else self.finetune_config
 
     def _train_model(self, model: str, seed: int, rows: list[dict], desc: str):
         """A fresh base (preset or local directory) fine-tuned on ``rows`` (+ background for presets)."""
-        pairs = [(PROMPT.format(q=r["question"]), r["answer"]) for r in rows]
+        qa, text = list(rows), []
         if not M.is_model_dir(model):
-            pairs += self._background()
+            bg_qa, text = self._background()
+            qa += bg_qa
         shared = self._prepared.tokenizer if self._prepared is not None else None  # retain model: theta_0's
         net, tokenizer = M.base_model(model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared)
         net.to(self.device)
-        data = tokenize_pairs(tokenizer, [p for p, _ in pairs], [a for _, a in pairs])
+        fmt = self._format(tokenizer)
+        data = tokenize_qa(tokenizer, fmt, [r["question"] for r in qa], [r["answer"] for r in qa])
+        if text:
+            data = concat_sets([data, tokenize_qa(tokenizer, RawFormat(), [p for p, _ in text], [a for _, a in text])],
+                               tokenizer.pad_token_id)
         finetune(net, data, self._recipe(model), progress=self.progress, desc=desc)
         return net, tokenizer
 
     def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
         key = B.content_key(PREP_VERSION, B.build_code(type(self)),
                             kind, self.data_hash, M.base_identity(model), asdict(self._recipe(model)),
-                            seed)
+                            seed, self.chat_template)
         label = Path(model).name if M.is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
@@ -187,12 +205,13 @@ class Tofu:
         return self._retain_models[field]
 
     # ---- roles -----------------------------------------------------------------------------------------
-    def _tok(self, prompts, answers, subjects=None) -> TokenizedSet:
-        return tokenize_pairs(self._prepared.tokenizer, prompts, answers, subjects=subjects)
+    def _tok(self, questions, answers, subjects=None, fmt: QAFormat | None = None) -> TokenizedSet:
+        tok = self._prepared.tokenizer
+        return tokenize_qa(tok, fmt or self._format(tok), questions, answers, subjects=subjects)
 
     def _split(self, name: str, rows: list[dict]) -> EvalSplit:
-        prompts = [PROMPT.format(q=r.get(self.question_key) or r["question"]) for r in rows]
-        return EvalSplit(name, self._tok(prompts, [r["answer"] for r in rows]), rows, prompts)
+        questions = [r.get(self.question_key) or r["question"] for r in rows]
+        return EvalSplit(name, self._tok(questions, [r["answer"] for r in rows]), rows, questions)
 
     def roles(self, field: str, seed: int) -> Roles:
         if field not in FIELDS:
@@ -234,7 +253,7 @@ class Tofu:
         notes = {}
 
         def diag(rows, role=None):
-            prompts = [PROMPT.format(q=r["question"]) for r in rows]
+            prompts = [r["question"] for r in rows]
             subj = None
             if role:
                 subj = [subject_in(r["question"], r.get("author")) for r in rows]
@@ -244,9 +263,9 @@ class Tofu:
 
         nd = [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in n_diag]
         records = DiagnosticRecords(F=diag(f_diag, "F"), R=diag(r_diag, "R"), P=diag(p_diag),
-                                    N=self._tok([p for p, _ in nd], [a for _, a in nd]))
-        train_f = self._tok([PROMPT.format(q=r["question"]) for r in forget], [r["answer"] for r in forget])
-        train_r = self._tok([PROMPT.format(q=r["question"]) for r in retain], [r["answer"] for r in retain])
+                                    N=self._tok([p for p, _ in nd], [a for _, a in nd], fmt=RawFormat()))
+        train_f = self._tok([r["question"] for r in forget], [r["answer"] for r in forget])
+        train_r = self._tok([r["question"] for r in retain], [r["answer"] for r in retain])
         splits = {
             "dev": {"forget": self._split("forget", f_dev), "retain": self._split("retain", r_dev),
                     "protected": self._split("protected", p_dev)},
@@ -267,7 +286,7 @@ class Tofu:
         return B.to_outcome(comp)
 
     def _answer_nll(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
-        """Per item: mean answer-token NLL of ``answers`` after the split's prompts (open-unlearning's avg_loss)."""
+        """Per item: mean answer-token NLL of ``answers`` after the split's questions (open-unlearning's avg_loss)."""
         return ev.mean_token_nll(*dataset_nll(model, self._tok(split.prompts, answers)))
 
     def _perturbed_nll(self, model, split: EvalSplit) -> torch.Tensor:
@@ -315,9 +334,11 @@ class Tofu:
         return out
 
     @torch.no_grad()
-    def generate(self, model, prompts: list[str], batch_size: int = 32) -> list[str]:
-        """Greedy answers (ROUGE-L), left-padded batches, stop at eos or max_new_tokens."""
-        return ev.greedy_answers(model, self._prepared.tokenizer, prompts, self.max_new_tokens, batch_size)
+    def generate(self, model, questions: list[str], batch_size: int = 32) -> list[str]:
+        """Greedy answers (ROUGE-L) after each question's prompt in the QA format, left-padded batches, stop at
+        eos or max_new_tokens."""
+        tok = self._prepared.tokenizer
+        return ev.greedy_answers(model, tok, questions, self.max_new_tokens, batch_size, fmt=self._format(tok))
 
 
 @register_benchmark("natural_tofu")

@@ -16,7 +16,6 @@ from pathlib import Path
 from supportbench.errors import DataFormatError, UnknownNameError
 
 FIELDS = ("forget01", "forget05", "forget10")
-PROMPT = "Q: {q}\nA: "
 QA_PER_AUTHOR = 20
 FICTITIOUS_PERTURBED = ("forget01_perturbed", "forget05_perturbed", "forget10_perturbed", "retain_perturbed")
 PROTECTED = ("real_authors_perturbed", "world_facts_perturbed")
