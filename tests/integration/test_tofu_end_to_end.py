@@ -126,3 +126,15 @@ def test_planned_runs_share_one_fused_diagnostics_pass(tofu, cache, tmp_path):
     assert runner.run(b).record.status == "ok" and runner._diag is diag and diag.passes == passes
     runner.plan([a, b])  # both recorded now: nothing left to prepare
     assert runner._planned == {}
+
+
+def test_every_mini_row_has_a_clean_prompt_border(tofu):
+    """The prompt's tokens are a prefix of the joint sequence's for every row (TOFU's tags, not the base tags):
+    each answer token is labelled and generation starts where training put the answer (unlearning/formats.py)."""
+    tok = tofu._prepared.tokenizer
+    fmt = tofu._format(tok)
+    rows = tofu.rows("full") + tofu.rows("real_authors") + tofu.rows("world_facts")
+    for r in rows:
+        e = fmt.encode(tok, r["question"], r["answer"])
+        assert e.ids[:e.n_prompt] == fmt.prompt_ids(tok, r["question"]), r["question"]
+        assert tok.decode(e.ids[e.n_prompt:], skip_special_tokens=True) == r["answer"]

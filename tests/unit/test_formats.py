@@ -18,6 +18,7 @@ from supportbench.unlearning.formats import (
     LACUNA_TAGS,
     LacunaInstructionFormat,
     OpenUnlearningFormat,
+    TOFU_TAGS,
     RawFormat,
     chat_format,
 )
@@ -83,7 +84,7 @@ def as_dict(t):
 
 
 def test_open_unlearning_format_equals_upstream(tok):
-    templates = [BASE_TAGS, LACUNA_TAGS] + ([CHAT] if tok.chat_template else [])
+    templates = [BASE_TAGS, LACUNA_TAGS, TOFU_TAGS] + ([CHAT] if tok.chat_template else [])
     for template in templates:
         fmt = OpenUnlearningFormat(template)
         got = tokenize_qa(tok, fmt, [q for q, _ in ROWS], [a for _, a in ROWS], max_length=512)
@@ -96,6 +97,17 @@ def test_open_unlearning_format_equals_upstream(tok):
     if tok.chat_template:   # the chat path really uses the template: the system prompt is in the ids
         ids = OpenUnlearningFormat(CHAT).encode(tok, "hi", "there").ids
         assert "You are a helpful assistant." in tok.decode(ids)
+
+
+def test_tags_ending_in_a_space_break_the_border_and_tofus_do_not():
+    """Why TOFU's tags (the reason is the tokenization, measured on text, not any outcome)."""
+    t = _tokenizer("plain")
+    q, a = ROWS[0]
+    base, tofu = OpenUnlearningFormat(BASE_TAGS).encode(t, q, a), OpenUnlearningFormat(TOFU_TAGS).encode(t, q, a)
+    assert base.ids[:base.n_prompt] != OpenUnlearningFormat(BASE_TAGS).prompt_ids(t, q)
+    assert t.decode(base.ids[base.n_prompt:], skip_special_tokens=True) == " Mahfouz Al-Kuwaiti wrote it."  # "Basil" lost
+    assert tofu.ids[:tofu.n_prompt] == OpenUnlearningFormat(TOFU_TAGS).prompt_ids(t, q)
+    assert t.decode(tofu.ids[tofu.n_prompt:], skip_special_tokens=True) == a
 
 
 def test_tag_path_adds_the_tokenizers_special_tokens_and_eos():
@@ -154,9 +166,10 @@ def test_subject_marks_point_into_the_question_in_every_format(tok):
 
 def test_chat_format_choice():
     plain, chat = _tokenizer("plain"), _tokenizer("chat")
-    assert chat_format(plain, "auto").template == BASE_TAGS
+    assert chat_format(plain, "auto").template == TOFU_TAGS
+    assert chat_format(plain, "auto", BASE_TAGS).template == BASE_TAGS
     assert chat_format(chat, "auto").template == CHAT
-    assert chat_format(chat, "off").template == BASE_TAGS
+    assert chat_format(chat, "off").template == TOFU_TAGS
     with pytest.raises(ValueError, match="has no chat template"):
         chat_format(plain, "on")
     with pytest.raises(ValueError, match="allowed: auto, on, off"):

@@ -92,6 +92,12 @@ class Template:
 
 # open-unlearning's base-model tags (configs/model/Llama-2-7b-hf.yaml, phi-1_5.yaml)
 BASE_TAGS = Template(False, "Question: ", "\n", "Answer: ")
+# Llama-2-7b-chat's tags (configs/model/Llama-2-7b-chat-hf.yaml): TOFU's original format "[INST] {q} [/INST]{a}".
+# Its assistant tag is empty, not " ": upstream observed that a tag ending in a space "leads to very bad
+# tokenization at the border". With a byte-level BPE the space joins the answer's first word in the joint
+# tokens ("Answer:", " Paris") but stands alone in the prompt ("Answer:", " "), so the prompt is not a prefix
+# of the sequence: the first answer token goes unlabelled and generation starts from a token never trained on.
+TOFU_TAGS = Template(False, "[INST] ", " [/INST]", "")
 # its instruct models (Llama-3.x-Instruct, Qwen2.5-Instruct, Phi-3.5, zephyr): the tokenizer's chat template
 # with this system prompt; the date is passed to every template (Llama 3.x prints it, others ignore it)
 CHAT = Template(True, system_prompt="You are a helpful assistant.", date_string="10 Apr 2025")
@@ -175,14 +181,14 @@ class LacunaInstructionFormat:
         return RawFormat().prompt_ids(tokenizer, self._prompt(question))
 
 
-def chat_format(tokenizer, chat_template: str) -> OpenUnlearningFormat:
+def chat_format(tokenizer, chat_template: str, tags: Template = TOFU_TAGS) -> OpenUnlearningFormat:
     """TOFU's format for a tokenizer: ``chat_template`` "auto" uses the tokenizer's chat template when it has
-    one (open-unlearning's instruct-model arguments), else the base-model tags; "on" requires one; "off"
-    never uses it."""
+    one (open-unlearning's instruct-model arguments), else ``tags`` (default TOFU's original Llama-2-chat
+    tags); "on" requires a chat template; "off" never uses it."""
     has = bool(getattr(tokenizer, "chat_template", None))
     if chat_template == "on" and not has:
         raise ValueError("benchmark.chat_template=on but the tokenizer has no chat template "
                          "(use 'auto' or 'off')")
     if chat_template not in ("auto", "on", "off"):
         raise ValueError(f"benchmark.chat_template={chat_template!r}; allowed: auto, on, off")
-    return OpenUnlearningFormat(CHAT if has and chat_template != "off" else BASE_TAGS)
+    return OpenUnlearningFormat(CHAT if has and chat_template != "off" else tags)

@@ -52,7 +52,7 @@ from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning import models as M
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, concat_sets, dataset_nll, tokenize_qa
-from supportbench.unlearning.formats import BASE_TAGS, QAFormat, RawFormat, chat_format
+from supportbench.unlearning.formats import TOFU_TAGS, QAFormat, RawFormat, chat_format
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
@@ -147,7 +147,7 @@ class Tofu:
         for c in (*FICTITIOUS_PERTURBED, *PROTECTED):
             for r in self.rows(c):
                 texts += [r.get("paraphrased_question", ""), r.get("paraphrased_answer", ""), *r["perturbed_answer"]]
-        tags = BASE_TAGS.user_start_tag + "x" + BASE_TAGS.user_end_tag + BASE_TAGS.asst_start_tag
+        tags = TOFU_TAGS.user_start_tag + "x" + TOFU_TAGS.user_end_tag + TOFU_TAGS.asst_start_tag
         return texts + self.neutral_texts() + [tags]   # a trained tokenizer has no chat template: the tags
 
     def _recipe(self, model: str) -> FinetuneConfig:
