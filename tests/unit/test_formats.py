@@ -247,3 +247,12 @@ def test_token_match_equals_open_unlearning(seed):
         assert es[i].item() == pytest.approx(want_es, abs=1e-12)
     assert torch.isnan(em[0]) and es[0] == 0 and torch.isnan(em[1]) and es[1] == 0
     assert (em[2::3][~em[2::3].isnan()] == 1).all() and (es[2::3][~em[2::3].isnan()] == 1).all()
+
+
+def test_tofu_refuses_an_unknown_chat_template_before_any_work(tmp_path):
+    from supportbench.benchmarks.tofu.adapter import Tofu
+    from supportbench.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"benchmark.chat_template='sometimes'; allowed: auto, on, off"):
+        Tofu(cache_dir=tmp_path, chat_template="sometimes")
+    assert not any(tmp_path.iterdir())   # refused before the generator wrote anything

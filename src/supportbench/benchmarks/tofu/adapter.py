@@ -74,6 +74,8 @@ class Tofu:
     def __init__(self, data_dir: str | Path | None = None, size: str = "mini", cache_dir: str | Path | None = None,
                  progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
                  device: str | None = None, chat_template: str = "auto"):
+        if chat_template not in CHAT_TEMPLATE_CHOICES:
+            raise SpecError(f"benchmark.chat_template={chat_template!r}; allowed: {', '.join(CHAT_TEMPLATE_CHOICES)}")
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         if data_dir is None:
             data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
@@ -85,8 +87,6 @@ class Tofu:
             raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
         self.progress = progress
         self.max_new_tokens = max_new_tokens
-        if chat_template not in CHAT_TEMPLATE_CHOICES:
-            raise SpecError(f"benchmark.chat_template={chat_template!r}; allowed: {', '.join(CHAT_TEMPLATE_CHOICES)}")
         self.chat_template = chat_template
         self.device = M.resolve_device(device)  # where its models train and run (not part of any identity)
         if finetune:  # e.g. {"epochs": 3, "batch_size": 8}: overrides the recipe for either kind of base
