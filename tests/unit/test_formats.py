@@ -5,7 +5,6 @@ exact memorization / extraction strength (``memorization.py`` via ``tokenwise_vo
 the offline byte-level BPE the presets train (no special tokens added), the same with a BOS post-processor
 (``add_special_tokens=True`` then matters), and the same with a ChatML chat template."""
 
-import numpy as np
 import pytest
 import torch
 
@@ -16,9 +15,9 @@ from supportbench.unlearning.formats import (
     BASE_TAGS,
     CHAT,
     LACUNA_TAGS,
+    TOFU_TAGS,
     LacunaInstructionFormat,
     OpenUnlearningFormat,
-    TOFU_TAGS,
     RawFormat,
     chat_format,
 )
@@ -105,7 +104,8 @@ def test_tags_ending_in_a_space_break_the_border_and_tofus_do_not():
     q, a = ROWS[0]
     base, tofu = OpenUnlearningFormat(BASE_TAGS).encode(t, q, a), OpenUnlearningFormat(TOFU_TAGS).encode(t, q, a)
     assert base.ids[:base.n_prompt] != OpenUnlearningFormat(BASE_TAGS).prompt_ids(t, q)
-    assert t.decode(base.ids[base.n_prompt:], skip_special_tokens=True) == " Mahfouz Al-Kuwaiti wrote it."  # "Basil" lost
+    lost = t.decode(base.ids[base.n_prompt:], skip_special_tokens=True)
+    assert lost == " Mahfouz Al-Kuwaiti wrote it."   # "Basil" is not labelled
     assert tofu.ids[:tofu.n_prompt] == OpenUnlearningFormat(TOFU_TAGS).prompt_ids(t, q)
     assert t.decode(tofu.ids[tofu.n_prompt:], skip_special_tokens=True) == a
 
