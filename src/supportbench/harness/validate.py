@@ -31,6 +31,8 @@ def _fits(value, hint) -> bool:
     if hint is typing.Any or hint is inspect.Parameter.empty:
         return True
     origin = typing.get_origin(hint)
+    if origin is typing.Literal:
+        return any(value == a and type(value) is type(a) for a in typing.get_args(hint))
     if origin in (typing.Union, types.UnionType):
         return any(_fits(value, h) for h in typing.get_args(hint))
     if hint is type(None):
@@ -51,6 +53,15 @@ def _fits(value, hint) -> bool:
     return True
 
 
+def _describe(hint) -> str:
+    """A type hint in words: ``Literal['a', 'b']`` -> "one of 'a', 'b'"."""
+    import typing
+
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(hint))
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
 def _hints(target) -> dict:
     import typing
 
@@ -66,7 +77,7 @@ def check_types(owner: str, target, options: dict, prefix: str) -> None:
     hints = _hints(target)
     for k, v in options.items():
         if k in hints and not _fits(v, hints[k]):
-            want = getattr(hints[k], "__name__", None) or str(hints[k]).replace("typing.", "")
+            want = _describe(hints[k])
             raise SpecError(f"{owner}: {prefix}{k} = {v!r} must be {want}")
         nested = getattr(target, f"{k}_config", None)   # e.g. benchmark.finetune.epochs -> FinetuneConfig
         if isinstance(v, dict) and dataclasses.is_dataclass(nested):

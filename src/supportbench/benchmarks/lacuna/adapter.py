@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -77,7 +78,8 @@ class Lacuna:
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16, weight_decay=0.1)
 
     def __init__(self, data_dir: str | None = None, cache_dir: str | Path | None = None, progress: bool = True,
-                 device: str | None = None, people: int = 24, mask_mode: str = "element", mask_ratio: float = 0.1,
+                 device: str | None = None, people: int = 24,
+                 mask_mode: Literal["element", "component"] = "element", mask_ratio: float = 0.1,
                  mask: str | None = None, lacuna_size: str | None = None, regime: str = "masked",
                  forget_groups: tuple[int, ...] | list[int] = gen.FORGET_GROUPS, max_new_tokens: int = 24,
                  precision_max_exact: int = 1 << 24, finetune: dict | None = None, seed: int = 0,

@@ -30,6 +30,7 @@ import math
 import random
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -71,9 +72,12 @@ class Tofu:
     # pretrained local models: TOFU's fine-tuning recipe (Maini et al. 2024)
     pretrained_finetune_config = FinetuneConfig(epochs=5, lr=1e-5, batch_size=32, weight_decay=0.01, warmup_frac=0.2)
 
-    def __init__(self, data_dir: str | Path | None = None, size: str = "mini", cache_dir: str | Path | None = None,
+    def __init__(self, data_dir: str | Path | None = None, size: Literal["mini", "full"] = "mini",
+                 cache_dir: str | Path | None = None,
                  progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
-                 device: str | None = None, chat_template: str = "auto"):
+                 device: str | None = None, chat_template: Literal["auto", "on", "off"] = "auto"):
+        if size not in gen.SIZES:
+            raise SpecError(f"benchmark.size={size!r}; allowed: {', '.join(gen.SIZES)}")
         if chat_template not in CHAT_TEMPLATE_CHOICES:
             raise SpecError(f"benchmark.chat_template={chat_template!r}; allowed: {', '.join(CHAT_TEMPLATE_CHOICES)}")
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
