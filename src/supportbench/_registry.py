@@ -56,6 +56,68 @@ def declared_names(package: str, decorator: str, exclude: Iterable[str] = ()) ->
     return sorted(set(names))
 
 
+def declared_class_attrs(package: str, decorator: str, attr: str) -> dict[str, object]:
+    """``{name: value}`` of a class attribute ``attr`` of every class a package (subpackages included)
+    registers with ``@decorator("name")``, read from source without importing anything. The value is a literal
+    in the class body, or ``module.NAME`` of a ``from P import module`` import whose ``NAME`` is a literal in
+    that module. A class whose value cannot be read this way is left out: the caller imports it instead."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    def literal(node):
+        try:
+            return True, ast.literal_eval(node)
+        except ValueError:
+            return False, None
+
+    def module_constant(module: str, name: str):
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+            return False, None
+        for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+                return literal(node.value)
+        return False, None
+
+    found: dict[str, object] = {}
+    root = importlib.util.find_spec(package)   # a package's spec is found without importing it
+    for folder in root.submodule_search_locations:
+        for path in sorted(Path(folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            aliases = {}   # local name -> the module it names (``from P import mod [as alias]``)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    for a in node.names:
+                        aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+            own: dict[str, object] = {}       # class name -> its readable ``attr`` (this module's classes)
+            classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+            for cls in classes:
+                for stmt in cls.body:
+                    if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == attr for t in stmt.targets):
+                        v = stmt.value
+                        ok, value = literal(v)
+                        if not ok and isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) \
+                                and v.value.id in aliases:
+                            ok, value = module_constant(aliases[v.value.id], v.attr)
+                        if ok:
+                            own[cls.name] = value
+            for cls in classes:
+                names = [d.args[0].value for d in cls.decorator_list
+                         if isinstance(d, ast.Call)
+                         and getattr(d.func, "id", getattr(d.func, "attr", None)) == decorator
+                         and d.args and isinstance(d.args[0], ast.Constant) and isinstance(d.args[0].value, str)]
+                # its own value, else the first base of this module that has one (a subclass inherits it)
+                chain = [cls.name, *(getattr(b, "id", None) for b in cls.bases)]
+                value = next((own[c] for c in chain if c in own), _MISSING)
+                if names and value is not _MISSING:
+                    found.update(dict.fromkeys(names, value))
+    return found
+
+
+_MISSING = object()
+
+
 def plugin_names(group: str) -> list[str]:
     """Entry-point names of a plugin group (nothing is imported)."""
     return sorted(ep.name for ep in entry_points(group=group))

@@ -421,15 +421,21 @@ def _executor(args):
 def _check_names_light(spec) -> None:
     """The dry run's name check, without importing torch: method names against the ones the method files
     declare (read from their source) and installed plugins."""
-    from supportbench._registry import declared_names, plugin_names
+    from supportbench._registry import declared_class_attrs, declared_names, plugin_names
     from supportbench.errors import UnknownMethodError
 
     known = set(declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics")))
     known |= set(plugin_names("supportbench.methods"))
-    interfaces = {"controlled": ("backbone", "lora")}   # benchmarks/controlled/interfaces.py: INTERFACES
+    # a benchmark with INTERFACES runs its own interventions, so those are its method names (read from the
+    # benchmark's source; a plugin benchmark, or one whose INTERFACES is not written as a constant, is imported)
+    interfaces = declared_class_attrs("supportbench.benchmarks", "register_benchmark", "INTERFACES")
     for b in spec.benchmarks:
+        if b not in interfaces:
+            from supportbench.benchmarks.base import BENCHMARKS
+
+            interfaces[b] = BENCHMARKS.get(b).INTERFACES
         st = spec.settings(b)
-        allowed = set(interfaces.get(b, ())) or known
+        allowed = set(interfaces[b]) or known
         for m in (*st["methods"], *st["dirr_methods"]):
             if m not in allowed:
                 raise UnknownMethodError("selection method", m, sorted(allowed))

@@ -100,3 +100,31 @@ def test_a_read_only_results_folder_is_refused(tmp_path, capsys):
         assert rc == 2 and "is not writable" in capsys.readouterr().err
     finally:
         ro.chmod(0o700)
+
+
+def test_the_light_interface_names_equal_the_registered_benchmarks():
+    """The dry run reads each benchmark's INTERFACES from source; it must agree with the imported classes."""
+    from supportbench._registry import declared_class_attrs
+    from supportbench.benchmarks.base import BENCHMARKS
+
+    light = declared_class_attrs("supportbench.benchmarks", "register_benchmark", "INTERFACES")
+    assert light == {b: BENCHMARKS.get(b).INTERFACES for b in BENCHMARKS.names()}
+
+
+@pytest.mark.parametrize(("methods", "rc", "message"), [
+    ('["backbone", "lora"]', 0, "experiment 'x'"),
+    ('["backbone", "intervention_score"]', 2, "no selection method 'intervention_score'"),
+    ('["lorra"]', 2, "Did you mean 'lora'?"),
+])
+def test_a_dry_run_checks_a_benchmarks_own_interfaces(tmp_path, methods, rc, message):
+    import subprocess
+    import sys
+
+    spec = tmp_path / "e.toml"
+    spec.write_text('[experiment]\nname = "x"\nbenchmarks = ["controlled"]\nfields = ["t00"]\nobjectives = ["npo"]\n'
+                    f'methods = {methods}\ndirr_methods = []\n[experiment.seeds]\ncalibration = []\nfinal = [2]\n')
+    code = ("import sys; from supportbench.cli import main; rc = main(['sweep', '--dry-run', sys.argv[1]]); "
+            "sys.exit(3 if 'torch' in sys.modules else rc)")
+    out = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == rc, (out.stdout, out.stderr)
+    assert message in out.stdout + out.stderr
