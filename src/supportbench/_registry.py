@@ -58,60 +58,99 @@ def declared_names(package: str, decorator: str, exclude: Iterable[str] = ()) ->
 
 def declared_class_attrs(package: str, decorator: str, attr: str) -> dict[str, object]:
     """``{name: value}`` of a class attribute ``attr`` of every class a package (subpackages included)
-    registers with ``@decorator("name")``, read from source without importing anything. The value is a literal
-    in the class body, or ``module.NAME`` of a ``from P import module`` import whose ``NAME`` is a literal in
-    that module. A class whose value cannot be read this way is left out: the caller imports it instead."""
-    import ast
+    registers with ``@decorator("name")``, read from source without importing anything (see ``file_class_attrs``
+    for what can be read). A class whose value cannot be read is left out: the caller imports it instead."""
     import importlib.util
     from pathlib import Path
-
-    def literal(node):
-        try:
-            return True, ast.literal_eval(node)
-        except ValueError:
-            return False, None
-
-    def module_constant(module: str, name: str):
-        spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-            return False, None
-        for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
-                return literal(node.value)
-        return False, None
 
     found: dict[str, object] = {}
     root = importlib.util.find_spec(package)   # a package's spec is found without importing it
     for folder in root.submodule_search_locations:
         for path in sorted(Path(folder).rglob("*.py")):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            aliases = {}   # local name -> the module it names (``from P import mod [as alias]``)
-            for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    for a in node.names:
-                        aliases[a.asname or a.name] = f"{node.module}.{a.name}"
-            own: dict[str, object] = {}       # class name -> its readable ``attr`` (this module's classes)
-            classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-            for cls in classes:
-                for stmt in cls.body:
-                    if isinstance(stmt, ast.Assign) and any(getattr(t, "id", None) == attr for t in stmt.targets):
-                        v = stmt.value
-                        ok, value = literal(v)
-                        if not ok and isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) \
-                                and v.value.id in aliases:
-                            ok, value = module_constant(aliases[v.value.id], v.attr)
-                        if ok:
-                            own[cls.name] = value
-            for cls in classes:
-                names = [d.args[0].value for d in cls.decorator_list
-                         if isinstance(d, ast.Call)
-                         and getattr(d.func, "id", getattr(d.func, "attr", None)) == decorator
-                         and d.args and isinstance(d.args[0], ast.Constant) and isinstance(d.args[0].value, str)]
-                # its own value, else the first base of this module that has one (a subclass inherits it)
-                chain = [cls.name, *(getattr(b, "id", None) for b in cls.bases)]
-                value = next((own[c] for c in chain if c in own), _MISSING)
-                if names and value is not _MISSING:
-                    found.update(dict.fromkeys(names, value))
+            found.update({n: v[attr] for n, v in file_class_attrs(path, decorator, (attr,)).items() if attr in v})
+    return found
+
+
+def file_class_attrs(path, decorator: str | None, attrs: tuple[str, ...]) -> dict[str, dict[str, object]]:
+    """``{name: {attr: value}}`` for the classes of one source file registered with ``@decorator("name")``
+    (every class under its own name when ``decorator`` is None), read without importing the file. A value can
+    be read when it is a constant expression: literals, tuples, f-strings and names of the module's own
+    constants, or ``module.NAME`` of a ``from P import module`` whose ``NAME`` is a literal. A subclass without
+    its own value inherits the first base's of the same file."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    consts: dict[str, object] = {}      # the module's own top-level constants
+    aliases: dict[str, tuple[str, str]] = {}   # local name -> (P, X) of ``from P import X [as name]``
+
+    def module_constant(module: str, name: str):
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return _MISSING
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+            return _MISSING
+        for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+                return value_of(node.value, {})
+        return _MISSING
+
+    def value_of(node, names):   # a constant expression's value, or _MISSING
+        match node:
+            case ast.Constant():
+                return node.value
+            case ast.Tuple() | ast.List():
+                items = [value_of(e, names) for e in node.elts]
+                if any(i is _MISSING for i in items):
+                    return _MISSING
+                return tuple(items) if isinstance(node, ast.Tuple) else items
+            case ast.Name(id=n) if n in names:
+                return names[n]
+            case ast.Name(id=n) if n in aliases:       # ``from P import CONSTANT``
+                return module_constant(*aliases[n])
+            case ast.JoinedStr():
+                parts = []
+                for v in node.values:
+                    x = value_of(v.value if isinstance(v, ast.FormattedValue) else v, names)
+                    if x is _MISSING or (isinstance(v, ast.FormattedValue) and (v.format_spec or v.conversion != -1)):
+                        return _MISSING
+                    parts.append(str(x))
+                return "".join(parts)
+            case ast.Attribute(value=ast.Name(id=mod)) if mod in aliases:   # ``from P import module``
+                return module_constant(".".join(aliases[mod]), node.attr)
+        return _MISSING
+
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                aliases[a.asname or a.name] = (node.module, a.name)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            v = value_of(node.value, consts)
+            if v is not _MISSING:
+                consts[node.targets[0].id] = v
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    own: dict[str, dict[str, object]] = {}     # class name -> its own readable attributes
+    for cls in classes:
+        for stmt in cls.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else []
+            for t in targets:
+                if getattr(t, "id", None) in attrs:
+                    v = value_of(stmt.value, consts)
+                    if v is not _MISSING:
+                        own.setdefault(cls.name, {})[t.id] = v
+    found: dict[str, dict[str, object]] = {}
+    for cls in classes:
+        names = [cls.name] if decorator is None else [
+            d.args[0].value for d in cls.decorator_list
+            if isinstance(d, ast.Call) and getattr(d.func, "id", getattr(d.func, "attr", None)) == decorator
+            and d.args and isinstance(d.args[0], ast.Constant) and isinstance(d.args[0].value, str)]
+        chain = [cls.name, *(getattr(b, "id", None) for b in cls.bases)]
+        values = {a: next((own[c][a] for c in chain if a in own.get(c, {})), _MISSING) for a in attrs}
+        for n in names:
+            found[n] = {a: v for a, v in values.items() if v is not _MISSING}
     return found
 
 

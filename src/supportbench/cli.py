@@ -85,27 +85,44 @@ def _cmd_objectives(args) -> int:
 
 
 def _cmd_methods(args) -> int:
-    from supportbench.methods.base import METHODS
+    rows = _method_rows_light()
+    broken: dict[str, str] = {}
+    if rows is None:   # plugins are installed: they are imported, so that one that fails to load is reported
+        from supportbench.methods.base import METHODS
 
-    names = METHODS.names()
-    plugins = set(METHODS.plugins())
-    rows = []
-    for n in names:
-        cls = METHODS.get(n)
-        rows.append((n + (" (plugin)" if n in plugins else ""), ", ".join(_requires_of(cls)) or "-",
-                     getattr(cls, "provenance", "") or "(no provenance given)"))
+        plugins = set(METHODS.plugins())
+        rows = [(n + (" (plugin)" if n in plugins else ""), ", ".join(_requires_of(METHODS.get(n))) or "-",
+                 getattr(METHODS.get(n), "provenance", "") or "(no provenance given)") for n in METHODS.names()]
+        broken = METHODS.broken
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     print(f"{'name':<{w0}}  {'needs':<{w1}}  provenance")
     for r in rows:
         prov = r[2] if args.full or len(r[2]) <= 90 else r[2][:87] + "..."
         print(f"{r[0]:<{w0}}  {r[1]:<{w1}}  {prov}")
-    if METHODS.broken:
+    if broken:
         print("\nbroken/shadowed plugins (skipped):")
-        for name, err in sorted(METHODS.broken.items()):
+        for name, err in sorted(broken.items()):
             print(f"  {name}: {err}")
             print(f"warning: plugin '{name}' failed to load and was skipped: {err}", file=sys.stderr)
     return 0
+
+
+def _method_rows_light() -> list[tuple[str, str, str]] | None:
+    """The built-in methods' names, default ``requires`` and provenance read from their source files, without
+    importing them (no torch); None when a plugin is installed or a built-in's values cannot be read so."""
+    from importlib.metadata import entry_points
+
+    from supportbench._registry import declared_class_attrs, declared_names
+
+    if list(entry_points(group="supportbench.methods")):
+        return None
+    names = declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics"))
+    req = declared_class_attrs("supportbench.methods", "register_method", "requires")
+    prov = declared_class_attrs("supportbench.methods", "register_method", "provenance")
+    if any(n not in req or n not in prov for n in names):
+        return None
+    return [(n, ", ".join(req[n]) or "-", prov[n] or "(no provenance given)") for n in names]
 
 
 def _requires_of(cls) -> tuple[str, ...]:

@@ -38,3 +38,23 @@ def test_a_dirr_run_without_a_threshold_names_every_way_out(tmp_path, capsys, ex
 def test_geometry_takes_a_preset_like_every_other_command(capsys):
     assert main(["geometry", "tiny-llama"]) == 0
     assert "down_proj_columns" in capsys.readouterr().out
+
+
+def test_methods_are_listed_from_source_without_torch_and_as_the_registry_has_them():
+    import subprocess
+    import sys
+
+    code = ("import sys; from supportbench.cli import main; rc = main(['methods', '--full']); "
+            "sys.exit(3 if 'torch' in sys.modules else rc)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    from supportbench.cli import _requires_of
+    from supportbench.methods.base import METHODS
+
+    rows = out.stdout.splitlines()[1:]
+    assert len(rows) == len(METHODS.names()) == 11
+    for row, name in zip(rows, METHODS.names(), strict=True):   # the light reading equals the imported classes
+        cls = METHODS.get(name)
+        assert row.split()[0] == name
+        needs = ", ".join(_requires_of(cls)) or "-"
+        assert f"  {needs}  " in row and row.endswith(cls.provenance), row
