@@ -186,6 +186,13 @@ def run_spec(args) -> RunSpec:
         hp["benchmark.data_dir"] = str(Path(args.data_dir).resolve())
     cls = BENCHMARKS.get(args.benchmark)
     model = args.model   # None: the benchmark's default model, resolved by RunSpec as for Python and TOML
+    if args.theta0:      # a ready fine-tuned theta_0 is the run's model, used as it is
+        if model and Path(model).resolve() != Path(args.theta0).resolve():
+            raise SupportbenchError(f"--theta0 {args.theta0} and --model {model} name two models; --theta0 PATH is "
+                                    "the run's model (a ready fine-tuned theta_0): leave --model out")
+        model, hp["benchmark.theta0"] = args.theta0, "given"
+    if args.retain_model:
+        hp["benchmark.retain_model"] = str(Path(args.retain_model).resolve())
     if model and Path(model, "config.json").is_file():
         model = str(Path(model).resolve())
     return RunSpec(args.benchmark, args.field or cls.DEFAULT_FIELD, args.objective,
@@ -648,6 +655,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "for controlled)")
     r.add_argument("--data-dir", default=None,
                    help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)")
+    r.add_argument("--theta0", default=None, metavar="PATH",
+                   help="TOFU: start from this ready fine-tuned model folder as theta_0, used as it is (e.g. "
+                        "open-unlearning's tofu_Llama-3.2-1B-Instruct_full; = --model PATH --set "
+                        "benchmark.theta0=given); its prompts follow its chat template (benchmark.chat_template, "
+                        "benchmark.template.system_prompt=...)")
+    r.add_argument("--retain-model", dest="retain_model", default=None, metavar="PATH",
+                   help="TOFU: a ready retain model folder for forget quality (e.g. ..._retain90 for forget10; = "
+                        "--set benchmark.retain_model=PATH) instead of one trained here")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="a setting (repeatable): " + ", ".join(sorted(DEFAULT_HYPERPARAMETERS)) + "; or an option "
                         "of the objective, method or benchmark: objective.beta=0.2, method.eps=1e-6, "

@@ -176,6 +176,33 @@ def test_chat_format_choice():
         chat_format(chat, "sometimes")
 
 
+def test_a_models_own_template_args_replace_the_defaults_and_equal_upstream():
+    """benchmark.template.* (a model config's template_args) reach the format, and the result is still exactly
+    upstream's preprocessing with those arguments."""
+    plain, chat = _tokenizer("plain"), _tokenizer("chat")
+    tags = chat_format(plain, "auto", overrides={"user_start_tag": "<|user|>\n", "asst_start_tag": "<|assistant|>\n"})
+    mine = chat_format(chat, "auto", overrides={"system_prompt": "Answer briefly.", "date_string": "1 Jan 2024"})
+    assert (tags.template.user_start_tag, tags.template.user_end_tag) == ("<|user|>\n", TOFU_TAGS.user_end_tag)
+    assert mine.template.system_prompt == "Answer briefly." and mine.template.apply_chat_template
+    for t, fmt in ((plain, tags), (chat, mine)):
+        for q, a in ROWS[:3]:
+            ids, _, prompt = ou_preprocess(t, as_dict(fmt.template), q, a)
+            assert fmt.encode(t, q, a).ids == ids and fmt.prompt_ids(t, q) == prompt
+    assert "Answer briefly." in chat.decode(mine.encode(chat, "hi", "there").ids)
+
+
+def test_tofu_refuses_a_bad_template_option_before_any_work(tmp_path):
+    from supportbench.benchmarks.tofu.adapter import Tofu
+    from supportbench.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"unknown benchmark.template option\(s\) \['user_tag'\]; allowed: "):
+        Tofu(data_dir=tmp_path, template={"user_tag": "x"})
+    with pytest.raises(SpecError, match="benchmark.template.system_prompt=3 must be a string"):
+        Tofu(data_dir=tmp_path, template={"system_prompt": 3})
+    with pytest.raises(SpecError, match="benchmark.theta0='yes'; allowed: finetune, given"):
+        Tofu(data_dir=tmp_path, theta0="yes")
+
+
 def test_truncation_and_concat():
     t = _tokenizer("plain")
     s = tokenize_qa(t, OpenUnlearningFormat(BASE_TAGS), [ROWS[4][0]], [ROWS[4][1]], max_length=16)

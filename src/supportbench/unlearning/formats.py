@@ -23,7 +23,7 @@ Nothing here imports torch: a format is plain text → ids.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 
@@ -181,14 +181,17 @@ class LacunaInstructionFormat:
         return RawFormat().prompt_ids(tokenizer, self._prompt(question))
 
 
-def chat_format(tokenizer, chat_template: str, tags: Template = TOFU_TAGS) -> OpenUnlearningFormat:
+def chat_format(tokenizer, chat_template: str, tags: Template = TOFU_TAGS,
+                overrides: dict | None = None) -> OpenUnlearningFormat:
     """TOFU's format for a tokenizer: ``chat_template`` "auto" uses the tokenizer's chat template when it has
     one (open-unlearning's instruct-model arguments), else ``tags`` (default TOFU's original Llama-2-chat
-    tags); "on" requires a chat template; "off" never uses it."""
+    tags); "on" requires a chat template; "off" never uses it. ``overrides`` replaces template arguments
+    (a model config's own ``template_args``: tags, system prompt, date string)."""
     has = bool(getattr(tokenizer, "chat_template", None))
     if chat_template == "on" and not has:
         raise ValueError("benchmark.chat_template=on but the tokenizer has no chat template "
                          "(use 'auto' or 'off')")
     if chat_template not in ("auto", "on", "off"):
         raise ValueError(f"benchmark.chat_template={chat_template!r}; allowed: auto, on, off")
-    return OpenUnlearningFormat(CHAT if has and chat_template != "off" else tags)
+    chosen = CHAT if has and chat_template != "off" else tags
+    return OpenUnlearningFormat(replace(chosen, **overrides) if overrides else chosen)

@@ -57,6 +57,9 @@ from supportbench.unlearning.formats import TOFU_TAGS, QAFormat, RawFormat, chat
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
+THETA0_CHOICES = ("finetune", "given")
+# open-unlearning's template_args a user may set (configs/model/*.yaml); apply_chat_template is chat_template
+TEMPLATE_KEYS = ("user_start_tag", "user_end_tag", "asst_start_tag", "system_prompt", "date_string")
 PREP_VERSION = "tofu-prepare-v4"  # v3: built reproducibly (one thread); v4: open-unlearning's text format
 
 
@@ -66,6 +69,7 @@ class Tofu:
     DEFAULT_MODEL = DEFAULT_MODELS["tofu"]
     DEFAULT_FIELD = "forget10"
     INTERFACES = ()                    # runs score and train a support
+    PATH_OPTIONS = ("data_dir", "retain_model")   # identified by content, not by path
     FIELDS = FIELDS
     question_key = "question"          # the question form used by dev/eval splits
     finetune_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16)  # tiny presets, from scratch
@@ -75,11 +79,27 @@ class Tofu:
     def __init__(self, data_dir: str | Path | None = None, size: Literal["mini", "full"] = "mini",
                  cache_dir: str | Path | None = None,
                  progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
-                 device: str | None = None, chat_template: Literal["auto", "on", "off"] = "auto"):
+                 device: str | None = None, chat_template: Literal["auto", "on", "off"] = "auto",
+                 theta0: Literal["finetune", "given"] = "finetune", retain_model: str | None = None,
+                 template: dict | None = None):
         if size not in gen.SIZES:
             raise SpecError(f"benchmark.size={size!r}; allowed: {', '.join(gen.SIZES)}")
         if chat_template not in CHAT_TEMPLATE_CHOICES:
             raise SpecError(f"benchmark.chat_template={chat_template!r}; allowed: {', '.join(CHAT_TEMPLATE_CHOICES)}")
+        if theta0 not in THETA0_CHOICES:
+            raise SpecError(f"benchmark.theta0={theta0!r}; allowed: {', '.join(THETA0_CHOICES)}")
+        bad = sorted(set(template or {}) - set(TEMPLATE_KEYS))
+        if bad:
+            raise SpecError(f"unknown benchmark.template option(s) {bad}; allowed: {', '.join(TEMPLATE_KEYS)} "
+                            "(open-unlearning's template_args; apply_chat_template is benchmark.chat_template)")
+        for k, v in (template or {}).items():
+            if not isinstance(v, str):
+                raise SpecError(f"benchmark.template.{k}={v!r} must be a string")
+        if retain_model is not None:
+            M.check_model_dir(retain_model)   # names the folder and what it lacks, before any work
+        # theta0="given": the run's model is a ready fine-tuned theta_0 (e.g. open-unlearning's tofu_*_full),
+        # used as it is; retain_model: a ready retain model (tofu_*_retain90 for forget10), instead of one trained
+        self.theta0, self.retain_model_path, self.template = theta0, retain_model, dict(template or {})
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         if data_dir is None:
             data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
@@ -132,7 +152,7 @@ class Tofu:
     def _format(self, tokenizer) -> QAFormat:
         """open-unlearning's format for this tokenizer (``benchmark.chat_template``; docs/upstream-formats.md)."""
         try:
-            return chat_format(tokenizer, self.chat_template)
+            return chat_format(tokenizer, self.chat_template, overrides=self.template)
         except ValueError as exc:
             raise SpecError(str(exc)) from None
 
@@ -195,7 +215,14 @@ class Tofu:
         if (model_preset, seed) != (self._preset, self._seed):  # roles and references belong to one model
             self._roles, self._retain_models, self._retain_tr = {}, {}, {}
         self._prepared = None
-        model, tok, path, hit = self._cached_model("full", model_preset, seed, self.rows("full"))
+        if self.theta0 == "given":   # a ready theta_0: loaded as it is, never trained again
+            if not M.is_model_dir(model_preset):
+                raise SpecError(f"benchmark.theta0=given needs the model to be a local model folder (a fine-tuned "
+                                f"theta_0, e.g. open-unlearning's tofu_<model>_full); got {model_preset!r}")
+            model, tok = M.load_model(model_preset, device=self.device)
+            path, hit = model_preset, True
+        else:
+            model, tok, path, hit = self._cached_model("full", model_preset, seed, self.rows("full"))
         self._prepared = Prepared(model, tok, str(path), M.model_hash(model), self.data_hash, hit)
         self._preset, self._seed = model_preset, seed
         return self._prepared
@@ -203,8 +230,16 @@ class Tofu:
     def retain_model(self, field: str):
         if field not in self._retain_models:
             B.require_prepared(self._prepared, "asking for the retain model")
-            _, retain = read_pair(self.data_dir, field)
-            model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self._seed, retain)
+            if self.retain_model_path is not None:
+                model, _ = M.load_model(self.retain_model_path, device=self.device)
+            elif self.theta0 == "given":
+                raise SpecError(f"TOFU's forget quality needs a retain model, and none can be trained from a given "
+                                f"theta_0: name one with --retain-model PATH (= benchmark.retain_model; open-"
+                                f"unlearning's tofu_<model>_retain{100 - int(field[-2:])} for {field})")
+            else:
+                _, retain = read_pair(self.data_dir, field)
+                model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self._seed,
+                                                    retain)
             self._retain_models[field] = model
         return self._retain_models[field]
 
