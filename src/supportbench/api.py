@@ -102,6 +102,11 @@ class Registry:
         return self.query(f"SELECT c.* FROM components c JOIN runs r USING (run_key) {where} ORDER BY ALL",
                           [experiment] if experiment else [])
 
+    def items(self, run_key: str):
+        """A run's per-item values (``metric``, ``index``, ``value``: per-item NLLs under the model and theta_0,
+        token counts, TOFU's truth ratios), kept beside the registry in ``items/<run_key>.parquet``."""
+        return ResultsDir(self.path.parent).read_items(run_key)
+
     def audit(self, experiment: str | None = None, spec=None):
         """The audit's report (``.ok``, ``.text()``, ``.to_dict()``); ``spec``: an experiment TOML or name."""
         from supportbench.experiments.plan import ExperimentSpec

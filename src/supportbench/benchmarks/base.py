@@ -295,8 +295,31 @@ def j_components(model, roles: Roles, which: str, allowed: Iterable[str] | None 
     return comp, nll
 
 
-def to_outcome(components: dict) -> Outcome:
+class Evaluated(Outcome):
+    """An Outcome with the per-item values it was computed from (``name -> one float per item``, names as in
+    ``j_items``). The runner keeps them beside the record (``ResultsDir.items``: NLLs, truth ratios, from
+    which an aggregate such as forget quality can be computed again) and records the plain Outcome."""
+
+    items: dict[str, list[float]] = {}
+
+    def outcome(self) -> Outcome:
+        return Outcome(J=self.J, G_F=self.G_F, D_coll=self.D_coll, components=self.components)
+
+
+def j_items(roles: Roles, which: str, nll: dict) -> dict[str, list[float]]:
+    """The per-item values behind ``j_components``: for each part, the summed answer NLL under the model
+    (``nll:<part>``) and under theta_0 (``nll_theta0:<part>``), and its answer-token count (``tokens:<part>``)."""
+    base = roles.theta0_nll[which]
+    out = {}
+    for k, (s, n) in nll.items():
+        out.update({f"nll:{k}": s.tolist(), f"nll_theta0:{k}": base[k].tolist(), f"tokens:{k}": n.tolist()})
+    return out
+
+
+def to_outcome(components: dict, items: dict[str, list[float]] | None = None) -> Outcome:
     """The Outcome of ``j_components``' dict (plus any benchmark components): J, G_F and D_coll are taken
-    out, everything else stays a component."""
+    out, everything else stays a component; with ``items``, an ``Evaluated`` carrying them."""
     J, G, D = components.pop("J"), components.pop("G_F"), components.pop("D_coll")
+    if items:
+        return Evaluated(J=J, G_F=G, D_coll=D, components=components, items=items)
     return Outcome(J=J, G_F=G, D_coll=D, components=components)

@@ -1,6 +1,8 @@
 """``ResultsDir``: the one owner of a results directory's layout. No other module spells a results path.
 
     <root>/runs/<run_key>.json        one RunRecord per run, written atomically (temp file + rename)
+    <root>/items/<run_key>.parquet    a run's per-item values (metric, index, value), written before its record;
+                                      an imported run's too (the registry's folder is the results root)
     <root>/decisions/<hash>.json      frozen DIR-R decisions
     <root>/registry.duckdb            the registry built from them (``supportbench registry ingest``)
     <root>/report/                    the rendered report
@@ -42,6 +44,9 @@ class ResultsDir:
     def decision(self, decision_hash: str) -> Path:
         return self.decisions / f"{decision_hash}.json"
 
+    def items(self, run_key: str) -> Path:
+        return self.root / "items" / f"{run_key}.parquet"
+
     # ---- listing ------------------------------------------------------------------------------------
     def is_results_dir(self) -> bool:
         return self.runs.is_dir() or self.decisions.is_dir()
@@ -73,6 +78,32 @@ class ResultsDir:
 
     def write_record(self, rec: RunRecord) -> Path:
         return write_text_atomic(self.record(rec.run_key), rec.to_json())
+
+    def write_items(self, run_key: str, items: dict[str, list[float]]) -> Path:
+        """A run's per-item values as one long Parquet table (metric, index, value), written atomically; an
+        older file of the same run is replaced (a rerun's values belong to its new record)."""
+        import polars as pl
+
+        frame = pl.DataFrame(
+            {"metric": [m for m, v in items.items() for _ in v],
+             "index": [i for v in items.values() for i in range(len(v))],
+             "value": [float(x) for v in items.values() for x in v]},
+            schema={"metric": pl.String, "index": pl.Int64, "value": pl.Float64})
+        path = self.items(run_key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        frame.write_parquet(tmp)
+        os.replace(tmp, path)
+        return path
+
+    def read_items(self, run_key: str):
+        """A run's per-item values: a Polars frame (metric, index, value); ``FileNotFoundError`` when it has none."""
+        import polars as pl
+
+        path = self.items(run_key)
+        if not path.is_file():
+            raise FileNotFoundError(f"run {run_key[:12]} has no per-item values ({path})")
+        return pl.read_parquet(path)
 
 
 def _json_files(directory: Path) -> list[str]:

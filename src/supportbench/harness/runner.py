@@ -28,7 +28,7 @@ from typing import NamedTuple
 import torch
 
 from supportbench import __version__
-from supportbench.benchmarks.base import BENCHMARKS, InterfaceBenchmark, record_theta0_nll
+from supportbench.benchmarks.base import BENCHMARKS, Evaluated, InterfaceBenchmark, record_theta0_nll
 from supportbench.errors import DecisionError, DivergenceError, SpecError, SupportbenchError
 from supportbench.experiments.decisions import check_decision_matches, verify_decision
 from supportbench.experiments.record import (
@@ -81,6 +81,7 @@ class _Draft:
 
     compute: Compute = field(default_factory=Compute)
     outcome: Outcome | None = None
+    items: dict[str, list[float]] | None = None   # the outcome's per-item values, stored beside the record
     support: SupportInfo | None = None
     dirr: DirrResult | None = None
     roles: dict | None = None
@@ -233,6 +234,10 @@ class Runner:
         rec = RunRecord(run_key=spec.run_key, spec=spec.canonical(), status=status, error=error,
                         fingerprint=fingerprint(spec), outcome=draft.outcome, support=draft.support, dirr=draft.dirr,
                         compute=draft.compute, provenance=provenance, roles=draft.roles)
+        if draft.items and status == "ok":   # before the record: a record implies its per-item values exist
+            self.results.write_items(spec.run_key, draft.items)
+        else:                                 # a failed rerun keeps no values of an earlier run
+            self.results.items(spec.run_key).unlink(missing_ok=True)
         self.results.write_record(rec)
         return RunResult(rec)
 
@@ -318,7 +323,8 @@ class Runner:
 
     def _evaluate(self, spec: RunSpec, bench, model, roles, draft: _Draft) -> None:
         t0 = time.perf_counter()
-        draft.outcome = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
+        o = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
+        draft.outcome, draft.items = (o.outcome(), o.items) if isinstance(o, Evaluated) else (o, None)
         draft.compute.wall_s["eval"] = time.perf_counter() - t0
         self._check_finite(draft.outcome)
 

@@ -35,6 +35,7 @@ from supportbench.benchmarks.base import (
     content_key,
     default_cache_dir,
     j_components,
+    j_items,
     register_benchmark,
     require_prepared,
     to_outcome,
@@ -265,4 +266,4 @@ class Controlled:
                     nuisance_nll=t["nll"], nuisance_grad_norm=t["grad_norm"],
                     injected_backbone=float(roles.notes["injected"] == "backbone"), pair=float(roles.notes["pair"]),
                     recall=roles.notes["recall"])
-        return to_outcome(comp)
+        return to_outcome(comp, j_items(roles, which, nll))

@@ -269,7 +269,7 @@ class Lacuna:
     # ---- evaluation ------------------------------------------------------------------------------------
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> B.Outcome:
-        comp, _ = B.j_components(model, roles, which, allowed=("dev", "eval"))  # "plain" is diagnostic rows
+        comp, nll = B.j_components(model, roles, which, allowed=("dev", "eval"))  # "plain" is diagnostic rows
         comp["evaluation_set"] = f"{which}: paraphrased questions"
         if which == "eval":
             comp.update(self.precision(model, roles))
@@ -277,7 +277,7 @@ class Lacuna:
             comp.update(self._behaviour(model, roles))
         if self.resurface and which == "eval":
             comp.update(self.resurfacing(model, roles))
-        return B.to_outcome(comp)
+        return B.to_outcome(comp, B.j_items(roles, which, nll))
 
     def _behaviour(self, model, roles: Roles) -> dict:
         out = {}

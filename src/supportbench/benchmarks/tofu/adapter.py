@@ -320,9 +320,10 @@ class Tofu:
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> B.Outcome:
         comp, nll = B.j_components(model, roles, which, allowed=("dev", "eval"))
+        items = B.j_items(roles, which, nll)
         if full:
-            comp.update(self._tofu_metrics(model, roles, which, nll))
-        return B.to_outcome(comp)
+            comp.update(self._tofu_metrics(model, roles, which, nll, items))
+        return B.to_outcome(comp, items)
 
     def _answer_nll(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
         """Per item: mean answer-token NLL of ``answers`` after the split's questions (open-unlearning's avg_loss)."""
@@ -337,7 +338,9 @@ class Tofu:
         correct = [r.get(correct_key) or r["answer"] for r in split.rows]
         return ev.truth_ratio(self._answer_nll(model, split, correct), self._perturbed_nll(model, split))
 
-    def _tofu_metrics(self, model, roles: Roles, which: str, nll) -> dict:
+    def _tofu_metrics(self, model, roles: Roles, which: str, nll, items: dict) -> dict:
+        """TOFU's metrics; ``items`` gains the per-item truth ratios (the model's on forget and retain, the retain
+        model's on forget: forget quality is the KS test of the first against the last)."""
         parts = roles.splits[which]
         out = {}
         tr_f = self._truth_ratio(model, parts["forget"], "paraphrased_answer")
@@ -347,10 +350,13 @@ class Tofu:
             retain_model = self.retain_model(roles.field)
             self._retain_tr[key] = self._truth_ratio(retain_model, parts["forget"], "paraphrased_answer")
         out["forget_quality"] = ev.forget_quality(tr_f.tolist(), self._retain_tr[key].tolist())
+        items.update({"truth_ratio:forget": tr_f.tolist(),
+                      "truth_ratio_retain_model:forget": self._retain_tr[key].tolist()})
         gens = {k: self.generate(model, parts[k].prompts) for k in ("forget", "retain", "protected")}
         out["forget_rouge"] = _mean(ev.rouge_l_recall(gens["forget"], [r["answer"] for r in parts["forget"].rows]))
         utility = []
         tr_r = self._truth_ratio(model, parts["retain"], "paraphrased_answer")
+        items["truth_ratio:retain"] = tr_r.tolist()
         r_vals = [float(ev.probability(*nll["retain"]).mean()),
                   _mean(ev.rouge_l_recall(gens["retain"], [r["answer"] for r in parts["retain"].rows])),
                   ev.truth_ratio_keep(tr_r)]
