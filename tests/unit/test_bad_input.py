@@ -35,6 +35,8 @@ CASES = [
     (["plan-memory", "--model", "tiny-llama", "--budget", "0"], "'0' is out of range; allowed: a number > 0"),
     (["plan-memory", "--model", "tiny-llama", "--budget", "64", "--batch", "0"], "'0' is out of range"),
     (["plan-memory", "--model", "tiny-llama", "--budget", "64", "--gpu-gib", "nan"], "'nan' is not finite"),
+    (["plan-memory", "--model", "meta-llama/Llama-3-8B", "--budget", "1e6"],   # a hub name: never downloaded
+     "model 'meta-llama/Llama-3-8B' is not a known architecture (llama3-8b"),
 ]
 import shutil  # noqa: E402
 
@@ -128,3 +130,11 @@ def test_a_dry_run_checks_a_benchmarks_own_interfaces(tmp_path, methods, rc, mes
     out = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120)
     assert out.returncode == rc, (out.stdout, out.stderr)
     assert message in out.stdout + out.stderr
+
+
+def test_a_toml_that_is_not_utf8_is_named(tmp_path, capsys):
+    spec = tmp_path / "latin1.toml"
+    spec.write_bytes(b'[experiment]\nname = "caf\xe9"\n')
+    assert main(["sweep", "--dry-run", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "latin1.toml': not UTF-8 (byte 0xe9 at offset 21)" in err and "Traceback" not in err

@@ -157,7 +157,10 @@ class ExperimentSpec:
         """Load a spec from a TOML file, or from a shipped spec's name (``mini-paper``; see ``shipped_specs``)."""
         path = resolve_spec_path(path)
         try:
-            raw = tomllib.loads(path.read_text())
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"cannot read experiment spec '{path}': not UTF-8 (byte 0x{exc.object[exc.start]:02x} "
+                            f"at offset {exc.start}); a TOML file is UTF-8") from None
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SpecError(f"cannot read experiment spec '{path}': {exc}") from None
         return cls.from_dict(raw, source=str(path))

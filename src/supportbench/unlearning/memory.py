@@ -21,8 +21,11 @@ temporaries); ``bench/gpu_step.py`` measures the peak on a GPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+
+from supportbench.errors import SpecError
 
 # The paper's models, by their published configurations (no download: only the shapes matter here).
 ARCH_CONFIGS = {
@@ -63,8 +66,11 @@ def meta_model(model: str):
         cfg = arch_config(model)
     elif model in PRESETS:
         cfg = preset_config(PRESETS[model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    else:
+    elif (Path(model) / "config.json").is_file():
         cfg = AutoConfig.from_pretrained(model, local_files_only=True)
+    else:   # never a hub name: nothing is downloaded
+        raise SpecError(f"model {model!r} is not a known architecture ({', '.join(ARCH_CONFIGS)}), a preset "
+                        f"({', '.join(PRESETS)}) or a local model folder with a config.json")
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(cfg)
 
