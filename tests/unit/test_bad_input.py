@@ -137,4 +137,4 @@ def test_a_toml_that_is_not_utf8_is_named(tmp_path, capsys):
     spec.write_bytes(b'[experiment]\nname = "caf\xe9"\n')
     assert main(["sweep", "--dry-run", str(spec)]) == 2
     err = capsys.readouterr().err
-    assert "latin1.toml': not UTF-8 (byte 0xe9 at offset 21)" in err and "Traceback" not in err
+    assert "latin1.toml': not UTF-8 (byte 0xe9 at offset 24)" in err and "Traceback" not in err
