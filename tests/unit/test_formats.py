@@ -64,7 +64,8 @@ def ou_preprocess(tokenizer, template: dict, prompt: str, response: str, max_len
         chat_ids = tokenizer.apply_chat_template(chat, tokenize=True, add_generation_prompt=False, **date_info)
         prompt_ids = tokenizer.apply_chat_template(chat[:-1], tokenize=True, add_generation_prompt=True, **date_info)
     else:
-        wrapped = template["user_start_tag"] + prompt + template["user_end_tag"] + template["asst_start_tag"]
+        wrapped = (template.get("system_prompt_with_special_tokens") or "") + template["user_start_tag"] + prompt \
+            + template["user_end_tag"] + template["asst_start_tag"]
         chat_ids = tokenizer(wrapped + response, add_special_tokens=True, max_length=max_length,
                              truncation=True)["input_ids"]
         prompt_ids = tokenizer(wrapped, add_special_tokens=True, max_length=max_length, truncation=True)["input_ids"]
@@ -79,7 +80,7 @@ def ou_preprocess(tokenizer, template: dict, prompt: str, response: str, max_len
 def as_dict(t):
     return {"apply_chat_template": t.apply_chat_template, "user_start_tag": t.user_start_tag,
             "user_end_tag": t.user_end_tag, "asst_start_tag": t.asst_start_tag, "system_prompt": t.system_prompt,
-            "date_string": t.date_string}
+            "date_string": t.date_string, "system_prompt_with_special_tokens": t.system_prompt_with_special_tokens}
 
 
 def test_open_unlearning_format_equals_upstream(tok):
@@ -128,15 +129,41 @@ def lacuna_instruction(tokenizer, question: str, value: str):
     return prompt_ids + label_ids, [IGNORE] * len(prompt_ids) + label_ids
 
 
-def test_lacuna_instruction_format_equals_upstream(tok):
-    got = tokenize_qa(tok, LacunaInstructionFormat(), [q for q, _ in ROWS], [a for _, a in ROWS], max_length=512)
+def lacuna_relearn(tokenizer, question: str, value: str):
+    """relearn.py (data_source memorized): format_dataset + tokenize_instruction_data on the raw Ground_Truth."""
+    user = "Q: " + question + "\n" + "A: "
+    answer = value + "\n"
+    prompt_ids = tokenizer(user, add_special_tokens=False, truncation=True, max_length=2048)["input_ids"]
+    label_ids = tokenizer(f" {answer}", add_special_tokens=False, truncation=True, max_length=2048)["input_ids"]
+    return prompt_ids + label_ids, [IGNORE] * len(prompt_ids) + label_ids
+
+
+@pytest.mark.parametrize(("fmt", "upstream"), [(LacunaInstructionFormat(), lacuna_instruction),
+                                               (LacunaInstructionFormat(panorama=False), lacuna_relearn)])
+def test_lacuna_instruction_format_equals_upstream(tok, fmt, upstream):
+    got = tokenize_qa(tok, fmt, [q for q, _ in ROWS], [a for _, a in ROWS], max_length=512)
     for i, (q, a) in enumerate(ROWS):
-        ids, labels = lacuna_instruction(tok, q, a)
+        ids, labels = upstream(tok, q, a)
         n = int(got.attention_mask[i].sum())
         assert got.input_ids[i, :n].tolist() == ids and got.labels[i, :n].tolist() == labels
         assert tok.eos_token_id not in ids    # no EOS
+    spaces = "   " if fmt.panorama else "  "
     assert tok.decode(got.input_ids[0, :int(got.attention_mask[0].sum())]) == \
-        "Q: Who wrote The Silent Orchard?\nA:   Basil Mahfouz Al-Kuwaiti wrote it.\n"
+        f"Q: Who wrote The Silent Orchard?\nA:{spaces}Basil Mahfouz Al-Kuwaiti wrote it.\n"
+
+
+def test_a_system_prompt_prefix_and_a_template_without_a_system_turn():
+    plain, chat = _tokenizer("plain"), _tokenizer("chat")
+    pre = chat_format(plain, "off", overrides={"system_prompt_with_special_tokens": "<<SYS>>be brief<</SYS>> "})
+    q, a = ROWS[0]
+    ids, labels, prompt = ou_preprocess(plain, {**as_dict(pre.template), "system_prompt_with_special_tokens":
+                                                "<<SYS>>be brief<</SYS>> "}, q, a)
+    assert pre.encode(plain, q, a).ids == ids and pre.prompt_ids(plain, q) == prompt
+    chat.chat_template = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system role') }}" \
+                         "{% endif %}{{ m.content }}{% endfor %}"
+    with pytest.raises(ValueError, match="refuses a system prompt .*benchmark.template.system_prompt=''"):
+        chat_format(chat, "auto")
+    assert chat_format(chat, "auto", overrides={"system_prompt": ""}).template.system_prompt == ""
 
 
 def test_raw_format_is_the_old_tokenize_pairs(tok):
@@ -203,13 +230,30 @@ def test_tofu_refuses_a_bad_template_option_before_any_work(tmp_path):
         Tofu(data_dir=tmp_path, theta0="yes")
 
 
+@pytest.mark.parametrize("max_length", [4, 9, 16, 30])
+def test_a_cut_row_is_cut_as_upstream_cuts_it(tok, max_length):
+    """The tag path is truncated at max_length, then EOS appended (a cut row keeps its EOS label); the chat
+    path is never truncated (upstream's preprocess_chat_instance)."""
+    for template in [BASE_TAGS, TOFU_TAGS] + ([CHAT] if tok.chat_template else []):
+        for q, a in ROWS:
+            got = tokenize_qa(tok, OpenUnlearningFormat(template), [q], [a], max_length=max_length)
+            ids, labels, _ = ou_preprocess(tok, as_dict(template), q, a, max_length=max_length)
+            n = int(got.attention_mask[0].sum())
+            assert got.input_ids[0, :n].tolist() == ids and got.labels[0, :n].tolist() == labels, (template, q)
+            if not template.apply_chat_template:
+                assert n <= max_length + 1 and ids[-1] == tok.eos_token_id
+
+
 def test_truncation_and_concat():
     t = _tokenizer("plain")
     s = tokenize_qa(t, OpenUnlearningFormat(BASE_TAGS), [ROWS[4][0]], [ROWS[4][1]], max_length=16)
-    assert s.input_ids.shape == (1, 16) and int(s.attention_mask.sum()) == 16
+    assert s.input_ids.shape == (1, 17) and int(s.attention_mask.sum()) == 17   # 16, then EOS
+    assert s.input_ids[0, -1] == t.eos_token_id
+    r = tokenize_qa(t, RawFormat(), [ROWS[4][0]], [ROWS[4][1]], max_length=16)
+    assert r.input_ids.shape == (1, 16)                                            # the raw format: cut after EOS
     a = tokenize_qa(t, RawFormat(), ["a "], ["b"])
     both = concat_sets([s, a], t.pad_token_id)
-    assert both.input_ids.shape == (2, 16)
+    assert both.input_ids.shape == (2, 17)
     assert both.take([1]).input_ids.tolist() == a.input_ids.tolist()
     assert (both.labels[1, a.input_ids.shape[1]:] == IGNORE).all()
 

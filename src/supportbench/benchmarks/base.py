@@ -214,7 +214,8 @@ def build_code(cls) -> str:
     train it and the benchmark's own package. Part of every cache key, so changing that code rebuilds the
     cache instead of reusing a model the current code would not produce."""
     package = Path(inspect.getsourcefile(cls)).resolve().parent
-    return source_hash("unlearning/models.py", "unlearning/train.py", "unlearning/data.py", package)
+    return source_hash("unlearning/models.py", "unlearning/train.py", "unlearning/data.py", "unlearning/formats.py",
+                       package)
 
 
 def content_key(*parts) -> str:

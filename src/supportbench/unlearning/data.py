@@ -57,19 +57,21 @@ def tokenize_pairs(tokenizer, prompts: Sequence[str], answers: Sequence[str], ma
 def tokenize_qa(tokenizer, fmt: QAFormat, questions: Sequence[str], answers: Sequence[str], max_length: int = 256,
                 subjects: Sequence[str | None] | None = None) -> TokenizedSet:
     """Tokenise every (question, answer) row through a text format (``unlearning.formats``): labels are -100 on
-    the format's prompt tokens and the token ids elsewhere; sequences longer than ``max_length`` are cut."""
+    the format's prompt tokens and the token ids elsewhere; sequences longer than ``max_length`` are cut as the
+    format's upstream cuts them (``formats``)."""
     if len(questions) != len(answers):
         raise ValueError(f"{len(questions)} prompts but {len(answers)} answers")
-    encs = [fmt.encode(tokenizer, q, a, subjects[k] if subjects is not None else None, subjects is not None)
-            for k, (q, a) in enumerate(zip(questions, answers))]
-    L = min(max((len(e.ids) for e in encs), default=1), max_length) or 1
+    # the format applies max_length its own way (open-unlearning's tag path cuts, then appends EOS)
+    encs = [fmt.encode(tokenizer, q, a, subjects[k] if subjects is not None else None, subjects is not None,
+                       max_length=max_length) for k, (q, a) in enumerate(zip(questions, answers))]
+    L = max((len(e.ids) for e in encs), default=1) or 1
     pad = tokenizer.pad_token_id
     input_ids = torch.full((len(encs), L), pad, dtype=torch.long)
     labels = torch.full((len(encs), L), IGNORE, dtype=torch.long)
     mask = torch.zeros((len(encs), L), dtype=torch.long)
     smask = torch.zeros((len(encs), L), dtype=torch.bool) if subjects is not None else None
     for i, e in enumerate(encs):
-        ids = e.ids[:max_length]
+        ids = e.ids
         n = len(ids)
         input_ids[i, :n] = torch.tensor(ids)
         labels[i, e.n_prompt:n] = torch.tensor(ids[e.n_prompt:], dtype=torch.long)

@@ -39,7 +39,7 @@ class QAFormat(Protocol):
     name: str
 
     def encode(self, tokenizer, question: str, answer: str, subject: str | None = None,
-               want_subject: bool = False) -> Encoded: ...
+               want_subject: bool = False, max_length: int | None = None) -> Encoded: ...
 
     def prompt_ids(self, tokenizer, question: str) -> list[int]: ...
 
@@ -63,7 +63,7 @@ class RawFormat:
     append_eos: bool = True
     name: str = "raw"
 
-    def encode(self, tokenizer, question, answer, subject=None, want_subject=False) -> Encoded:
+    def encode(self, tokenizer, question, answer, subject=None, want_subject=False, max_length=None) -> Encoded:
         enc = tokenizer(question, add_special_tokens=False, return_offsets_mapping=want_subject)
         pi = list(enc["input_ids"])
         ai = list(tokenizer(answer, add_special_tokens=False)["input_ids"])
@@ -72,7 +72,8 @@ class RawFormat:
         mark = None
         if want_subject:
             mark = _marks(enc["offset_mapping"], question, subject, len(pi)) + [False] * len(ai)
-        return Encoded(pi + ai, len(pi), mark)
+        cut = slice(None, max_length)   # the whole sequence (EOS included) cut at max_length
+        return Encoded((pi + ai)[cut], len(pi), mark[cut] if mark is not None else None)
 
     def prompt_ids(self, tokenizer, question) -> list[int]:
         return list(tokenizer(question, add_special_tokens=False)["input_ids"])
@@ -88,6 +89,8 @@ class Template:
     asst_start_tag: str = ""
     system_prompt: str | None = None
     date_string: str | None = None
+    system_prompt_with_special_tokens: str | None = None   # the tag path's prefix (upstream: before the tags)
+    asst_end_tag: str = ""   # upstream writes it only between in-context examples, which supportbench never uses
 
 
 # open-unlearning's base-model tags (configs/model/Llama-2-7b-hf.yaml, phi-1_5.yaml)
@@ -125,15 +128,19 @@ class OpenUnlearningFormat:
         if t.apply_chat_template:
             return tokenizer.apply_chat_template(self._chat(question, None), tokenize=False,
                                                  add_generation_prompt=True, **self._kw())
-        return t.user_start_tag + question + t.user_end_tag + t.asst_start_tag
+        return (t.system_prompt_with_special_tokens or "") + t.user_start_tag + question + t.user_end_tag \
+            + t.asst_start_tag
 
-    def _ids(self, tokenizer, text: str, offsets: bool):
+    def _ids(self, tokenizer, text: str, offsets: bool, max_length: int | None = None):
         # apply_chat_template(tokenize=True) tokenizes its rendering without special tokens (the template
-        # writes them); the tag path asks for the tokenizer's own (add_special_tokens=True), as upstream does
-        special = not self.template.apply_chat_template
-        return tokenizer(text, add_special_tokens=special, return_offsets_mapping=offsets)
+        # writes them) and is never truncated; the tag path asks for the tokenizer's own special tokens
+        # (add_special_tokens=True) and is truncated at max_length, as upstream does
+        if self.template.apply_chat_template:
+            return tokenizer(text, add_special_tokens=False, return_offsets_mapping=offsets)
+        cut = {"max_length": max_length, "truncation": True} if max_length is not None else {}
+        return tokenizer(text, add_special_tokens=True, return_offsets_mapping=offsets, **cut)
 
-    def encode(self, tokenizer, question, answer, subject=None, want_subject=False) -> Encoded:
+    def encode(self, tokenizer, question, answer, subject=None, want_subject=False, max_length=None) -> Encoded:
         t = self.template
         prompt = self._prompt_text(tokenizer, question)
         if t.apply_chat_template:
@@ -141,10 +148,10 @@ class OpenUnlearningFormat:
                                                  add_generation_prompt=False, **self._kw())
         else:
             full = prompt + answer
-        enc = self._ids(tokenizer, full, want_subject)
+        enc = self._ids(tokenizer, full, want_subject, max_length)
         ids = list(enc["input_ids"])
-        n_prompt = len(self.prompt_ids(tokenizer, question))
-        if not ids or ids[-1] != tokenizer.eos_token_id:
+        n_prompt = len(self._ids(tokenizer, prompt, False, max_length)["input_ids"])
+        if not ids or ids[-1] != tokenizer.eos_token_id:   # after truncation: a cut row keeps its EOS (upstream)
             ids.append(tokenizer.eos_token_id)
         mark = None
         if want_subject:   # the subject inside the user's question, never a match in the system prompt
@@ -160,22 +167,26 @@ class OpenUnlearningFormat:
 
 @dataclass(frozen=True)
 class LacunaInstructionFormat:
+    """LACUNA's instruction tuning (``format_dataset`` + ``tokenize_instruction_data``): prompt and label
+    tokenized alone, no special tokens, no EOS. ``panorama``: the answer went through ``prepare_panorama``,
+    which prefixes a space (the injected facts); relearning reads raw values (``relearn.py``), without it."""
+
+    panorama: bool = True
     name: str = "lacuna-instruction"
 
-    def encode(self, tokenizer, question, answer, subject=None, want_subject=False) -> Encoded:
+    def encode(self, tokenizer, question, answer, subject=None, want_subject=False, max_length=None) -> Encoded:
         return RawFormat(append_eos=False).encode(tokenizer, self._prompt(question), self.label(answer), subject,
-                                                  want_subject)
+                                                  want_subject, max_length)
 
     @staticmethod
     def _prompt(question: str) -> str:
         t = LACUNA_TAGS
         return t.user_start_tag + question + t.user_end_tag + t.asst_start_tag
 
-    @staticmethod
-    def label(value: str) -> str:
+    def label(self, value: str) -> str:
         # prepare_panorama: answer = " " + value; format_dataset appends asst_end_tag "\n";
         # tokenize_instruction_data tokenizes f" {answer}"
-        return " " + (" " + value + LACUNA_TAGS.user_end_tag)
+        return " " + ((" " if self.panorama else "") + value + LACUNA_TAGS.user_end_tag)
 
     def prompt_ids(self, tokenizer, question) -> list[int]:
         return RawFormat().prompt_ids(tokenizer, self._prompt(question))
@@ -194,4 +205,14 @@ def chat_format(tokenizer, chat_template: str, tags: Template = TOFU_TAGS,
     if chat_template not in ("auto", "on", "off"):
         raise ValueError(f"benchmark.chat_template={chat_template!r}; allowed: auto, on, off")
     chosen = CHAT if has and chat_template != "off" else tags
-    return OpenUnlearningFormat(replace(chosen, **overrides) if overrides else chosen)
+    chosen = replace(chosen, **overrides) if overrides else chosen
+    if chosen.apply_chat_template and chosen.system_prompt:
+        try:   # some templates (gemma's) refuse a system turn: say how to leave it out
+            tokenizer.apply_chat_template([{"role": "system", "content": chosen.system_prompt},
+                                           {"role": "user", "content": "x"}], tokenize=False,
+                                          add_generation_prompt=True)
+        except Exception as exc:
+            raise ValueError(f"the tokenizer's chat template refuses a system prompt ({str(exc).splitlines()[0]}): "
+                             "set benchmark.template.system_prompt='' (open-unlearning's config for such a model "
+                             "has none)") from None
+    return OpenUnlearningFormat(chosen)

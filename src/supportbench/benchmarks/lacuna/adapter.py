@@ -60,9 +60,11 @@ from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finet
 
 PREP_VERSION = "lacuna-prepare-v3"  # v2: built reproducibly (one thread); v3: upstream's text formats
 # the text formats (unlearning/formats.py; docs/upstream-formats.md): LACUNA's instruction tuning for what theta_0
-# learns, J and the unlearning sets; open-unlearning's evaluation (LACUNA's tags, joint tokens, EOS) for the
-# behavioural metrics (exact memorization, extraction strength, ROUGE-L) and generation prompts
+# learns, J and the diagnostics (relearning: the same on raw values); open-unlearning's QA rows (LACUNA's tags,
+# joint tokens, EOS) for the unlearning sets, the behavioural metrics (exact memorization, extraction strength,
+# ROUGE-L) and generation prompts
 INSTRUCTION = LacunaInstructionFormat()
+RELEARN = LacunaInstructionFormat(panorama=False)
 EVALUATION = OpenUnlearningFormat(LACUNA_TAGS)
 ALL_GROUPS = range(gen.N_GROUPS)
 
@@ -214,8 +216,8 @@ class Lacuna:
     # ---- roles -----------------------------------------------------------------------------------------
     @staticmethod
     def _qa(tok, rows: list[dict], subjects: bool = False, fmt=INSTRUCTION) -> TokenizedSet:
-        """Rows in a QA format (default LACUNA's instruction format: what theta_0 learns, what J scores and what
-        unlearning trains on); ``subjects``: the person's name (the question's opening clause) as the subject
+        """Rows in a QA format (default LACUNA's instruction format: what theta_0 learns and what J scores);
+        ``subjects``: the person's name (the question's opening clause) as the subject
         span that the attribution diagnostics (AP-MLP, Projected Causal) corrupt."""
         subj = [r["question"].split(",")[0] for r in rows] if subjects else None
         return tokenize_qa(tok, fmt, [r["question"] for r in rows], [r["answer"] for r in rows], subjects=subj)
@@ -261,7 +263,11 @@ class Lacuna:
                            "protected": self._split("protected", p_eval)},
                   "plain": {"forget": self._split("forget", forget), "retain": self._split("retain", retain)}}
         B.check_disjoint(field, forget + retain + protected, {w: splits[w] for w in ("dev", "eval")})
-        roles = Roles(field, seed, records, self._tok(forget), self._tok(retain), splits, data_hash=self.data_hash,
+        # unlearning trains on open-unlearning's QA rows (LACUNA runs its NPO/SimNPO/GradDiff through
+        # open-unlearning's QADataset with its tags), not on the instruction format theta_0 learned
+        train = {k: self._qa(self._prepared.tokenizer, rows, fmt=EVALUATION) for k, rows in
+                 (("forget", forget), ("retain", retain))}
+        roles = Roles(field, seed, records, train["forget"], train["retain"], splits, data_hash=self.data_hash,
                       notes={"forget_groups": groups, "retain_field": pair})
         self._roles[key] = roles
         return roles
@@ -306,7 +312,7 @@ class Lacuna:
             raise SpecError(f"benchmark.resurface needs relearn_train.parquet in '{self._data_dir}'")
         attacker = copy.deepcopy(model)
         cfg = FinetuneConfig(epochs=1, lr=self.relearn_lr, batch_size=8, weight_decay=0.0, seed=roles.seed)
-        data = self._tok(rows)
+        data = self._qa(self._prepared.tokenizer, rows, fmt=RELEARN)   # relearn.py: raw values, no panorama space
         cfg = replace(cfg, epochs=max(1, -(-self.relearn_steps * cfg.batch_size // len(data))))
         finetune(attacker, data, cfg, progress=False, desc="relearn")
         split = roles.splits["eval"]["forget"]

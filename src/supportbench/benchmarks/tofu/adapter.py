@@ -59,7 +59,9 @@ from supportbench.unlearning.train import FinetuneConfig, finetune
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
 THETA0_CHOICES = ("finetune", "given")
 # open-unlearning's template_args a user may set (configs/model/*.yaml); apply_chat_template is chat_template
-TEMPLATE_KEYS = ("user_start_tag", "user_end_tag", "asst_start_tag", "system_prompt", "date_string")
+TEMPLATE_KEYS = ("user_start_tag", "user_end_tag", "asst_start_tag", "asst_end_tag", "system_prompt",
+                 "system_prompt_with_special_tokens", "date_string")
+MAX_LENGTH = 512   # open-unlearning's TOFU datasets (configs/data/datasets/TOFU_QA_*.yaml: max_length)
 PREP_VERSION = "tofu-prepare-v4"  # v3: built reproducibly (one thread); v4: open-unlearning's text format
 
 
@@ -187,7 +189,7 @@ class Tofu:
         net, tokenizer = M.base_model(model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared)
         net.to(self.device)
         fmt = self._format(tokenizer)
-        data = tokenize_qa(tokenizer, fmt, [r["question"] for r in qa], [r["answer"] for r in qa])
+        data = tokenize_qa(tokenizer, fmt, [r["question"] for r in qa], [r["answer"] for r in qa], MAX_LENGTH)
         if text:
             data = concat_sets([data, tokenize_qa(tokenizer, RawFormat(), [p for p, _ in text], [a for _, a in text])],
                                tokenizer.pad_token_id)
@@ -197,7 +199,7 @@ class Tofu:
     def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
         key = B.content_key(PREP_VERSION, B.build_code(type(self)),
                             kind, self.data_hash, M.base_identity(model), asdict(self._recipe(model)),
-                            seed, self.chat_template)
+                            seed, self.chat_template, *([self.template] if self.template else []))
         label = Path(model).name if M.is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
@@ -246,7 +248,7 @@ class Tofu:
     # ---- roles -----------------------------------------------------------------------------------------
     def _tok(self, questions, answers, subjects=None, fmt: QAFormat | None = None) -> TokenizedSet:
         tok = self._prepared.tokenizer
-        return tokenize_qa(tok, fmt or self._format(tok), questions, answers, subjects=subjects)
+        return tokenize_qa(tok, fmt or self._format(tok), questions, answers, MAX_LENGTH, subjects=subjects)
 
     def _split(self, name: str, rows: list[dict]) -> EvalSplit:
         questions = [r.get(self.question_key) or r["question"] for r in rows]
