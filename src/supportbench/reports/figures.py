@@ -156,7 +156,8 @@ def dirr_gain(ctx: Context):
                 dm = S.dirr_metrics(S.pick(d, m, "dirr"), S.pick(d, m, "static"))
                 if dm.n:
                     who = "" if m == DIRR_METHOD else f"\n{method_display(m)}"
-                    rows.append((f"{bench}\n{OBJECTIVE_NAMES.get(obj, obj)}{who}", dm.available_gain, dm.delta))
+                    rows.append((f"{bench}\n{OBJECTIVE_NAMES.get(obj, obj)}{who}", dm.available_gain, dm.delta,
+                                 dm.triggered))
                     triggered += dm.triggered
                     runs += dm.n
     if not rows:
@@ -166,9 +167,11 @@ def dirr_gain(ctx: Context):
     ax.bar(x - 0.2, [r[1] if r[1] is not None else 0 for r in rows], 0.4, label="available (Eq. 20)", color="0.75")
     ax.bar(x + 0.2, [r[2] for r in rows], 0.4, label="captured: ΔJ DIR-R − static", color="C0")
     for i, r in enumerate(rows):
-        if r[1] is None:   # Eq. 20 needs every run's complete candidate set
+        if r[1] is None and triggered:   # Eq. 20 needs every run's complete candidate set
             ax.text(i - 0.2, 0, "not measured:\nno complete\ncandidate sets", rotation=90, ha="center",
                     va="bottom", fontsize=6, color="0.3")
+        if r[3] == 0 and triggered:
+            ax.text(i + 0.2, 0, "no trigger", rotation=90, ha="center", va="bottom", fontsize=6, color="0.3")
     ax.set_xticks(x, [r[0] for r in rows], fontsize=8)
     ax.axhline(0, color="k", lw=0.8)
     if triggered == 0:

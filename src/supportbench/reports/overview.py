@@ -23,7 +23,7 @@ import polars as pl
 
 from supportbench.errors import ReportError
 from supportbench.reports import stats as S
-from supportbench.reports.latex import OBJECTIVE_NAMES, environment, template_text
+from supportbench.reports.latex import OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.names import arm_display
 from supportbench.reports.tables import Context
 
@@ -149,12 +149,12 @@ def method_tables(ctx: Context) -> list[MethodTable]:
             rows = []
             for obj in _objectives(d):
                 rows += [{"objective": obj, **r} for r in _arm_rows(d.filter(pl.col("objective") == obj), ref, ctx.tol)]
-            where = bench + ("" if split == "final" else f", {split} split")
+            where = tex(bench) + ("" if split == "final" else f", {tex(split)} split")
             out.append(MethodTable(
                 label=f"tab:methods:{_slug(bench)}" + ("" if split == "final" else f":{_slug(split)}"),
                 caption=(f"Every method of this experiment on {where}: mean and median $J$ over its runs, and the "
                          f"paired gap reference$-$method on matched units (positive favours the reference, "
-                         f"{ref.name}), its median and the reference's W/T/L."),
+                         f"{tex(ref.name)}), its median and the reference's W/T/L."),
                 kind="methods", rows=rows))
     dirr = _dirr_rows(ok, ctx.tol)
     if dirr:
