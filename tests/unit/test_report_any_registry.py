@@ -143,6 +143,8 @@ def test_figures_never_say_undefined_and_explain_an_untriggered_dirr(tmp_path, p
             assert not any("undefined" in t for t in texts), (name, texts)
             if name == "dirr-gain":
                 assert any("triggered in none of its 8 runs" in t for t in texts), texts
+            if name == "support-jaccard":   # NPO and SimNPO supports never overlap here: 0.000, not a blank cell
+                assert texts.count("0.000") == 2 and texts.count("1.000") == 2, texts
             matplotlib.pyplot.close(fig)
 
 

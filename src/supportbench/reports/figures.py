@@ -175,8 +175,10 @@ def dirr_gain(ctx: Context):
     ax.set_xticks(x, [r[0] for r in rows], fontsize=8)
     ax.axhline(0, color="k", lw=0.8)
     if triggered == 0:
+        unmeasured = any(r[1] is None for r in rows)
         _empty(ax, f"DIR-R triggered in none of its {runs} runs:\nevery DIR-R run is its static continuation "
-                   "(ΔJ = 0).\nAvailable gain needs complete candidate sets (sweep --post-hoc).")
+                   "(ΔJ = 0)." + ("\nAvailable gain needs complete candidate sets (sweep --post-hoc)."
+                                  if unmeasured else ""))
         ax.set_ylim(-1, 1)
     else:
         ax.legend(fontsize=8)
@@ -204,8 +206,11 @@ def support_jaccard(ctx: Context, con=None):
                       "supports under at least two objectives")
     m = S.support_jaccard(sup)
     objs = sorted(sup["objective"].unique().to_list())
-    M = np.array([[m.filter((pl.col("a") == a) & (pl.col("b") == b))["jaccard"][0] or np.nan for b in objs]
-                  for a in objs], dtype=float)
+    def cell(a, b):   # None (no common unit) is NaN; an overlap of 0.0 stays 0.0
+        v = m.filter((pl.col("a") == a) & (pl.col("b") == b))["jaccard"][0]
+        return np.nan if v is None else v
+
+    M = np.array([[cell(a, b) for b in objs] for a in objs], dtype=float)
     fig, ax = plt.subplots(figsize=(1.5 + 1.1 * len(objs), 1.2 + 1.0 * len(objs)))
     im = ax.imshow(M, vmin=0, vmax=1, cmap="viridis")
     labels = [OBJECTIVE_NAMES.get(o, o) for o in objs]
