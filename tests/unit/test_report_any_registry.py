@@ -37,7 +37,7 @@ def sweep(root: Path, methods=("intervention_score", "random", "snip"), seeds=SE
         base = 0.5 + 0.125 * i
         for m in methods:
             syn.write(res, syn.record(experiment="mine", benchmark=benchmark, field=f, objective=o, method=m, seed=s,
-                                      J=base + OFFSET.get(m, 0.0), groups=(i, i + 1, 7 if o == "npo" else 9)))
+                                      J=base + OFFSET.get(m, 0.0), groups=(i, 50 + i, 100 if o == "npo" else 200)))
         if "intervention_score" in methods:
             trig = triggered and i % 2 == 0
             cands = {a: base + (0.0625 if trig and a == "0.05" else 0.0) for a in syn.ACTIONS}
