@@ -162,6 +162,50 @@ def plugin_names(group: str) -> list[str]:
     return sorted(ep.name for ep in entry_points(group=group))
 
 
+def module_source(module: str):
+    """The ``.py`` file of a module, found without importing it or its parent packages (``find_spec`` of
+    ``a.b`` would import ``a``, whose ``__init__`` may import torch): the top-level package is located, then
+    the path is walked. None when the module is not a plain source file (a namespace package, an extension)."""
+    import importlib.util
+    from pathlib import Path
+
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)   # a top-level spec is found without importing anything
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if not rest:
+        return Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
+    for folder in spec.submodule_search_locations or ():
+        base = Path(folder).joinpath(*rest)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def plugin_class_attrs(group: str, attr: str) -> dict[str, object]:
+    """``{entry-point name: value}`` of class attribute ``attr`` of every plugin of ``group`` that points at a
+    class (``module:Class``), read from the plugin's source file (``file_class_attrs``) without importing it. A
+    plugin whose file or value cannot be read so is left out: the caller falls back (e.g. to the name)."""
+    found: dict[str, object] = {}
+    for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+        module, _, qualname = ep.value.partition(":")
+        cls = qualname.strip().split(".")[-1]
+        path = module_source(module.strip()) if cls else None
+        if path is None:
+            continue
+        try:
+            values = file_class_attrs(path, None, (attr,))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        if attr in values.get(cls, {}):
+            found[ep.name] = values[cls][attr]
+    return found
+
+
 class Registry(Generic[T]):
     def __init__(
         self,

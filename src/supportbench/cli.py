@@ -419,7 +419,10 @@ def _cmd_audit(args) -> int:
 def _cmd_report(args) -> int:
     from supportbench.reports.report import report
 
-    st = report(args.registry, args.out, args.experiment, findings_path=args.findings)
+    st = report(args.registry, args.out, args.experiment, findings_path=args.findings, reference=args.reference,
+                pdf=args.pdf)
+    print(f"reference: {st['reference']}")
+    print(f"methods: {len(st['methods'])} per-method tables ({', '.join(st['methods']) or 'no ok runs'})")
     for kind in ("tables", "figures"):
         done = [k for k, v in st[kind].items() if v is None]
         miss = {k: v for k, v in st[kind].items() if v is not None}
@@ -427,7 +430,8 @@ def _cmd_report(args) -> int:
         for k, v in miss.items():
             print(f"  missing {k}: {v}")
     print(f"wrote {args.out}/report.md, {args.out}/findings.md, {args.out}/paper.tex, {args.out}/tables/, "
-          f"{args.out}/figures/" + (f", {args.findings}" if args.findings else ""))
+          f"{args.out}/figures/" + (f", {args.findings}" if args.findings else "")
+          + (f", {st['pdf']}" if st.get("pdf") else ""))
     return 0
 
 
@@ -716,12 +720,18 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--method", action="append", default=None, help="only this method folder (repeatable)")
     la.add_argument("--json", action="store_true", help="every metric of every folder as JSON")
     la.set_defaults(func=_cmd_lacuna)
-    rp = sub.add_parser("report", help="every paper table (LaTeX), figures, report.md and paper.tex from a registry")
+    rp = sub.add_parser("report", help="per-method tables, every paper table (LaTeX), figures, report.md and "
+                        "paper.tex from a registry")
     rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
     rp.add_argument("--out", default=str(DEFAULT_RESULTS.report))
     rp.add_argument("--experiment", default=None, help="required when the registry holds several experiments")
     rp.add_argument("--findings", default=None, metavar="PATH",
                     help="also write findings.md here (e.g. docs/findings.md)")
+    rp.add_argument("--reference", default=None, metavar="METHOD",
+                    help="the method the per-method tables compare with (METHOD, or METHOD:dirr for its DIR-R "
+                         "runs); default intervention_score when present, else the first method alphabetically")
+    rp.add_argument("--pdf", action="store_true",
+                    help="also build paper.pdf with pdflatex (texlive-latex-base, -recommended, -extra)")
     rp.set_defaults(func=_cmd_report)
     sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
     sw.add_argument("spec", help="experiment TOML file, or the name of a shipped spec (mini-paper)")

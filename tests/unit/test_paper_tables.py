@@ -63,7 +63,7 @@ def test_natural_complete_reproduces_paper_full_column(tmp_path):
     for k, v in want_full.items():
         assert got[k] == pytest.approx(v, abs=2e-6), k
     text, missing = render("tab:app-natural-complete", Context.from_registry(con))
-    assert missing is None and "NPO & Random & +0.002789 & +0.002010 & +0.004799" in text
+    assert missing is None and "NPO & Random & $+0.002789$ & $+0.002010$ & $+0.004799$" in text
 
 
 def test_missing_data_gives_explicit_note(tmp_path):

@@ -9,6 +9,7 @@ from supportbench.methods.base import MethodBase, register_method
 @register_method("activation_down")
 @dataclass
 class ActivationDown(MethodBase):
+    display_name = "Activation-Down"   # how reports name it
     provenance = ("code: terarachang/MemPi knowledge_neuron.py::largest_act: |mean activation| x ||W_down[:, j]||; "
                   "target positions = forget answer positions; link to Lee et al.'s name is inferred")
     requires = ("activations", "weights")

@@ -58,7 +58,7 @@ METHODS: Registry = Registry(
 )
 
 
-CLASS_ATTRIBUTES = ("provenance", "requires")  # a method's description, never one of its hyperparameters
+CLASS_ATTRIBUTES = ("provenance", "requires", "display_name")  # its description, never a hyperparameter
 
 
 def check_method_class(name: str, cls) -> None:

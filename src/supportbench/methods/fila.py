@@ -12,6 +12,7 @@ from supportbench.methods.diagnostics import FISHER_BATCH
 class Fila(MethodBase):
     eps: float = 1e-5
     batch_size: int = FISHER_BATCH
+    display_name = "FILA"   # how reports name it
     provenance = ("code: csm9493/efficient-llm-unlearning TOFU/measure_importance.py, TOFU/forget.py: relative "
                   "Fisher (F_f/N_f)/(1e-5 + F_r/N_r), F = sum_batches n_tokens * grad^2 at upstream's batch size "
                   "4 (the Fisher depends on it by construction, so it is this method's default, not the "

@@ -36,6 +36,7 @@ def top_per_tensor(geometry, x: torch.Tensor, degenerate: torch.Tensor, frac: fl
 @dataclass
 class Grail(MethodBase):
     unlearn_ratio: float = 0.1
+    display_name = "GRAIL"   # how reports name it
     provenance = ("code: piso7/GRAIL llm_localization/grail_parameter_wise_localization.py "
                   "(get_top_indices_zscore): per-tensor z-score of the random-label mean signed gradients "
                   "(KnowUnDo's compute_info), abs; OP-UR = top-UR(unlearn) ∩ top-UR(retain), both at UR=0.1, "

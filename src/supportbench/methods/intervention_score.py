@@ -15,6 +15,7 @@ from supportbench.methods.base import MethodBase, register_method
 @dataclass
 class InterventionScore(MethodBase):
     eps: float = 1e-8
+    display_name = "Intervention Score"   # how reports name it
     provenance = "paper Eq. 9-10 (storage-is-not-strategy.tex, §4.2, eq:group-alignment, eq:intervention-score)"
     requires = ("objective_direction", "grad:F", "grad:R", "grad:P", "grad:N")
 

@@ -12,6 +12,7 @@ from supportbench.methods.base import MethodBase, demote, register_method
 class MemFlex(MethodBase):
     mu: float = 0.92
     sigma: float = 6e-4
+    display_name = "MemFlex"   # how reports name it
     provenance = ("code: zjunlp/KnowUnDo pretrain/localization.py: eligible iff cos(g_u, g_r) < mu=0.92 and "
                   "mean|g_u| > sigma=6e-4 on random-label gradients (3 copies, ~half the answer tokens "
                   "replaced; compute_info at batch size 1 divided by the dataset length: every example's "

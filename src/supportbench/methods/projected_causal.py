@@ -13,6 +13,7 @@ from supportbench.methods.base import MethodBase, register_method
 @register_method("projected_causal")
 @dataclass
 class ProjectedCausal(MethodBase):
+    display_name = "Projected Causal"   # how reports name it
     provenance = ("defined here after Liu et al. 2024 (UCSB-NLP-Chang/causal_unlearn: name-replaced "
                   "counterfactuals) and Guo et al. 2025 (attribution patching): per-position |effect| "
                   "projected through W_down[:, j], summed")

@@ -9,6 +9,7 @@ from supportbench.methods.base import MethodBase, register_method
 @register_method("storage")
 @dataclass
 class Storage(MethodBase):
+    display_name = "Storage"   # how reports name it
     provenance = ("defined here (paper §5.1 control; reference/methods.md suggestion): "
                   "|sum_i W_ij g_F,ij|, first-order ablation effect on the forget NLL")
     requires = ("grad:F", "weights")

@@ -11,6 +11,7 @@ from supportbench.methods.base import MethodBase, register_method
 @dataclass
 class Wagle(MethodBase):
     mu: float = 1e-6
+    display_name = "WAGLE"   # how reports name it
     provenance = ("code: OPTML-Group/WAGLE src/unlearn/generate_mask.py (snip_advanced): element score "
                   "|(theta - g_r/mu) * g_f|, mu=1e-6, gradients summed over batches of size 1 as its TOFU configs "
                   "run it (a sum of per-example mean-token gradients, independent of the diagnostics batch "

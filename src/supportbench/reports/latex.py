@@ -2,7 +2,8 @@
 Jinja environment (``<< >>`` / ``<% %>`` delimiters) with the templates under ``reports/templates``.
 
 Numbers are formatted as in the paper (signed six decimals for gaps, W/T/L as a/b/c, LOO as [min,max],
-percentages). Names that come from users are LaTeX-escaped.
+percentages), always in math mode (a minus sign, not a hyphen); an absent value is "N/A". Names that come from
+users are LaTeX-escaped.
 """
 
 from __future__ import annotations
@@ -30,24 +31,30 @@ def tex(s) -> str:
     return "".join(_TEX.get(c, c) for c in str(s))
 
 
+def _absent(x) -> bool:
+    return x is None or (isinstance(x, float) and np.isnan(x))
+
+
+# Every number is printed in math mode, so a negative one always carries a true minus sign ($-0.12$), never a
+# text hyphen, wherever a template places it; an absent value is the text "N/A" (never "undefined").
 def signed(x, digits=6) -> str:
-    return "N/A" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:+.{digits}f}"
+    return "N/A" if _absent(x) else f"${x:+.{digits}f}$"
 
 
 def fixed(x, digits=6) -> str:
-    return "N/A" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+    return "N/A" if _absent(x) else f"${x:.{digits}f}$"
 
 
 def pct(x, digits=1) -> str:
-    return "undefined" if x is None else f"{100 * x:.{digits}f}\\%"
+    return "N/A" if _absent(x) else f"${100 * x:.{digits}f}\\%$"
 
 
 def loo(r) -> str:
-    return "undefined" if r is None else f"$[{r[0]:+.4f},{r[1]:+.4f}]$"
+    return "N/A" if r is None else f"$[{r[0]:+.4f},{r[1]:+.4f}]$"
 
 
 def ci(r, digits=4) -> str:
-    return "undefined" if r is None else f"$[{r[0]:+.{digits}f},{r[1]:+.{digits}f}]$"
+    return "N/A" if r is None else f"$[{r[0]:+.{digits}f},{r[1]:+.{digits}f}]$"
 
 
 def method_name(m: str) -> str:

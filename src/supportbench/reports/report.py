@@ -1,10 +1,12 @@
-"""``supportbench report``: every table (LaTeX), the figures, ``report.md`` and a ``paper.tex`` that
-\\inputs every table so ``pdflatex paper.tex`` builds one document."""
+"""``supportbench report``: every table of the paper (LaTeX), per-method tables for whatever the experiment holds
+(``overview.py``), the figures, ``report.md`` and a ``paper.tex`` that \\inputs every table and includes every
+figure, so ``pdflatex paper.tex`` (or ``report --pdf``) builds one document."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from supportbench._io import write_text_atomic
@@ -13,6 +15,7 @@ from supportbench.registry.store import connect
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
 from supportbench.reports.latex import tex
+from supportbench.reports.overview import method_tables, reference_of, render_markdown, render_tex
 from supportbench.reports.tables import TABLES, Context, file_name, render_all
 
 PAPER_TEX = r"""\documentclass{article}
@@ -20,27 +23,55 @@ PAPER_TEX = r"""\documentclass{article}
 \usepackage[utf8]{inputenc}
 \usepackage{booktabs,adjustbox,amsmath,amssymb,graphicx,float}
 \usepackage[margin=2cm]{geometry}
+\title{supportbench report%s}
+\author{}
+\date{}
 \begin{document}
-\section*{supportbench report}
-Generated from \texttt{%s}.
+\maketitle
+\noindent Generated from \texttt{%s}. Reference for the per-method tables: %s.
+
+\section*{Methods of this experiment}
+%s
+\clearpage
+\section*{Figures}
+%s
+\clearpage
+\section*{The paper's tables}
 %s
 \end{document}
 """
+FIGURE_TEX = r"""\begin{figure}[H]
+\centering
+\includegraphics[width=\linewidth,height=0.42\textheight,keepaspectratio]{figures/%s.pdf}
+\caption{%s}
+\end{figure}"""
+FIGURE_CAPTIONS = {
+    "field-gap-heatmap": "Mean paired $\\Delta J$ of the method named in the title minus each other method, per field.",
+    "loo-forest": "Mean paired $\\Delta J$ of the method named in the title minus each other method, with its "
+                  "leave-one-out range.",
+    "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark and objective.",
+    "support-jaccard": "Support overlap (Jaccard) across objectives.",
+}
+TEX_PACKAGES = ("texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra")   # -extra: adjustbox
 
 
 def report(registry: str | Path, out: str | Path, experiment: str | None = None,
-           findings_path: str | Path | None = None) -> dict:
+           findings_path: str | Path | None = None, reference: str | None = None, pdf: bool = False) -> dict:
     """Write one experiment's report. ``experiment`` may be left out only when the registry holds one:
-    statistics never mix experiments. The report is written whole or not at all: into a temporary
-    folder beside ``out``, which replaces ``out`` only once every file is written."""
+    statistics never mix experiments. ``reference`` is the arm the per-method tables compare with
+    (``overview.choose_reference``). The report is written whole or not at all: into a temporary folder beside
+    ``out``, which replaces ``out`` only once every file is written. ``pdf`` then builds ``paper.pdf`` with
+    pdflatex, which must be on PATH (checked before any work)."""
     out = check_output_folder(out)
+    if pdf:
+        pdflatex_path()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         con = connect(registry, read_only=True)
         try:
-            status, text = _write(con, registry, tmp, experiment)
+            status, text = _write(con, registry, tmp, experiment, reference)
         finally:
             con.close()
     except BaseException:
@@ -53,7 +84,39 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
     shutil.rmtree(old, ignore_errors=True)
     if findings_path:
         write_text_atomic(Path(findings_path), text)
+    if pdf:
+        status["pdf"] = build_pdf(out)
     return status
+
+
+def pdflatex_path() -> str:
+    """pdflatex's path; a ``ReportError`` naming the Debian packages that provide what paper.tex needs when it is
+    not on PATH."""
+    path = shutil.which("pdflatex")
+    if path is None:
+        raise ReportError("--pdf needs pdflatex, which is not on PATH; nothing was written. Install it with the "
+                          f"packages paper.tex uses (Debian/Ubuntu: apt-get install {' '.join(TEX_PACKAGES)}; "
+                          "-extra provides adjustbox), or leave out --pdf and build paper.tex later")
+    return path
+
+
+def build_pdf(out: Path, timeout: float = 600) -> Path:
+    """``pdflatex paper.tex`` twice in ``out`` (the second pass settles references), non-interactive: it stops
+    at the first error instead of waiting for input. Returns ``out/paper.pdf``."""
+    exe = pdflatex_path()
+    for _ in range(2):
+        try:
+            r = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], cwd=out,
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                               timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ReportError(f"pdflatex ran longer than {timeout:.0f} s on {out / 'paper.tex'}; see "
+                              f"{out / 'paper.log'}") from None
+        if r.returncode != 0:
+            tail = "\n".join(r.stdout.strip().splitlines()[-15:])
+            raise ReportError(f"pdflatex failed on {out / 'paper.tex'} (exit {r.returncode}; the tables and "
+                              f"paper.tex are written; full log: {out / 'paper.log'}):\n{tail}")
+    return out / "paper.pdf"
 
 
 MARKER = ".supportbench-report"  # a folder the report command made, and so may replace
@@ -79,7 +142,7 @@ def check_output_folder(out: str | Path) -> Path:
     return path
 
 
-def _write(con, registry, out: Path, experiment: str | None) -> tuple[dict, str]:
+def _write(con, registry, out: Path, experiment: str | None, reference: str | None = None) -> tuple[dict, str]:
     exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
     if experiment is None and len(exps) > 1:
         raise RegistryError(f"registry '{registry}' holds {len(exps)} experiments ({', '.join(exps)}); "
@@ -87,17 +150,36 @@ def _write(con, registry, out: Path, experiment: str | None) -> tuple[dict, str]
     if experiment is not None and exps and experiment not in exps:
         raise RegistryError(f"no experiment '{experiment}' in registry '{registry}'; it holds: {', '.join(exps)}")
     experiment = experiment or (exps[0] if exps else None)
-    ctx = Context.from_registry(con, experiment)
+    ctx = Context.from_registry(con, experiment, reference=reference)
+    ref = reference_of(ctx)    # an unknown --reference stops here, before anything is drawn
     tables = render_all(ctx, out / "tables")
+    methods = method_tables(ctx)
+    for t in methods:
+        write_text_atomic(out / "tables" / file_name(t.label), render_tex(t))
     figures = render_figures(ctx, out / "figures", con)
-    inputs = "\n".join(f"\\input{{tables/{file_name(label)}}}\n\\clearpage" if i % 3 == 2 else
-                       f"\\input{{tables/{file_name(label)}}}" for i, label in enumerate(TABLES))
-    write_text_atomic(out / "paper.tex", PAPER_TEX % (tex(str(registry)), inputs))
+
+    def inputs(labels):
+        return "\n".join(f"\\input{{tables/{file_name(label)}}}\n\\clearpage" if i % 3 == 2 else
+                         f"\\input{{tables/{file_name(label)}}}" for i, label in enumerate(labels))
+
+    figs = "\n".join(FIGURE_TEX % (name, FIGURE_CAPTIONS.get(name, tex(name))) if why is None else
+                     f"\\paragraph{{{tex(name)}}} not drawn: {tex(why)}.\n" for name, why in figures.items())
+    write_text_atomic(out / "paper.tex", PAPER_TEX % (
+        f": \\texttt{{{tex(experiment)}}}" if experiment else "", tex(str(registry)), tex(ref.rule),
+        inputs([t.label for t in methods]) or "The experiment has no ok runs.", figs, inputs(TABLES)))
     md = [f"# supportbench report\n\nRegistry: `{registry}`" + (f", experiment `{experiment}`" if experiment else ""),
           f"\nRuns in the registry view: {ctx.results.height} "
           f"({ctx.results.filter(ctx.results['status'] != 'ok').height} not ok; missing runs are never imputed — "
-          "see `supportbench audit`).", "\n## Tables\n",
-          "| label | file | status |", "|---|---|---|"]
+          "see `supportbench audit`).",
+          "\n## Methods of this experiment\n",
+          f"Reference: {ref.rule}. Gaps are reference − method on matched units (same field, objective and seed); "
+          "positive values favour the reference, W/T/L counts the reference's wins, ties and losses.\n"]
+    for t in methods:
+        md += [f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
+               *render_markdown(t), ""]
+    if not methods:
+        md.append("The experiment has no ok runs.\n")
+    md += ["\n## The paper's tables\n", "| label | file | status |", "|---|---|---|"]
     for label, why in tables.items():
         md.append(f"| `{label}` | [tables/{file_name(label)}](tables/{file_name(label)}) | "
                   f"{'rendered' if why is None else 'missing: ' + why} |")
@@ -105,10 +187,12 @@ def _write(con, registry, out: Path, experiment: str | None) -> tuple[dict, str]
     for name, why in figures.items():
         files = f"[png](figures/{name}.png), [pdf](figures/{name}.pdf)" if why is None else "-"
         md.append(f"| {name} | {files} | {'rendered' if why is None else 'missing: ' + why} |")
-    md.append("\n`paper.tex` inputs every table: `pdflatex paper.tex` in this folder builds one document.\n")
+    md.append("\n`paper.tex` inputs every table and includes every figure: `pdflatex paper.tex` in this folder (or "
+              "`supportbench report --pdf`) builds one document.\n")
     text = findings(ctx, con, experiment, str(registry))
     write_text_atomic(out / "findings.md", text)
     md.append("`findings.md`: which of the paper's claims this registry supports, with the numbers.\n")
     write_text_atomic(out / "report.md", "\n".join(md))
     write_text_atomic(out / MARKER, "written by `supportbench report`; the next report replaces this folder\n")
-    return {"tables": tables, "figures": figures}, text
+    return {"tables": tables, "figures": figures, "methods": {t.label: None for t in methods},
+            "reference": ref.rule}, text

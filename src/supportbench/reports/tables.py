@@ -41,6 +41,7 @@ class Context:
     tol: float = 0.0
     theta0: dict = field(default_factory=dict)   # benchmark -> its runs' theta_0 content hashes
     run_decisions: pl.DataFrame = field(default_factory=pl.DataFrame)   # run_key, decision (controlled runs)
+    reference: str | None = None   # --reference: the arm the per-method tables compare with (overview.py)
     _ok: dict = field(default_factory=dict, repr=False)
     _built: dict = field(default_factory=dict, repr=False)
 

@@ -1,0 +1,217 @@
+"""Per-method tables for whatever an experiment holds: its own methods, objectives and benchmarks, not only the
+paper's (issue 23). The paper's tables (``tables.py``) answer the paper's questions and need the paper's methods;
+these describe the user's sweep, one row per method present.
+
+An *arm* is a method run as a variant: ``wagle`` (static) or ``intervention_score:dirr``. Every arm is compared with
+one *reference* arm on matched units (``stats.paired``: same experiment, benchmark, field, objective, seed):
+
+    ΔJ = mean over matched units of J(reference) − J(arm)      (positive favours the reference, as in the paper)
+    median paired gap, W/T/L of the reference (tie: |d| <= tol)
+
+The reference is ``--reference ARM`` when given; otherwise Intervention Score (static) when the experiment ran it;
+otherwise the first static arm in alphabetical order of registered names (the first arm when none is static). The
+rule that chose it is printed with the tables. One table per benchmark and split (final first), rows grouped by
+objective; one more table for DIR-R whenever a method was run with the ``dirr`` variant.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+from supportbench.errors import ReportError
+from supportbench.reports import stats as S
+from supportbench.reports.latex import OBJECTIVE_NAMES, environment, template_text, tex
+from supportbench.reports.names import arm_display
+from supportbench.reports.tables import Context
+
+DEFAULT_REFERENCE = "intervention_score"
+OBJECTIVE_ORDER = ("npo", "simnpo", "graddiff", "ga")
+
+
+def arm_key(method: str, variant: str) -> str:
+    return method if variant == "static" else f"{method}:{variant}"
+
+
+def split_arm(key: str) -> tuple[str, str]:
+    method, _, variant = key.partition(":")
+    return method, variant or "static"
+
+
+def arm_name(key: str) -> str:
+    return arm_display(*split_arm(key))
+
+
+def present_arms(df: pl.DataFrame) -> list[str]:
+    """Arm keys of a frame's ok runs, static arms first, each part in alphabetical order."""
+    if df.is_empty():
+        return []
+    ok = df.filter(pl.col("status") == "ok") if "status" in df.columns else df
+    keys = {arm_key(m, v) for m, v in ok.select("method", "variant").unique().iter_rows()}
+    return sorted(keys, key=lambda k: (":" in k, k))
+
+
+@dataclass(frozen=True)
+class Reference:
+    key: str | None    # None: the experiment has no ok runs
+    rule: str          # how it was chosen, said with the tables
+
+    @property
+    def name(self) -> str:
+        return arm_name(self.key) if self.key else "none"
+
+
+def choose_reference(results: pl.DataFrame, requested: str | None = None) -> Reference:
+    """The reference arm (module docstring); an unknown ``requested`` arm is an error naming the arms present."""
+    arms = present_arms(results)
+    if requested is not None:
+        if requested not in arms:
+            listed = ", ".join(f"{a} ({arm_name(a)})" for a in arms) or "none (the experiment has no ok runs)"
+            raise ReportError(f"--reference '{requested}' names no method of this experiment's ok runs; it takes "
+                              f"one of: {listed}")
+        return Reference(requested, f"{arm_name(requested)}, chosen with --reference")
+    if not arms:
+        return Reference(None, "none: the experiment has no ok runs")
+    if DEFAULT_REFERENCE in arms:
+        return Reference(DEFAULT_REFERENCE, f"{arm_name(DEFAULT_REFERENCE)}, the paper's method (the default)")
+    first = arms[0]
+    return Reference(first, f"{arm_name(first)}: Intervention Score is not among this experiment's runs, so the "
+                            "reference is the first method in alphabetical order of registered names (static runs "
+                            "first); choose another with --reference")
+
+
+def reference_of(ctx: Context) -> Reference:
+    """The report's reference for ``ctx`` (``ctx.reference`` is the requested arm or None), computed once."""
+    return ctx.built(_reference_builder)["reference"]
+
+
+def _reference_builder(ctx: Context) -> dict:
+    return {"reference": choose_reference(ctx.results, ctx.reference)}
+
+
+def _objectives(df: pl.DataFrame) -> list[str]:
+    present = set(df["objective"].unique().to_list())
+    return [o for o in OBJECTIVE_ORDER if o in present] + sorted(present - set(OBJECTIVE_ORDER))
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", s)
+
+
+@dataclass
+class MethodTable:
+    label: str
+    caption: str
+    kind: str                   # "methods" or "dirr"
+    rows: list[dict]
+    missing: str | None = None  # why the table has no rows
+
+
+def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
+    rm, rv = split_arm(ref.key) if ref.key else (None, None)
+    ref_runs = S.pick(d, rm, rv) if ref.key else d.clear()
+    arms = present_arms(d)
+    arms = ([ref.key] if ref.key in arms else []) + [a for a in arms if a != ref.key]
+    rows = []
+    for a in arms:
+        runs = S.pick(d, *split_arm(a))
+        row = {"arm": a, "name": arm_name(a), "n": runs.height, "mean": float(runs["J"].mean()),
+               "median": float(runs["J"].median()), "is_ref": a == ref.key, "gap": None, "median_gap": None,
+               "wtl": None, "note": None}
+        if a == ref.key:
+            row["note"] = "reference"
+        elif ref_runs.is_empty():
+            row["note"] = "no reference runs"
+        else:
+            s = S.summarize(S.paired(ref_runs, runs).diffs, tol)
+            if s.n:
+                row.update(gap=s.mean, median_gap=s.median, wtl=f"{s.wins}/{s.ties}/{s.losses}")
+            else:
+                row["note"] = "no matched units"
+        rows.append(row)
+    return rows
+
+
+def method_tables(ctx: Context) -> list[MethodTable]:
+    """One table per benchmark and split present (final first), and one for DIR-R when any arm ran it."""
+    ref = reference_of(ctx)
+    ok = S.usable(ctx.results)
+    out = []
+    splits = sorted(set(ok["split"].unique().to_list()) if not ok.is_empty() else set(),
+                    key=lambda s: (s != "final", s))
+    for bench in sorted(set(ok["benchmark"].unique().to_list()) if not ok.is_empty() else set()):
+        for split in splits:
+            d = ok.filter((pl.col("benchmark") == bench) & (pl.col("split") == split))
+            if d.is_empty():
+                continue
+            rows = []
+            for obj in _objectives(d):
+                rows += [{"objective": obj, **r} for r in _arm_rows(d.filter(pl.col("objective") == obj), ref, ctx.tol)]
+            where = tex(bench) + ("" if split == "final" else f", {tex(split)} split")
+            out.append(MethodTable(
+                label=f"tab:methods:{_slug(bench)}" + ("" if split == "final" else f":{_slug(split)}"),
+                caption=(f"Every method of this experiment on {where}: mean and median $J$ over its runs, and the "
+                         f"paired gap reference$-$method on matched units (positive favours the reference, "
+                         f"{tex(ref.name)}), its median and the reference's W/T/L."),
+                kind="methods", rows=rows))
+    dirr = _dirr_rows(ok, ctx.tol)
+    if dirr:
+        out.append(MethodTable(label="tab:methods:dirr", kind="dirr", rows=dirr,
+                               caption="DIR-R against the same method's static run on matched units, for every "
+                                       "method run with DIR-R: the paired gap DIR-R$-$static, how often the gate "
+                                       "triggered, the available gain (Eq.~20) and the captured fraction (Eq.~21); "
+                                       "N/A where a run lacks a complete candidate set."))
+    return out
+
+
+def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
+    if ok.is_empty():
+        return []
+    rows = []
+    for bench, split, method in (ok.filter(pl.col("variant") == "dirr").select("benchmark", "split", "method")
+                                 .unique().sort(["benchmark", pl.col("split") != "final", "split", "method"])
+                                 .iter_rows()):
+        d = ok.filter((pl.col("benchmark") == bench) & (pl.col("split") == split))
+        for obj in _objectives(d):
+            do = d.filter(pl.col("objective") == obj)
+            m = S.dirr_metrics(S.pick(do, method, "dirr"), S.pick(do, method, "static"), tol)
+            if m.n:
+                rows.append({"benchmark": bench + ("" if split == "final" else f" ({split})"), "objective": obj,
+                             "name": arm_name(method), "m": m, "wtl": f"{m.wins}/{m.ties}/{m.losses}",
+                             "trig": f"{m.triggered}/{m.n}"})
+    return rows
+
+
+# ---- rendering ------------------------------------------------------------------------------------------
+def render_tex(t: MethodTable) -> str:
+    env = environment()
+    name = "tab-methods.tex.j2" if t.kind == "methods" else "tab-methods-dirr.tex.j2"
+    return env.from_string(template_text(name)).render(label=t.label, caption=t.caption, rows=t.rows)
+
+
+def _md_num(x, digits=4, sign=False) -> str:
+    return "N/A" if x is None else f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
+def render_markdown(t: MethodTable) -> list[str]:
+    """The table as Markdown lines (report.md)."""
+    if t.kind == "methods":
+        md = ["| objective | method | n | mean J | median J | reference − method | median gap | W/T/L |",
+              "|---|---|---|---|---|---|---|---|"]
+        for r in t.rows:
+            gap = r["note"] if r["note"] else _md_num(r["gap"], sign=True)
+            md.append(f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']} | {r['n']} | "
+                      f"{_md_num(r['mean'])} | {_md_num(r['median'])} | {gap} | "
+                      f"{_md_num(r['median_gap'], sign=True) if not r['note'] else '-'} | {r['wtl'] or '-'} |")
+        return md
+    md = ["| benchmark | objective | method | n | DIR-R − static | W/T/L | triggered | available gain | captured |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for r in t.rows:
+        m = r["m"]
+        cap = "N/A" if m.captured is None else f"{100 * m.captured:.1f}%"
+        md.append(f"| {r['benchmark']} | {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']} | "
+                  f"{m.n} | {_md_num(m.delta, sign=True)} | {r['wtl']} | {r['trig']} | "
+                  f"{_md_num(m.available_gain, sign=True)} | {cap} |")
+    return md

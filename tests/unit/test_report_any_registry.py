@@ -1,0 +1,245 @@
+"""`supportbench report` describes the user's experiment, not only the paper's (issue 23): per-method tables for
+whatever methods, objectives and benchmarks a registry holds, a --reference with a stated choice rule, display
+names declared by the methods (plugins included, read without importing them), figures that say why they are
+empty, and a paper.tex with a title, the figures and true minus signs."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+from supportbench.registry import synthetic as syn
+from supportbench.registry.ingest import ingest
+from supportbench.registry.store import connect
+from supportbench.reports import figures as F
+from supportbench.reports import names
+from supportbench.reports.report import TEX_PACKAGES, report
+from supportbench.reports.tables import Context
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "supportbench.cli"]
+FIELDS, OBJECTIVES, SEEDS = ("Email_Address", "Phone_Number"), ("npo", "simnpo"), (1, 2)
+# the sweep's per-unit J: the reference's, and each other method's offset from it (known paired gaps)
+OFFSET = {"random": -0.25, "snip": 0.125}
+
+
+def sweep(root: Path, methods=("intervention_score", "random", "snip"), seeds=SEEDS, fields=FIELDS,
+          objectives=OBJECTIVES, triggered=True, benchmark="lacuna") -> Path:
+    """A 3-method sweep (Intervention Score with DIR-R, Random and the plugin method snip) on one benchmark."""
+    res = root / "res"
+    for i, (f, o, s) in enumerate((f, o, s) for f in fields for o in objectives for s in seeds):
+        base = 0.5 + 0.125 * i
+        for m in methods:
+            syn.write(res, syn.record(experiment="mine", benchmark=benchmark, field=f, objective=o, method=m, seed=s,
+                                      J=base + OFFSET.get(m, 0.0), groups=(i, 50 + i, 100 if o == "npo" else 200)))
+        if "intervention_score" in methods:
+            trig = triggered and i % 2 == 0
+            cands = {a: base + (0.0625 if trig and a == "0.05" else 0.0) for a in syn.ACTIONS}
+            syn.write(res, syn.record(experiment="mine", benchmark=benchmark, field=f, objective=o,
+                                      method="intervention_score", variant="dirr", seed=s, J=max(cands.values()),
+                                      candidates=cands, triggered=trig))
+    db = root / "r.duckdb"
+    con = connect(db)
+    ingest(con, res)
+    con.close()
+    return db
+
+
+def write_plugin(site: Path) -> Path:
+    """An installed plugin method ``snip`` (entry point + source file) whose module imports torch."""
+    (site / "snip_plugin").mkdir(parents=True)
+    (site / "snip_plugin" / "__init__.py").write_text("import torch  # noqa: F401  (a report must never run this)\n")
+    (site / "snip_plugin" / "method.py").write_text(textwrap.dedent('''
+        import torch
+
+        class Snip:
+            display_name = "SNIP"
+            provenance = "test plugin"
+            requires = ("grad:F",)
+
+            def score(self, diag, geometry):
+                return torch.zeros(geometry.n_groups)
+        '''))
+    d = site / "snip_plugin-0.1.dist-info"
+    d.mkdir()
+    (d / "METADATA").write_text("Metadata-Version: 2.1\nName: snip_plugin\nVersion: 0.1\n")
+    (d / "entry_points.txt").write_text("[supportbench.methods]\nsnip = snip_plugin.method:Snip\n")
+    return site
+
+
+@pytest.fixture()
+def plugin(tmp_path, monkeypatch):
+    site = write_plugin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(site))
+    names.display_names.cache_clear()
+    yield site
+    names.display_names.cache_clear()
+
+
+def env_with(site: Path | None = None, path: str | None = None) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*([str(site)] if site else []), str(ROOT / "src"),
+                                         *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    if path is not None:
+        env["PATH"] = path
+    return env
+
+
+def outside_math(text: str) -> str:
+    return re.sub(r"\$[^$]*\$", "", text)
+
+
+def test_any_registry_gets_per_method_tables_and_every_figure(tmp_path, plugin):
+    db = sweep(tmp_path)
+    st = report(db, tmp_path / "out")
+    out = tmp_path / "out"
+    assert set(st["methods"]) == {"tab:methods:lacuna", "tab:methods:dirr"}
+    assert all(v is None for v in st["figures"].values()), st["figures"]
+    tex = (out / "tables" / "tab-methods-lacuna.tex").read_text()
+    # one row per method present and objective, the reference first, display names (the plugin's too)
+    for obj in ("NPO", "SimNPO"):
+        rows = [line for line in tex.splitlines() if line.startswith(obj + " & ")]
+        assert [r.split(" & ")[1] for r in rows] == ["Intervention Score", "Random", "SNIP",
+                                                     "Intervention Score + DIR-R"]
+        assert r"\emph{reference}" in rows[0]
+        # reference - method on 4 matched units: Random is 0.25 below, SNIP 0.125 above; W/T/L of the reference
+        assert "$+0.250000$ & $+0.250000$ & 4/0/0" in rows[1]
+        assert "$-0.125000$ & $-0.125000$ & 0/0/4" in rows[2]
+    md = (out / "report.md").read_text()
+    assert "Reference: Intervention Score, the paper's method (the default)" in md
+    assert "| NPO | SNIP | 4 |" in md and "| NPO | Random | 4 |" in md
+    dirr = (out / "tables" / "tab-methods-dirr.tex").read_text()
+    assert "lacuna & NPO & Intervention Score & 4 & $+0.031250$ & 2/2/0 & 2/4" in dirr
+    paper = (out / "paper.tex").read_text()
+    assert paper.index(r"\maketitle") < paper.index(r"\input{tables/")
+    assert r"\input{tables/tab-methods-lacuna.tex}" in paper and r"\input{tables/tab-methods-dirr.tex}" in paper
+    for name in F.FIGURES:
+        assert f"{{figures/{name}.pdf}}" in paper and (out / "figures" / f"{name}.pdf").is_file()
+    for f in out.rglob("*"):
+        if f.suffix in (".md", ".tex"):
+            text = f.read_text()
+            assert "undefined" not in text, f
+            if f.parent.name == "tables":   # every negative number printed with a math-mode minus
+                assert not re.search(r"-\d", outside_math(text)), (f, re.findall(r".{20}-\d.{10}", outside_math(text)))
+
+
+def figure_texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
+
+
+def test_figures_never_say_undefined_and_explain_an_untriggered_dirr(tmp_path, plugin):
+    con = connect(sweep(tmp_path, triggered=False), read_only=True)
+    ctx = Context.from_registry(con, "mine")
+    with matplotlib.rc_context(F.SAFE_TEXT):
+        for name, fn in F.FIGURES.items():
+            fig = fn(ctx, con) if name == "support-jaccard" else fn(ctx)
+            texts = figure_texts(fig)
+            assert not any("undefined" in t for t in texts), (name, texts)
+            if name == "dirr-gain":
+                assert any("triggered in none of its 8 runs" in t for t in texts), texts
+            if name == "support-jaccard":   # NPO and SimNPO supports never overlap here: 0.000, not a blank cell
+                assert texts.count("0.000") == 2 and texts.count("1.000") == 2, texts
+            matplotlib.pyplot.close(fig)
+
+
+def test_loo_forest_draws_the_point_of_a_single_unit(tmp_path, plugin):
+    con = connect(sweep(tmp_path, seeds=(1,), fields=("Email_Address",), objectives=("npo",), triggered=False),
+                  read_only=True)
+    fig = F.loo_forest(Context.from_registry(con, "mine"))
+    ax = fig.axes[0]
+    points = [tuple(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "o"]
+    assert sorted(points) == [(-0.125,), (0.25,)]          # DIR-R (= Static-IV, no trigger) vs SNIP and Random
+    lo, hi = ax.get_xlim()
+    assert lo < -0.125 and hi > 0.25                                   # every point in view
+    matplotlib.pyplot.close(fig)
+
+
+def test_heatmap_numbers_take_the_colour_that_reads_on_their_cell(tmp_path, plugin):
+    assert F.text_colour((0.0, 0.0, 0.2, 1.0)) == "white" and F.text_colour((1.0, 1.0, 0.9, 1.0)) == "black"
+    fig = F.field_gap_heatmap(Context.from_registry(connect(sweep(tmp_path), read_only=True), "mine"))
+    ax = fig.axes[0]
+    im = ax.get_images()[0]
+    for t in ax.texts:
+        value = float(t.get_text())
+        assert t.get_color() == F.text_colour(im.cmap(im.norm(value)))
+    assert {t.get_color() for t in ax.texts} == {"white", "black"}    # the darkest cells get white numbers
+    matplotlib.pyplot.close(fig)
+
+
+def test_reference_option_and_a_bad_one_names_the_choices(tmp_path, plugin):
+    db = sweep(tmp_path)
+    env = env_with(plugin)
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "o1"), "--reference", "snip"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "reference: SNIP, chosen with --reference" in r.stdout
+    rows = [line for line in (tmp_path / "o1" / "tables" / "tab-methods-lacuna.tex").read_text().splitlines()
+            if line.startswith("NPO & ")]
+    assert rows[0].startswith(r"NPO & SNIP & 4 &") and r"\emph{reference}" in rows[0]
+    assert "$+0.125000$ & $+0.125000$ & 4/0/0" in rows[1]                       # SNIP - Intervention Score
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "o2"), "--reference", "snpi"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2
+    for arm in ("intervention_score (Intervention Score)", "random (Random)", "snip (SNIP)",
+                "intervention_score:dirr (Intervention Score + DIR-R)"):
+        assert arm in r.stderr, r.stderr
+    assert "'snpi'" in r.stderr and not (tmp_path / "o2").exists()
+
+
+def test_without_intervention_score_the_reference_is_the_first_method_alphabetically(tmp_path, plugin):
+    st = report(sweep(tmp_path, methods=("wagle", "snip", "random")), tmp_path / "out")
+    assert st["reference"].startswith("Random: Intervention Score is not among this experiment's runs")
+    assert "alphabetical order" in st["reference"] and "--reference" in st["reference"]
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Reference: Random: Intervention Score is not among" in md
+    assert all(v is None for k, v in st["figures"].items() if k != "dirr-gain"), st["figures"]
+    assert "| NPO | WAGLE | 4 |" in md and "| NPO | SNIP | 4 |" in md
+
+
+def test_display_names_are_read_without_importing_torch_or_the_plugin(tmp_path):
+    site = write_plugin(tmp_path / "site")
+    code = textwrap.dedent("""
+        import sys
+        from supportbench.reports.names import display_names
+        n = display_names()
+        print(n["snip"], n["wagle"], n["intervention_score"])
+        print("torch" in sys.modules, any(m.startswith("snip_plugin") for m in sys.modules))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with(site), check=True)
+    assert r.stdout.splitlines() == ["SNIP WAGLE Intervention Score", "False False"]
+
+
+def test_every_builtin_method_declares_a_display_name():
+    from supportbench._registry import declared_class_attrs, declared_names
+
+    builtins = declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics"))
+    shown = declared_class_attrs("supportbench.methods", "register_method", "display_name")
+    assert set(shown) == set(builtins) and all(isinstance(v, str) and v for v in shown.values())
+    assert names.method_display("not_a_method") == "not_a_method"                 # the fallback: its name
+
+
+def test_pdf_without_pdflatex_exits_2_naming_the_packages(tmp_path):
+    db = sweep(tmp_path)
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
+                       capture_output=True, text=True, env=env_with(path=str(tmp_path / "empty-bin")))
+    assert r.returncode == 2
+    assert all(p in r.stderr for p in TEX_PACKAGES), r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+def test_pdf_builds_paper_pdf(tmp_path, plugin):
+    db = sweep(tmp_path)
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
+                       capture_output=True, text=True, env=env_with(plugin))
+    assert r.returncode == 0, r.stdout + r.stderr
+    pdf = tmp_path / "out" / "paper.pdf"
+    assert pdf.is_file() and pdf.read_bytes().startswith(b"%PDF")
+    log = (tmp_path / "out" / "paper.log").read_text(errors="replace")
+    assert "LaTeX Warning: Reference" not in log and "Overfull" not in log
