@@ -21,6 +21,7 @@ def forget_answer_length(diag) -> float:
 
 @dataclass
 class GradientNorm(MethodBase):
+    display_name = "Gradient norm"   # how reports print it (default: the registered name)
     provenance = "examples/extra_method: ||P_g grad l_F||_2 (an illustration, not a baseline of the paper)"
     requires = ("grad:F",)
 
@@ -30,6 +31,7 @@ class GradientNorm(MethodBase):
 
 @dataclass
 class LengthWeightedNorm(MethodBase):
+    display_name = "Length-weighted norm"
     provenance = "examples/extra_method: ||P_g grad l_F||_2 x mean forget answer length (illustration only)"
     requires = ("grad:F", "forget_answer_length")
 
