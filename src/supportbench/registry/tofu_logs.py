@@ -57,7 +57,9 @@ def load(path: Path, need=tuple(FILES), who: str = "") -> dict[str, dict]:
     if path.is_file() or (path.is_dir() and not any((path / f).is_file() for f in FILES)
                           and (path / AGGREGATED).is_file()):
         src = path if path.is_file() else path / AGGREGATED
-        logs = _json(src)
+        logs = _json(src, "; tofu-logs reads a folder holding TOFU's eval files, or their eval_log_aggregated.json")
+        if not isinstance(logs, dict):
+            raise RegistryError(f"{src}: must hold a JSON object {{file name: log}} (TOFU's eval_log_aggregated.json)")
         missing = [f for f in need if f not in logs]
         if missing:
             raise RegistryError(f"{src}: {who}no log of {', '.join(missing)} (it holds: {', '.join(logs) or 'none'})")
@@ -71,11 +73,11 @@ def load(path: Path, need=tuple(FILES), who: str = "") -> dict[str, dict]:
     return {f: _object(_json(path / f), str(path / f)) for f in need}
 
 
-def _json(path: Path):
+def _json(path: Path, hint: str = ""):
     try:
         return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}") from None
+        raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}{hint}") from None
 
 
 def _object(x, where: str) -> dict:
