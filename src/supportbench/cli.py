@@ -378,7 +378,7 @@ def _query(con, sql: str | None) -> int:
         print(run_query(con, sql))
         return 0
     print("read-only SQL prompt; end statements with ';', Ctrl-D to quit. Tables: runs, outcomes, components, "
-          "supports, decisions, gate_events, candidates, calibration, provenance; view: results")
+          "supports, decisions, gate_events, candidates, calibration, provenance; views: results, results_all, metrics")
     buf = ""
     while True:
         try:

@@ -166,6 +166,24 @@ def test_truth_ratio_direction_on_one_item(tmp_path):
     assert m["ra_Q_A_Prob_normalised"] == pytest.approx(p / (p + 3 * math.exp(-2)))
 
 
+def test_aggregated_file_and_key_order(tmp_path):
+    """eval_log_aggregated.json holds the four logs; items are paired by data index, so a key listing its items
+    in another order (JSON object order is not meaning) gives TOFU's values for the file as TOFU writes it."""
+    ckpt = write_tofu(tmp_path / "u", 4)
+    ret = write_tofu(tmp_path / "ret", 5)
+    want = tofu_reference(ckpt, ret)
+    shuffled = json.loads(json.dumps(ckpt))
+    for log in shuffled.values():
+        log["avg_paraphrased_loss"] = dict(reversed(list(log["avg_paraphrased_loss"].items())))
+    (tmp_path / "agg").mkdir()
+    (tmp_path / "agg" / "eval_log_aggregated.json").write_text(json.dumps(shuffled))
+    con = connect(tmp_path / "r.duckdb")
+    import_results(con, tmp_path / "agg" / "eval_log_aggregated.json", options=_opts(), retain=tmp_path / "ret")
+    got = metrics_of(con, scalar(con, "SELECT run_key FROM runs"))
+    for name, v in want.items():
+        assert got[name] == pytest.approx(v, rel=1e-9), name
+
+
 def _opts(*extra):
     return {k.lstrip("-"): v for k, v in zip((IDENT + list(extra))[::2], (IDENT + list(extra))[1::2])}
 
@@ -393,6 +411,12 @@ def _unknown_column(tmp_path):
     return tmp_path / "t.csv"
 
 
+def _same_metric_twice(tmp_path):
+    (tmp_path / "t.csv").write_text("experiment,benchmark,field,objective,method,variant,seed,split,status,"
+                                    "metric:retain_prob,metric:retain_Q_A_Prob\ne,tofu,f,npo,m,static,1,final,ok,1,1\n")
+    return tmp_path / "t.csv"
+
+
 def _nothing(tmp_path):
     (tmp_path / "empty").mkdir()
     return tmp_path / "empty"
@@ -424,6 +448,7 @@ BAD = [
     ("seed not whole", _tofu_dir, [*RETAIN, *IDENT[:-1], "x"], r"--seed must be a whole number"),
     ("options on a table", _csv, ["--method", "x"], r"names each run in its own columns; drop --method"),
     ("unknown column", _unknown_column, [], r"unknown column\(s\) \['fq'\]"),
+    ("same metric twice", _same_metric_twice, [], r"'retain_prob' and 'retain_Q_A_Prob' are the same metric"),
     ("ambiguous", _ambiguous, [*RETAIN, *IDENT], r"ambiguous, it could be read as tofu-logs or ou-eval"),
     ("unrecognised", _nothing, IDENT, r"no import format recognises it"),
     ("no such path", lambda p: p / "nope", IDENT, r"no such file or directory"),
