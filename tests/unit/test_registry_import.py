@@ -254,6 +254,36 @@ def test_summary_alone_and_null_forget_quality_is_named(tmp_path, capsys):
         "forget_truth_ratio", "forget_Q_A_ROUGE", "model_utility", "privleak"}
 
 
+def test_open_unlearning_folder_with_several_evaluators(tmp_path, capsys):
+    """open-unlearning's eval can write several evaluators into one folder (TOFU + LMEval): merged; a MIA metric's
+    forget / holdout scores become items; lm-eval's samples are not metrics."""
+    d = tmp_path / "ou"
+    logs = write_ou(d)
+    ev = json.loads((d / "TOFU_EVAL.json").read_text())
+    ev["mia_min_k"] = {"forget": {"agg_value": 0.7, "value_by_index": {"0": {"score": 1.5}, "1": {"score": 2.5}}},
+                       "holdout": {"agg_value": 0.6, "value_by_index": {"0": {"score": 1.0}, "1": {"score": 3.0}}},
+                       "auc": 0.55, "agg_value": 0.55}
+    (d / "TOFU_EVAL.json").write_text(json.dumps(ev))
+    (d / "LMEval_EVAL.json").write_text(json.dumps({"mmlu": [{"doc_id": 0, "resps": [["a"]]}]}))
+    (d / "LMEval_SUMMARY.json").write_text(json.dumps({"mmlu/acc": 0.41, "mmlu/acc_stderr": "N/A"}))
+    db = tmp_path / "res" / "registry.duckdb"
+    code, out, err = run(["registry", "import", str(d), "--registry", str(db), *IDENT], capsys)
+    assert code == 0, err
+    assert "mmlu/acc_stderr" in out and "mmlu (list in LMEval_EVAL.json" in out
+    con = connect(db)
+    key = scalar(con, "SELECT run_key FROM runs")
+    assert scalar(con, "SELECT benchmark FROM runs") == "tofu"
+    m = metrics_of(con, key)
+    assert m["mmlu/acc"] == 0.41 and m["mia_min_k"] == 0.55 and m["forget_quality"] == logs["forget_quality"][
+        "agg_value"]
+    items = ResultsDir(db.parent).read_items(key)
+    hold = items.filter(pl.col("metric") == "mia_min_k:holdout:score").sort("index")["value"].to_list()
+    assert hold == [1.0, 3.0]
+    (d / "MUSE_SUMMARY.json").write_text(json.dumps({"privleak": 3.0}))
+    code, _, err = run(["registry", "import", str(d), "--registry", str(tmp_path / "o.duckdb"), *IDENT], capsys)
+    assert code == 2 and "metric 'privleak' is in both MUSE's and TOFU's files" in err
+
+
 # ---- LACUNA ---------------------------------------------------------------------------------------------
 def write_lacuna(root: Path) -> Path:
     d = root / "OLMo2-1B" / "masked" / "unlearned_models" / "Email_Address" / "GradientAscent"

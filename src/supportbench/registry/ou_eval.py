@@ -4,13 +4,15 @@
                           -- every metric run, pre-computed ones included (forget_Q_A_PARA_Prob, ...)
     <NAME>_SUMMARY.json   {metric: agg_value} of the suite's configured metrics
 
-NAME is the evaluator's (TOFU, MUSE; LACUNA's Panorama). Metric names are kept as they are (forget_quality,
-model_utility, forget_Q_A_Prob, forget_truth_ratio, ...); each finite ``agg_value`` is a metric of the run,
-and the summary's values must agree with the EVAL file's where both have a metric. ``value_by_index`` entries
-(probability: prob, avg_loss; ROUGE: rouge1_recall, rougeL_f1, rougeL_recall; truth ratio, ES, EM: score) become
-per-item series ``<metric>:<field>`` (``<metric>:<field>:<j>`` for the lists of perturbed answers), in data-index
-order; when the indices are not 0..n-1, ``<metric>:index`` holds them. Text fields (generations) are left out. A
-metric whose agg_value is null (forget_quality without retain logs) or not finite is named in ``skipped``.
+NAME is the evaluator's (TOFU, MUSE, LMEval; LACUNA's Panorama); a folder's evaluators are merged. Metric
+names are kept as they are (forget_quality, model_utility, forget_Q_A_Prob, forget_truth_ratio, ...); each finite
+``agg_value`` is a metric of the run, and the summary's values must agree with the EVAL file's where both have a
+metric. ``value_by_index`` entries (probability: prob, avg_loss; ROUGE: rouge1_recall, rougeL_f1, rougeL_recall;
+truth ratio, ES, EM: score) become per-item series ``<metric>:<field>`` (``<metric>:<field>:<j>`` for the lists
+of perturbed answers), in data-index order (a MIA metric's forget/holdout scores as ``<metric>:<part>:score``);
+when the indices are not 0..n-1, ``<metric>:index`` holds them. Text fields (generations) are left out, and so
+are LMEval_EVAL.json's lm-eval samples (its SUMMARY's values are read). A metric whose agg_value is null
+(forget_quality without retain logs) or not finite is named in ``skipped``.
 """
 
 from __future__ import annotations
@@ -64,9 +66,9 @@ def parse(eval_file: Path | None, summary_file: Path | None) -> tuple[dict, dict
     if eval_file is not None:
         logs = _json(eval_file)
         for name, res in logs.items():
-            if not isinstance(res, dict):
-                raise RegistryError(f"{eval_file}: metric '{name}' must be an object with agg_value / value_by_index, "
-                                    f"got {type(res).__name__}")
+            if not isinstance(res, dict):   # LMEval_EVAL.json keeps lm-eval's samples per task: no value of ours
+                skipped.append(f"{name} ({type(res).__name__} in {eval_file.name}, no agg_value)")
+                continue
             v = res.get("agg_value")
             if _finite(v):
                 metrics[name] = float(v)
@@ -77,6 +79,9 @@ def parse(eval_file: Path | None, summary_file: Path | None) -> tuple[dict, dict
                 if not isinstance(by_index, dict):
                     raise RegistryError(f"{eval_file}: '{name}.value_by_index' must be an object of index -> values")
                 items.update(_series(name, by_index))
+            for part, sub in res.items():   # a MIA metric's forget / holdout scores
+                if isinstance(sub, dict) and isinstance(sub.get("value_by_index"), dict):
+                    items.update(_series(f"{name}:{part}", sub["value_by_index"]))
     if summary_file is not None:
         for name, v in _json(summary_file).items():
             if not _finite(v):
@@ -116,18 +121,27 @@ BENCHMARKS = {"TOFU": "tofu", "MUSE": "muse", "Panorama": "lacuna"}   # evaluato
 
 
 def read(path: Path, options: dict):
-    """One imported run from open-unlearning's files at PATH (one evaluator's)."""
+    """One imported run from open-unlearning's files at PATH: every evaluator's there (TOFU, MUSE, LMEval, ...),
+    merged; one metric name from two evaluators is refused."""
     from supportbench.registry.imports import ImportedRun, identity
 
     found = files(path)
     if not found:
         raise RegistryError(f"{path}: no open-unlearning <NAME>_EVAL.json or <NAME>_SUMMARY.json")
-    if len(found) > 1:
-        raise RegistryError(f"{path}: results of several evaluators ({', '.join(sorted(found))}); import one file "
-                            "(or one evaluator's pair) at a time")
-    (name, pair), = found.items()
-    cell = identity(options, "ou-eval", path, {"benchmark": BENCHMARKS.get(name, name.lower())})
-    metrics, items, skipped = parse(pair.get("EVAL"), pair.get("SUMMARY"))
+    metrics, items, skipped, origin = {}, {}, [], {}
+    for name, pair in sorted(found.items()):
+        m, it, sk = parse(pair.get("EVAL"), pair.get("SUMMARY"))
+        for k in m:
+            if k in origin:
+                raise RegistryError(f"{path}: metric '{k}' is in both {origin[k]}'s and {name}'s files; import "
+                                    "one evaluator's files at a time")
+            origin[k] = name
+        metrics.update(m)
+        items.update(it)
+        skipped += sk
+    benches = {BENCHMARKS[n] for n in found if n in BENCHMARKS} or (
+        {next(iter(found)).lower()} if len(found) == 1 else set())
+    cell = identity(options, "ou-eval", path, {"benchmark": benches.pop()} if len(benches) == 1 else {})
     if not metrics:
         raise RegistryError(f"{path}: no metric with a finite value" + (f" (skipped: {', '.join(skipped)})"
                                                                         if skipped else ""))
