@@ -89,8 +89,10 @@ def read(path: Path, options: dict):
             if not _number(leak[k]):
                 raise RegistryError(f"{d / LEAKAGE}: '{k}' must be a finite number, got {leak[k]!r}")
             metrics[k] = float(leak[k])
-        if isinstance(leak.get("field"), str) and "field" not in inferred:
-            inferred["field"] = leak["field"]
+        named = leak.get("field")
+        if isinstance(named, str) and inferred.setdefault("field", named) != named:
+            raise RegistryError(f"{d / LEAKAGE}: field '{named}' but the folder is field '{inferred['field']}'; "
+                                "which run is this?")
     if not metrics:
         raise RegistryError(f"{d}: no metric with a finite value in {', '.join(present)}")
     cell = identity(options, "lacuna-summary", path, inferred)
