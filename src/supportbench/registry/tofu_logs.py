@@ -163,12 +163,12 @@ def aggregate(logs: dict[str, dict], retain_forget: dict, where: str = "", retai
     """Every value TOFU's aggregation reports, under open-unlearning's names."""
     from scipy.stats import hmean, ks_2samp
 
-    out, utility = {}, []
+    out, per_part = {}, {}
     for fname, part in FILES.items():
-        vals = file_metrics(logs[fname], part, f"{where}{fname}")
-        out.update(zip(NAMES[part], vals))
-        if part != "forget":
-            utility += vals
+        per_part[part] = file_metrics(logs[fname], part, f"{where}{fname}")
+        out.update(zip(NAMES[part], per_part[part]))
+    # in TOFU's order (real authors, world facts, retain; ROUGE, probability, truth ratio): the same sum, bit for bit
+    utility = [per_part[p][i] for p in ("real_authors", "world_facts", "retain") for i in (1, 0, 2)]
     out["model_utility"] = float(hmean(utility))
     test = ks_2samp(truth_ratios(logs["eval_log_forget.json"], f"{where}eval_log_forget.json"),
                     truth_ratios(retain_forget, f"{retain_where}eval_log_forget.json (retain model)"))
