@@ -711,7 +711,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--format", default=None, choices=["supportbench-csv", "tofu-logs", "ou-eval", "lacuna-summary"],
                    help="import: the source's format (default: detected from PATH)")
     g.add_argument("--retain", default=None, metavar="DIR",
-                   help="import tofu-logs: the retain model's TOFU logs (forget quality's reference)")
+                   help="import tofu-logs: the retain model's TOFU logs; ou-eval: its TOFU_EVAL.json (forget "
+                   "quality's reference)")
     for opt in ("benchmark", "field", "objective", "method", "seed", "variant", "split", "model"):
         g.add_argument(f"--{opt}", default=None, help=f"import (single-run formats): the run's {opt}")
     g.add_argument("-c", dest="command_sql", default=None, help="query: run this SQL and exit")

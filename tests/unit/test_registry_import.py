@@ -284,6 +284,29 @@ def test_open_unlearning_folder_with_several_evaluators(tmp_path, capsys):
     assert code == 2 and "metric 'privleak' is in both MUSE's and TOFU's files" in err
 
 
+def test_open_unlearning_forget_quality_from_the_retain_models_eval(tmp_path, capsys):
+    """An eval run without retain_logs_path has forget_quality null; --retain computes it as open-unlearning's
+    ks_test: scipy.stats.ks_2samp of the two models' forget_truth_ratio scores."""
+    logs = write_ou(tmp_path / "ou", fq=None)
+    ret = json.loads(json.dumps(logs))
+    ret["forget_truth_ratio"]["value_by_index"] = {str(i): {"score": 0.5 + i / 10} for i in range(15)}
+    (tmp_path / "ret").mkdir()
+    (tmp_path / "ret" / "TOFU_EVAL.json").write_text(json.dumps(ret))
+    db = tmp_path / "r.duckdb"
+    code, out, err = run(["registry", "import", str(tmp_path / "ou"), "--retain", str(tmp_path / "ret"),
+                          "--registry", str(db), *IDENT], capsys)
+    assert code == 0, err
+    assert "forget_quality" not in out
+    con = connect(db)
+    want = ks_2samp([v["score"] for v in logs["forget_truth_ratio"]["value_by_index"].values()],
+                    [0.5 + i / 10 for i in range(15)]).pvalue
+    assert metrics_of(con, scalar(con, "SELECT run_key FROM runs"))["forget_quality"] == pytest.approx(want, rel=1e-12)
+    write_ou(tmp_path / "ou2", fq=0.999)   # a stored forget quality must agree with the KS test
+    code, _, err = run(["registry", "import", str(tmp_path / "ou2"), "--retain", str(tmp_path / "ret"),
+                        "--registry", str(tmp_path / "o.duckdb"), *IDENT], capsys)
+    assert code == 2 and "differs from the KS test against --retain" in err
+
+
 # ---- LACUNA ---------------------------------------------------------------------------------------------
 def write_lacuna(root: Path) -> Path:
     d = root / "OLMo2-1B" / "masked" / "unlearned_models" / "Email_Address" / "GradientAscent"
@@ -472,7 +495,7 @@ BAD = [
     ("wrong format (dir)", _tofu_dir, ["--format", "ou-eval", *IDENT], r"no open-unlearning <NAME>_EVAL.json"),
     ("missing files", _only_retain_log, [*RETAIN, *IDENT], r"missing TOFU eval file\(s\) eval_real_author"),
     ("no --retain", _tofu_dir, IDENT, r"tofu-logs needs --retain DIR.*forget quality"),
-    ("--retain elsewhere", _csv, RETAIN, r"--retain is the retain model's TOFU logs"),
+    ("--retain elsewhere", _csv, RETAIN, r"--retain is the retain model's TOFU logs \(tofu-logs\) or TOFU_EVAL"),
     ("missing options", _tofu_dir, [*RETAIN, "--experiment", "x", "--field", "forget10"],
      r"name it with --objective, --method, --seed"),
     ("seed not whole", _tofu_dir, [*RETAIN, *IDENT[:-1], "x"], r"--seed must be a whole number"),

@@ -2,7 +2,8 @@
 
     supportbench-csv   this project's outcome table (CSV/Parquet, one row per run; ``tables``)
     tofu-logs          TOFU's four eval files of one model, + ``--retain DIR`` for forget quality (``tofu_logs``)
-    ou-eval            open-unlearning's <NAME>_EVAL.json and/or <NAME>_SUMMARY.json (``ou_eval``)
+    ou-eval            open-unlearning's <NAME>_EVAL.json and/or <NAME>_SUMMARY.json, + ``--retain`` (the retain
+                       model's TOFU_EVAL.json) for a forget quality it lacks (``ou_eval``)
     lacuna-summary     a LACUNA run folder: Panorama_SUMMARY/EVAL.json, lm_eval.json, extraction_leakage.json
                        (``lacuna_summary``)
 
@@ -140,8 +141,9 @@ def read(path: str | Path, fmt: str | None = None, options: dict | None = None,
         raise RegistryError(f"unknown import format {fmt!r}; allowed: {', '.join(FORMATS)}")
     if not path.exists():
         raise RegistryError(f"no such file or directory: {path}")
-    if retain is not None and fmt != "tofu-logs":
-        raise RegistryError(f"--retain is the retain model's TOFU logs (tofu-logs); a {fmt} import does not use it")
+    if retain is not None and fmt not in ("tofu-logs", "ou-eval"):
+        raise RegistryError(f"--retain is the retain model's TOFU logs (tofu-logs) or TOFU_EVAL.json (ou-eval); a "
+                            f"{fmt} import does not use it")
     if fmt == "supportbench-csv":
         given = sorted(set(options) & set(CELL) | ({"model"} & set(options)))
         if given:
@@ -151,7 +153,7 @@ def read(path: str | Path, fmt: str | None = None, options: dict | None = None,
     if fmt == "tofu-logs":
         return [tofu_logs.read(path, options, retain)]
     if fmt == "ou-eval":
-        return [ou_eval.read(path, options)]
+        return [ou_eval.read(path, options, retain)]
     return [lacuna_summary.read(path, options)]
 
 

@@ -4,15 +4,17 @@
                           -- every metric run, pre-computed ones included (forget_Q_A_PARA_Prob, ...)
     <NAME>_SUMMARY.json   {metric: agg_value} of the suite's configured metrics
 
-NAME is the evaluator's (TOFU, MUSE, LMEval; LACUNA's Panorama); a folder's evaluators are merged. Metric
-names are kept as they are (forget_quality, model_utility, forget_Q_A_Prob, forget_truth_ratio, ...); each finite
+NAME is the evaluator's (TOFU, MUSE, LMEval; LACUNA's Panorama); a folder's evaluators are merged. Metric names are
+kept as they are (forget_quality, model_utility, forget_Q_A_Prob, forget_truth_ratio, ...); each finite
 ``agg_value`` is a metric of the run, and the summary's values must agree with the EVAL file's where both have a
-metric. ``value_by_index`` entries (probability: prob, avg_loss; ROUGE: rouge1_recall, rougeL_f1, rougeL_recall;
-truth ratio, ES, EM: score) become per-item series ``<metric>:<field>`` (``<metric>:<field>:<j>`` for the lists
-of perturbed answers), in data-index order (a MIA metric's forget/holdout scores as ``<metric>:<part>:score``);
-when the indices are not 0..n-1, ``<metric>:index`` holds them. Text fields (generations) are left out, and so
-are LMEval_EVAL.json's lm-eval samples (its SUMMARY's values are read). A metric whose agg_value is null
-(forget_quality without retain logs) or not finite is named in ``skipped``.
+metric; ``--retain`` (the retain model's TOFU_EVAL.json) gives forget quality as open-unlearning's ks_test does when
+the file has none (its eval ran without retain_logs_path). ``value_by_index`` entries (probability: prob, avg_loss;
+ROUGE: rouge1_recall, rougeL_f1, rougeL_recall; truth ratio, ES, EM: score) become per-item series
+``<metric>:<field>`` (``<metric>:<field>:<j>`` for the lists of perturbed answers), in data-index order (a MIA
+metric's forget/holdout scores as ``<metric>:<part>:score``); when the indices are not 0..n-1, ``<metric>:index``
+holds them. Text fields (generations) are left out, and so are LMEval_EVAL.json's lm-eval samples (its SUMMARY's
+values are read). A metric whose agg_value is null (forget_quality without retain logs) or not finite is named in
+``skipped``.
 """
 
 from __future__ import annotations
@@ -120,9 +122,37 @@ def _plain(v) -> bool:
 BENCHMARKS = {"TOFU": "tofu", "MUSE": "muse", "Panorama": "lacuna"}   # evaluator NAME -> default benchmark
 
 
-def read(path: Path, options: dict):
+def forget_quality(eval_file: Path, retain: Path) -> float:
+    """open-unlearning's ks_test (src/evals/metrics/privacy.py): scipy.stats.ks_2samp of the model's
+    forget_truth_ratio scores against the retain model's (its TOFU_EVAL.json), the p-value."""
+    from scipy.stats import ks_2samp
+
+    ref_file = retain
+    if retain.is_dir():
+        found = files(retain)
+        ref_file = (found.get("TOFU") or {}).get("EVAL") or next((p["EVAL"] for p in found.values() if "EVAL" in p),
+                                                                 None)
+        if ref_file is None:
+            raise RegistryError(f"--retain {retain}: no <NAME>_EVAL.json of the retain model")
+
+    def scores(f: Path, who: str):
+        res = _json(f).get("forget_truth_ratio")
+        by_index = res.get("value_by_index") if isinstance(res, dict) else None
+        if not isinstance(by_index, dict) or not by_index:
+            raise RegistryError(f"{f}: no forget_truth_ratio.value_by_index ({who}); forget quality is the KS test "
+                                "of the two models' forget truth ratios")
+        vals = [e.get("score") if isinstance(e, dict) else None for e in by_index.values()]
+        if not all(_finite(v) for v in vals):
+            raise RegistryError(f"{f}: forget_truth_ratio scores must be finite numbers ({who})")
+        return vals
+
+    return float(ks_2samp(scores(eval_file, "the model"), scores(ref_file, "the retain model")).pvalue)
+
+
+def read(path: Path, options: dict, retain: str | Path | None = None):
     """One imported run from open-unlearning's files at PATH: every evaluator's there (TOFU, MUSE, LMEval, ...),
-    merged; one metric name from two evaluators is refused."""
+    merged; one metric name from two evaluators is refused. With ``retain`` (the retain model's TOFU_EVAL.json or
+    its folder), forget quality is computed as open-unlearning does; a stored one must agree."""
     from supportbench.registry.imports import ImportedRun, identity
 
     found = files(path)
@@ -139,6 +169,20 @@ def read(path: Path, options: dict):
         metrics.update(m)
         items.update(it)
         skipped += sk
+    if retain is not None:
+        retain = Path(retain)
+        if not retain.exists():
+            raise RegistryError(f"--retain {retain}: no such file or directory")
+        own = next((p["EVAL"] for n, p in sorted(found.items()) if "EVAL" in p and n == "TOFU"), None) or next(
+            (p["EVAL"] for p in found.values() if "EVAL" in p), None)
+        if own is None:
+            raise RegistryError(f"{path}: --retain needs the model's <NAME>_EVAL.json (its per-item truth ratios)")
+        fq = forget_quality(own, retain)
+        if "forget_quality" in metrics and not math.isclose(metrics["forget_quality"], fq, rel_tol=1e-9):
+            raise RegistryError(f"{path}: stored forget_quality {metrics['forget_quality']!r} differs from the KS test "
+                                f"against --retain {retain} ({fq!r}): another retain model?")
+        metrics["forget_quality"] = fq
+        skipped = [x for x in skipped if not x.startswith("forget_quality ")]
     benches = {BENCHMARKS[n] for n in found if n in BENCHMARKS} or (
         {next(iter(found)).lower()} if len(found) == 1 else set())
     cell = identity(options, "ou-eval", path, {"benchmark": benches.pop()} if len(benches) == 1 else {})
