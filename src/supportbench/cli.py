@@ -347,10 +347,22 @@ def _cmd_registry(args) -> int:
         print(rep.summary())
         return 1 if rep.conflicts or rep.decision_conflicts else 0
     if args.action == "import":
+        from pathlib import Path
+
+        from supportbench.registry import imports
+
         if not args.path:
-            raise SupportbenchError("registry import needs a CSV or Parquet file")
-        rep = tables.import_table(con, args.path)
-        print(rep.summary().replace("record files", "tables"))
+            raise SupportbenchError(f"registry import needs a PATH (formats: {', '.join(imports.FORMATS)})")
+        options = {k: getattr(args, k) for k in (*imports.CELL, "model")}
+        runs = imports.read(args.path, args.format, options, args.retain)
+        rep = imports.store(con, runs, args.path, results_root=Path(args.registry).parent)
+        print(f"{len(runs)} imported runs from {args.path}: {rep.new} new, {rep.unchanged} unchanged, "
+              f"{len(rep.conflicts)} conflicts")
+        for c in rep.conflicts[:10]:
+            print(f"  conflict: run {c['run_key'][:12]} is stored with other content (not overwritten)")
+        for r in runs:
+            if r.skipped:
+                print(f"  not stored (no finite value): {', '.join(r.skipped)}")
         return 1 if rep.conflicts else 0
     if not args.path:
         raise SupportbenchError("registry export needs an output file (.csv or .parquet)")
@@ -366,7 +378,7 @@ def _query(con, sql: str | None) -> int:
         print(run_query(con, sql))
         return 0
     print("read-only SQL prompt; end statements with ';', Ctrl-D to quit. Tables: runs, outcomes, components, "
-          "supports, decisions, gate_events, candidates, calibration, provenance; view: results")
+          "supports, decisions, gate_events, candidates, calibration, provenance; views: results, results_all, metrics")
     buf = ""
     while True:
         try:
@@ -696,9 +708,17 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=_cmd_calibrate)
     g = sub.add_parser("registry", help="the DuckDB results registry: ingest | import | export | query")
     g.add_argument("action", choices=["ingest", "import", "export", "query"])
-    g.add_argument("path", nargs="?", help="ingest: results directory; import/export: .csv or .parquet file")
+    g.add_argument("path", nargs="?", help="ingest: results directory; export: .csv or .parquet file; import: an "
+                   "outcome table, TOFU eval logs, open-unlearning EVAL/SUMMARY files or a LACUNA run folder")
     g.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
-    g.add_argument("--experiment", default=None, help="export only this experiment")
+    g.add_argument("--experiment", default=None, help="export: only this experiment; import: the imported run's")
+    g.add_argument("--format", default=None, choices=["supportbench-csv", "tofu-logs", "ou-eval", "lacuna-summary"],
+                   help="import: the source's format (default: detected from PATH)")
+    g.add_argument("--retain", default=None, metavar="DIR",
+                   help="import tofu-logs: the retain model's TOFU logs; ou-eval: its TOFU_EVAL.json (forget "
+                   "quality's reference)")
+    for opt in ("benchmark", "field", "objective", "method", "seed", "variant", "split", "model"):
+        g.add_argument(f"--{opt}", default=None, help=f"import (single-run formats): the run's {opt}")
     g.add_argument("-c", dest="command_sql", default=None, help="query: run this SQL and exit")
     g.add_argument("--replace-reruns", dest="replace_reruns", action="store_true",
                    help="ingest: let records rerun by changed code replace stored outcomes (each logged)")

@@ -123,10 +123,14 @@ def _recomputed_tau(con) -> list[dict]:
 def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None) -> AuditReport:
     filt = "WHERE experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else {}
-    con.execute(f"CREATE OR REPLACE TEMP TABLE arun AS SELECT * FROM results {filt}", params)
+    # every run, J or not (an imported run may carry metrics only); a registry written before results_all
+    # existed and opened read-only (not migrated) has only results
+    src = "results_all" if scalar(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'results_all'") \
+        else "results"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE arun AS SELECT * FROM {src} {filt}", params)
     exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM arun ORDER BY 1").fetchall()]
     if not exps and spec is None:  # nothing to audit is not a pass (with a spec, every cell is missing)
-        held = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM results ORDER BY 1").fetchall()]
+        held = [r[0] for r in con.execute(f"SELECT DISTINCT experiment FROM {src} ORDER BY 1").fetchall()]
         raise RegistryError(f"the registry holds no run of experiment {experiment!r}; it holds: "
                             f"{', '.join(held) or 'no runs at all'}")
     if spec is not None:

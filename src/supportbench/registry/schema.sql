@@ -143,12 +143,41 @@ CREATE TABLE IF NOT EXISTS ingest_log (
 CREATE OR REPLACE VIEW components AS
 SELECT o.run_key, je.key AS name, TRY_CAST(je.value AS DOUBLE) AS value
 FROM outcomes o, json_each(o.components) je;
-CREATE OR REPLACE VIEW results AS
+-- Metric names: open-unlearning's where it has one (configs/eval/tofu_metrics/*.yaml), else the component's own.
+-- The one place the mapping is written: import reads it back (an imported forget_Q_A_ROUGE is stored as the
+-- component forget_rouge, so reports that read components see record and imported runs alike).
+CREATE OR REPLACE VIEW metric_names AS
+SELECT * FROM (VALUES
+    ('forget_prob', 'forget_Q_A_Prob'),
+    ('forget_rouge', 'forget_Q_A_ROUGE'),
+    ('retain_prob', 'retain_Q_A_Prob'),
+    ('retain_rouge', 'retain_Q_A_ROUGE'),
+    ('retain_truth_ratio', 'retain_Truth_Ratio'),
+    ('real_authors_prob', 'ra_Q_A_Prob_normalised'),
+    ('real_authors_rouge', 'ra_Q_A_ROUGE'),
+    ('real_authors_truth_ratio', 'ra_Truth_Ratio'),
+    ('world_facts_prob', 'wf_Q_A_Prob_normalised'),
+    ('world_facts_rouge', 'wf_Q_A_ROUGE'),
+    ('world_facts_truth_ratio', 'wf_Truth_Ratio')
+) AS t(component, name);
+-- Every metric of every run beyond J, G_F and D_coll, long: (run_key, name, value). Record and imported runs
+-- keep their metrics in outcomes.components (covered by the ingest log's digest); this is their one reading,
+-- under open-unlearning's names. Export writes it, import stores it back.
+CREATE OR REPLACE VIEW metrics AS
+SELECT c.run_key, coalesce(n.name, c.name) AS name, c.value
+FROM components c LEFT JOIN metric_names n ON n.component = c.name
+WHERE c.value IS NOT NULL AND isfinite(c.value);
+-- Every run, J or not (an imported run may carry metrics only: J NULL). The audit and export read this.
+CREATE OR REPLACE VIEW results_all AS
 SELECT r.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, r.variant, r.seed, r.split,
        o.status, o.error, o.J, o.G_F, o.D_coll, o.step_equivalents,
        g.triggered, g.probe_signal, g.chosen_rho, g.available_gain, g.rho0_J, g.selection, g.post_hoc,
        g.complete, g.decision_hash, r.origin, r.ingest_seq
 FROM runs r JOIN outcomes o USING (run_key) LEFT JOIN gate_events g USING (run_key);
+-- What the J analysis reads: every run except an ok one without J (an import of metrics only), which has no
+-- place in a J statistic; it stays in results_all, metrics and the audit.
+CREATE OR REPLACE VIEW results AS
+SELECT * FROM results_all WHERE NOT (status = 'ok' AND J IS NULL);
 -- What the ingest log vouches for: a digest of every stored value a table, figure or audit reads (the file's
 -- content hash, the cell, the outcome, the gate, the start time and fingerprint; available_gain is derived).
 CREATE OR REPLACE VIEW run_digests AS

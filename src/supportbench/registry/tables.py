@@ -5,28 +5,36 @@ from its identity columns (an imported run has no RunSpec).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 from supportbench.errors import RegistryError
 from supportbench.experiments.record import RecordError, check_levels
-from supportbench.registry import ledger
 from supportbench.registry.ingest import IngestReport
-from supportbench.registry.store import one, scalar
 
 OUTCOME_COLUMNS = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split", "J", "G_F",
                    "D_coll", "status")
+REQUIRED_COLUMNS = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split", "status")
 DIRR_COLUMNS = ("triggered", "probe_signal", "chosen_rho", "available_gain", "step_equivalents")
 METRIC = "metric:"   # a column per outcome component (forget quality, model utility, precision, ...): metric:<name>
 
 
 def import_table(con, path: str | Path) -> IngestReport:
     """Import an outcome table (CSV or Parquet), one row per run, validated before anything is written."""
+    from supportbench.registry.imports import store
+
+    return store(con, read_table(path), path)
+
+
+def read_table(path: str | Path) -> list:
+    """The runs of an outcome table (``imports.ImportedRun``), every row checked; the error names file and row.
+    J, G_F and D_coll may be absent or empty (an imported run may carry metrics only); an ok row needs J or at
+    least one ``metric:<name>`` value."""
     import polars as pl
+
+    from supportbench.registry.imports import CELL, ImportedRun
 
     path = Path(path)
     if not path.exists():
@@ -35,7 +43,7 @@ def import_table(con, path: str | Path) -> IngestReport:
         raise RegistryError(f"{path.name}: unknown table format '{path.suffix}'; allowed: .csv, .parquet")
     if not path.is_file() or path.stat().st_size == 0:
         raise RegistryError(f"{path}: empty or not a file; an outcome table needs a header row with "
-                            f"{', '.join(OUTCOME_COLUMNS)}")
+                            f"{', '.join(REQUIRED_COLUMNS)}")
     try:
         if path.suffix == ".parquet":
             df = pl.read_parquet(path)
@@ -46,21 +54,21 @@ def import_table(con, path: str | Path) -> IngestReport:
         raise RegistryError(f"{path}: cannot be read as {path.suffix[1:]}: {str(exc).splitlines()[0]}") from None
     if df.height == 0:
         raise RegistryError(f"{path}: no rows")
-    missing = [c for c in OUTCOME_COLUMNS if c not in df.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
-        raise RegistryError(f"{path.name}: missing column(s) {missing}; required: {', '.join(OUTCOME_COLUMNS)}")
+        raise RegistryError(f"{path.name}: missing column(s) {missing}; required: {', '.join(REQUIRED_COLUMNS)}")
     unknown = [c for c in df.columns if c not in OUTCOME_COLUMNS + DIRR_COLUMNS and not c.startswith(METRIC)]
     if unknown:   # never dropped without a word
         raise RegistryError(f"{path.name}: unknown column(s) {unknown}; allowed: {', '.join(OUTCOME_COLUMNS)}, "
                             f"{', '.join(DIRR_COLUMNS)}, and {METRIC}<name> for any other metric")
-    metric_cols = [c for c in df.columns if c.startswith(METRIC) and len(c) > len(METRIC)]
+    if METRIC in df.columns:
+        raise RegistryError(f"{path.name}: a column named '{METRIC}' names no metric; use {METRIC}<name>")
+    metric_cols = [c for c in df.columns if c.startswith(METRIC)]
     rows = df.to_dicts()
 
-    def num(v, col, i, kind=float, nullable=True):
+    def num(v, col, i, kind=float):
         if v is None or v == "":
-            if nullable:
-                return None
-            raise RegistryError(f"{path.name} row {i}: '{col}' is empty")
+            return None
         try:
             x = float(v)
         except (TypeError, ValueError):
@@ -83,68 +91,35 @@ def import_table(con, path: str | Path) -> IngestReport:
             return False
         raise RegistryError(f"{path.name} row {i}: 'triggered' must be true/false, got {v!r}")
 
-    parsed, seen = [], {}
+    runs, seen = [], {}
     for i, r in enumerate(rows, 1):  # row numbers count data rows from 1 (the header is row 0)
         status = (r["status"] or "").strip()
         for col in ("experiment", "benchmark", "field", "objective", "method", "variant", "split"):
             if not r[col]:
                 raise RegistryError(f"{path.name} row {i}: '{col}' is empty")
-        p = {c: r[c] for c in ("experiment", "benchmark", "field", "objective", "method", "variant", "split")}
+        cell = {c: r[c] for c in CELL if c != "seed"}
         try:
-            check_levels(f"{path.name} row {i}", status=status, variant=p["variant"], split=p["split"])
+            check_levels(f"{path.name} row {i}", status=status, variant=cell["variant"], split=cell["split"])
         except RecordError as exc:
             raise RegistryError(str(exc)) from None
-        p["seed"] = num(r["seed"], "seed", i, int, nullable=False)
-        p["status"] = status
-        for col in ("J", "G_F", "D_coll"):
-            p[col] = num(r[col], col, i, nullable=status != "ok")
-        for col in ("probe_signal", "chosen_rho", "available_gain", "step_equivalents"):
-            p[col] = num(r.get(col), col, i)
-        p["triggered"] = boolean(r.get("triggered"), i)
-        p["metrics"] = {c[len(METRIC):]: x for c in metric_cols if (x := num(r.get(c), c, i)) is not None}
-        ident = json.dumps([p[c] for c in OUTCOME_COLUMNS[:8]])
+        seed = num(r["seed"], "seed", i, int)
+        if seed is None:
+            raise RegistryError(f"{path.name} row {i}: 'seed' is empty")
+        cell["seed"] = seed
+        cell = {c: cell[c] for c in CELL}
+        outcome = {col: num(r.get(col), col, i) for col in ("J", "G_F", "D_coll")}
+        metrics = {c[len(METRIC):]: x for c in metric_cols if (x := num(r.get(c), c, i)) is not None}
+        if status == "ok" and outcome["J"] is None and not metrics:
+            raise RegistryError(f"{path.name} row {i}: 'J' is empty and the row carries no {METRIC}<name> value; "
+                                "an ok row needs J or at least one metric")
+        gate = {col: num(r.get(col), col, i) for col in ("probe_signal", "chosen_rho", "available_gain")}
+        gate["triggered"] = boolean(r.get("triggered"), i)
+        ident = json.dumps([cell[c] for c in CELL])
         occ = seen.get(ident, 0)
         seen[ident] = occ + 1
-        p["run_key"] = hashlib.sha256(f"import|{ident}|{occ}".encode()).hexdigest()
-        p["h"] = hashlib.md5(json.dumps(p, sort_keys=True).encode()).hexdigest()
-        parsed.append(p)
-    rep = IngestReport(files=1)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        seq = scalar(con, "SELECT coalesce(max(ingest_seq), 0) FROM runs")
-        now = datetime.now(UTC)
-        for p in parsed:
-            old = one(con, "SELECT content_hash FROM runs WHERE run_key = ?", [p["run_key"]])
-            if old is not None:
-                if old[0] == p["h"]:
-                    rep.unchanged += 1
-                else:
-                    rep.conflicts.append({"run_key": p["run_key"], "source": str(path)})
-                continue
-            seq += 1
-            con.execute("INSERT INTO runs (run_key, experiment, benchmark, field, objective, method, variant, seed, "
-                        "split, origin, source, content_hash, ingest_seq, ingested_at) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?, ?, ?, ?)",
-                        [p["run_key"], p["experiment"], p["benchmark"], p["field"], p["objective"], p["method"],
-                         p["variant"], p["seed"], p["split"], str(path), p["h"], seq, now])
-            con.execute("INSERT INTO outcomes (run_key, status, J, G_F, D_coll, step_equivalents, components) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        [p["run_key"], p["status"], p["J"], p["G_F"], p["D_coll"], p["step_equivalents"],
-                         json.dumps(p["metrics"], sort_keys=True) if p["metrics"] else None])
-            if any(p[c] is not None for c in ("triggered", "probe_signal", "chosen_rho", "available_gain")):
-                con.execute("INSERT INTO gate_events (run_key, probe_signal, triggered, chosen_rho, available_gain, "
-                            "complete) VALUES (?, ?, ?, ?, ?, ?)",
-                            [p["run_key"], p["probe_signal"], p["triggered"], p["chosen_rho"], p["available_gain"],
-                             p["available_gain"] is not None])
-            con.execute("INSERT OR IGNORE INTO experiments VALUES (?, ?)", [p["experiment"], now])
-            rep.new += 1
-            rep.accepted.setdefault("import", []).append(p["run_key"])
-        ledger.append(con, "import", rep.accepted.get("import", []))
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    return rep
+        runs.append(ImportedRun(cell=cell, status=status, **outcome, gate=gate, metrics=metrics, occurrence=occ,
+                                step_equivalents=num(r.get("step_equivalents"), "step_equivalents", i)))
+    return runs
 
 
 def export_table(con, path: str | Path, experiment: str | None = None) -> int:
@@ -158,11 +133,10 @@ def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     cols = ", ".join(OUTCOME_COLUMNS + DIRR_COLUMNS)
     where = "WHERE experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None
-    df = con.sql(f"SELECT run_key, {cols} FROM results {where} ORDER BY ingest_seq", params=params).pl()
-    # every numeric outcome component as a metric:<name> column (none is dropped)
-    long = con.sql(f"SELECT c.run_key, c.name, c.value FROM components c JOIN results r USING (run_key) {where} "
-                   "AND c.value IS NOT NULL" if where else
-                   "SELECT run_key, name, value FROM components WHERE value IS NOT NULL", params=params).pl()
+    # every run, J or not (results_all), and every metric it has (the metrics view) as a metric:<name> column
+    df = con.sql(f"SELECT run_key, {cols} FROM results_all {where} ORDER BY ingest_seq", params=params).pl()
+    long = con.sql(f"SELECT m.run_key, m.name, m.value FROM metrics m JOIN results_all r USING (run_key) {where}",
+                   params=params).pl()
     if long.height:
         wide = long.pivot(on="name", index="run_key", values="value", aggregate_function="first")
         wide = wide.rename({c: f"{METRIC}{c}" for c in wide.columns if c != "run_key"})
