@@ -243,3 +243,53 @@ def test_pdf_builds_paper_pdf(tmp_path, plugin):
     assert pdf.is_file() and pdf.read_bytes().startswith(b"%PDF")
     log = (tmp_path / "out" / "paper.log").read_text(errors="replace")
     assert "LaTeX Warning: Reference" not in log and "Overfull" not in log
+
+
+def test_metric_only_imports_get_a_metric_table_and_are_counted(tmp_path):
+    """A registry holding only imported runs without J (as `registry import` of TOFU's logs makes them) reports
+    their metrics per benchmark x objective, one row per method marked as imported, and says they are left out
+    of the J statistics."""
+    from supportbench.registry.tables import import_table
+
+    (tmp_path / "t.csv").write_text(
+        "experiment,benchmark,field,objective,method,variant,seed,split,status,metric:forget_quality,"
+        "metric:model_utility,metric:forget_Q_A_Prob\n"
+        "e,tofu,forget10,npo,wagle,static,1,final,ok,0.1,0.5,0.2\n"
+        "e,tofu,forget10,npo,wagle,static,2,final,ok,0.3,0.7,\n"
+        "e,tofu,forget10,npo,random,static,1,final,ok,0.05,0.6,0.4\n"
+        "e,tofu,forget10,ga,random,static,1,final,ok,0.01,0.2,0.9\n")
+    db = tmp_path / "res" / "registry.duckdb"
+    con = connect(db)
+    assert import_table(con, tmp_path / "t.csv").new == 4
+    con.close()
+    st = report(db, tmp_path / "out")
+    out = tmp_path / "out"
+    assert st["metric_only_runs"] == 4
+    assert set(st["metrics"]) == {"tab:metrics:tofu:npo", "tab:metrics:tofu:ga"}
+    md = (out / "report.md").read_text()
+    assert "Metric-only runs (ok, no J; e.g. imported with `registry import`): 4" in md
+    assert "left out of every J statistic" in md
+    assert "| method | source | n | forget_quality | model_utility | forget_Q_A_Prob |" in md
+    # medians over seeds; a metric carried by fewer runs than the row's n says how many
+    assert "| Random | imported | 1 | 0.05 | 0.6 | 0.4 |" in md
+    assert "| WAGLE | imported | 2 | 0.2 | 0.6 | 0.2 (1) |" in md
+    tex = (out / "tables" / "tab-metrics-tofu-npo.tex").read_text()
+    assert r"WAGLE & imported & 2 & $0.2000$ & $0.6000$ & $0.2000$ (1) \\" in tex
+    assert r"\input{tables/tab-metrics-tofu-npo.tex}" in (out / "paper.tex").read_text()
+
+
+def test_api_metrics_holds_imported_runs_that_results_leaves_out(tmp_path):
+    import supportbench as sb
+    from supportbench.registry.tables import import_table
+
+    (tmp_path / "t.csv").write_text(
+        "experiment,benchmark,field,objective,method,variant,seed,split,status,metric:forget_quality\n"
+        "e,tofu,forget10,npo,wagle,static,1,final,ok,0.1\n")
+    con = connect(tmp_path / "registry.duckdb")
+    import_table(con, tmp_path / "t.csv")
+    con.close()
+    reg = sb.open_registry(tmp_path / "registry.duckdb")
+    assert reg.results().height == 0
+    m = reg.metrics("e")
+    assert m.select("method", "origin", "name", "value").rows() == [("wagle", "import", "forget_quality", 0.1)]
+    assert reg.metrics("other").height == 0

@@ -15,6 +15,10 @@ from supportbench.registry.store import connect
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
 from supportbench.reports.latex import tex
+from supportbench.reports.metric_tables import load as load_metrics
+from supportbench.reports.metric_tables import metric_only_count, metric_tables
+from supportbench.reports.metric_tables import render_markdown as metrics_markdown
+from supportbench.reports.metric_tables import render_tex as metrics_tex
 from supportbench.reports.overview import method_tables, reference_of, render_markdown, render_tex
 from supportbench.reports.tables import TABLES, Context, file_name, render_all
 
@@ -31,6 +35,9 @@ PAPER_TEX = r"""\documentclass{article}
 \noindent Generated from \texttt{%s}. Reference for the per-method tables: %s.
 
 \section*{Methods of this experiment}
+%s
+\clearpage
+\section*{Metrics beyond $J$}
 %s
 \clearpage
 \section*{Figures}
@@ -156,6 +163,12 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
     methods = method_tables(ctx)
     for t in methods:
         write_text_atomic(out / "tables" / file_name(t.label), render_tex(t))
+    metric_tabs = metric_tables(load_metrics(con, experiment))
+    for t in metric_tabs:
+        write_text_atomic(out / "tables" / file_name(t.label), metrics_tex(t))
+    metric_only = metric_only_count(con, experiment)
+    no_j = ("The experiment has no ok runs with $J$" + (f" ({metric_only} metric-only runs: see the metric tables)."
+                                                       if metric_only else "."))
     figures = render_figures(ctx, out / "figures", con)
 
     def inputs(labels):
@@ -166,11 +179,15 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
                      f"\\paragraph{{{tex(name)}}} not drawn: {tex(why)}.\n" for name, why in figures.items())
     write_text_atomic(out / "paper.tex", PAPER_TEX % (
         f": \\texttt{{{tex(experiment)}}}" if experiment else "", tex(str(registry)), tex(ref.rule),
-        inputs([t.label for t in methods]) or "The experiment has no ok runs.", figs, inputs(TABLES)))
+        inputs([t.label for t in methods]) or no_j,
+        inputs([t.label for t in metric_tabs]) or "No run of the experiment carries metrics beyond $J$.",
+        figs, inputs(TABLES)))
     md = [f"# supportbench report\n\nRegistry: `{registry}`" + (f", experiment `{experiment}`" if experiment else ""),
           f"\nRuns in the registry view: {ctx.results.height} "
           f"({ctx.results.filter(ctx.results['status'] != 'ok').height} not ok; missing runs are never imputed — "
           "see `supportbench audit`).",
+          f"\nMetric-only runs (ok, no J; e.g. imported with `registry import`): {metric_only}. They are left out of "
+          "every J statistic and table and appear in the metric tables below.",
           "\n## Methods of this experiment\n",
           f"Reference: {ref.rule}. Gaps are reference − method on matched units (same field, objective and seed); "
           "positive values favour the reference, W/T/L counts the reference's wins, ties and losses.\n"]
@@ -178,7 +195,15 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
         md += [f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
                *render_markdown(t), ""]
     if not methods:
-        md.append("The experiment has no ok runs.\n")
+        md.append(no_j.replace("$J$", "J") + "\n")
+    md += ["\n## Metrics beyond J\n",
+           "Median of each metric over a method's runs (seeds and fields pooled), n runs, in brackets the runs "
+           "carrying a metric where fewer; source: record (this harness's runs) or imported (`registry import`).\n"]
+    for t in metric_tabs:
+        md += [f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
+               *metrics_markdown(t), ""]
+    if not metric_tabs:
+        md.append("No run of the experiment carries metrics beyond J.\n")
     md += ["\n## The paper's tables\n", "| label | file | status |", "|---|---|---|"]
     for label, why in tables.items():
         md.append(f"| `{label}` | [tables/{file_name(label)}](tables/{file_name(label)}) | "
@@ -195,4 +220,5 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
     write_text_atomic(out / "report.md", "\n".join(md))
     write_text_atomic(out / MARKER, "written by `supportbench report`; the next report replaces this folder\n")
     return {"tables": tables, "figures": figures, "methods": {t.label: None for t in methods},
+            "metrics": {t.label: None for t in metric_tabs}, "metric_only_runs": metric_only,
             "reference": ref.rule}, text
