@@ -341,8 +341,8 @@ def _cmd_registry(args) -> int:
         from supportbench.registry.store import query_connection
 
         return _query(query_connection(args.registry), args.command_sql)
-    con = connect(args.registry)
     if args.action == "ingest":
+        con = connect(args.registry)
         rep = ing.ingest(con, args.path or DEFAULT_RESULTS.root, replace_reruns=args.replace_reruns)
         print(rep.summary())
         return 1 if rep.conflicts or rep.decision_conflicts else 0
@@ -354,7 +354,9 @@ def _cmd_registry(args) -> int:
         if not args.path:
             raise SupportbenchError(f"registry import needs a PATH (formats: {', '.join(imports.FORMATS)})")
         options = {k: getattr(args, k) for k in (*imports.CELL, "model")}
+        # read and check everything before the registry is opened: a failed import creates no file or folder
         runs = imports.read(args.path, args.format, options, args.retain)
+        con = connect(args.registry)
         rep = imports.store(con, runs, args.path, results_root=Path(args.registry).parent)
         print(f"{len(runs)} imported runs from {args.path}: {rep.new} new, {rep.unchanged} unchanged, "
               f"{len(rep.conflicts)} conflicts")
@@ -366,6 +368,8 @@ def _cmd_registry(args) -> int:
         return 1 if rep.conflicts else 0
     if not args.path:
         raise SupportbenchError("registry export needs an output file (.csv or .parquet)")
+    tables.check_table_path(args.path)
+    con = connect(args.registry, read_only=True)    # export reads an existing registry; it never creates one
     n = tables.export_table(con, args.path, args.experiment)
     print(f"wrote {n} rows to {args.path}")
     return 0

@@ -534,3 +534,28 @@ def test_unknown_format_is_refused_by_the_parser(tmp_path, capsys):
 def test_import_results_raises_registry_error(tmp_path):
     with pytest.raises(RegistryError, match="no such file or directory"):
         import_results(connect(tmp_path / "r.duckdb"), tmp_path / "nope")
+
+
+def test_failed_import_or_export_creates_no_registry_or_folder(tmp_path, capsys):
+    """import reads its input before opening the registry; export needs an existing registry and a known
+    experiment; a failure writes nothing (no registry file, no folders, no table)."""
+    db = tmp_path / "new" / "registry.duckdb"
+    code, out, err = run(["registry", "import", str(tmp_path / "nope"), "--registry", str(db), *IDENT], capsys)
+    assert code == 2 and "no such file or directory" in err
+    assert not (tmp_path / "new").exists()
+    code, out, err = run(["registry", "export", str(tmp_path / "o" / "t.csv"), "--registry", str(db)], capsys)
+    assert code == 2 and f"no registry at '{db}'" in err, (out, err)
+    assert not (tmp_path / "new").exists() and not (tmp_path / "o").exists()
+    # an existing registry, an unknown experiment: named with the experiments present
+    res = tmp_path / "res"
+    syn.write(res, syn.record(experiment="e1", method="wagle", seed=1))
+    con = connect(res / "registry.duckdb")
+    ingest(con, res)
+    con.close()
+    code, out, err = run(["registry", "export", str(tmp_path / "o" / "t.csv"), "--registry",
+                          str(res / "registry.duckdb"), "--experiment", "nope"], capsys)
+    assert code == 2 and "--experiment 'nope'" in err and "it holds: e1" in err, (out, err)
+    assert not (tmp_path / "o").exists()
+    code, out, err = run(["registry", "export", str(tmp_path / "o" / "t.txt"), "--registry",
+                          str(res / "registry.duckdb")], capsys)
+    assert code == 2 and "must be a .csv or .parquet file" in err

@@ -122,14 +122,26 @@ def read_table(path: str | Path) -> list:
     return runs
 
 
+def check_table_path(path: str | Path) -> Path:
+    """An outcome table's path: a .csv or .parquet file name (a ``RegistryError`` naming it otherwise)."""
+    path = Path(path)
+    if path.suffix not in (".csv", ".parquet") or path.is_dir():
+        what = "a folder" if path.is_dir() else f"format '{path.suffix}'" if path.suffix else "no suffix"
+        raise RegistryError(f"outcome table '{path}': {what}; it must be a .csv or .parquet file")
+    return path
+
+
 def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     """Write the outcome table (one row per run: the outcome and DIR-R columns, and every numeric outcome
     component as a ``metric:<name>`` column) as CSV or Parquet; ``import_table`` reads it back whole."""
-    path = Path(path)
-    if path.suffix not in (".csv", ".parquet"):
-        raise RegistryError(f"{path.name}: unknown table format '{path.suffix}'; allowed: .csv, .parquet")
+    path = check_table_path(path)
     import polars as pl
 
+    if experiment is not None:
+        present = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
+        if experiment not in present:
+            raise RegistryError(f"--experiment '{experiment}': no such experiment in the registry; it holds: "
+                                f"{', '.join(present) or 'none (the registry is empty)'}")
     cols = ", ".join(OUTCOME_COLUMNS + DIRR_COLUMNS)
     where = "WHERE experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None
