@@ -293,3 +293,43 @@ def test_api_metrics_holds_imported_runs_that_results_leaves_out(tmp_path):
     m = reg.metrics("e")
     assert m.select("method", "origin", "name", "value").rows() == [("wagle", "import", "forget_quality", 0.1)]
     assert reg.metrics("other").height == 0
+
+
+def test_tex_writes_any_name_in_ascii():
+    from supportbench.reports.latex import tex
+
+    assert tex("λ_tune") == r"$\lambda$\_tune"
+    assert tex("café") == r"caf{\'{e}}" and tex("straße") == r"stra\ss{}e"
+    assert tex("☃") == r"\textbackslash{}u2603"
+    assert all(tex(s).isascii() for s in ("λ_tune", "café", "☃", "Ωmega", "naïve–x"))
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+def test_pdf_builds_with_a_non_ascii_method_name(tmp_path):
+    db = sweep(tmp_path, methods=("intervention_score", "λ_tune"), fields=FIELDS[:1], seeds=(1,))
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
+                       capture_output=True, text=True, env=env_with())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "out" / "paper.pdf").read_bytes().startswith(b"%PDF")
+    assert r"$\lambda$\_tune" in (tmp_path / "out" / "tables" / "tab-methods-lacuna.tex").read_text()
+
+
+def test_failed_pdflatex_leaves_the_previous_report_and_says_one_line(tmp_path):
+    db = sweep(tmp_path, methods=("intervention_score", "random"), fields=FIELDS[:1], seeds=(1,))
+    out = tmp_path / "out"
+    assert subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out)], env=env_with()).returncode == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "pdflatex").write_text("#!/bin/sh\nprintf 'This is pdfTeX\\n! LaTeX Error: boom.\\nl.12 x\\n' > paper.log\n"
+                                   "echo noise; exit 1\n")
+    (fake / "pdflatex").chmod(0o755)
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out), "--pdf"], capture_output=True,
+                       text=True, env=env_with(path=f"{fake}{os.pathsep}{os.environ['PATH']}"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    log = tmp_path / "out.paper.log"
+    assert len(lines) == 1 and "! LaTeX Error: boom." in lines[0] and str(log) in lines[0], r.stderr
+    assert "! LaTeX Error: boom." in log.read_text()
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]

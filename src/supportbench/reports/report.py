@@ -81,6 +81,9 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
             status, text = _write(con, registry, tmp, experiment, reference)
         finally:
             con.close()
+        if pdf:   # built in the staging folder: a failed pdflatex leaves the previous report as it was
+            build_pdf(tmp, log_copy=out.parent / f"{out.name}.paper.log")
+            status["pdf"] = out / "paper.pdf"
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -91,8 +94,6 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
     shutil.rmtree(old, ignore_errors=True)
     if findings_path:
         write_text_atomic(Path(findings_path), text)
-    if pdf:
-        status["pdf"] = build_pdf(out)
     return status
 
 
@@ -107,9 +108,11 @@ def pdflatex_path() -> str:
     return path
 
 
-def build_pdf(out: Path, timeout: float = 600) -> Path:
+def build_pdf(out: Path, timeout: float = 600, log_copy: Path | None = None) -> Path:
     """``pdflatex paper.tex`` twice in ``out`` (the second pass settles references), non-interactive: it stops
-    at the first error instead of waiting for input. Returns ``out/paper.pdf``."""
+    at the first error instead of waiting for input. Returns ``out/paper.pdf``. On failure, a one-line
+    ``ReportError`` with the first LaTeX error of paper.log and the log's path (``log_copy``, where the log is
+    copied when ``out`` is a staging folder about to be removed)."""
     exe = pdflatex_path()
     for _ in range(2):
         try:
@@ -117,13 +120,24 @@ def build_pdf(out: Path, timeout: float = 600) -> Path:
                                stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
                                timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise ReportError(f"pdflatex ran longer than {timeout:.0f} s on {out / 'paper.tex'}; see "
-                              f"{out / 'paper.log'}") from None
+            log = _keep_log(out, log_copy)
+            raise ReportError(f"pdflatex ran longer than {timeout:.0f} s on paper.tex; no report was replaced; "
+                              f"log: {log}") from None
         if r.returncode != 0:
-            tail = "\n".join(r.stdout.strip().splitlines()[-15:])
-            raise ReportError(f"pdflatex failed on {out / 'paper.tex'} (exit {r.returncode}; the tables and "
-                              f"paper.tex are written; full log: {out / 'paper.log'}):\n{tail}")
+            log = _keep_log(out, log_copy)
+            text = log.read_text(errors="replace") if log.is_file() else r.stdout
+            first = next((line.strip() for line in text.splitlines() if line.startswith("!")),
+                         f"no '!' error line (exit {r.returncode})")
+            raise ReportError(f"pdflatex failed on paper.tex: {first}; no report was replaced; log: {log}")
     return out / "paper.pdf"
+
+
+def _keep_log(folder: Path, copy: Path | None) -> Path:
+    log = folder / "paper.log"
+    if copy is None or not log.is_file():
+        return log if copy is None else copy
+    shutil.copyfile(log, copy)
+    return copy
 
 
 MARKER = ".supportbench-report"  # a folder the report command made, and so may replace
