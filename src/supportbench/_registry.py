@@ -35,9 +35,10 @@ def package_modules(package: str, exclude: Iterable[str] = ()) -> Callable[[], l
     return scan
 
 
-def declared_names(package: str, decorator: str, exclude: Iterable[str] = ()) -> list[str]:
+def declared_names(package: str, decorator: str, exclude: Iterable[str] = (), recursive: bool = False) -> list[str]:
     """The names a package's modules register with ``@decorator("name")``, read from their source (AST)
-    without importing them (no torch): for checks that must stay light, e.g. ``sweep --dry-run``."""
+    without importing them (no torch): for checks that must stay light, e.g. ``sweep --dry-run``. ``recursive``
+    reads subpackages too (benchmarks live in ``benchmarks/<name>/adapter.py``)."""
     import ast
     import importlib.util
     import pkgutil
@@ -45,10 +46,14 @@ def declared_names(package: str, decorator: str, exclude: Iterable[str] = ()) ->
 
     spec = importlib.util.find_spec(package)
     names = []
-    for m in pkgutil.iter_modules(spec.submodule_search_locations):
-        if m.ispkg or m.name.startswith("_") or m.name in set(exclude):
-            continue
-        path = Path(m.module_finder.path) / f"{m.name}.py"
+    if recursive:
+        paths = [p for folder in spec.submodule_search_locations for p in sorted(Path(folder).rglob("*.py"))
+                 if not p.stem.startswith("_") and p.stem not in set(exclude)]
+    else:
+        paths = [Path(m.module_finder.path) / f"{m.name}.py"
+                 for m in pkgutil.iter_modules(spec.submodule_search_locations)
+                 if not (m.ispkg or m.name.startswith("_") or m.name in set(exclude))]
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == decorator
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):

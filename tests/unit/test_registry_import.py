@@ -559,3 +559,37 @@ def test_failed_import_or_export_creates_no_registry_or_folder(tmp_path, capsys)
     code, out, err = run(["registry", "export", str(tmp_path / "o" / "t.txt"), "--registry",
                           str(res / "registry.duckdb")], capsys)
     assert code == 2 and "must be a .csv or .parquet file" in err
+
+
+def test_benchmark_option_is_a_registered_name_agreeing_with_the_source(tmp_path, capsys):
+    d = _tofu_dir(tmp_path)
+    db = tmp_path / "res" / "registry.duckdb"
+    base = ["registry", "import", str(d), "--retain", str(tmp_path / "ret"), "--registry", str(db), *IDENT]
+    code, out, err = run([*base, "--benchmark", "tofuu"], capsys)
+    assert code == 2 and "--benchmark 'tofuu': no such benchmark. Did you mean 'tofu'?" in err, err
+    assert "controlled, lacuna, natural_tofu, tofu" in err
+    code, out, err = run([*base, "--benchmark", "lacuna"], capsys)
+    assert code == 2 and "--benchmark 'lacuna' contradicts the source" in err and "'tofu'" in err, err
+    assert not db.parent.exists()
+    code, out, err = run([*base, "--benchmark", "natural_tofu"], capsys)     # TOFU's data: agrees
+    assert code == 0, err
+
+
+def test_overflowing_losses_import_without_numpy_warnings(tmp_path, capsys):
+    import warnings
+
+    write_tofu(tmp_path / "u", 1, lo=0.0, hi=2000.0)
+    write_tofu(tmp_path / "ret", 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = run(["registry", "import", str(tmp_path / "u"), "--retain", str(tmp_path / "ret"),
+                              "--registry", str(tmp_path / "r.duckdb"), *IDENT], capsys)
+    assert code == 0, err
+    assert "RuntimeWarning" not in err
+
+
+def test_table_format_on_a_folder_names_the_path_and_the_suffixes(tmp_path, capsys):
+    (tmp_path / "u").mkdir()
+    code, out, err = run(["registry", "import", str(tmp_path / "u"), "--format", "supportbench-csv",
+                          "--registry", str(tmp_path / "r.duckdb")], capsys)
+    assert code == 2 and f"outcome table '{tmp_path / 'u'}': a folder; it must be a .csv or .parquet file" in err, err

@@ -39,8 +39,7 @@ def read_table(path: str | Path) -> list:
     path = Path(path)
     if not path.exists():
         raise RegistryError(f"no such file: {path}")
-    if path.suffix not in (".csv", ".parquet"):
-        raise RegistryError(f"{path.name}: unknown table format '{path.suffix}'; allowed: .csv, .parquet")
+    check_table_path(path)
     if not path.is_file() or path.stat().st_size == 0:
         raise RegistryError(f"{path}: empty or not a file; an outcome table needs a header row with "
                             f"{', '.join(REQUIRED_COLUMNS)}")
