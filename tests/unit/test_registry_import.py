@@ -593,3 +593,22 @@ def test_table_format_on_a_folder_names_the_path_and_the_suffixes(tmp_path, caps
     code, out, err = run(["registry", "import", str(tmp_path / "u"), "--format", "supportbench-csv",
                           "--registry", str(tmp_path / "r.duckdb")], capsys)
     assert code == 2 and f"outcome table '{tmp_path / 'u'}': a folder; it must be a .csv or .parquet file" in err, err
+
+
+def test_a_metric_and_its_alias_give_one_row_under_open_unlearnings_name(tmp_path):
+    res = tmp_path / "res"
+    syn.write(res, syn.record(experiment="e", method="wagle", seed=1,
+                              components={"forget_prob": 0.1, "forget_Q_A_Prob": 0.2, "retain_prob": float("nan")}))
+    con = connect(res / "registry.duckdb")
+    ingest(con, res)
+    key = scalar(con, "SELECT run_key FROM runs")
+    assert con.execute("SELECT name, value FROM metrics WHERE run_key = ?", [key]).fetchall() == [
+        ("forget_Q_A_Prob", 0.2)]     # one row per name; the non-finite retain_prob is not a metric
+    export_table(con, tmp_path / "o.csv")
+    assert pl.read_csv(tmp_path / "o.csv")["metric:forget_Q_A_Prob"].to_list() == [0.2]
+    # a registry whose view still lists both: export refuses, naming the run and the metric
+    con.execute("CREATE OR REPLACE VIEW metrics AS SELECT c.run_key, coalesce(n.name, c.name) AS name, c.value "
+                "FROM components c LEFT JOIN metric_names n ON n.component = c.name WHERE isfinite(c.value)")
+    with pytest.raises(RegistryError, match=f"run {key} has 2 values of metric 'forget_Q_A_Prob'"):
+        export_table(con, tmp_path / "p.csv")
+    assert not (tmp_path / "p.csv").exists()

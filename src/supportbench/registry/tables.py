@@ -148,8 +148,15 @@ def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     df = con.sql(f"SELECT run_key, {cols} FROM results_all {where} ORDER BY ingest_seq", params=params).pl()
     long = con.sql(f"SELECT m.run_key, m.name, m.value FROM metrics m JOIN results_all r USING (run_key) {where}",
                    params=params).pl()
+    dup = long.filter(long.select("run_key", "name").is_duplicated()) if long.height else long
+    if dup.height:   # a registry whose metrics view predates one-row-per-name: refuse rather than drop a value
+        key, name = dup.row(0)[:2]
+        raise RegistryError(f"run {key} has {dup.filter((pl.col('run_key') == key) & (pl.col('name') == name)).height} "
+                            f"values of metric '{name}' (a component and its alias, e.g. forget_prob and "
+                            "forget_Q_A_Prob); open the registry once writable (`supportbench registry ingest`) to "
+                            "update its metrics view, which keeps the value under open-unlearning's name")
     if long.height:
-        wide = long.pivot(on="name", index="run_key", values="value", aggregate_function="first")
+        wide = long.pivot(on="name", index="run_key", values="value")
         wide = wide.rename({c: f"{METRIC}{c}" for c in wide.columns if c != "run_key"})
         wide = wide.select("run_key", *sorted(c for c in wide.columns if c != "run_key"))
         df = df.join(wide, on="run_key", how="left", maintain_order="left")
