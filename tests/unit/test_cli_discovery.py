@@ -78,3 +78,13 @@ def test_a_method_file_with_a_syntax_error_is_named_with_its_line(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{bad}, line 3: syntax error" in lines[0], r.stderr
     assert "internal error" not in r.stderr
+
+
+@pytest.mark.parametrize("command, options", [("report", ("--registry", "--out")), ("registry", ("--registry",)),
+                                              ("run", ("--benchmark", "--experiment", "--results"))])
+def test_path_and_name_options_show_their_defaults(command, options):
+    import re
+
+    text = " ".join(build_parser()._subparsers._group_actions[0].choices[command].format_help().split())
+    for opt in options:
+        assert re.search(re.escape(opt) + r" [A-Z_]+ [^-]*\(default: [^)]+\)", text), (opt, text)
