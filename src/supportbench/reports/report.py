@@ -197,7 +197,7 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
         inputs([t.label for t in metric_tabs]) or "No run of the experiment carries metrics beyond $J$.",
         figs, inputs(TABLES)))
     md = [f"# supportbench report\n\nRegistry: `{registry}`" + (f", experiment `{experiment}`" if experiment else ""),
-          f"\nRuns in the registry view: {ctx.results.height} "
+          f"\nRuns in the registry view (`results`: runs with J, and runs not ok): {ctx.results.height} "
           f"({ctx.results.filter(ctx.results['status'] != 'ok').height} not ok; missing runs are never imputed — "
           "see `supportbench audit`).",
           f"\nMetric-only runs (ok, no J; e.g. imported with `registry import`): {metric_only}. They are left out of "
