@@ -333,3 +333,7 @@ def test_failed_pdflatex_leaves_the_previous_report_and_says_one_line(tmp_path):
     assert "! LaTeX Error: boom." in log.read_text()
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+    if shutil.which("pdflatex"):    # a later success removes the failure's log
+        r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out), "--pdf"], capture_output=True,
+                           text=True, env=env_with())
+        assert r.returncode == 0 and not log.exists(), r.stderr

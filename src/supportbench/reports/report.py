@@ -82,7 +82,9 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
         finally:
             con.close()
         if pdf:   # built in the staging folder: a failed pdflatex leaves the previous report as it was
-            build_pdf(tmp, log_copy=out.parent / f"{out.name}.paper.log")
+            failed_log = out.parent / f"{out.name}.paper.log"
+            build_pdf(tmp, log_copy=failed_log)
+            failed_log.unlink(missing_ok=True)    # a previous failure's log, now stale
             status["pdf"] = out / "paper.pdf"
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
