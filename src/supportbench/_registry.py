@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
-from supportbench.errors import DuplicateNameError, UnknownNameError
+from supportbench.errors import DuplicateNameError, PluginError, UnknownNameError
 
 T = TypeVar("T")
 
@@ -35,9 +35,24 @@ def package_modules(package: str, exclude: Iterable[str] = ()) -> Callable[[], l
     return scan
 
 
-def declared_names(package: str, decorator: str, exclude: Iterable[str] = ()) -> list[str]:
+def parse_source(path):
+    """The AST of a source file read without importing it; a syntax error is a ``PluginError`` naming the file
+    and line (one line, exit 2), not an internal error: a method file dropped into a package folder is the
+    user's, and so is the fix."""
+    import ast
+    from pathlib import Path
+
+    try:
+        return ast.parse(Path(path).read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as exc:
+        raise PluginError(f"{path}, line {exc.lineno}: syntax error: {exc.msg}; fix the file or remove it (it is "
+                          "read, without being imported, whenever methods or benchmarks are listed)") from None
+
+
+def declared_names(package: str, decorator: str, exclude: Iterable[str] = (), recursive: bool = False) -> list[str]:
     """The names a package's modules register with ``@decorator("name")``, read from their source (AST)
-    without importing them (no torch): for checks that must stay light, e.g. ``sweep --dry-run``."""
+    without importing them (no torch): for checks that must stay light, e.g. ``sweep --dry-run``. ``recursive``
+    reads subpackages too (benchmarks live in ``benchmarks/<name>/adapter.py``)."""
     import ast
     import importlib.util
     import pkgutil
@@ -45,11 +60,15 @@ def declared_names(package: str, decorator: str, exclude: Iterable[str] = ()) ->
 
     spec = importlib.util.find_spec(package)
     names = []
-    for m in pkgutil.iter_modules(spec.submodule_search_locations):
-        if m.ispkg or m.name.startswith("_") or m.name in set(exclude):
-            continue
-        path = Path(m.module_finder.path) / f"{m.name}.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    if recursive:
+        paths = [p for folder in spec.submodule_search_locations for p in sorted(Path(folder).rglob("*.py"))
+                 if not p.stem.startswith("_") and p.stem not in set(exclude)]
+    else:
+        paths = [Path(m.module_finder.path) / f"{m.name}.py"
+                 for m in pkgutil.iter_modules(spec.submodule_search_locations)
+                 if not (m.ispkg or m.name.startswith("_") or m.name in set(exclude))]
+    for path in paths:
+        for node in ast.walk(parse_source(path)):
             if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == decorator
                     and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 names.append(node.args[0].value)
@@ -79,9 +98,8 @@ def file_class_attrs(path, decorator: str | None, attrs: tuple[str, ...]) -> dic
     its own value inherits the first base's of the same file."""
     import ast
     import importlib.util
-    from pathlib import Path
 
-    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    tree = parse_source(path)
     consts: dict[str, object] = {}      # the module's own top-level constants
     aliases: dict[str, tuple[str, str]] = {}   # local name -> (P, X) of ``from P import X [as name]``
 
@@ -92,7 +110,7 @@ def file_class_attrs(path, decorator: str | None, attrs: tuple[str, ...]) -> dic
             return _MISSING
         if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
             return _MISSING
-        for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+        for node in parse_source(spec.origin).body:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
                 return value_of(node.value, {})
         return _MISSING
@@ -199,7 +217,7 @@ def plugin_class_attrs(group: str, attr: str) -> dict[str, object]:
             continue
         try:
             values = file_class_attrs(path, None, (attr,))
-        except (OSError, SyntaxError, UnicodeDecodeError):
+        except (OSError, PluginError, UnicodeDecodeError):
             continue
         if attr in values.get(cls, {}):
             found[ep.name] = values[cls][attr]
@@ -254,7 +272,12 @@ class Registry(Generic[T]):
             self._builtins_loaded = True
             mods = self._builtin_modules() if callable(self._builtin_modules) else self._builtin_modules
             for mod in mods:
-                importlib.import_module(mod)
+                try:
+                    importlib.import_module(mod)
+                except SyntaxError as exc:   # a file dropped into the package: the user's to fix, named as such
+                    self._builtins_loaded = False
+                    raise PluginError(f"{exc.filename}, line {exc.lineno}: syntax error: {exc.msg}; fix the file or "
+                                      f"remove it (module {mod})") from None
 
     def _load_plugins(self) -> None:
         if self._plugins_loaded or self._group is None:

@@ -4,7 +4,8 @@
     rec = sb.run("tofu", "forget01", method="random", T=4)          # one cell: its RunRecord
     summary = sb.sweep("my-experiment.toml", results="results/mine") # calibration, frozen decisions, finals
     reg = sb.open_registry("results/mine/registry.duckdb")
-    reg.results()                                                    # a Polars frame, one row per run
+    reg.results()                                                    # a Polars frame, one row per run with J
+    reg.metrics()                                                    # every metric beyond J, long (imports too)
 
 Every setting a call leaves out resolves as on the command line and in TOML (``experiments/spec.py``), so
 the three name the same runs. docs/api.md has runnable examples (``tests/integration/test_api_docs.py`` runs them).
@@ -90,7 +91,8 @@ class Registry:
             con.close()
 
     def results(self, experiment: str | None = None):
-        """One row per run: its cell, status, J, G_F, D_coll, DIR-R gate (the ``results`` view)."""
+        """One row per run that has a J (or failed): its cell, status, J, G_F, D_coll, DIR-R gate (the ``results``
+        view). An ok run without J (a metric-only import) is not here: see ``metrics``."""
         if experiment is None:
             return self.query("SELECT * FROM results ORDER BY experiment, benchmark, field, objective, method, seed")
         return self.query("SELECT * FROM results WHERE experiment = ? ORDER BY benchmark, field, objective, "
@@ -101,6 +103,16 @@ class Registry:
         where = "WHERE r.experiment = ?" if experiment else ""
         return self.query(f"SELECT c.* FROM components c JOIN runs r USING (run_key) {where} ORDER BY ALL",
                           [experiment] if experiment else [])
+
+    def metrics(self, experiment: str | None = None):
+        """Every metric beyond J of every run, J or not (imported runs included), long: the ``metrics`` view
+        (``run_key``, ``name``, ``value``, under open-unlearning's names) with the run's cell and ``origin``
+        ('record' or 'import')."""
+        where = "WHERE r.experiment = ?" if experiment else ""
+        return self.query("SELECT m.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, r.variant, "
+                          "r.seed, r.split, r.origin, m.name, m.value FROM metrics m JOIN runs r USING (run_key) "
+                          f"{where} ORDER BY r.experiment, r.benchmark, r.field, r.objective, r.method, r.seed, "
+                          "m.name", [experiment] if experiment else [])
 
     def items(self, run_key: str):
         """A run's per-item values (``metric``, ``index``, ``value``: per-item NLLs under the model and theta_0,

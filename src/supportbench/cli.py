@@ -341,8 +341,8 @@ def _cmd_registry(args) -> int:
         from supportbench.registry.store import query_connection
 
         return _query(query_connection(args.registry), args.command_sql)
-    con = connect(args.registry)
     if args.action == "ingest":
+        con = connect(args.registry)
         rep = ing.ingest(con, args.path or DEFAULT_RESULTS.root, replace_reruns=args.replace_reruns)
         print(rep.summary())
         return 1 if rep.conflicts or rep.decision_conflicts else 0
@@ -354,7 +354,9 @@ def _cmd_registry(args) -> int:
         if not args.path:
             raise SupportbenchError(f"registry import needs a PATH (formats: {', '.join(imports.FORMATS)})")
         options = {k: getattr(args, k) for k in (*imports.CELL, "model")}
+        # read and check everything before the registry is opened: a failed import creates no file or folder
         runs = imports.read(args.path, args.format, options, args.retain)
+        con = connect(args.registry)
         rep = imports.store(con, runs, args.path, results_root=Path(args.registry).parent)
         print(f"{len(runs)} imported runs from {args.path}: {rep.new} new, {rep.unchanged} unchanged, "
               f"{len(rep.conflicts)} conflicts")
@@ -366,6 +368,8 @@ def _cmd_registry(args) -> int:
         return 1 if rep.conflicts else 0
     if not args.path:
         raise SupportbenchError("registry export needs an output file (.csv or .parquet)")
+    tables.check_table_path(args.path)
+    con = connect(args.registry, read_only=True)    # export reads an existing registry; it never creates one
     n = tables.export_table(con, args.path, args.experiment)
     print(f"wrote {n} rows to {args.path}")
     return 0
@@ -648,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
     m.set_defaults(func=_cmd_methods)
     r = sub.add_parser("run", help="run one cell (benchmark x field x objective x method x seed) and print its outcome")
-    r.add_argument("--benchmark", default="natural_tofu")
+    r.add_argument("--benchmark", default="natural_tofu", help="the benchmark (`supportbench benchmarks` lists them)")
     r.add_argument("--field", default=None, help="default: forget10 (TOFU), Email_Address (LACUNA); "
                    "controlled: every target")
     r.add_argument("--objective", default="npo", help="npo, simnpo, graddiff or ga (`supportbench objectives`)")
@@ -683,7 +687,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a setting (repeatable): " + ", ".join(sorted(DEFAULT_HYPERPARAMETERS)) + "; or an option "
                         "of the objective, method or benchmark: objective.beta=0.2, method.eps=1e-6, "
                         "benchmark.size=full (see `supportbench objectives`, `methods`, `benchmarks`)")
-    r.add_argument("--results", default=str(DEFAULT_RESULTS.root))
+    r.add_argument("--results", default=str(DEFAULT_RESULTS.root),
+                   help="the results folder the run record is written to")
     r.add_argument("--cache", default=None,
                    help="cache directory for prepared models (default $SUPPORTBENCH_CACHE, else the user cache)")
     r.add_argument("--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)")
@@ -697,8 +702,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
     r.set_defaults(func=_cmd_run)
     c = sub.add_parser("calibrate", help="choose tau* on calibration-seed DIR-R runs and freeze the decision")
-    c.add_argument("--results", default=str(DEFAULT_RESULTS.root))
-    c.add_argument("--experiment", default="adhoc")
+    c.add_argument("--results", default=str(DEFAULT_RESULTS.root),
+                   help="the results folder holding the calibration runs")
+    c.add_argument("--experiment", default="adhoc", help="the experiment whose calibration runs are used")
     c.add_argument("--benchmark", required=True)
     c.add_argument("--objective", required=True)
     c.add_argument("--range", nargs=2, type=float, default=[0.2, 0.8], metavar=("LO", "HI"),
@@ -710,7 +716,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("action", choices=["ingest", "import", "export", "query"])
     g.add_argument("path", nargs="?", help="ingest: results directory; export: .csv or .parquet file; import: an "
                    "outcome table, TOFU eval logs, open-unlearning EVAL/SUMMARY files or a LACUNA run folder")
-    g.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
+    g.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file")
     g.add_argument("--experiment", default=None, help="export: only this experiment; import: the imported run's")
     g.add_argument("--format", default=None, choices=["supportbench-csv", "tofu-logs", "ou-eval", "lacuna-summary"],
                    help="import: the source's format (default: detected from PATH)")
@@ -724,7 +730,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ingest: let records rerun by changed code replace stored outcomes (each logged)")
     g.set_defaults(func=_cmd_registry)
     a = sub.add_parser("audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions")
-    a.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
+    a.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file")
     a.add_argument("--experiment", default=None)
     a.add_argument("--spec", default=None,
                    help="experiment TOML or shipped spec name: the expected grid (default: observed levels)")
@@ -742,8 +748,9 @@ def build_parser() -> argparse.ArgumentParser:
     la.set_defaults(func=_cmd_lacuna)
     rp = sub.add_parser("report", help="per-method tables, every paper table (LaTeX), figures, report.md and "
                         "paper.tex from a registry")
-    rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry))
-    rp.add_argument("--out", default=str(DEFAULT_RESULTS.report))
+    rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file to report on")
+    rp.add_argument("--out", default=str(DEFAULT_RESULTS.report),
+                    help="the report folder (replaced whole; only a folder a report wrote, or a new/empty one)")
     rp.add_argument("--experiment", default=None, help="required when the registry holds several experiments")
     rp.add_argument("--findings", default=None, metavar="PATH",
                     help="also write findings.md here (e.g. docs/findings.md)")
@@ -755,7 +762,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=_cmd_report)
     sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
     sw.add_argument("spec", help="experiment TOML file, or the name of a shipped spec (mini-paper)")
-    sw.add_argument("--results", default=str(DEFAULT_RESULTS.root))
+    sw.add_argument("--results", default=str(DEFAULT_RESULTS.root),
+                    help="the results folder (records, decisions, registry)")
     sw.add_argument("--dry-run", dest="dry_run", action="store_true",
                     help="list the cells, runs per phase and the compute estimate; load nothing, run nothing")
     sw.add_argument("--step-seconds", dest="step_seconds", type=POSITIVE, default=None,
@@ -771,7 +779,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="complete non-triggered DIR-R candidate sets afterwards (available-gain denominator)")
     sw.set_defaults(func=_cmd_sweep)
     dm = sub.add_parser("demo", help="the embedded mini-paper experiment end to end: sweep, registry, audit, report")
-    dm.add_argument("--results", default=str(DEFAULT_RESULTS.root / "demo"))
+    dm.add_argument("--results", default=str(DEFAULT_RESULTS.root / "demo"), help="the demo's results folder")
     dm.add_argument("--cache", default=None)
     dm.add_argument("--workers", type=POSITIVE_INT, default=None)
     dm.set_defaults(func=_cmd_demo)

@@ -58,3 +58,33 @@ def test_methods_are_listed_from_source_without_torch_and_as_the_registry_has_th
         assert row.split()[0] == name
         needs = ", ".join(_requires_of(cls)) or "-"
         assert f"  {needs}  " in row and row.endswith(cls.provenance), row
+
+
+def test_a_method_file_with_a_syntax_error_is_named_with_its_line(tmp_path):
+    """A file dropped into supportbench/methods/ that does not parse: `supportbench methods` exits 2 with one
+    line naming the file and the line, not an internal error. (Run on a copy of the package.)"""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "src" / "supportbench"
+    shutil.copytree(src, tmp_path / "supportbench", ignore=shutil.ignore_patterns("__pycache__"))
+    bad = tmp_path / "supportbench" / "methods" / "mine.py"
+    bad.write_text('"""A user\'s method."""\n\ndef broken(:\n    pass\n')
+    r = subprocess.run([sys.executable, "-m", "supportbench.cli", "methods"], capture_output=True, text=True,
+                       env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{bad}, line 3: syntax error" in lines[0], r.stderr
+    assert "internal error" not in r.stderr
+
+
+@pytest.mark.parametrize("command, options", [("report", ("--registry", "--out")), ("registry", ("--registry",)),
+                                              ("run", ("--benchmark", "--experiment", "--results"))])
+def test_path_and_name_options_show_their_defaults(command, options):
+    import re
+
+    text = " ".join(build_parser()._subparsers._group_actions[0].choices[command].format_help().split())
+    for opt in options:
+        assert re.search(re.escape(opt) + r" [A-Z_]+ [^-]*\(default: [^)]+\)", text), (opt, text)

@@ -534,3 +534,82 @@ def test_unknown_format_is_refused_by_the_parser(tmp_path, capsys):
 def test_import_results_raises_registry_error(tmp_path):
     with pytest.raises(RegistryError, match="no such file or directory"):
         import_results(connect(tmp_path / "r.duckdb"), tmp_path / "nope")
+
+
+def test_failed_import_or_export_creates_no_registry_or_folder(tmp_path, capsys):
+    """import reads its input before opening the registry; export needs an existing registry and a known
+    experiment; a failure writes nothing (no registry file, no folders, no table)."""
+    db = tmp_path / "new" / "registry.duckdb"
+    code, out, err = run(["registry", "import", str(tmp_path / "nope"), "--registry", str(db), *IDENT], capsys)
+    assert code == 2 and "no such file or directory" in err
+    assert not (tmp_path / "new").exists()
+    code, out, err = run(["registry", "export", str(tmp_path / "o" / "t.csv"), "--registry", str(db)], capsys)
+    assert code == 2 and f"no registry at '{db}'" in err, (out, err)
+    assert not (tmp_path / "new").exists() and not (tmp_path / "o").exists()
+    # an existing registry, an unknown experiment: named with the experiments present
+    res = tmp_path / "res"
+    syn.write(res, syn.record(experiment="e1", method="wagle", seed=1))
+    con = connect(res / "registry.duckdb")
+    ingest(con, res)
+    con.close()
+    code, out, err = run(["registry", "export", str(tmp_path / "o" / "t.csv"), "--registry",
+                          str(res / "registry.duckdb"), "--experiment", "nope"], capsys)
+    assert code == 2 and "--experiment 'nope'" in err and "it holds: e1" in err, (out, err)
+    assert not (tmp_path / "o").exists()
+    code, out, err = run(["registry", "export", str(tmp_path / "o" / "t.txt"), "--registry",
+                          str(res / "registry.duckdb")], capsys)
+    assert code == 2 and "must be a .csv or .parquet file" in err
+
+
+def test_benchmark_option_is_a_registered_name_agreeing_with_the_source(tmp_path, capsys):
+    d = _tofu_dir(tmp_path)
+    db = tmp_path / "res" / "registry.duckdb"
+    base = ["registry", "import", str(d), "--retain", str(tmp_path / "ret"), "--registry", str(db), *IDENT]
+    code, out, err = run([*base, "--benchmark", "tofuu"], capsys)
+    assert code == 2 and "--benchmark 'tofuu': no such benchmark. Did you mean 'tofu'?" in err, err
+    assert "controlled, lacuna, natural_tofu, tofu" in err
+    code, out, err = run([*base, "--benchmark", "lacuna"], capsys)
+    assert code == 2 and "--benchmark 'lacuna' contradicts the source" in err and "'tofu'" in err, err
+    assert not db.parent.exists()
+    code, out, err = run([*base, "--benchmark", "natural_tofu"], capsys)     # TOFU's data: agrees
+    assert code == 0, err
+
+
+def test_overflowing_losses_import_without_numpy_warnings(tmp_path, capsys):
+    import warnings
+
+    with np.errstate(over="ignore"):    # the fixture's own truth_ratio overflows too
+        write_tofu(tmp_path / "u", 1, lo=0.0, hi=2000.0)
+    write_tofu(tmp_path / "ret", 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = run(["registry", "import", str(tmp_path / "u"), "--retain", str(tmp_path / "ret"),
+                              "--registry", str(tmp_path / "r.duckdb"), *IDENT], capsys)
+    assert code == 0, err
+    assert "RuntimeWarning" not in err
+
+
+def test_table_format_on_a_folder_names_the_path_and_the_suffixes(tmp_path, capsys):
+    (tmp_path / "u").mkdir()
+    code, out, err = run(["registry", "import", str(tmp_path / "u"), "--format", "supportbench-csv",
+                          "--registry", str(tmp_path / "r.duckdb")], capsys)
+    assert code == 2 and f"outcome table '{tmp_path / 'u'}': a folder; it must be a .csv or .parquet file" in err, err
+
+
+def test_a_metric_and_its_alias_give_one_row_under_open_unlearnings_name(tmp_path):
+    res = tmp_path / "res"
+    syn.write(res, syn.record(experiment="e", method="wagle", seed=1,
+                              components={"forget_prob": 0.1, "forget_Q_A_Prob": 0.2, "retain_prob": float("nan")}))
+    con = connect(res / "registry.duckdb")
+    ingest(con, res)
+    key = scalar(con, "SELECT run_key FROM runs")
+    assert con.execute("SELECT name, value FROM metrics WHERE run_key = ?", [key]).fetchall() == [
+        ("forget_Q_A_Prob", 0.2)]     # one row per name; the non-finite retain_prob is not a metric
+    export_table(con, tmp_path / "o.csv")
+    assert pl.read_csv(tmp_path / "o.csv")["metric:forget_Q_A_Prob"].to_list() == [0.2]
+    # a registry whose view still lists both: export refuses, naming the run and the metric
+    con.execute("CREATE OR REPLACE VIEW metrics AS SELECT c.run_key, coalesce(n.name, c.name) AS name, c.value "
+                "FROM components c LEFT JOIN metric_names n ON n.component = c.name WHERE isfinite(c.value)")
+    with pytest.raises(RegistryError, match=f"run {key} has 2 values of metric 'forget_Q_A_Prob'"):
+        export_table(con, tmp_path / "p.csv")
+    assert not (tmp_path / "p.csv").exists()

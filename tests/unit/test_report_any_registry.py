@@ -243,3 +243,97 @@ def test_pdf_builds_paper_pdf(tmp_path, plugin):
     assert pdf.is_file() and pdf.read_bytes().startswith(b"%PDF")
     log = (tmp_path / "out" / "paper.log").read_text(errors="replace")
     assert "LaTeX Warning: Reference" not in log and "Overfull" not in log
+
+
+def test_metric_only_imports_get_a_metric_table_and_are_counted(tmp_path):
+    """A registry holding only imported runs without J (as `registry import` of TOFU's logs makes them) reports
+    their metrics per benchmark x objective, one row per method marked as imported, and says they are left out
+    of the J statistics."""
+    from supportbench.registry.tables import import_table
+
+    (tmp_path / "t.csv").write_text(
+        "experiment,benchmark,field,objective,method,variant,seed,split,status,metric:forget_quality,"
+        "metric:model_utility,metric:forget_Q_A_Prob\n"
+        "e,tofu,forget10,npo,wagle,static,1,final,ok,0.1,0.5,0.2\n"
+        "e,tofu,forget10,npo,wagle,static,2,final,ok,0.3,0.7,\n"
+        "e,tofu,forget10,npo,random,static,1,final,ok,0.05,0.6,0.4\n"
+        "e,tofu,forget10,ga,random,static,1,final,ok,0.01,0.2,0.9\n")
+    db = tmp_path / "res" / "registry.duckdb"
+    con = connect(db)
+    assert import_table(con, tmp_path / "t.csv").new == 4
+    con.close()
+    st = report(db, tmp_path / "out")
+    out = tmp_path / "out"
+    assert st["metric_only_runs"] == 4
+    assert set(st["metrics"]) == {"tab:metrics:tofu:npo", "tab:metrics:tofu:ga"}
+    md = (out / "report.md").read_text()
+    assert "Metric-only runs (ok, no J; e.g. imported with `registry import`): 4" in md
+    assert "left out of every J statistic" in md
+    assert "| method | source | n | forget_quality | model_utility | forget_Q_A_Prob |" in md
+    # medians over seeds; a metric carried by fewer runs than the row's n says how many
+    assert "| Random | imported | 1 | 0.05 | 0.6 | 0.4 |" in md
+    assert "| WAGLE | imported | 2 | 0.2 | 0.6 | 0.2 (1) |" in md
+    tex = (out / "tables" / "tab-metrics-tofu-npo.tex").read_text()
+    assert r"WAGLE & imported & 2 & $0.2000$ & $0.6000$ & $0.2000$ (1) \\" in tex
+    assert r"\input{tables/tab-metrics-tofu-npo.tex}" in (out / "paper.tex").read_text()
+
+
+def test_api_metrics_holds_imported_runs_that_results_leaves_out(tmp_path):
+    import supportbench as sb
+    from supportbench.registry.tables import import_table
+
+    (tmp_path / "t.csv").write_text(
+        "experiment,benchmark,field,objective,method,variant,seed,split,status,metric:forget_quality\n"
+        "e,tofu,forget10,npo,wagle,static,1,final,ok,0.1\n")
+    con = connect(tmp_path / "registry.duckdb")
+    import_table(con, tmp_path / "t.csv")
+    con.close()
+    reg = sb.open_registry(tmp_path / "registry.duckdb")
+    assert reg.results().height == 0
+    m = reg.metrics("e")
+    assert m.select("method", "origin", "name", "value").rows() == [("wagle", "import", "forget_quality", 0.1)]
+    assert reg.metrics("other").height == 0
+
+
+def test_tex_writes_any_name_in_ascii():
+    from supportbench.reports.latex import tex
+
+    assert tex("λ_tune") == r"$\lambda$\_tune"
+    assert tex("café") == r"caf{\'{e}}" and tex("straße") == r"stra\ss{}e"
+    assert tex("☃") == r"\textbackslash{}u2603"
+    assert all(tex(s).isascii() for s in ("λ_tune", "café", "☃", "Ωmega", "naïve–x"))
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+def test_pdf_builds_with_a_non_ascii_method_name(tmp_path):
+    db = sweep(tmp_path, methods=("intervention_score", "λ_tune"), fields=FIELDS[:1], seeds=(1,))
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
+                       capture_output=True, text=True, env=env_with())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "out" / "paper.pdf").read_bytes().startswith(b"%PDF")
+    assert r"$\lambda$\_tune" in (tmp_path / "out" / "tables" / "tab-methods-lacuna.tex").read_text()
+
+
+def test_failed_pdflatex_leaves_the_previous_report_and_says_one_line(tmp_path):
+    db = sweep(tmp_path, methods=("intervention_score", "random"), fields=FIELDS[:1], seeds=(1,))
+    out = tmp_path / "out"
+    assert subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out)], env=env_with()).returncode == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "pdflatex").write_text("#!/bin/sh\nprintf 'This is pdfTeX\\n! LaTeX Error: boom.\\nl.12 x\\n' > paper.log\n"
+                                   "echo noise; exit 1\n")
+    (fake / "pdflatex").chmod(0o755)
+    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out), "--pdf"], capture_output=True,
+                       text=True, env=env_with(path=f"{fake}{os.pathsep}{os.environ['PATH']}"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    log = tmp_path / "out.paper.log"
+    assert len(lines) == 1 and "! LaTeX Error: boom." in lines[0] and str(log) in lines[0], r.stderr
+    assert "! LaTeX Error: boom." in log.read_text()
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+    if shutil.which("pdflatex"):    # a later success removes the failure's log
+        r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out), "--pdf"], capture_output=True,
+                           text=True, env=env_with())
+        assert r.returncode == 0 and not log.exists(), r.stderr

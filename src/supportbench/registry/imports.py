@@ -64,10 +64,43 @@ def import_key(cell: dict, occurrence: int = 0) -> str:
     return hashlib.sha256(f"import|{ident}|{occurrence}".encode()).hexdigest()
 
 
+# benchmarks a source may be imported under without being registered here (open-unlearning's MUSE evaluator)
+IMPORT_ONLY_BENCHMARKS = ("muse",)
+# an inferred benchmark and the explicit --benchmark values that agree with it (natural_tofu is TOFU's data)
+COMPATIBLE = {"tofu": ("tofu", "natural_tofu")}
+
+
+def benchmark_names() -> list[str]:
+    """Registered benchmark names (built-ins read from source, plugins' entry-point names; nothing imported)."""
+    from supportbench._registry import declared_names, plugin_names
+
+    return sorted(set(declared_names("supportbench.benchmarks", "register_benchmark", recursive=True))
+                  | set(plugin_names("supportbench.benchmarks")))
+
+
+def check_benchmark(given: str, inferred: str | None, fmt: str, source: Path) -> None:
+    """An explicit --benchmark must be a registered name and agree with what the format says the source is."""
+    known = benchmark_names()
+    if given not in known and given not in IMPORT_ONLY_BENCHMARKS:
+        import difflib
+
+        near = difflib.get_close_matches(given, known + list(IMPORT_ONLY_BENCHMARKS), n=1)
+        hint = f". Did you mean '{near[0]}'?" if near else "."
+        raise RegistryError(f"--benchmark '{given}': no such benchmark{hint} Allowed: {', '.join(known)} (and, for "
+                            f"imports only: {', '.join(IMPORT_ONLY_BENCHMARKS)})")
+    if inferred and given not in COMPATIBLE.get(inferred, (inferred,)):
+        raise RegistryError(f"--benchmark '{given}' contradicts the source: {source} is a {fmt} import of benchmark "
+                            f"'{inferred}' (allowed: {', '.join(COMPATIBLE.get(inferred, (inferred,)))}); drop "
+                            "--benchmark or fix it")
+
+
 def identity(options: dict, fmt: str, source: Path, inferred: dict | None = None) -> dict:
     """The cell of a single-run import: options first, then what the format inferred from the source, then the
-    defaults; the error names every required option that is missing."""
+    defaults; the error names every required option that is missing. An explicit --benchmark is checked
+    (``check_benchmark``)."""
     inferred = inferred or {}
+    if options.get("benchmark") not in (None, ""):
+        check_benchmark(options["benchmark"], inferred.get("benchmark"), fmt, source)
     cell = {c: options.get(c) if options.get(c) not in (None, "") else inferred.get(c, DEFAULTS.get(c))
             for c in CELL}
     missing = [c for c in ("benchmark", *REQUIRED) if cell[c] in (None, "")]

@@ -162,11 +162,15 @@ SELECT * FROM (VALUES
 ) AS t(component, name);
 -- Every metric of every run beyond J, G_F and D_coll, long: (run_key, name, value). Record and imported runs
 -- keep their metrics in outcomes.components (covered by the ingest log's digest); this is their one reading,
--- under open-unlearning's names. Export writes it, import stores it back.
+-- under open-unlearning's names. Export writes it, import stores it back. One row per (run_key, name): a run whose
+-- components hold both a name and its alias (forget_Q_A_Prob and forget_prob) shows the value stored under
+-- open-unlearning's name. A NULL or non-finite value is not a metric and is left out (docs/registry.md).
 CREATE OR REPLACE VIEW metrics AS
-SELECT c.run_key, coalesce(n.name, c.name) AS name, c.value
-FROM components c LEFT JOIN metric_names n ON n.component = c.name
-WHERE c.value IS NOT NULL AND isfinite(c.value);
+SELECT run_key, name, value FROM (
+    SELECT c.run_key, coalesce(n.name, c.name) AS name, c.value, n.name IS NULL AS under_own_name
+    FROM components c LEFT JOIN metric_names n ON n.component = c.name
+    WHERE c.value IS NOT NULL AND isfinite(c.value))
+QUALIFY row_number() OVER (PARTITION BY run_key, name ORDER BY under_own_name DESC) = 1;
 -- Every run, J or not (an imported run may carry metrics only: J NULL). The audit and export read this.
 CREATE OR REPLACE VIEW results_all AS
 SELECT r.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, r.variant, r.seed, r.split,

@@ -39,8 +39,7 @@ def read_table(path: str | Path) -> list:
     path = Path(path)
     if not path.exists():
         raise RegistryError(f"no such file: {path}")
-    if path.suffix not in (".csv", ".parquet"):
-        raise RegistryError(f"{path.name}: unknown table format '{path.suffix}'; allowed: .csv, .parquet")
+    check_table_path(path)
     if not path.is_file() or path.stat().st_size == 0:
         raise RegistryError(f"{path}: empty or not a file; an outcome table needs a header row with "
                             f"{', '.join(REQUIRED_COLUMNS)}")
@@ -122,14 +121,26 @@ def read_table(path: str | Path) -> list:
     return runs
 
 
+def check_table_path(path: str | Path) -> Path:
+    """An outcome table's path: a .csv or .parquet file name (a ``RegistryError`` naming it otherwise)."""
+    path = Path(path)
+    if path.suffix not in (".csv", ".parquet") or path.is_dir():
+        what = "a folder" if path.is_dir() else f"format '{path.suffix}'" if path.suffix else "no suffix"
+        raise RegistryError(f"outcome table '{path}': {what}; it must be a .csv or .parquet file")
+    return path
+
+
 def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     """Write the outcome table (one row per run: the outcome and DIR-R columns, and every numeric outcome
     component as a ``metric:<name>`` column) as CSV or Parquet; ``import_table`` reads it back whole."""
-    path = Path(path)
-    if path.suffix not in (".csv", ".parquet"):
-        raise RegistryError(f"{path.name}: unknown table format '{path.suffix}'; allowed: .csv, .parquet")
+    path = check_table_path(path)
     import polars as pl
 
+    if experiment is not None:
+        present = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
+        if experiment not in present:
+            raise RegistryError(f"--experiment '{experiment}': no such experiment in the registry; it holds: "
+                                f"{', '.join(present) or 'none (the registry is empty)'}")
     cols = ", ".join(OUTCOME_COLUMNS + DIRR_COLUMNS)
     where = "WHERE experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None
@@ -137,8 +148,15 @@ def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     df = con.sql(f"SELECT run_key, {cols} FROM results_all {where} ORDER BY ingest_seq", params=params).pl()
     long = con.sql(f"SELECT m.run_key, m.name, m.value FROM metrics m JOIN results_all r USING (run_key) {where}",
                    params=params).pl()
+    dup = long.filter(long.select("run_key", "name").is_duplicated()) if long.height else long
+    if dup.height:   # a registry whose metrics view predates one-row-per-name: refuse rather than drop a value
+        key, name = dup.row(0)[:2]
+        raise RegistryError(f"run {key} has {dup.filter((pl.col('run_key') == key) & (pl.col('name') == name)).height} "
+                            f"values of metric '{name}' (a component and its alias, e.g. forget_prob and "
+                            "forget_Q_A_Prob); open the registry once writable (`supportbench registry ingest`) to "
+                            "update its metrics view, which keeps the value under open-unlearning's name")
     if long.height:
-        wide = long.pivot(on="name", index="run_key", values="value", aggregate_function="first")
+        wide = long.pivot(on="name", index="run_key", values="value")
         wide = wide.rename({c: f"{METRIC}{c}" for c in wide.columns if c != "run_key"})
         wide = wide.select("run_key", *sorted(c for c in wide.columns if c != "run_key"))
         df = df.join(wide, on="run_key", how="left", maintain_order="left")

@@ -137,25 +137,27 @@ def truth_ratios(log: dict, where: str):
     para, pert = _paired(log, "avg_paraphrased_loss", "average_perturb_loss", where)
     if pert.ndim != 2:
         raise RegistryError(f"{where}: 'average_perturb_loss' must hold a list of losses per item")
-    return np.exp(pert.mean(axis=-1) - para)
+    with np.errstate(all="ignore"):    # an overflow is inf, as in TOFU's numpy; not a warning on the console
+        return np.exp(pert.mean(axis=-1) - para)
 
 
 def file_metrics(log: dict, part: str, where: str) -> tuple[float, float, float]:
     """(probability, ROUGE-L recall, truth ratio) of one file, as TOFU's get_model_utility."""
     import numpy as np
 
-    if part in ("retain", "forget"):                      # 'eval_log' in the file name
-        _, gt = series(log, "avg_gt_loss", where)
-        prob = np.mean(np.exp(-gt))
-    else:
-        gt, pert = _paired(log, "avg_gt_loss", "average_perturb_loss", where)
-        if pert.ndim != 2:
-            raise RegistryError(f"{where}: 'average_perturb_loss' must hold a list of losses per item")
-        p_true, p_false = np.exp(-gt), np.exp(-pert)
-        prob = np.mean(p_true / np.concatenate([p_true[:, None], p_false], axis=1).sum(-1))
-    _, rouge = series(log, "rougeL_recall", where)
-    r = truth_ratios(log, where)
-    tr = np.mean(np.minimum(r, 1 / r)) if part == "forget" else np.mean(np.maximum(0, 1 - 1 / r))
+    with np.errstate(all="ignore"):    # overflowing losses give TOFU's own inf/0/nan values, silently
+        if part in ("retain", "forget"):                      # 'eval_log' in the file name
+            _, gt = series(log, "avg_gt_loss", where)
+            prob = np.mean(np.exp(-gt))
+        else:
+            gt, pert = _paired(log, "avg_gt_loss", "average_perturb_loss", where)
+            if pert.ndim != 2:
+                raise RegistryError(f"{where}: 'average_perturb_loss' must hold a list of losses per item")
+            p_true, p_false = np.exp(-gt), np.exp(-pert)
+            prob = np.mean(p_true / np.concatenate([p_true[:, None], p_false], axis=1).sum(-1))
+        _, rouge = series(log, "rougeL_recall", where)
+        r = truth_ratios(log, where)
+        tr = np.mean(np.minimum(r, 1 / r)) if part == "forget" else np.mean(np.maximum(0, 1 - 1 / r))
     return float(prob), float(rouge.mean()), float(tr)
 
 
@@ -169,9 +171,12 @@ def aggregate(logs: dict[str, dict], retain_forget: dict, where: str = "", retai
         out.update(zip(NAMES[part], per_part[part]))
     # in TOFU's order (real authors, world facts, retain; ROUGE, probability, truth ratio): the same sum, bit for bit
     utility = [per_part[p][i] for p in ("real_authors", "world_facts", "retain") for i in (1, 0, 2)]
-    out["model_utility"] = float(hmean(utility))
-    test = ks_2samp(truth_ratios(logs["eval_log_forget.json"], f"{where}eval_log_forget.json"),
-                    truth_ratios(retain_forget, f"{retain_where}eval_log_forget.json (retain model)"))
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        out["model_utility"] = float(hmean(utility))
+        test = ks_2samp(truth_ratios(logs["eval_log_forget.json"], f"{where}eval_log_forget.json"),
+                        truth_ratios(retain_forget, f"{retain_where}eval_log_forget.json (retain model)"))
     out["forget_quality"] = float(test.pvalue)
     out["forget_ks_statistic"] = float(test.statistic)
     return out

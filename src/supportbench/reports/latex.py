@@ -3,11 +3,15 @@ Jinja environment (``<< >>`` / ``<% %>`` delimiters) with the templates under ``
 
 Numbers are formatted as in the paper (signed six decimals for gaps, W/T/L as a/b/c, LOO as [min,max],
 percentages), always in math mode (a minus sign, not a hyphen); an absent value is "N/A". Names that come from
-users are LaTeX-escaped.
+users are LaTeX-escaped, and written in ASCII only, so that paper.tex always compiles with pdflatex whatever a
+user named a method: a Greek letter becomes its math symbol ($\\lambda$), an accented Latin letter its accent
+command (\\'{e}), a few letters their text command (\\ss{}, \\o{}); any other character its code point as
+text (\\textbackslash{}u2603), never the raw character pdflatex may not be able to set.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from importlib import resources
 
 import numpy as np
@@ -27,8 +31,32 @@ _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#
         "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
 
+_GREEK = dict(zip("αβγδεζηθικλμνξπρστυφχψωΓΔΘΛΞΠΣΥΦΨΩ",
+                  ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda",
+                   "mu", "nu", "xi", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi", "omega", "Gamma",
+                   "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Upsilon", "Phi", "Psi", "Omega"], strict=True))
+_LETTERS = {"ß": r"\ss{}", "æ": r"\ae{}", "Æ": r"\AE{}", "ø": r"\o{}", "Ø": r"\O{}", "œ": r"\oe{}",
+            "Œ": r"\OE{}", "ł": r"\l{}", "Ł": r"\L{}", "ı": r"\i{}", "\u00a0": "~", "–": "--", "—": "---",
+            "−": "$-$", "×": r"$\times$", "’": "'", "‘": "`", "“": "``", "”": "''"}
+_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0308": '"', "\u0327": "c",
+            "\u030a": "r", "\u030c": "v", "\u0304": "=", "\u0306": "u", "\u030b": "H", "\u0328": "k"}
+
+
+def _non_ascii(c: str) -> str:
+    """An ASCII LaTeX form of one non-ASCII character (module docstring)."""
+    if c in _GREEK:
+        return f"$\\{_GREEK[c]}$"
+    if c in _LETTERS:
+        return _LETTERS[c]
+    base, *marks = unicodedata.normalize("NFD", c)
+    if base.isascii() and base.isalpha() and len(marks) == 1 and marks[0] in _ACCENTS:
+        acc = _ACCENTS[marks[0]]
+        return f"\\{acc}{{{base}}}" if acc.isalpha() else f"{{\\{acc}{{{base}}}}}"
+    return f"\\textbackslash{{}}u{ord(c):04x}"
+
+
 def tex(s) -> str:
-    return "".join(_TEX.get(c, c) for c in str(s))
+    return "".join(_TEX.get(c) or (c if c.isascii() else _non_ascii(c)) for c in str(s))
 
 
 def _absent(x) -> bool:

@@ -73,7 +73,7 @@ def choose_reference(results: pl.DataFrame, requested: str | None = None) -> Ref
                               f"one of: {listed}")
         return Reference(requested, f"{arm_name(requested)}, chosen with --reference")
     if not arms:
-        return Reference(None, "none: the experiment has no ok runs")
+        return Reference(None, "none: the experiment has no ok runs with J")
     if DEFAULT_REFERENCE in arms:
         return Reference(DEFAULT_REFERENCE, f"{arm_name(DEFAULT_REFERENCE)}, the paper's method (the default)")
     first = arms[0]

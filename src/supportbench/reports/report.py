@@ -15,6 +15,10 @@ from supportbench.registry.store import connect
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
 from supportbench.reports.latex import tex
+from supportbench.reports.metric_tables import load as load_metrics
+from supportbench.reports.metric_tables import metric_only_count, metric_tables
+from supportbench.reports.metric_tables import render_markdown as metrics_markdown
+from supportbench.reports.metric_tables import render_tex as metrics_tex
 from supportbench.reports.overview import method_tables, reference_of, render_markdown, render_tex
 from supportbench.reports.tables import TABLES, Context, file_name, render_all
 
@@ -31,6 +35,9 @@ PAPER_TEX = r"""\documentclass{article}
 \noindent Generated from \texttt{%s}. Reference for the per-method tables: %s.
 
 \section*{Methods of this experiment}
+%s
+\clearpage
+\section*{Metrics beyond $J$}
 %s
 \clearpage
 \section*{Figures}
@@ -74,6 +81,11 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
             status, text = _write(con, registry, tmp, experiment, reference)
         finally:
             con.close()
+        if pdf:   # built in the staging folder: a failed pdflatex leaves the previous report as it was
+            failed_log = out.parent / f"{out.name}.paper.log"
+            build_pdf(tmp, log_copy=failed_log)
+            failed_log.unlink(missing_ok=True)    # a previous failure's log, now stale
+            status["pdf"] = out / "paper.pdf"
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -84,8 +96,6 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
     shutil.rmtree(old, ignore_errors=True)
     if findings_path:
         write_text_atomic(Path(findings_path), text)
-    if pdf:
-        status["pdf"] = build_pdf(out)
     return status
 
 
@@ -100,9 +110,11 @@ def pdflatex_path() -> str:
     return path
 
 
-def build_pdf(out: Path, timeout: float = 600) -> Path:
+def build_pdf(out: Path, timeout: float = 600, log_copy: Path | None = None) -> Path:
     """``pdflatex paper.tex`` twice in ``out`` (the second pass settles references), non-interactive: it stops
-    at the first error instead of waiting for input. Returns ``out/paper.pdf``."""
+    at the first error instead of waiting for input. Returns ``out/paper.pdf``. On failure, a one-line
+    ``ReportError`` with the first LaTeX error of paper.log and the log's path (``log_copy``, where the log is
+    copied when ``out`` is a staging folder about to be removed)."""
     exe = pdflatex_path()
     for _ in range(2):
         try:
@@ -110,13 +122,24 @@ def build_pdf(out: Path, timeout: float = 600) -> Path:
                                stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
                                timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise ReportError(f"pdflatex ran longer than {timeout:.0f} s on {out / 'paper.tex'}; see "
-                              f"{out / 'paper.log'}") from None
+            log = _keep_log(out, log_copy)
+            raise ReportError(f"pdflatex ran longer than {timeout:.0f} s on paper.tex; no report was replaced; "
+                              f"log: {log}") from None
         if r.returncode != 0:
-            tail = "\n".join(r.stdout.strip().splitlines()[-15:])
-            raise ReportError(f"pdflatex failed on {out / 'paper.tex'} (exit {r.returncode}; the tables and "
-                              f"paper.tex are written; full log: {out / 'paper.log'}):\n{tail}")
+            log = _keep_log(out, log_copy)
+            text = log.read_text(errors="replace") if log.is_file() else r.stdout
+            first = next((line.strip() for line in text.splitlines() if line.startswith("!")),
+                         f"no '!' error line (exit {r.returncode})")
+            raise ReportError(f"pdflatex failed on paper.tex: {first}; no report was replaced; log: {log}")
     return out / "paper.pdf"
+
+
+def _keep_log(folder: Path, copy: Path | None) -> Path:
+    log = folder / "paper.log"
+    if copy is None or not log.is_file():
+        return log if copy is None else copy
+    shutil.copyfile(log, copy)
+    return copy
 
 
 MARKER = ".supportbench-report"  # a folder the report command made, and so may replace
@@ -156,6 +179,12 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
     methods = method_tables(ctx)
     for t in methods:
         write_text_atomic(out / "tables" / file_name(t.label), render_tex(t))
+    metric_tabs = metric_tables(load_metrics(con, experiment))
+    for t in metric_tabs:
+        write_text_atomic(out / "tables" / file_name(t.label), metrics_tex(t))
+    metric_only = metric_only_count(con, experiment)
+    no_j = ("The experiment has no ok runs with $J$" + (f" ({metric_only} metric-only runs: see the metric tables)."
+                                                       if metric_only else "."))
     figures = render_figures(ctx, out / "figures", con)
 
     def inputs(labels):
@@ -166,11 +195,15 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
                      f"\\paragraph{{{tex(name)}}} not drawn: {tex(why)}.\n" for name, why in figures.items())
     write_text_atomic(out / "paper.tex", PAPER_TEX % (
         f": \\texttt{{{tex(experiment)}}}" if experiment else "", tex(str(registry)), tex(ref.rule),
-        inputs([t.label for t in methods]) or "The experiment has no ok runs.", figs, inputs(TABLES)))
+        inputs([t.label for t in methods]) or no_j,
+        inputs([t.label for t in metric_tabs]) or "No run of the experiment carries metrics beyond $J$.",
+        figs, inputs(TABLES)))
     md = [f"# supportbench report\n\nRegistry: `{registry}`" + (f", experiment `{experiment}`" if experiment else ""),
-          f"\nRuns in the registry view: {ctx.results.height} "
+          f"\nRuns in the registry view (`results`: runs with J, and runs not ok): {ctx.results.height} "
           f"({ctx.results.filter(ctx.results['status'] != 'ok').height} not ok; missing runs are never imputed — "
           "see `supportbench audit`).",
+          f"\nMetric-only runs (ok, no J; e.g. imported with `registry import`): {metric_only}. They are left out of "
+          "every J statistic and table and appear in the metric tables below.",
           "\n## Methods of this experiment\n",
           f"Reference: {ref.rule}. Gaps are reference − method on matched units (same field, objective and seed); "
           "positive values favour the reference, W/T/L counts the reference's wins, ties and losses.\n"]
@@ -178,7 +211,15 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
         md += [f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
                *render_markdown(t), ""]
     if not methods:
-        md.append("The experiment has no ok runs.\n")
+        md.append(no_j.replace("$J$", "J") + "\n")
+    md += ["\n## Metrics beyond J\n",
+           "Median of each metric over a method's runs (seeds and fields pooled), n runs, in brackets the runs "
+           "carrying a metric where fewer; source: record (this harness's runs) or imported (`registry import`).\n"]
+    for t in metric_tabs:
+        md += [f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
+               *metrics_markdown(t), ""]
+    if not metric_tabs:
+        md.append("No run of the experiment carries metrics beyond J.\n")
     md += ["\n## The paper's tables\n", "| label | file | status |", "|---|---|---|"]
     for label, why in tables.items():
         md.append(f"| `{label}` | [tables/{file_name(label)}](tables/{file_name(label)}) | "
@@ -195,4 +236,5 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
     write_text_atomic(out / "report.md", "\n".join(md))
     write_text_atomic(out / MARKER, "written by `supportbench report`; the next report replaces this folder\n")
     return {"tables": tables, "figures": figures, "methods": {t.label: None for t in methods},
+            "metrics": {t.label: None for t in metric_tabs}, "metric_only_runs": metric_only,
             "reference": ref.rule}, text
