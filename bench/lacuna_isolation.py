@@ -12,6 +12,7 @@ there changes every LACUNA run's code fingerprint):
 * unowned frozen: scalars outside every group's mask never move (neutral batches move only owned scalars), so
   theta_0 = theta_pre + sum_g delta_g exactly.
 * lm_head out: lm_head taken out of the mask domain (no group owns it) and lm_head and embed_tokens frozen.
+* epochs: the injection run longer (the same schedule shape), to buy back the memorization dropout costs.
 
 Per setting: mean answer NLL of each group's facts at theta_0 (LACUNA's instruction format; gate: the worst
 group < 0.5 nats) and the isolation ratio of each group g (docs/benchmarks.md)
@@ -23,7 +24,7 @@ group < 0.5 nats) and the isolation ratio of each group g (docs/benchmarks.md)
 
 RESULT best_isolation_memorized: the smallest max-over-groups ratio among settings whose worst group NLL is
 < 0.5 (target < 0.1; nan when no setting memorizes). RESULT nll_at_best_isolation: the worst group NLL of the
-setting with the smallest max ratio overall (target < 0.5). About 15 minutes on one core."""
+setting with the smallest max ratio overall (target < 0.5). About 20 minutes on one core."""
 
 import copy
 import math
@@ -35,14 +36,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import one_thread, result  # noqa: E402
 
-GRID = [  # (label, group dropout p, unowned frozen, lm_head out)
-    ("today's loop", 0.0, False, False),
-    ("dropout 0.25", 0.25, False, False),
-    ("dropout 0.5", 0.5, False, False),
-    ("dropout 0.25 + unowned frozen", 0.25, True, False),
-    ("dropout 0.5 + unowned frozen", 0.5, True, False),
-    ("lm_head out", 0.0, False, True),
-    ("lm_head out + dropout 0.25", 0.25, False, True),
+GRID = [  # (label, group dropout p, unowned frozen, lm_head out, epochs as a multiple of the adapter's 60)
+    ("today's loop", 0.0, False, False, 1),
+    ("dropout 0.25", 0.25, False, False, 1),
+    ("dropout 0.5", 0.5, False, False, 1),
+    ("dropout 0.25 + unowned frozen", 0.25, True, False, 1),
+    ("dropout 0.5 + unowned frozen", 0.5, True, False, 1),
+    ("lm_head out", 0.0, False, True, 1),
+    ("lm_head out + dropout 0.25", 0.25, False, True, 1),
+    ("dropout 0.35 + unowned frozen", 0.35, True, False, 1),
+    ("dropout 0.25 + unowned frozen", 0.25, True, False, 2),
+    ("dropout 0.35 + unowned frozen", 0.35, True, False, 2),
 ]
 NEUTRAL_BIT = 30   # a pseudo-group for neutral batches: its bit marks what they may move (bits 0..5 are groups)
 NLL_GATE, RATIO_GATE = 0.5, 0.1
@@ -108,12 +112,12 @@ def main():
             t[may] = t[may] | neutral
         return m
 
-    def schedule(model, m, p, seed):
+    def schedule(model, m, p, epochs, seed):
         """masked_finetune's batches (same seed, same order), with neutral batches renamed to the pseudo-group
         and, in group g's batches, each other group's delta dropped with probability p for that step."""
         g = torch.Generator().manual_seed(cfg.seed)
         batches = []
-        for _ in range(cfg.epochs):
+        for _ in range(epochs):
             epoch = []
             for grp in torch.unique(groups).tolist():
                 idx = (groups == grp).nonzero().squeeze(1)
@@ -139,23 +143,23 @@ def main():
                 for q, sel, v in held:
                     q[sel] = v
 
-    print(f"{'setting':<32} | {'theta_0 NLL per group (nats)':<42} | {'isolation ratio per group':<42} | max ratio"
-          f"  worst NLL  s", flush=True)
+    print(f"{'setting':<32} {'epochs':>6} | {'theta_0 NLL per group (nats)':<42} | "
+          f"{'isolation ratio per group':<42} | max ratio  worst NLL  s", flush=True)
     table = []
-    for label, p, unowned_frozen, lm_head_out in GRID:
+    for label, p, unowned_frozen, lm_head_out, times in GRID:
         t0 = time.perf_counter()
         m = variant_mask(unowned_frozen, lm_head_out)
         if label == "today's loop":
             model = saved["today"]
         else:
             model = copy.deepcopy(pre)
-            sched = schedule(model, m, p, seed=1)
-            steps = cfg.epochs * sum(math.ceil(int((groups == grp).sum()) / cfg.batch_size)
+            sched = schedule(model, m, p, cfg.epochs * times, seed=1)
+            steps = cfg.epochs * times * sum(math.ceil(int((groups == grp).sum()) / cfg.batch_size)
                                      for grp in torch.unique(groups).tolist())
             T._fit(model, data, sched, steps, m, cfg, False, label)
         nll, ratios = isolation(model, m)
         table.append((label, max(ratios), float(nll.max())))
-        print(f"{label:<32} | {' '.join(f'{x:6.3f}' for x in nll.tolist()):<42} | "
+        print(f"{label:<32} {cfg.epochs * times:>6} | {' '.join(f'{x:6.3f}' for x in nll.tolist()):<42} | "
               f"{' '.join(f'{x:6.3f}' for x in ratios):<42} | {max(ratios):9.3f}  {float(nll.max()):9.3f}"
               f"  {time.perf_counter() - t0:.0f}", flush=True)
     memorized = [r for _, r, n in table if n < NLL_GATE]
