@@ -25,7 +25,7 @@ denominator: a small ratio means isolation only when restoring g's scalars does 
 
 RESULT best_isolation_memorized: the smallest max-over-groups ratio among settings whose worst group NLL is
 < 0.5 (target < 0.1; nan when no setting memorizes). RESULT nll_at_best_isolation: the worst group NLL of the
-setting with the smallest max ratio overall (target < 0.5). About 20 minutes on one core."""
+setting with the smallest max ratio overall (target < 0.5). About 17 minutes on one core."""
 
 import copy
 import math
