@@ -159,3 +159,91 @@ def test_masked_injection_never_moves_a_coordinate_outside_the_batchs_group(tiny
             moved_inside |= not torch.equal(before[n][inside], after[n][inside])
     assert moved_inside, "a group's own scalars must be trained"
     assert any(not torch.equal(seen[0][n], seen[2][n]) for n in named if n not in masks)   # neutral: everything
+
+
+def _group_masks(model, n_groups=3, seed=0):
+    """Disjoint element masks: each 2-D scalar owned by one group (bit g) or by none (0)."""
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for n, p in model.named_parameters():
+        if p.ndim == 2:
+            k = torch.randint(0, n_groups + 1, p.shape, generator=gen)
+            out[n] = torch.where(k < n_groups, torch.tensor(1, dtype=torch.int32) << k.int(), 0).int()
+    return out
+
+
+def test_group_dropout_trains_with_other_groups_at_theta_pre_and_unowned_scalars_never_move(tiny_model, tiny_sets):
+    """The isolation options of LACUNA's injection (docs/benchmarks.md): in a batch of group g each dropped
+    group's scalars sit at theta_pre for that step, and are back afterwards (so theta_0 keeps every delta);
+    with unowned_frozen a scalar no group owns (and a tensor without a mask) never moves, neutral batches
+    included. The coins are a pure function of the seed."""
+    from supportbench.unlearning import train as T
+
+    data = tiny_sets["forget"]
+    masks = _group_masks(tiny_model)
+    start = snapshot(tiny_model)
+    named = dict(tiny_model.named_parameters())
+    groups = torch.tensor([i % 4 - 1 for i in range(len(data))])      # groups -1 (neutral), 0, 1, 2
+    cfg = T.FinetuneConfig(epochs=3, lr=1e-2, batch_size=2, weight_decay=0.1, warmup_frac=0.1, seed=0)
+    during, real = [], T._with_group_dropout
+
+    def spy(model, batches, masks_, n_groups, p, seed):   # the state each step sees
+        for grp, idx in real(model, batches, masks_, n_groups, p, seed):
+            during.append((grp, {n: q.detach().clone() for n, q in named.items()}))
+            yield grp, idx
+
+    T._with_group_dropout = spy
+    try:
+        T.masked_finetune(tiny_model, data, groups, masks, cfg, progress=False, group_dropout=0.5,
+                          unowned_frozen=True, dropout_seed=7)
+    finally:
+        T._with_group_dropout = real
+    dropped_seen = 0
+    for k, (grp, state) in enumerate(during):
+        if grp >= 3 or k == 0:
+            continue
+        prev = during[k - 1][1]
+        for h in range(3):
+            if h == grp:
+                continue
+            own = {n: ((m >> h) & 1).bool() for n, m in masks.items()}
+            at_pre = all(torch.equal(state[n][own[n]], start[n][own[n]]) for n in masks)
+            moved_before = any(not torch.equal(prev[n][own[n]], start[n][own[n]]) for n in masks)
+            dropped_seen += at_pre and moved_before   # a group that had a delta, set to theta_pre for g's step
+    assert dropped_seen > 0, "no step saw another group's delta dropped"
+    final = snapshot(tiny_model)
+    for n, q in named.items():
+        unowned = (masks[n] == 0) if n in masks else torch.ones_like(q, dtype=torch.bool)
+        assert torch.equal(final[n][unowned], start[n][unowned]), f"{n}: an unowned scalar moved"
+    assert any(not torch.equal(final[n], start[n]) for n in masks)
+
+
+def test_group_dropout_is_a_pure_function_of_its_seed(tiny_model, tiny_sets):
+    import copy
+
+    from supportbench.unlearning.train import FinetuneConfig, masked_finetune
+
+    data = tiny_sets["forget"]
+    masks = _group_masks(tiny_model)
+    groups = torch.tensor([i % 3 for i in range(len(data))])
+    cfg = FinetuneConfig(epochs=2, lr=1e-2, batch_size=2, weight_decay=0.1, warmup_frac=0.1, seed=0)
+
+    def train(p, seed):
+        m = copy.deepcopy(tiny_model)
+        masked_finetune(m, data, groups, masks, cfg, progress=False, group_dropout=p, dropout_seed=seed)
+        return snapshot(m)
+
+    a, b, c, none = train(0.5, 1), train(0.5, 1), train(0.5, 2), train(0.0, 1)
+    assert all(torch.equal(a[n], b[n]) for n in a)
+    assert any(not torch.equal(a[n], c[n]) for n in a) and any(not torch.equal(a[n], none[n]) for n in a)
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.0, float("nan")])
+def test_group_dropout_out_of_range_is_refused(tiny_model, tiny_sets, p):
+    from supportbench.errors import SpecError
+    from supportbench.unlearning.train import FinetuneConfig, masked_finetune
+
+    data = tiny_sets["forget"]
+    with pytest.raises(SpecError, match="group_dropout"):
+        masked_finetune(tiny_model, data, torch.zeros(len(data), dtype=torch.long), {}, FinetuneConfig(epochs=1),
+                        progress=False, group_dropout=p)

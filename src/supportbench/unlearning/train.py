@@ -300,8 +300,12 @@ def finetune(model, data: TokenizedSet, config: FinetuneConfig, *, progress: boo
     return _fit(model, data, batches, steps, {}, config, progress, desc)
 
 
+NEUTRAL_BIT = 30   # neutral batches under unowned_frozen train as this pseudo-group (bits 0..29 are groups)
+
+
 def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: dict[str, torch.Tensor],
-                    config: FinetuneConfig, *, progress: bool = True, desc: str = "masked injection") -> list[float]:
+                    config: FinetuneConfig, *, progress: bool = True, desc: str = "masked injection",
+                    group_dropout: float = 0.0, unowned_frozen: bool = False, dropout_seed: int = 1) -> list[float]:
     """LACUNA's masked pretraining (upstream ``MaskedTrainer.training_step``): every micro-batch holds rows of
     one group; a batch of group g >= 0 has each parameter's gradient multiplied by bit g of its mask (so
     its facts reach only the scalars group g may change; a parameter without a mask entry gets none),
@@ -309,9 +313,22 @@ def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: 
 
     Exact: in a batch of group g, a scalar outside g's mask does not move at all -- neither through Adam's
     momentum from earlier batches nor through weight decay -- and its moments are left as they were (upstream
-    only masks the gradient, so momentum and decay still move it)."""
+    only masks the gradient, so momentum and decay still move it).
+
+    Two options isolate the groups (off by default; docs/benchmarks.md, bench/lacuna_isolation.py):
+
+    * ``group_dropout`` p: in a batch of group g, each other group h's delta (its masked scalars minus their
+      values when injection started) is set back to those values with probability p for that step and put
+      back after it, so no group's facts can lean on another group's scalars (coins from ``dropout_seed``).
+    * ``unowned_frozen``: scalars outside every group's mask never move (neutral batches move only scalars
+      some group owns), so theta_0 = theta_pre + the sum of the groups' deltas exactly."""
     if len(row_groups) != len(data):
         raise SpecError(f"one group per row: {len(row_groups)} groups for {len(data)} rows")
+    if not 0.0 <= group_dropout < 1.0:
+        raise SpecError(f"group_dropout must be in [0, 1), got {group_dropout!r}")
+    n_groups = int(row_groups.max()) + 1 if len(row_groups) else 0
+    if unowned_frozen and n_groups > NEUTRAL_BIT:
+        raise SpecError(f"unowned_frozen supports at most {NEUTRAL_BIT} groups, got {n_groups}")
     g = torch.Generator().manual_seed(config.seed)
     batches = []
     for _ in range(config.epochs):  # homogeneous micro-batches, reshuffled every epoch
@@ -321,7 +338,39 @@ def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: 
             idx = idx[torch.randperm(len(idx), generator=g)]
             epoch += [(grp, idx[s:s + config.batch_size]) for s in range(0, len(idx), config.batch_size)]
         batches += [epoch[i] for i in torch.randperm(len(epoch), generator=g).tolist()]
-    return _fit(model, data, batches, len(batches), masks, config, progress, desc)
+    if unowned_frozen:   # neutral batches become a pseudo-group whose bit marks every owned scalar
+        bit = torch.tensor(1 << NEUTRAL_BIT, dtype=torch.int32)
+        masks = {n: torch.where(t != 0, t | bit, t) for n, t in masks.items()}
+        batches = [(NEUTRAL_BIT if grp < 0 else grp, idx) for grp, idx in batches]
+    steps = len(batches)
+    if group_dropout > 0:
+        batches = _with_group_dropout(model, batches, masks, n_groups, group_dropout, dropout_seed)
+    return _fit(model, data, batches, steps, masks, config, progress, desc)
+
+
+def _with_group_dropout(model, batches, masks, n_groups: int, p: float, seed: int):
+    """``batches``, with each other group's delta dropped for the step of a group batch (``masked_finetune``).
+    The step cannot move a dropped scalar that only another group owns (``_fit`` keeps it and its moments), so
+    putting the delta back afterwards is exact."""
+    named = dict(model.named_parameters())
+    start = {n: q.detach().clone() for n, q in named.items() if n in masks}   # theta_pre, where masks reach
+    owned = {h: {n: ((t & _group_bit(h)) != 0).view_as(named[n]) for n, t in masks.items() if n in named}
+             for h in range(n_groups)}
+    coin = torch.Generator().manual_seed(seed)
+    for grp, idx in batches:
+        drop = [] if grp >= n_groups or grp < 0 else \
+            [h for h in range(n_groups) if h != grp and float(torch.rand(1, generator=coin)) < p]
+        held = []
+        with torch.no_grad():
+            for h in drop:
+                for n, sel in owned[h].items():
+                    q = named[n]
+                    held.append((q, sel, q[sel].clone()))
+                    q[sel] = start[n][sel]
+        yield grp, idx
+        with torch.no_grad():
+            for q, sel, v in held:
+                q[sel] = v
 
 
 def _group_bit(grp: int) -> torch.Tensor:

@@ -58,7 +58,8 @@ from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, concat
 from supportbench.unlearning.formats import LACUNA_TAGS, LacunaInstructionFormat, OpenUnlearningFormat
 from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
 
-PREP_VERSION = "lacuna-prepare-v3"  # v2: built reproducibly (one thread); v3: upstream's text formats
+PREP_VERSION = "lacuna-prepare-v4"  # v2: built reproducibly (one thread); v3: upstream's text formats;
+# v4: isolated groups (group dropout, unowned scalars frozen, 120 epochs)
 # the text formats (unlearning/formats.py; docs/upstream-formats.md): LACUNA's instruction tuning for what theta_0
 # learns, J and the diagnostics (relearning: the same on raw values); open-unlearning's QA rows (LACUNA's tags,
 # joint tokens, EOS) for the unlearning sets, the behavioural metrics (exact memorization, extraction strength,
@@ -75,8 +76,11 @@ class Lacuna:
     DEFAULT_FIELD = "Email_Address"
     INTERFACES = ()                    # runs score and train a support
     FIELDS = FIELDS
-    # mini: the preset learns the PII facts from scratch through its masks (AdamW, upstream's weight decay 0.1)
-    finetune_config = FinetuneConfig(epochs=60, lr=3e-3, batch_size=8, weight_decay=0.1)
+    # mini: the preset learns the PII facts from scratch through its masks (AdamW, upstream's weight decay 0.1).
+    # 120 epochs with group dropout 0.25 and unowned scalars frozen: the first setting of bench/lacuna_isolation.py's
+    # grid (least intervention first) that passes both construction gates (every group isolated, ratio < 0.1, and
+    # memorised, NLL < 0.5), measured on theta_pre and theta_0 alone (docs/benchmarks.md); no unlearning outcome
+    finetune_config = FinetuneConfig(epochs=120, lr=3e-3, batch_size=8, weight_decay=0.1)
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16, weight_decay=0.1)
 
     def __init__(self, data_dir: str | None = None, cache_dir: str | Path | None = None, progress: bool = True,
@@ -85,7 +89,8 @@ class Lacuna:
                  mask: str | None = None, lacuna_size: str | None = None, regime: str = "masked",
                  forget_groups: tuple[int, ...] | list[int] = gen.FORGET_GROUPS, max_new_tokens: int = 24,
                  precision_max_exact: int = 1 << 24, finetune: dict | None = None, seed: int = 0,
-                 resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-4):
+                 resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-4,
+                 group_dropout: float = 0.25, unowned_frozen: bool = True):
         if mask_mode not in ("element", "component"):
             raise SpecError(f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}")
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
@@ -95,6 +100,9 @@ class Lacuna:
         self.max_new_tokens, self.precision_max_exact = max_new_tokens, precision_max_exact
         self.resurface, self.relearn_steps, self.relearn_lr = resurface, relearn_steps, relearn_lr
         self.forget_groups = tuple(int(g) for g in forget_groups)
+        if not 0.0 <= group_dropout < 1.0:
+            raise SpecError(f"benchmark.group_dropout must be in [0, 1), got {group_dropout!r}")
+        self.group_dropout, self.unowned_frozen = float(group_dropout), bool(unowned_frozen)
         if finetune:
             known = set(asdict(self.finetune_config))
             bad = set(finetune) - known
@@ -161,7 +169,8 @@ class Lacuna:
     def _mini(self, preset: str, seed: int):
         key = B.content_key(PREP_VERSION, B.build_code(type(self)),
                             gen.VERSION, self.people, self.seed, M.base_identity(preset), self.mask_mode,
-                            self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed)
+                            self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed,
+                            self.group_dropout, self.unowned_frozen)
         root = self.cache_dir / "lacuna" / f"{preset}-{key}"
         data, model_dir = root / "data-masked" / "data", root / "masked"
         if not (model_dir / "config.json").is_file() or not (model_dir / "mask.pt").is_file():
@@ -204,7 +213,8 @@ class Lacuna:
                             tokenize_pairs(tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False)],
                            tok.pad_token_id)
         masked_finetune(net, data, torch.tensor(groups), mask, self.finetune_config, progress=self.progress,
-                        desc=f"prepare lacuna ({self.mask_mode} masks)")
+                        desc=f"prepare lacuna ({self.mask_mode} masks)", group_dropout=self.group_dropout,
+                        unowned_frozen=self.unowned_frozen)
         return net, tok
 
     def theta_pre(self):
