@@ -23,9 +23,11 @@ group < 0.5 nats) and the isolation ratio of each group g (docs/benchmarks.md)
 (0 = isolated, 1 = every group hurt alike; gate: the worst group < 0.1); also the smallest own rise (the
 denominator: a small ratio means isolation only when restoring g's scalars does remove g's facts).
 
-RESULT best_isolation_memorized: the smallest max-over-groups ratio among settings whose worst group NLL is
-< 0.5 (target < 0.1; nan when no setting memorizes). RESULT nll_at_best_isolation: the worst group NLL of the
-setting with the smallest max ratio overall (target < 0.5). About 17 minutes on one core."""
+RESULT best_isolation_memorized: the smallest max-over-groups ratio among the grid's settings whose worst group
+NLL is < 0.5 (target < 0.1; nan when no setting memorizes). Then the shipped construction, built through the
+adapter's own code (masked_finetune with the adapter's options, from the same theta_pre): RESULT
+shipped_isolation_ratio (its max ratio, target < 0.1) and RESULT shipped_worst_nll (target < 0.5). About 20
+minutes on one core."""
 
 import copy
 import math
@@ -167,9 +169,22 @@ def main():
         print(f"{label:<32} {cfg.epochs * times:>6} | {' '.join(f'{x:6.3f}' for x in nll.tolist()):<42} | "
               f"{' '.join(f'{x:6.3f}' for x in ratios):<42} | {max(ratios):9.3f}  {float(nll.max()):9.3f}"
               f"  {min(own):14.2f}  {time.perf_counter() - t0:.0f}", flush=True)
+    # the shipped construction through the adapter's own code path (masked_finetune with the adapter's options
+    # and epochs, from the same theta_pre): the row above with the same setting must come out the same
+    shipped = lac.Lacuna(cache_dir=tempfile.gettempdir(), progress=False, device="cpu")
+    t0 = time.perf_counter()
+    model = copy.deepcopy(pre)
+    lac.masked_finetune(model, data, groups, mask, shipped.finetune_config, progress=False,
+                        group_dropout=shipped.group_dropout, unowned_frozen=shipped.unowned_frozen)
+    nll, ratios, own = isolation(model, mask)
+    label = f"adapter: dropout {shipped.group_dropout:g}{' + unowned frozen' if shipped.unowned_frozen else ''}"
+    print(f"{label:<32} {shipped.finetune_config.epochs:>6} | {' '.join(f'{x:6.3f}' for x in nll.tolist()):<42} | "
+          f"{' '.join(f'{x:6.3f}' for x in ratios):<42} | {max(ratios):9.3f}  {float(nll.max()):9.3f}"
+          f"  {min(own):14.2f}  {time.perf_counter() - t0:.0f}", flush=True)
     memorized = [r for _, r, n in table if n < NLL_GATE]
     result("best_isolation_memorized", min(memorized) if memorized else float("nan"), "<", RATIO_GATE)
-    result("nll_at_best_isolation", min(table, key=lambda t: t[1])[2], "<", NLL_GATE)
+    result("shipped_isolation_ratio", max(ratios), "<", RATIO_GATE)
+    result("shipped_worst_nll", float(nll.max()), "<", NLL_GATE)
 
 
 if __name__ == "__main__":
