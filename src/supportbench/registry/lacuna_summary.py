@@ -17,8 +17,6 @@ At least one must be there. The field and method come from the folder layout (``
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 from supportbench.errors import RegistryError
@@ -46,20 +44,6 @@ def is_run_folder(path: Path) -> bool:
     return (d / LM_EVAL).is_file() or (d / LEAKAGE).is_file() or d.parent.parent.name == "unlearned_models"
 
 
-def _json(path: Path) -> dict:
-    try:
-        x = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}") from None
-    if not isinstance(x, dict):
-        raise RegistryError(f"{path}: must hold a JSON object, got {type(x).__name__}")
-    return x
-
-
-def _number(v) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def read(path: Path, options: dict):
     from supportbench.registry.imports import ImportedRun, identity
 
@@ -75,18 +59,18 @@ def read(path: Path, options: dict):
         metrics, items, skipped = ou_eval.parse(d / EVAL if EVAL in present else None,
                                                 d / SUMMARY if SUMMARY in present else None)
     if LM_EVAL in present:
-        for task, v in _json(d / LM_EVAL).items():
+        for task, v in ou_eval.read_object(d / LM_EVAL).items():
             name = "lm_eval_mean" if task == "_mean" else f"lm_eval_{task}"
-            if _number(v):
+            if ou_eval.finite(v):
                 metrics[name] = float(v)
             else:
                 skipped.append(f"{name} ({v!r})")
     if LEAKAGE in present:
-        leak = _json(d / LEAKAGE)
+        leak = ou_eval.read_object(d / LEAKAGE)
         for k in LEAKAGE_KEYS:
             if k not in leak:
                 raise RegistryError(f"{d / LEAKAGE}: no '{k}' (extraction_leakage.py writes {', '.join(LEAKAGE_KEYS)})")
-            if not _number(leak[k]):
+            if not ou_eval.finite(leak[k]):
                 raise RegistryError(f"{d / LEAKAGE}: '{k}' must be a finite number, got {leak[k]!r}")
             metrics[k] = float(leak[k])
         named = leak.get("field")

@@ -44,17 +44,18 @@ def looks_like(path: Path) -> bool:
     return bool(files(path))
 
 
-def _json(path: Path) -> dict:
+def read_object(path: Path) -> dict:
+    """A JSON file holding one object (open-unlearning's and LACUNA's summaries), or a one-line error."""
     try:
         x = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}") from None
     if not isinstance(x, dict):
-        raise RegistryError(f"{path}: must hold a JSON object of metrics, got {type(x).__name__}")
+        raise RegistryError(f"{path}: must hold a JSON object, got {type(x).__name__}")
     return x
 
 
-def _finite(v) -> bool:
+def finite(v) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -66,13 +67,13 @@ def parse(eval_file: Path | None, summary_file: Path | None) -> tuple[dict, dict
     """(metrics, per-item series, skipped metric notes) of one evaluator's files."""
     metrics, items, skipped = {}, {}, []
     if eval_file is not None:
-        logs = _json(eval_file)
+        logs = read_object(eval_file)
         for name, res in logs.items():
             if not isinstance(res, dict):   # LMEval_EVAL.json keeps lm-eval's samples per task: no value of ours
                 skipped.append(f"{name} ({type(res).__name__} in {eval_file.name}, no agg_value)")
                 continue
             v = res.get("agg_value")
-            if _finite(v):
+            if finite(v):
                 metrics[name] = float(v)
             elif "agg_value" in res:
                 skipped.append(f"{name} (agg_value {v!r})")
@@ -85,8 +86,8 @@ def parse(eval_file: Path | None, summary_file: Path | None) -> tuple[dict, dict
                 if isinstance(sub, dict) and isinstance(sub.get("value_by_index"), dict):
                     items.update(_series(f"{name}:{part}", sub["value_by_index"]))
     if summary_file is not None:
-        for name, v in _json(summary_file).items():
-            if not _finite(v):
+        for name, v in read_object(summary_file).items():
+            if not finite(v):
                 skipped.append(f"{name} (summary value {v!r})")
                 continue
             if name in metrics and not math.isclose(metrics[name], float(v), rel_tol=1e-12, abs_tol=0.0):
@@ -136,13 +137,13 @@ def forget_quality(eval_file: Path, retain: Path) -> float:
             raise RegistryError(f"--retain {retain}: no <NAME>_EVAL.json of the retain model")
 
     def scores(f: Path, who: str):
-        res = _json(f).get("forget_truth_ratio")
+        res = read_object(f).get("forget_truth_ratio")
         by_index = res.get("value_by_index") if isinstance(res, dict) else None
         if not isinstance(by_index, dict) or not by_index:
             raise RegistryError(f"{f}: no forget_truth_ratio.value_by_index ({who}); forget quality is the KS test "
                                 "of the two models' forget truth ratios")
         vals = [e.get("score") if isinstance(e, dict) else None for e in by_index.values()]
-        if not all(_finite(v) for v in vals):
+        if not all(finite(v) for v in vals):
             raise RegistryError(f"{f}: forget_truth_ratio scores must be finite numbers ({who})")
         return vals
 

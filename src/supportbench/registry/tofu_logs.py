@@ -30,10 +30,10 @@ perturbed probabilities in the truth ratio; the aggregation script, followed her
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from supportbench.errors import RegistryError
+from supportbench.registry.imports import finite
 
 FILES = {"eval_log.json": "retain", "eval_real_author_wo_options.json": "real_authors",
          "eval_real_world_wo_options.json": "world_facts", "eval_log_forget.json": "forget"}
@@ -86,12 +86,6 @@ def _object(x, where: str) -> dict:
     return x
 
 
-def _number(v, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise RegistryError(f"{where} must be a finite number, got {v!r}")
-    return float(v)
-
-
 def series(log: dict, key: str, where: str, width: int | None = None):
     """(indices sorted, values) of one per-item key: a float per index, or (``width`` given or not) a list."""
     import numpy as np
@@ -108,9 +102,9 @@ def series(log: dict, key: str, where: str, width: int | None = None):
         if isinstance(v, list):
             if not v:
                 raise RegistryError(f"{where}: '{key}' item {i} is an empty list")
-            vals.append([_number(x, f"{where}: '{key}' item {i}") for x in v])
+            vals.append([finite(x, f"{where}: '{key}' item {i}") for x in v])
         else:
-            vals.append(_number(v, f"{where}: '{key}' item {i}"))
+            vals.append(finite(v, f"{where}: '{key}' item {i}"))
     arr = np.array(vals, dtype=float) if len({len(v) if isinstance(v, list) else -1 for v in vals}) == 1 else None
     if arr is None:
         raise RegistryError(f"{where}: '{key}' items differ in shape (every item needs as many perturbed answers)")
