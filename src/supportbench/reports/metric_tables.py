@@ -13,13 +13,12 @@ with the number of runs in column n, and the count in brackets where fewer of th
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import polars as pl
 
 from supportbench.reports.latex import OBJECTIVE_NAMES, environment, template_text, tex
-from supportbench.reports.overview import OBJECTIVE_ORDER, arm_key, arm_name
+from supportbench.reports.overview import arm_key, arm_name, objectives, slug, splits
 
 FIRST = ("forget_quality", "model_utility")   # TOFU's two headline numbers lead; the rest in name order
 SOURCES = {"record": "record", "import": "imported"}
@@ -58,22 +57,16 @@ def _order(names) -> list[str]:
     return [n for n in FIRST if n in names] + sorted(names - set(FIRST))
 
 
-def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "-", s)
-
-
 def metric_tables(long: pl.DataFrame) -> list[MetricTable]:
     if long.is_empty():
         return []
     long = long.with_columns(arm=pl.struct("method", "variant").map_elements(
         lambda s: arm_key(s["method"], s["variant"]), return_dtype=pl.String))
     out = []
-    splits = sorted(set(long["split"].to_list()), key=lambda s: (s != "final", s))
     for bench in sorted(set(long["benchmark"].to_list())):
-        for split in splits:
+        for split in splits(long):
             b = long.filter((pl.col("benchmark") == bench) & (pl.col("split") == split))
-            present = set(b["objective"].to_list())
-            for obj in [o for o in OBJECTIVE_ORDER if o in present] + sorted(present - set(OBJECTIVE_ORDER)):
+            for obj in objectives(b):
                 d = b.filter(pl.col("objective") == obj)
                 metrics = _order(d["name"].unique().to_list())
                 rows = []
@@ -87,9 +80,9 @@ def metric_tables(long: pl.DataFrame) -> list[MetricTable]:
                                  "n": a["run_key"].n_unique(), "cells": cells})
                 where = f"{tex(bench)}, {OBJECTIVE_NAMES.get(obj, tex(obj))}" + (
                     "" if split == "final" else f", {tex(split)} split")
-                suffix = "" if split == "final" else f":{_slug(split)}"
+                suffix = "" if split == "final" else f":{slug(split)}"
                 out.append(MetricTable(
-                    label=f"tab:metrics:{_slug(bench)}:{_slug(obj)}{suffix}", benchmark=bench, split=split,
+                    label=f"tab:metrics:{slug(bench)}:{slug(obj)}{suffix}", benchmark=bench, split=split,
                     objective=obj, metrics=metrics, rows=rows,
                     caption=(f"Metrics beyond $J$ on {where}: the median over each method's runs (seeds and fields "
                              "pooled), $n$ runs, in brackets the runs carrying a metric where fewer; source: "

@@ -91,13 +91,19 @@ def _reference_builder(ctx: Context) -> dict:
     return {"reference": choose_reference(ctx.results, ctx.reference)}
 
 
-def _objectives(df: pl.DataFrame) -> list[str]:
+def objectives(df: pl.DataFrame) -> list[str]:
+    """The objectives present, in the paper's order, then any other by name."""
     present = set(df["objective"].unique().to_list())
     return [o for o in OBJECTIVE_ORDER if o in present] + sorted(present - set(OBJECTIVE_ORDER))
 
 
-def _slug(s: str) -> str:
+def slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", s)
+
+
+def splits(df: pl.DataFrame) -> list[str]:
+    """The splits present, final first."""
+    return sorted(set(df["split"].unique().to_list()) if not df.is_empty() else set(), key=lambda s: (s != "final", s))
 
 
 @dataclass
@@ -139,19 +145,17 @@ def method_tables(ctx: Context) -> list[MethodTable]:
     ref = reference_of(ctx)
     ok = S.usable(ctx.results)
     out = []
-    splits = sorted(set(ok["split"].unique().to_list()) if not ok.is_empty() else set(),
-                    key=lambda s: (s != "final", s))
     for bench in sorted(set(ok["benchmark"].unique().to_list()) if not ok.is_empty() else set()):
-        for split in splits:
+        for split in splits(ok):
             d = ok.filter((pl.col("benchmark") == bench) & (pl.col("split") == split))
             if d.is_empty():
                 continue
             rows = []
-            for obj in _objectives(d):
+            for obj in objectives(d):
                 rows += [{"objective": obj, **r} for r in _arm_rows(d.filter(pl.col("objective") == obj), ref, ctx.tol)]
             where = tex(bench) + ("" if split == "final" else f", {tex(split)} split")
             out.append(MethodTable(
-                label=f"tab:methods:{_slug(bench)}" + ("" if split == "final" else f":{_slug(split)}"),
+                label=f"tab:methods:{slug(bench)}" + ("" if split == "final" else f":{slug(split)}"),
                 caption=(f"Every method of this experiment on {where}: mean and median $J$ over its runs, and the "
                          f"paired gap reference$-$method on matched units (positive favours the reference, "
                          f"{tex(ref.name)}), its median and the reference's W/T/L."),
@@ -174,7 +178,7 @@ def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
                                  .unique().sort(["benchmark", pl.col("split") != "final", "split", "method"])
                                  .iter_rows()):
         d = ok.filter((pl.col("benchmark") == bench) & (pl.col("split") == split))
-        for obj in _objectives(d):
+        for obj in objectives(d):
             do = d.filter(pl.col("objective") == obj)
             m = S.dirr_metrics(S.pick(do, method, "dirr"), S.pick(do, method, "static"), tol)
             if m.n:
