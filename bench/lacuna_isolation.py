@@ -121,7 +121,8 @@ def main():
 
     def schedule(model, m, p, epochs, seed):
         """masked_finetune's batches (same seed, same order), with neutral batches renamed to the pseudo-group
-        and, in group g's batches, each other group's delta dropped with probability p for that step."""
+        and, in group g's batches, each other group's delta dropped with probability p for that step (the
+        adapter's own dropout, ``with_group_dropout``)."""
         g = torch.Generator().manual_seed(cfg.seed)
         batches = []
         for _ in range(epochs):
@@ -131,24 +132,8 @@ def main():
                 idx = idx[torch.randperm(len(idx), generator=g)]
                 epoch += [(grp, idx[s:s + cfg.batch_size]) for s in range(0, len(idx), cfg.batch_size)]
             batches += [epoch[i] for i in torch.randperm(len(epoch), generator=g).tolist()]
-        named = dict(model.named_parameters())
-        owned = {h: {n: bits_set(t, 1 << h).view_as(named[n]) for n, t in m.items() if n in named}
-                 for h in range(n_groups)}
-        coin = torch.Generator().manual_seed(seed)
-        for grp, idx in batches:
-            drop = [] if grp < 0 or p == 0 else \
-                [h for h in range(n_groups) if h != grp and float(torch.rand(1, generator=coin)) < p]
-            held = []
-            with torch.no_grad():
-                for h in drop:
-                    for n, sel in owned[h].items():
-                        q = named[n]
-                        held.append((q, sel, q[sel].clone()))
-                        q[sel] = pre_params[n][sel]
-            yield (NEUTRAL_BIT if grp < 0 else grp), idx
-            with torch.no_grad():   # the step froze h's scalars at theta_pre: put their delta back
-                for q, sel, v in held:
-                    q[sel] = v
+        batches = [(NEUTRAL_BIT if grp < 0 else grp, idx) for grp, idx in batches]
+        return T._with_group_dropout(model, batches, m, n_groups, p, seed) if p > 0 else batches
 
     print(f"{'setting':<32} {'epochs':>6} | {'theta_0 NLL per group (nats)':<42} | "
           f"{'isolation ratio per group':<42} | max ratio  worst NLL  own rise (min)  s", flush=True)
