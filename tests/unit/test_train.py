@@ -247,3 +247,33 @@ def test_group_dropout_out_of_range_is_refused(tiny_model, tiny_sets, p):
     with pytest.raises(SpecError, match="group_dropout"):
         masked_finetune(tiny_model, data, torch.zeros(len(data), dtype=torch.long), {}, FinetuneConfig(epochs=1),
                         progress=False, group_dropout=p)
+
+
+def test_group_dropout_puts_every_dropped_delta_back_after_the_step(tiny_model):
+    """Driven by hand: each "step" adds 1 to the current group's own scalars only. A dropped group's scalars sit
+    at theta_pre during another group's step and get their delta back afterwards, so at the end every group's
+    scalars are theta_pre + the number of its own steps (a lost put-back leaves them short)."""
+    from supportbench.unlearning.train import _with_group_dropout
+
+    masks = _group_masks(tiny_model)
+    named = dict(tiny_model.named_parameters())
+    start = {n: q.detach().clone() for n, q in named.items()}
+    own = {h: {n: ((m >> h) & 1).bool() for n, m in masks.items()} for h in range(3)}
+    order = [0, 1, 2, 0, 0, 1, 2, 2, 1, 0, -1, 1, 2]
+    done = {0: 0, 1: 0, 2: 0}      # steps each group has had so far
+    drops = 0
+    with torch.no_grad():
+        for grp, _ in _with_group_dropout(tiny_model, [(g, None) for g in order], masks, 3, 0.6, seed=5):
+            for h in range(3):   # another group with a delta, sitting at theta_pre for this step: dropped
+                if h != grp and grp >= 0 and done[h] and \
+                        all(torch.equal(named[n][own[h][n]], start[n][own[h][n]]) for n in masks):
+                    drops += 1
+            if grp >= 0:
+                for n in masks:
+                    named[n][own[grp][n]] += 1.0
+                done[grp] += 1
+    for h in range(3):
+        for n in masks:
+            want = start[n][own[h][n]] + order.count(h)
+            assert torch.allclose(named[n][own[h][n]], want, atol=1e-5), f"group {h}'s delta in {n} was not put back"
+    assert drops > 0, "no step dropped another group's delta"
