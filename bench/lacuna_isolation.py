@@ -3,8 +3,8 @@ depend on its own scalars only (isolated) while theta_0 still knows them (memori
 
 One cold build of the demo's mini LACUNA (tiny-olmo3, 24 people per field, 6 groups, element masks at 0.1), whose
 injection is captured with its inputs (theta_pre, the fact and neutral rows, their groups, mask.pt, the config);
-the injection is then rerun from the same theta_pre under variants built here, never in the adapter (a change
-there changes every LACUNA run's code fingerprint):
+the injection is then rerun from the same theta_pre under variants set up here; the dropout itself is
+``unlearning.train._with_group_dropout``, what the adapter ships:
 
 * group dropout p: during a batch of group g, each other group h's delta (its masked scalars minus theta_pre)
   is set back to theta_pre with probability p and put back after the step (``_fit`` leaves h's scalars and
