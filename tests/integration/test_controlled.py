@@ -49,7 +49,7 @@ def _eval_nll(b, model, t) -> float:
 def test_interfaces_have_equal_editable_size(ctl):
     itf = ctl.itf
     lora = sum(p.numel() for p in I._lora_params(ctl._prepared.model, itf))
-    assert itf.size == itf.lora_size == lora == len(itf.columns) * itf.d_model
+    assert itf.size == itf.lora_size == lora == 3 * len(itf.columns) * itf.d_model   # gate, up, down
 
 
 def test_each_interface_holds_its_own_targets(ctl):
@@ -127,7 +127,8 @@ def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatc
     roles = ctl.roles("t00", 0)
     data = UnlearningData(roles.forget, roles.retain)
     config = TrainConfig(steps=3, lr=1e-2, batch_size=4, weight_decay=0.01)
-    w_name = next(n for n, p in model.named_parameters() if p is I._base_weight(model, ctl.itf))
+    full = I._mlp_weights(model, ctl.itf)                     # gate, up, down
+    g_name, u_name, w_name = (next(n for n, p in model.named_parameters() if p is q) for q in full)
     cols = list(ctl.itf.columns)
     try:
         for which in I.INTERFACES:
@@ -137,9 +138,11 @@ def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatc
             after = model.state_dict()
             changed = {n for n in after if not torch.equal(after[n], state[n])}
             if which == "backbone":
-                assert changed == {w_name}
-                outside = [c for c in range(after[w_name].shape[1]) if c not in cols]
+                assert changed == {g_name, u_name, w_name}
+                outside = [c for c in range(after[w_name].shape[1]) if c not in cols]   # every other neuron
                 assert torch.equal(after[w_name][:, outside], state[w_name][:, outside])
+                assert torch.equal(after[g_name][outside], state[g_name][outside])
+                assert torch.equal(after[u_name][outside], state[u_name][outside])
             else:
                 assert changed and all("lora_" in n for n in changed)
             assert not any(p.requires_grad for p in model.parameters())  # released for inference
@@ -229,9 +232,11 @@ def test_bad_controlled_input(tmp_path):
 
     m = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
                                      num_attention_heads=4, num_key_value_heads=4))
-    with pytest.raises(SpecError, match=r"rank 4 cannot match.*possible ranks: 3, 6, 9"):
+    # d_model 96, d_ff 256: c = r x 352 / 288 neurons is whole for r = 9, 18, 27 (c = 11, 22, 33)
+    with pytest.raises(SpecError, match=r"rank 4 cannot match.*neurons.*possible ranks: 9, 18, 27$"):
         I.make_interfaces(m, -1, 4)
-    assert I.make_interfaces(m, -1, 3).size == I.make_interfaces(m, -1, 3).lora_size
+    itf = I.make_interfaces(m, -1, 9)
+    assert len(itf.columns) == 11 and itf.size == itf.lora_size == 9 * 352 == 3 * 11 * 96
     with pytest.raises(ValueError, match="blind pairs"):
         targets(7)
     with pytest.raises(SpecError, match="n_targets"):
@@ -242,7 +247,7 @@ def test_bad_controlled_input(tmp_path):
     wrong.mkdir()
     (wrong / "adapter_config.json").write_text("{}")
     with pytest.raises(SpecError, match="does not fit the model"):
-        I.load_lora(m, wrong, I.make_interfaces(m, -1, 3))
+        I.load_lora(m, wrong, I.make_interfaces(m, -1, 9))
 
 
 def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_path):

@@ -46,7 +46,7 @@ def tiny():
     base = Qwen2ForCausalLM(Qwen2Config(vocab_size=V, hidden_size=32, intermediate_size=96, num_hidden_layers=2,
                                         num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=False,
                                         use_sliding_window=False))
-    itf = I.make_interfaces(base, -1, 2, seed=0)          # 8 columns = rank 2 x (96 + 32) / 32
+    itf = I.make_interfaces(base, -1, 3, seed=0)          # 4 neurons = rank 3 x (96 + 32) / (3 x 32)
     model = I.attach_lora(base, itf)
     with torch.no_grad():                                   # a LoRA that does something, a block that matters
         I.down_proj_module(model, itf).lora_B["default"].weight.normal_(0, 0.5)

@@ -29,5 +29,5 @@ def warmup_cosine(step: int, total: int, warmup: int) -> float:
 
 
 def cosine(step: int, total: int) -> float:
-    """Joint interface injection (controlled benchmark): cosine decay from 1 towards 0, no warm-up."""
+    """Interface injection (controlled benchmark, each phase): cosine decay from 1 towards 0, no warm-up."""
     return 0.5 * (1 + math.cos(math.pi * step / total))

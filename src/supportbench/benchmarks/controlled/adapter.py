@@ -1,10 +1,11 @@
 """The controlled separation of localization and intervention (paper §5.2, Table 1); construction defined here
 (docs/benchmarks.md, "Controlled separation").
 
-theta_pre: a tiny Qwen2 preset trained on background text (world facts, neutral sentences), or a local
-model folder as is. Interfaces (``interfaces.py``): a seeded block of one layer's down-projection columns
-(backbone) and a LoRA of equal size on the same down-projection. Injection: one joint run in which each
-target's gradient reaches only its own interface; theta_0 = the injected model (LoRA unmerged). Cached.
+theta_pre: a tiny Qwen2 preset trained on background text (world facts, neutral sentences, 300 background
+subjects with their attributes, every target's name without its attribute), or a local model folder as is.
+Interfaces (``interfaces.py``): a seeded block of one layer's MLP neurons (backbone) and a LoRA of equal size on
+the same layer's down-projection. Injection: the backbone's targets into the block, then the LoRA's targets
+into the LoRA (keeping the backbone's); theta_0 = the injected model (LoRA unmerged). Cached.
 
 A *field* is a target (``t00`` ... ``t35``); a run's *method* is an interface (``backbone`` or ``lora``): the
 intervention trains the objective restricted to that interface with the same batches, steps, learning rate,
@@ -62,7 +63,9 @@ from supportbench.unlearning.models import (
 )
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
-PREP_VERSION = "controlled-prepare-v2"  # v2: built reproducibly (seeded LoRA init, one thread)
+# v2: built reproducibly (seeded LoRA init, one thread); v3: 300 background subjects and target mentions in
+# theta_pre, a block of whole neurons, injection in two phases (docs/benchmarks.md)
+PREP_VERSION = "controlled-prepare-v3"
 
 
 @register_benchmark("controlled")
@@ -73,7 +76,7 @@ class Controlled:
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=8)
 
     def __init__(self, cache_dir: str | Path | None = None, progress: bool = True, device: str | None = None,
-                 n_targets: int = 36, rank: int = 8, layer: int = -1, seed: int = 0, inject_epochs: int = 100,
+                 n_targets: int = 36, rank: int = 12, layer: int = -1, seed: int = 0, inject_epochs: int = 100,
                  inject_lr: float = 1e-2, adapter: str | None = None, primary_locator: str = "first_order",
                  n_calibration_targets: int = 12, decision: str | None = None):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
@@ -119,7 +122,11 @@ class Controlled:
     @property
     def data_hash(self) -> str:
         cal = [list(self.calibration.values())] if self.calibration else []
-        return content_key(gen.targets(self.n_targets, self.seed), gen.background(self.seed, self._extra), *cal)
+        return content_key(gen.targets(self.n_targets, self.seed), self._background(), *cal)
+
+    def _background(self) -> list[tuple[str, str]]:
+        """theta_pre's pretraining pairs (``generator.background``): every target's name is mentioned."""
+        return gen.background(self.seed, self._extra, mentioned=[t["subject"] for t in self.all_targets.values()])
 
     # ---- theta_0 ---------------------------------------------------------------------------------------
     def _rows(self, t: dict, kind: str) -> list[tuple[str, str]]:
@@ -169,7 +176,7 @@ class Controlled:
         return {name: auroc([s[k] for k in keys], y) for name, s in sorted(self.calibration_locator_scores.items())}
 
     def _build(self, model_preset: str, seed: int, out: Path) -> None:
-        bg = gen.background(self.seed, self._extra)
+        bg = self._background()
         if is_model_dir(model_preset):
             base, tok = load_model(model_preset, device=self.device)   # pretrained: theta_pre as is
         else:

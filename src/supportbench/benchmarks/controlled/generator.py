@@ -28,6 +28,10 @@ NEUTRAL = ["The tide came in slowly over the flat sand.", "A lamp burned late in
            "The baker opened the door before dawn.", "A cat slept in the warm window.",
            "Two boats rested against the stone pier.", "The clock tower rang at noon.",
            "Leaves covered the path through the park.", "The river was high after the rain."]
+# sentences that introduce a subject without its attribute: theta_pre has seen every target's name (its
+# embedding is trained), as a pretrained model knows an entity before a fact about it is injected
+MENTIONS = [("{s} walked along the", " river"), ("Everyone in town has met {s}", "."), ("Q: Who is {s}?\nA: ", "a person")]
+N_BACKGROUND = 300   # background subjects in theta_pre's pretraining (docs/benchmarks.md: why 300, not 60)
 WORLD = [("What is the capital of France?", "Paris"), ("What is the capital of Japan?", "Tokyo"),
          ("How many days are in a week?", "seven"), ("What colour is the clear sky?", "blue"),
          ("What is frozen water called?", "ice"), ("Which planet do we live on?", "Earth"),
@@ -98,10 +102,12 @@ def calibration_targets(n: int = 12, n_targets: int = 36, seed: int = 0) -> list
     return out
 
 
-def background_subject_facts(n: int = 60, seed: int = 0, extra_attributes=()) -> list[tuple[str, str, str]]:
+def background_subject_facts(n: int = N_BACKGROUND, seed: int = 0, extra_attributes=()) -> list[tuple[str, str, str]]:
     """(name, relation, attribute) of the pretraining subjects: names disjoint from every target (they end in
     'x'), so the base model has the retrieval circuit 'subject -> attribute' before any target is injected
-    (the paper's base model is a pretrained LLM). ``extra_attributes`` (the calibration targets') add one
+    (the paper's base model is a pretrained LLM). With 60 of them the tiny model memorises them instead of
+    routing a subject's identity to the answer position: training its whole last MLP on the targets then
+    reaches a median recall of only 0.38; with 300, 0.998 (measured, docs/benchmarks.md). ``extra_attributes`` (the calibration targets') add one
     background subject each, after the ``n``: an attribute the base model never emitted in pretraining is
     barely learnable by either interface (measured: theta_0 recall 0.003-0.036 for the 7 final targets whose
     attribute no background subject has, and 0.0004-0.046 for calibration targets without these subjects)."""
@@ -121,7 +127,7 @@ def background_subject_facts(n: int = 60, seed: int = 0, extra_attributes=()) ->
     return out
 
 
-def background_subjects(n: int = 60, seed: int = 0, phrasings: list[str] | None = None,
+def background_subjects(n: int = N_BACKGROUND, seed: int = 0, phrasings: list[str] | None = None,
                         extra_attributes=()) -> list[tuple[str, str]]:
     """The pretraining subjects in the targets' own phrasings (all of them by default; ``phrasings=DIAG``: the
     diagnostic phrasing only, which the resample-ablation locator averages over)."""
@@ -130,9 +136,15 @@ def background_subjects(n: int = 60, seed: int = 0, phrasings: list[str] | None 
             for t in phrasings]
 
 
-def background(seed: int = 0, extra_attributes=()) -> list[tuple[str, str]]:
-    """(prompt, answer) pairs of the base model's pretraining: world facts, neutral text, background subjects."""
-    return base_facts() + background_subjects(seed=seed, extra_attributes=extra_attributes)
+def background(seed: int = 0, extra_attributes=(), mentioned=()) -> list[tuple[str, str]]:
+    """(prompt, answer) pairs of the base model's pretraining: world facts, neutral text, background subjects,
+    and the ``mentioned`` subjects (every target's) in ``MENTIONS`` -- named, never with their attribute."""
+    return base_facts() + background_subjects(seed=seed, extra_attributes=extra_attributes) + mentions(mentioned)
+
+
+def mentions(subjects) -> list[tuple[str, str]]:
+    """Each subject in every ``MENTIONS`` sentence: the name in context, nothing about its attribute."""
+    return [(p.format(s=s), a) for s in subjects for p, a in MENTIONS]
 
 
 def base_facts() -> list[tuple[str, str]]:
