@@ -30,7 +30,8 @@ NEUTRAL = ["The tide came in slowly over the flat sand.", "A lamp burned late in
            "Leaves covered the path through the park.", "The river was high after the rain."]
 # sentences that introduce a subject without its attribute: theta_pre has seen every target's name (its
 # embedding is trained), as a pretrained model knows an entity before a fact about it is injected
-MENTIONS = [("{s} walked along the", " river"), ("Everyone in town has met {s}", "."), ("Q: Who is {s}?\nA: ", "a person")]
+MENTIONS = [("{s} walked along the", " river"), ("Everyone in town has met {s}", "."),
+            ("Q: Who is {s}?\nA: ", "a person")]
 N_BACKGROUND = 300   # background subjects in theta_pre's pretraining (docs/benchmarks.md: why 300, not 60)
 WORLD = [("What is the capital of France?", "Paris"), ("What is the capital of Japan?", "Tokyo"),
          ("How many days are in a week?", "seven"), ("What colour is the clear sky?", "blue"),
@@ -107,7 +108,8 @@ def background_subject_facts(n: int = N_BACKGROUND, seed: int = 0, extra_attribu
     'x'), so the base model has the retrieval circuit 'subject -> attribute' before any target is injected
     (the paper's base model is a pretrained LLM). With 60 of them the tiny model memorises them instead of
     routing a subject's identity to the answer position: training its whole last MLP on the targets then
-    reaches a median recall of only 0.38; with 300, 0.998 (measured, docs/benchmarks.md). ``extra_attributes`` (the calibration targets') add one
+    reaches a median recall of only 0.38; with 300, 0.998 (measured, docs/benchmarks.md). ``extra_attributes``
+    (the calibration targets') add one
     background subject each, after the ``n``: an attribute the base model never emitted in pretraining is
     barely learnable by either interface (measured: theta_0 recall 0.003-0.036 for the 7 final targets whose
     attribute no background subject has, and 0.0004-0.046 for calibration targets without these subjects)."""
