@@ -25,9 +25,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ctl(cache):
-    # the 12-target construction these tests measured, without calibration targets: injected alongside (4 of
-    # them), the per-target isolation below falls to 10/12 (measured), and the CLI test builds that theta_0 itself
-    b = get_benchmark("controlled", cache_dir=cache, progress=False, n_targets=12, n_calibration_targets=0)
+    """A small construction (12 final + 4 calibration targets): the one the CLI test below runs, so both share
+    one cached theta_0 (~3 min)."""
+    b = get_benchmark("controlled", cache_dir=cache, progress=False, n_targets=12, n_calibration_targets=4)
     b.prepare("tiny-qwen2")
     return b
 
@@ -53,7 +53,11 @@ def test_interfaces_have_equal_editable_size(ctl):
 
 
 def test_each_interface_holds_its_own_targets(ctl):
-    """Zeroing a target's injecting interface raises its NLL more than zeroing the other interface."""
+    """At the small size, on average: removing the LoRA hurts its own targets more than the backbone's, zeroing
+    the block's neurons hurts the backbone's more than the LoRA's, and either removal takes away every own fact
+    (> 1 nat). Measured (seed 0, 12 + 4 targets): LoRA removal 4.34 (LoRA targets) vs 0.09; block removal 6.58
+    (backbone targets) vs 2.26; smallest own increase 1.80. Per target it holds for 10/12 here (fewer injection
+    steps than at 36 targets, where every target is asserted: the test below)."""
     model = ctl._prepared.model
     state = {k: v.clone() for k, v in model.state_dict().items()}
     W = I._base_weight(model, ctl.itf)
@@ -61,39 +65,48 @@ def test_each_interface_holds_its_own_targets(ctl):
     base = {k: _eval_nll(ctl, model, t) for k, t in ctl.targets.items()}
     with torch.no_grad():
         W[:, list(ctl.itf.columns)] = 0
-    no_backbone = {k: _eval_nll(ctl, model, t) for k, t in ctl.targets.items()}
+    no_backbone = {k: _eval_nll(ctl, model, t) - base[k] for k, t in ctl.targets.items()}
     model.load_state_dict(state)
     with torch.no_grad():
         for p in lora_B:
             p.zero_()
-    no_lora = {k: _eval_nll(ctl, model, t) for k, t in ctl.targets.items()}
+    no_lora = {k: _eval_nll(ctl, model, t) - base[k] for k, t in ctl.targets.items()}
     model.load_state_dict(state)
-    held = 0
-    for k, t in ctl.targets.items():
-        own, other = (no_backbone, no_lora) if t["interface"] == "backbone" else (no_lora, no_backbone)
-        held += own[k] - base[k] > other[k] - base[k]
-    assert held >= 0.9 * len(ctl.targets), held
-    lora_targets = [k for k, t in ctl.targets.items() if t["interface"] == "lora"]
-    assert min(no_lora[k] - base[k] for k in lora_targets) > 1.0     # removing the LoRA removes its facts
+    lora = [k for k, t in ctl.targets.items() if t["interface"] == "lora"]
+    backbone = [k for k in ctl.targets if k not in lora]
+
+    def mean(d, ks):
+        return sum(d[k] for k in ks) / len(ks)
+
+    assert mean(no_lora, lora) > mean(no_lora, backbone) + 1.0
+    assert mean(no_backbone, backbone) > mean(no_backbone, lora) + 1.0
+    assert min(no_lora[k] for k in lora) > 1.0 and min(no_backbone[k] for k in backbone) > 1.0
 
 
-def test_interfaces_are_isolated_on_average_at_36_targets(ctl36):
-    """What the construction promises at its real size (measured before asserting, nothing tuned toward it):
-    removing the LoRA hurts the LoRA-injected targets more than the backbone-injected ones on average, and
-    zeroing the backbone block hurts the backbone-injected targets more than the LoRA-injected ones. Measured
-    (seed 0, tiny-qwen2): mean NLL increase on removing the LoRA 5.61 (LoRA targets) vs 0.25 (backbone targets);
-    on zeroing the block 5.12 (backbone) vs 4.00 (LoRA); per target, the own interface's removal hurts more
-    for 27/36 (15/18 backbone, 12/18 LoRA) — not the >= 90 % that holds at 12 targets, so not asserted here."""
+def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
+    """What the construction promises at its real size (36 final + 12 calibration targets in one theta_0; the
+    rules fixed before measuring, nothing tuned toward them): each interface learns its facts, the two hold
+    them about equally strongly, the primary locator chosen on the calibration targets localizes every final
+    target, and removing a target's own interface hurts it more than removing the other one, per target.
+    Measured (seed 0, tiny-qwen2): median recall 0.960 (backbone, 18/18 learned) and 0.905 (LoRA, 17/18);
+    primary AUROC 1.0; own removal hurts more for 36/36 targets, the smallest own increase 2.2 nats."""
+    from supportbench.experiments.controlled_decision import auroc, choose_primary, construction_gates
+
     b = ctl36
     assert len(b.targets) == 36 and len(b.calibration) == 12
     assert not set(b.targets) & set(b.calibration)
     assert not {t["attribute"] for t in b.targets.values()} & {t["attribute"] for t in b.calibration.values()}
+    recall = {w: [b.recall[k] for k, t in b.targets.items() if t["interface"] == w] for w in I.INTERFACES}
+    primary = choose_primary(b.calibration_aurocs())
+    y = [int(t["interface"] == "backbone") for t in b.targets.values()]
+    gates = construction_gates(recall, auroc([b.locator_scores[primary][k] for k in b.targets], y))
+    assert [g["gate"] for g in gates if not g["passed"]] == [], gates
     model = b._prepared.model
     state = {k: v.clone() for k, v in model.state_dict().items()}
     base = {k: _eval_nll(b, model, t) for k, t in b.targets.items()}
     W = I._base_weight(model, b.itf)
     with torch.no_grad():
-        W[:, list(b.itf.columns)] = 0
+        W[:, list(b.itf.columns)] = 0          # the block's neurons write nothing
     no_backbone = {k: _eval_nll(b, model, t) - base[k] for k, t in b.targets.items()}
     model.load_state_dict(state)
     with torch.no_grad():
@@ -102,14 +115,12 @@ def test_interfaces_are_isolated_on_average_at_36_targets(ctl36):
                 p.zero_()
     no_lora = {k: _eval_nll(b, model, t) - base[k] for k, t in b.targets.items()}
     model.load_state_dict(state)
-    lora = [k for k, t in b.targets.items() if t["interface"] == "lora"]
-    backbone = [k for k in b.targets if k not in lora]
-
-    def mean(d, ks):
-        return sum(d[k] for k in ks) / len(ks)
-
-    assert mean(no_lora, lora) > mean(no_lora, backbone)
-    assert mean(no_backbone, backbone) > mean(no_backbone, lora)
+    removed = {"backbone": no_backbone, "lora": no_lora}
+    own = {k: removed[t["interface"]][k] for k, t in b.targets.items()}
+    other = {k: removed["lora" if t["interface"] == "backbone" else "backbone"][k] for k, t in b.targets.items()}
+    held = [k for k in b.targets if own[k] > other[k]]
+    assert len(held) >= 0.9 * len(b.targets), sorted(set(b.targets) - set(held))
+    assert min(own.values()) > 1.0                     # removing the own interface removes the fact, for every target
 
 
 def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatch):
@@ -153,7 +164,7 @@ def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatc
 
 def _inputs(b) -> LocatorInputs:
     probes = I.TargetProbes({k: b._tok(b._rows(t, "diag")) for k, t in b.targets.items()})
-    return LocatorInputs(probes, b._tok(background_subjects(seed=b.seed, phrasings=DIAG)))
+    return LocatorInputs(probes, b._tok(background_subjects(seed=b.seed, phrasings=DIAG, extra_attributes=b._extra)))
 
 
 def test_locators_are_outcome_blind_and_leave_theta0_bitwise(ctl):

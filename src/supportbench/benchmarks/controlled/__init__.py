@@ -1,2 +1,2 @@
 """The controlled separation of localization and intervention (paper §5.2): targets, two equal-size interfaces
-(a backbone column block and a peft LoRA), joint injection, outcome-blind storage scores, the adapter."""
+(a backbone block of MLP neurons and a peft LoRA), two-phase injection, outcome-blind storage scores, the adapter."""

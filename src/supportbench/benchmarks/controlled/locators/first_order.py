@@ -2,7 +2,7 @@
 one gradient per target (the project's original storage score, moved here unchanged).
 
     g   = d(mean-token diagnostic NLL) / d W_eff      W_eff = the interface layer's effective down-projection
-    e_B = |sum_{j in I_B} <W_:,j, g_:,j>|             zeroing the backbone block's columns
+    e_B = |sum_{j in I_B} <W_:,j, g_:,j>|             zeroing the block neurons' down columns
     e_L = |<scaling B A, g>|                          removing the LoRA's delta
     score = e_B - e_L                                 (> 0: storage localizes the target in the backbone)
 

@@ -1,12 +1,12 @@
 """Zero-ablation locator, standardised per interface: remove each interface outright and measure what each
 target loses.
 
-    e_B(t) = NLL_t(W[:, I_B] = 0) - NLL_t(theta_0)       the backbone block's columns zeroed
+    e_B(t) = NLL_t(W[:, I_B] = 0) - NLL_t(theta_0)       the block neurons' output zeroed
     e_L(t) = NLL_t(lora_B = 0)   - NLL_t(theta_0)        the LoRA delta removed
     score(t) = z_B(t) - z_L(t),   z_w = (e_w - mean_t e_w) / std_t e_w   (population std, across targets)
 
 NLL_t = mean over target t's diagnostic phrasings of the mean-token answer NLL. The two ablations remove
-different parts of the layer's output (a block of columns, a low-rank delta reading every neuron), so their raw
+different parts of the layer's output (a block of neurons, a low-rank delta reading every neuron), so their raw
 effects are not on one scale; standardising per interface compares each target with the other targets under
 the same ablation. The weights are changed in place and written back from a copy, bitwise.
 """
@@ -31,7 +31,7 @@ from supportbench.benchmarks.controlled.locators.base import (
 
 @contextmanager
 def zeroed(model, itf: Interfaces, which: str) -> Iterator[None]:
-    """Within the block, interface ``which`` contributes nothing: the backbone block's columns or the LoRA's B
+    """Within the block, interface ``which`` contributes nothing: the block neurons' down columns or the LoRA's B
     are zero; afterwards the saved values are copied back (bitwise)."""
     if which == "backbone":
         W = _base_weight(model, itf)
