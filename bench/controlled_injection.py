@@ -5,7 +5,7 @@ balanced, storage localizable, groups isolated), measured from one cold build of
 Prints each interface's median theta_0 recall (answer probability on the evaluation phrasings) and how many of
 its 18 final targets reach 0.5; every locator's AUROC on the calibration targets (which choose the primary) and
 on the 36 final targets; and, per target, whether removing its own interface (LoRA B = 0, or the block's
-neurons' output W[:, I_B] = 0) raises its evaluation NLL more than removing the other.
+write through W, W[:, I_B] = 0) raises its evaluation NLL more than removing the other.
 
 RESULT lines (targets = the gates of ``experiments.controlled_decision.construction_gates`` and the isolation
 test's): backbone_median_recall and lora_median_recall >= 0.5; recall_gap <= 0.1; primary_locator_auroc (on all

@@ -111,7 +111,7 @@ def background_subject_facts(n: int = N_BACKGROUND, seed: int = 0, extra_attribu
     reaches a median recall of only 0.38; with 300, 0.998 (measured, docs/benchmarks.md).
     ``extra_attributes`` (the calibration targets') add one background subject each, after the ``n``: an
     attribute the base model never emitted in pretraining is barely learnable by either interface (measured:
-    theta_0 recall 0.003-0.036 for the 7 final targets whose attribute no background subject has, and
+    theta_0 recall 0.003-0.036 for the 7 final targets whose attribute none of 60 background subjects had, and
     0.0004-0.046 for calibration targets without these subjects)."""
     rng = random.Random(f"controlled-background:{seed}")
     out = []

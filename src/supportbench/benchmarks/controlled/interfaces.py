@@ -7,11 +7,12 @@ MLP (gate G and up U: d_ff x d_model; down-projection W: d_model x d_ff):
             r * (d_ff + d_model) scalars
 
 Equal size needs c = r (d_ff + d_model) / (3 d_model) to be whole (``possible_ranks`` lists the ranks that work).
-``columns`` are the block's neurons, i.e. W's input columns: removing them (W[:, I_B] = 0) removes the block's
-whole output. Training restricted to one interface keeps every other coordinate bitwise unchanged: AdamW runs
-on compact leaves (the block's rows and columns, or the LoRA matrices) and writes only them back. Storage
-localization is the locators' (``locators/``): from theta_0, the interfaces and *diagnostic* phrasings only
-(``TargetProbes``).
+``columns`` are the block's neurons, i.e. W's input columns: W[:, I_B] = 0 removes the block's write through W
+(what the locators and tests ablate); the LoRA's A still reads the neurons' activations h[I_B], so a backbone
+intervention also changes what the LoRA reads (docs/benchmarks.md discloses this asymmetry). Training
+restricted to one interface keeps every other coordinate bitwise unchanged: AdamW runs on compact leaves (the
+block's rows and columns, or the LoRA matrices) and writes only them back. Storage localization is the
+locators' (``locators/``): from theta_0, the interfaces and *diagnostic* phrasings only (``TargetProbes``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Zero-ablation locator, standardised per interface: remove each interface outright and measure what each
 target loses.
 
-    e_B(t) = NLL_t(W[:, I_B] = 0) - NLL_t(theta_0)       the block neurons' output zeroed
+    e_B(t) = NLL_t(W[:, I_B] = 0) - NLL_t(theta_0)       the block neurons' write through W zeroed
     e_L(t) = NLL_t(lora_B = 0)   - NLL_t(theta_0)        the LoRA delta removed
     score(t) = z_B(t) - z_L(t),   z_w = (e_w - mean_t e_w) / std_t e_w   (population std, across targets)
 
