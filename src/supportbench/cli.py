@@ -306,6 +306,8 @@ def _run_controlled(args) -> int:
               f"{_fmt(lq['resid_auroc']):>13} {lq['direction']:>12}{mark}")
     print("  covariate AUROC (label: injected through the backbone; far from 0.5 = it encodes the label): " +
           ", ".join(f"{k} {_fmt(v).strip()}" for k, v in loc["covariates"].items()))
+    print(f"  residualized on: {', '.join(loc['residualized_on']) or 'no covariate'} (only covariates whose own "
+          f"label AUROC is within 0.5 +- {loc['covariate_band']})")
     return 0 if not done.not_ok else 1
 
 

@@ -80,8 +80,9 @@ def test_a_constant_covariate_leaves_the_residualized_auroc_unchanged():
 
 
 def test_locators_and_covariates_from_the_registry(tmp_path):
-    """Each run carries every locator's score as ``locator:<name>``; the report reads them per target, and the
-    legacy constant ``nuisance_tokens`` is no covariate."""
+    """Each run carries every locator's score as ``locator:<name>``; the report reads them per target, the
+    legacy constant ``nuisance_tokens`` is no covariate, and a covariate that encodes the label (own AUROC
+    outside 0.5 +- COVARIATE_BAND) is reported but not regressed on."""
     from supportbench.registry import synthetic as syn
     from supportbench.registry.ingest import ingest
     from supportbench.registry.store import connect
@@ -89,11 +90,12 @@ def test_locators_and_covariates_from_the_registry(tmp_path):
 
     score_a, score_b = [0.9, -0.2, 0.4, -0.7], [0.1, 0.3, -0.5, -0.6]
     nll, inj = [0.5, 0.1, 0.7, 0.2], [1, 0, 1, 0]
+    grad = [0.2, 0.4, 0.6, 0.5]   # positives .2, .6 vs negatives .4, .5: AUROC 2/4 = 0.5, carries no label
     J = {"backbone": [0.1, 0.5, 0.2, 0.4], "lora": [0.6, 0.7, 0.1, 0.9]}
     for k in range(4):
         comps = {"storage_score": score_a[k], "locator:a": score_a[k], "locator:b": score_b[k],
                  "injected_backbone": float(inj[k]), "pair": float(k // 2), "nuisance_nll": nll[k],
-                 "nuisance_tokens": 2.0}
+                 "nuisance_grad_norm": grad[k], "nuisance_tokens": 2.0}
         for m in ("backbone", "lora"):
             syn.write(tmp_path / "res", syn.record(benchmark="controlled", field=f"t{k:02d}", method=m,
                                                     J=J[m][k], components=comps))
@@ -101,11 +103,12 @@ def test_locators_and_covariates_from_the_registry(tmp_path):
     ingest(con, tmp_path / "res")
     ctx = Context.from_registry(con)
     got = controlled_locators(ctx)
-    X = np.array(nll)[:, None]
+    X = np.array(grad)[:, None]          # nll encodes the label (AUROC 1.0): left out
     want = locator_quantities({"a": np.array(score_a), "b": np.array(score_b)}, np.array(inj),
                               np.array([0, 0, 1, 1]), X)
     assert got["locators"] == want
     # nll: positives .5, .7 vs negatives .1, .2 -> all four ordered
-    assert got["covariates"] == {"nuisance_nll": 1.0}
+    assert got["covariates"] == {"nuisance_grad_norm": 0.5, "nuisance_nll": 1.0}
+    assert got["residualized_on"] == ["nuisance_grad_norm"]
     main = controlled_main(ctx)
     assert main["resid_auroc"] == want["a"]["resid_auroc"] and main["auroc"] == want["a"]["auroc"]

@@ -86,3 +86,18 @@ def test_findings_carry_the_registry_and_code_they_came_from(db):
     assert stamp["theta0"] == {"controlled": ["m"], "lacuna": ["m"], "natural_tofu": ["m"]}  # synthetic hashes
     assert stamp["fingerprints"] == []  # synthetic records carry no code fingerprint
     assert f"{runs} records (registry digest `{stamp['registry']}`)" in text
+
+
+def test_the_controlled_verdict_sets_storage_beside_an_always_one_interface_rule(db):
+    """Agreement with the better intervention means little when one interface wins almost everywhere: the
+    verdict states what always picking the more frequent winner would agree on, computed from Table 1."""
+    con = connect(db, read_only=True)
+    ctx = T.Context.from_registry(con)
+    c = ctx.built(T.controlled_main)
+    j = c["bounded"] or c
+    lora_n, n = (int(x) for x in j["lora_wins"].split("/"))
+    agree_n = int(j["agree"].split("/")[0])
+    majority = max(lora_n, n - lora_n)
+    section = findings(ctx, None, None, "x").split("## Controlled separation")[1].split("\n## ")[0]
+    assert f"would agree on {majority}/{n}" in section
+    assert ("more than storage" in section) == (majority > agree_n)

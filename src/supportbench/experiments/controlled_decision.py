@@ -30,6 +30,15 @@ RECALL_THRESHOLD = 0.5
 GATE_LEARNED_SHARE = 0.5      # facts learned: each interface has at least this share of its final targets learned
 GATE_RECALL_GAP = 0.1         # interfaces balanced: the interfaces' median theta_0 recall differ by at most this
 GATE_AUROC = 0.9              # storage localizable: the primary locator's AUROC on every final target
+# Residualization (Table 1's residualized AUROC): a nuisance covariate is regressed out only when its own AUROC
+# for the label lies within 0.5 +- this; further out it encodes the label, and regressing on it would remove
+# label signal along with nuisance (it is reported, not used).
+COVARIATE_BAND = 0.15
+
+
+def residualization_covariates(aurocs: dict[str, float | None]) -> list[str]:
+    """The covariates a residualized AUROC may regress on: own label AUROC within 0.5 +- ``COVARIATE_BAND``."""
+    return sorted(k for k, v in aurocs.items() if v is not None and abs(v - 0.5) <= COVARIATE_BAND)
 
 
 def construction_gates(recall: dict[str, list[float]], auroc_all: float | None,

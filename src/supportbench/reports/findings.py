@@ -119,12 +119,16 @@ def _controlled(ctx: T.Context) -> dict:
                 f"the better intervention, {which}: {j['agree']}, LoRA wins {j['lora_wins']}; summed-NLL J: "
                 f"{c['agree']}, {c['lora_wins']}{excl}; paper: 0.981, 17/36, 35/36)"}
     verdict = agree_n <= total * 0.75
+    majority = max(lora_n, total - lora_n)
     return {"verdict": verdict, "text": f"primary locator {loc} (frozen on the calibration targets): AUROC "
             f"{_f3(gate)} on every final target, {_f3(c['auroc'])} on the learned ones (residualized "
             f"{_f3(c['resid_auroc'])}); with the {which} storage agrees with the better intervention on "
             f"{j['agree']} and LoRA wins {j['lora_wins']} (summed-NLL J: {c['agree']}, {c['lora_wins']}){excl} "
             f"(paper: 0.981, 17/36, 35/36). 'Holds' = AUROC on every final target >= 0.9 yet agreement <= 75%; "
-            f"LoRA winning {lora_n}/{total} is reported, not part of the verdict."}
+            f"LoRA winning {lora_n}/{total} is reported, not part of the verdict; a rule that always picks the "
+            f"interface winning most often ({'LoRA' if lora_n * 2 > total else 'backbone'}) would agree on "
+            f"{majority}/{total}" + (" (more than storage: the better intervention follows the interface more "
+                                     "than where the fact is stored)." if majority > agree_n else ".")}
 
 
 def _f3(x: float | None) -> str:

@@ -15,7 +15,12 @@ import numpy as np
 import polars as pl
 from jinja2 import Environment
 
-from supportbench.experiments.controlled_decision import RECALL_THRESHOLD, construction_gates
+from supportbench.experiments.controlled_decision import (
+    COVARIATE_BAND,
+    RECALL_THRESHOLD,
+    construction_gates,
+    residualization_covariates,
+)
 from supportbench.reports import stats as S
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.stats import controlled_quantities, covariate_aurocs, locator_quantities
@@ -429,8 +434,11 @@ def _learned(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str], dict | N
     if kept.height < 2:
         raise Missing(f"fewer than 2 controlled targets were learned (theta_0 recall >= {thr}); excluded: "
                       f"{', '.join(excluded)}")
+    # the residualization's covariates: only those that do not encode the label (experiments.controlled_decision)
+    cov = covariate_aurocs({c: kept[c].to_numpy() for c in nuis}, kept["injected_backbone"].to_numpy())
     return kept, nuis, locs, dec, {"excluded": excluded, "n_excluded": len(excluded), "n_targets": per.height,
-                                   "recall_threshold": thr, "every": per}
+                                   "recall_threshold": thr, "every": per, "covariates": cov,
+                                   "residualized_on": residualization_covariates(cov), "covariate_band": COVARIATE_BAND}
 
 
 def controlled_main(ctx: Context) -> dict:
@@ -451,7 +459,8 @@ def controlled_main(ctx: Context) -> dict:
         recall = {w: every.filter((pl.col("injected_backbone") > 0.5) == (w == "backbone"))["recall"].to_list()
                   for w in ("backbone", "lora")}
         learned["gates"] = construction_gates(recall, learned["auroc_all"], learned["recall_threshold"])
-    X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
+    used = learned["residualized_on"]
+    X = per.select(used).to_numpy() if used else np.zeros((per.height, 0))
     args = (per[col].to_numpy(), per["injected_backbone"].to_numpy())
     q = controlled_quantities(*args, per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(), _pair(per), X)
     bounded = None
@@ -471,13 +480,14 @@ def controlled_locators(ctx: Context) -> dict:
     per, nuis, locs, dec, learned = _learned(ctx)
     every = learned["every"]
     y = per["injected_backbone"].to_numpy()
-    X = per.select(nuis).to_numpy() if nuis else np.zeros((per.height, 0))
+    used = learned["residualized_on"]
+    X = per.select(used).to_numpy() if used else np.zeros((per.height, 0))
     scores = {c[len("locator:"):]: per[c].to_numpy() for c in locs}
     if not scores:
         raise Missing("the controlled runs carry no locator:<name> components")
     cal = (dec or {}).get("locator_aurocs") or {}
     return {"locators": locator_quantities(scores, y, _pair(per), X),
-            "covariates": covariate_aurocs({c: per[c].to_numpy() for c in nuis}, y),
+            "covariates": learned["covariates"], "residualized_on": used, "covariate_band": COVARIATE_BAND,
             "calibration": {name: cal.get(name) for name in sorted(scores)},
             "every_target": {name: S.auroc(every[f"locator:{name}"].to_numpy(),
                                            every["injected_backbone"].to_numpy().round().astype(int))
