@@ -18,17 +18,6 @@ def _set(n: int, seed: int) -> TokenizedSet:
     return TokenizedSet(ids, torch.ones_like(ids), labels)
 
 
-def _model():
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    base = Qwen2ForCausalLM(Qwen2Config(vocab_size=V, hidden_size=32, intermediate_size=96, num_hidden_layers=2,
-                                        num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=False,
-                                        use_sliding_window=False))
-    itf = I.make_interfaces(base, -1, 3, seed=0)          # 4 neurons = rank 3 x (96 + 32) / (3 x 32)
-    return I.attach_lora(base, itf), itf
-
-
 def _block(model, itf) -> list[torch.Tensor]:
     g, u, w = I._mlp_weights(model, itf)
     cols = list(itf.columns)
@@ -39,8 +28,8 @@ def _lora(model, itf) -> list[torch.Tensor]:
     return [p.detach().clone() for p in I._lora_params(model, itf)]
 
 
-def test_two_phases_each_move_only_their_interface(monkeypatch):
-    model, itf = _model()
+def test_two_phases_each_move_only_their_interface(monkeypatch, tiny_qwen2_lora):
+    model, itf = tiny_qwen2_lora(V)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     seen = []   # (phase's interface, block, LoRA) when each phase starts
     real = I.InterfaceLeaves
@@ -76,10 +65,10 @@ def test_two_phases_each_move_only_their_interface(monkeypatch):
             assert torch.equal(v, before[k]), k
 
 
-def test_the_lora_phase_keeps_the_backbone_targets_in_its_loss(monkeypatch):
+def test_the_lora_phase_keeps_the_backbone_targets_in_its_loss(monkeypatch, tiny_qwen2_lora):
     """Each step's loss terms, by the size of the set they draw from: phase 1 its own targets + background
     replay; phase 2 also a batch of phase 1's targets (without it the LoRA overwrites the backbone's facts)."""
-    model, itf = _model()
+    model, itf = tiny_qwen2_lora(V)
     calls = []
     real = I._mean_nll
 

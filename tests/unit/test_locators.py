@@ -39,15 +39,8 @@ def _set(rows: list[list[int]], answer: int = 2) -> TokenizedSet:
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    torch.manual_seed(0)
-    base = Qwen2ForCausalLM(Qwen2Config(vocab_size=V, hidden_size=32, intermediate_size=96, num_hidden_layers=2,
-                                        num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=False,
-                                        use_sliding_window=False))
-    itf = I.make_interfaces(base, -1, 3, seed=0)          # 4 neurons = rank 3 x (96 + 32) / (3 x 32)
-    model = I.attach_lora(base, itf)
+def tiny(tiny_qwen2_lora):
+    model, itf = tiny_qwen2_lora(V)                         # 4 neurons = rank 3 x (96 + 32) / (3 x 32)
     with torch.no_grad():                                   # a LoRA that does something, a block that matters
         I.down_proj_module(model, itf).lora_B["default"].weight.normal_(0, 0.5)
         W = I._base_weight(model, itf)
