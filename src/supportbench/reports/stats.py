@@ -261,8 +261,9 @@ def locator_quantities(scores: dict[str, np.ndarray], injected_backbone, pair=No
 def covariate_aurocs(covariates: dict[str, np.ndarray], injected_backbone) -> dict[str, float | None]:
     """Each covariate's own AUROC for predicting "injected through the backbone" (0.5: it carries no label
     information; far from 0.5 in either direction: regressing it out removes label signal along with
-    nuisance). theta_0's diagnostic NLL is such a covariate by construction: the backbone holds its targets
-    more weakly (docs/benchmarks.md)."""
+    nuisance). theta_0's diagnostic NLL can be such a covariate: how strongly an interface holds its targets
+    differs by interface (docs/benchmarks.md); ``experiments.controlled_decision.residualization_covariates``
+    keeps only those near 0.5."""
     y = np.asarray(injected_backbone, dtype=float).round().astype(int)
     return {name: auroc(np.asarray(v, dtype=float), y) for name, v in sorted(covariates.items())}
 
