@@ -245,6 +245,14 @@ def _cmd_run(args) -> int:
     return 0
 
 
+_DECIDED_BY_THE_CONTROLLED_DECISION = {
+    "benchmark.primary_locator": "the primary locator is the one with the best calibration AUROC, frozen before "
+                                 "the final runs",
+    "benchmark.decision": "the decision is frozen (or reused) by this command",
+    "lr": "each interface's lr is chosen from the grid on the calibration targets",
+}
+
+
 def _run_controlled(args) -> int:
     """The frozen controlled decision (primary locator, per-interface lr; from the calibration targets), every
     final target through both interfaces under it, then Table 1's quantities from the registry (both J's, the
@@ -253,6 +261,11 @@ def _run_controlled(args) -> int:
     from supportbench.registry.store import connect
     from supportbench.reports.tables import Context, controlled_locators, controlled_main
 
+    frozen = {k: v for k, v in _parse_sets(args.set).items() if k in _DECIDED_BY_THE_CONTROLLED_DECISION}
+    if frozen:   # the decision sets these; a user's value would be replaced without a word
+        raise SupportbenchError("; ".join(f"--set {k}={v}: {_DECIDED_BY_THE_CONTROLLED_DECISION[k]}"
+                                          for k, v in frozen.items())
+                                + " (docs/benchmarks.md, 'Frozen before the final runs'): leave it out")
     one = run_spec(args)  # the first target's spec: what every target's run shares
     done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,
                           split=one.split, experiment=one.experiment, budget=one.budget, T=one.T, model=one.model,

@@ -30,6 +30,10 @@ CASES = [
      "benchmark.chat_template = 'maybe' must be one of 'auto', 'on', 'off'"),
     (["run", "--benchmark", "lacuna", "--field", "Email_Address", "--set", "benchmark.mask_mode=neuron"],
      "benchmark.mask_mode = 'neuron' must be one of 'element', 'component'"),
+    # the controlled decision owns these: a user's value would be replaced without a word (found by review)
+    (["run", "--benchmark", "controlled", "--set", "benchmark.primary_locator=nope"],
+     "--set benchmark.primary_locator=nope: the primary locator is the one with the best calibration AUROC"),
+    (["run", "--benchmark", "controlled", "--set", "lr=0.5"], "--set lr=0.5: each interface's lr is chosen"),
     (["sweep", "mini-paper", "--workers", "-1"], "'-1' is out of range"),
     (["sweep", "mini-paper", "--step-seconds", "nan"], "'nan' is not finite"),
     (["plan-memory", "--model", "tiny-llama", "--budget", "0"], "'0' is out of range; allowed: a number > 0"),
