@@ -393,39 +393,43 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: schedules.warmup_cosine(k, steps, warm))
     model.train()
     losses = []
-    group_keep: dict[int, dict[str, torch.Tensor]] = {}
+    group_plan: dict[int, list] = {}
+    saved: dict[str, dict[str, torch.Tensor]] = {}   # name -> reusable buffers for what must not move
     with tqdm(batches, total=steps, desc=desc, disable=not progress, leave=False) as bar:
         for k, (grp, idx) in enumerate(bar):
-            # name -> the scalars this batch may move (group batches); decoded once per group, not per step
-            keep = {} if grp < 0 else group_keep.get(grp) or group_keep.setdefault(grp, {
-                name: (torch.zeros_like(p, dtype=torch.bool) if masks.get(name) is None
-                       else ((masks[name] & _group_bit(grp)) != 0).view_as(p)) for name, p in named.items()})
+            # what this batch may move (group batches), decoded once per group, not per step
+            if grp >= 0 and grp not in group_plan:
+                group_plan[grp] = _group_plan(named, masks, grp)
+            plan = group_plan[grp] if grp >= 0 else []
             nll, n = sequence_nll(model, data.take(idx))
             loss = nll.sum() / n.sum()
             if not torch.isfinite(loss):
                 raise DivergenceError(k, float(loss))
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            frozen = {}
+            frozen = []
             with torch.no_grad():
-                for name, sel in keep.items():
+                for name, sel, weight in plan:
                     p = named[name]
                     if p.grad is not None:
-                        p.grad.mul_(sel.to(p.grad.dtype))
-                    if not sel.all():   # what must not move: its value and its optimizer moments
-                        st = opt.state.get(p, {})
-                        frozen[name] = (~sel, p[~sel].clone(),
-                                        {m: st[m][~sel].clone() for m in ("exp_avg", "exp_avg_sq") if m in st})
+                        p.grad.mul_(weight)   # the grad times its 0/1 mask (0. for a tensor g cannot move)
+                    # what must not move: its value and its optimizer moments, held whole and put back where
+                    # ``sel`` is off (exactly what a gather/scatter of those scalars would write)
+                    st = opt.state.get(p, {})
+                    buf = saved.setdefault(name, {})
+                    held = [(m, _hold(buf, m, st[m])) for m in ("exp_avg", "exp_avg_sq") if m in st]
+                    frozen.append((p, sel, _hold(buf, "value", p), held))
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             sched.step()
             with torch.no_grad():
-                for name, (sel, values, moments) in frozen.items():
-                    p = named[name]
-                    p[sel] = values
+                for p, sel, value, held in frozen:
                     st = opt.state[p]
-                    for m, v in moments.items():
-                        st[m][sel] = v
+                    for t, old in [(p, value)] + [(st[m], v) for m, v in held]:
+                        if sel is None:
+                            t.copy_(old)
+                        else:
+                            torch.where(sel, t, old, out=t)
             losses.append(float(loss.detach()))
             if k % 20 == 0:
                 bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
@@ -433,3 +437,25 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
     for p in params:
         p.requires_grad_(False)
     return losses
+
+
+def _group_plan(named: dict, masks: dict[str, torch.Tensor], grp: int) -> list:
+    """(name, bool mask of the scalars a batch of ``grp`` may move or None if none, the gradient's 0/1 weight)
+    for every parameter that group ``grp`` cannot move entirely; a parameter it owns whole needs nothing."""
+    plan = []
+    for name, p in named.items():
+        sel = None if masks.get(name) is None else ((masks[name] & _group_bit(grp)) != 0).view_as(p)
+        if sel is not None and bool(sel.all()):
+            continue                       # x * 1. is x: the gradient and the step stand as they are
+        if sel is not None and not bool(sel.any()):
+            sel = None
+        plan.append((name, sel, 0.0 if sel is None else sel.to(p.dtype)))
+    return plan
+
+
+def _hold(buf: dict, key: str, t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` in ``buf[key]`` (allocated once, refilled every step)."""
+    b = buf.get(key)
+    if b is None or b.shape != t.shape or b.dtype != t.dtype:
+        b = buf[key] = torch.empty_like(t)
+    return b.copy_(t)
