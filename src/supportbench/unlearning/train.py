@@ -353,24 +353,31 @@ def _with_group_dropout(model, batches, masks, n_groups: int, p: float, seed: in
     The step cannot move a dropped scalar that only another group owns (``_fit`` keeps it and its moments), so
     putting the delta back afterwards is exact."""
     named = dict(model.named_parameters())
-    start = {n: q.detach().clone() for n, q in named.items() if n in masks}   # theta_pre, where masks reach
-    owned = {h: {n: ((t & _group_bit(h)) != 0).view_as(named[n]) for n, t in masks.items() if n in named}
-             for h in range(n_groups)}
+    # per group h: (tensor, flat indices of the scalars h owns, their theta_pre values), found once
+    owned = {h: [] for h in range(n_groups)}
+    for n, t in masks.items():
+        if n not in named:
+            continue
+        flat_start = named[n].detach().reshape(-1).clone()   # theta_pre, where masks reach
+        for h in range(n_groups):
+            i = ((t & _group_bit(h)) != 0).reshape(-1).nonzero().squeeze(1)
+            if i.numel():
+                owned[h].append((named[n], i, flat_start[i]))
     coin = torch.Generator().manual_seed(seed)
     for grp, idx in batches:
         drop = [] if grp >= n_groups or grp < 0 else \
             [h for h in range(n_groups) if h != grp and float(torch.rand(1, generator=coin)) < p]
         held = []
         with torch.no_grad():
-            for h in drop:
-                for n, sel in owned[h].items():
-                    q = named[n]
-                    held.append((q, sel, q[sel].clone()))
-                    q[sel] = start[n][sel]
+            for h in drop:   # in order, each group's current values held before it goes to theta_pre
+                for q, i, at_pre in owned[h]:
+                    flat = q.detach().view(-1)
+                    held.append((flat, i, flat.index_select(0, i)))
+                    flat.index_copy_(0, i, at_pre)
         yield grp, idx
         with torch.no_grad():
-            for q, sel, v in held:
-                q[sel] = v
+            for flat, i, v in held:   # put back in the order held
+                flat.index_copy_(0, i, v)
 
 
 def _group_bit(grp: int) -> torch.Tensor:
