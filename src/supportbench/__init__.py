@@ -12,6 +12,10 @@ try:
 except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+src"
 
+from supportbench import _cpumode  # noqa: E402
+
+_cpumode.on_import()   # before anything loads torch: the CPU kernels every process computes with
+
 from supportbench.errors import SupportbenchError  # noqa: E402
 
 __all__ = ["RunSpec", "SupportbenchError", "__version__", "get_method", "list_methods", "open_registry",

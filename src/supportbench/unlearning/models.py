@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from supportbench import _cpumode
 from supportbench.errors import SpecError, SupportbenchError, UnknownNameError
 
 SPECIAL_TOKENS = {"pad": "<pad>", "bos": "<s>", "eos": "</s>", "unk": "<unk>"}
@@ -161,6 +162,12 @@ def build_model(preset: str | ModelPreset, tokenizer, seed: int = 0):
 # chunk per thread, so the last bits of every training step -- and after a few hundred steps the weights --
 # depend on the thread count of the process that happens to build it (a sweep worker has 1, a shell 2).
 BUILD_THREADS = 1
+
+
+def cpu_mode() -> str:
+    """The CPU kernels this process computes with (``supportbench._cpumode``: ``avx2``, ``portable`` or
+    ``native-<capability>``); part of every theta_0 cache key and of every record's provenance."""
+    return _cpumode.effective(torch.backends.cpu.get_cpu_capability())
 
 
 @contextmanager
