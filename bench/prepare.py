@@ -23,11 +23,11 @@ from supportbench.benchmarks.base import get_benchmark  # noqa: E402
 def main() -> None:
     with tempfile.TemporaryDirectory() as cache:
         t0 = time.perf_counter()
-        p = get_benchmark("tofu", cache_dir=cache, progress=False).prepare("tiny-llama", seed=0)
+        p = get_benchmark("tofu", cache_dir=cache, progress=False).prepare("tiny-llama")
         t_prep = time.perf_counter() - t0
         assert not p.from_cache
         t0 = time.perf_counter()
-        q = get_benchmark("tofu", cache_dir=cache, progress=False).prepare("tiny-llama", seed=0)
+        q = get_benchmark("tofu", cache_dir=cache, progress=False).prepare("tiny-llama")
         t_load = time.perf_counter() - t0
         assert q.from_cache and q.model_hash == p.model_hash
     print(f"prepare mini TOFU (tiny-llama), cold cache: {t_prep:.2f} s")

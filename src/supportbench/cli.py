@@ -198,7 +198,7 @@ def run_spec(args) -> RunSpec:
     return RunSpec(args.benchmark, args.field or cls.DEFAULT_FIELD, args.objective,
                    args.method or "intervention_score", seed=args.seed, variant=args.variant, split=args.split,
                    experiment=args.experiment, budget=args.budget, T=args.T, t=args.t, d=args.d, rho_p=args.rho_p,
-                   model=model, hyperparameters=hp)
+                   model=model, hyperparameters=hp, build=args.build)
 
 
 def _cmd_run(args) -> int:
@@ -270,7 +270,7 @@ def _run_controlled(args) -> int:
     done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,
                           split=one.split, experiment=one.experiment, budget=one.budget, T=one.T, model=one.model,
                           hyperparameters=dict(one.hyperparameters), cache_dir=args.cache, force=args.force,
-                          device=args.device, reuse_stale=args.reuse_stale)
+                          device=args.device, reuse_stale=args.reuse_stale, build=one.build)
     con = connect(done.results.registry, read_only=True)
     ctx = Context.from_registry(con, args.experiment)
     q, loc = controlled_main(ctx), controlled_locators(ctx)
@@ -545,6 +545,8 @@ def _cmd_sweep(args) -> int:
 
 def _print_sweep(s) -> None:
     print(f"{s.runs} runs: {s.ok} ok ({s.skipped} already recorded), {len(s.failed)} not ok")
+    if s.claims:
+        print(f"  claims registered before the first run: decision {s.claims[:12]}")
     for f in s.failed[:10]:
         print(f"  {f['status']}: run {f['run_key'][:12]}: {f['error']}")
     for k, h in s.decisions.items():
@@ -673,6 +675,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--objective", default="npo", help="npo, simnpo, graddiff or ga (`supportbench objectives`)")
     r.add_argument("--method", default=None, help="default: intervention_score; controlled: both interfaces")
     r.add_argument("--seed", type=SEED, default=0, help="the run's seed (batches, random choices)")
+    r.add_argument("--build", type=SEED, default=0,
+                   help="the theta_0 build: the seed of the benchmark's construction (generated data, "
+                        "initialisation, batch order, interfaces, masks); each build has its own theta_0")
     r.add_argument("--variant", default="static", help="static or dirr")
     r.add_argument("--split", default="final", help="calibration, final or replication")
     r.add_argument("--experiment", default="adhoc", help="the experiment the run is recorded under")

@@ -12,5 +12,5 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tofu(cache):
     b = get_benchmark("tofu", cache_dir=cache, progress=False)
-    b.prepare("tiny-llama", seed=0)
+    b.prepare("tiny-llama")
     return b

@@ -79,7 +79,7 @@ def test_full_tofu_metrics(tofu):
 
 
 def test_prepare_is_cached(tofu, cache):
-    again = get_benchmark("tofu", cache_dir=cache, progress=False).prepare("tiny-llama", seed=0)
+    again = get_benchmark("tofu", cache_dir=cache, progress=False).prepare("tiny-llama")
     assert again.from_cache and again.model_hash == tofu._prepared.model_hash
 
 

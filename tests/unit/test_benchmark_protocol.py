@@ -46,13 +46,13 @@ class Good:
     DEFAULT_FIELD = "a"
     INTERFACES = ()
 
-    def __init__(self, cache_dir=None, progress=True, device=None, size="mini"): ...
+    def __init__(self, cache_dir=None, progress=True, device=None, build=0, size="mini"): ...
 
     @classmethod
     def field_names(cls, options):
         return ("a", "b")
 
-    def prepare(self, model_preset, seed=0): ...
+    def prepare(self, model_preset): ...
 
     def roles(self, field, seed): ...
 
@@ -87,7 +87,7 @@ def test_a_class_missing_default_field_is_refused_by_name():
     ({"field_names": lambda self, options: ("a",)}, "field_names must be a classmethod"),
     ({"INTERFACES": ("lora",)}, r"declares INTERFACES \('lora',\) but lacks the method intervene"),
     ({"__init__": lambda self, cache_dir=None, progress=True: None},
-     "must accept the keywords cache_dir=None, progress=True and device=None"),
+     "must accept the keywords cache_dir=None, progress=True, device=None and build=0"),
     ({"field_names": classmethod(lambda cls, options: options["n"])}, r"field_names\(\{\}\) raised KeyError"),
 ])
 def test_wrong_declarations_are_refused(changes, says):

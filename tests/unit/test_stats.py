@@ -9,7 +9,7 @@ from supportbench.reports import stats as S
 
 
 def frame(rows):
-    base = {"experiment": "e", "benchmark": "b", "split": "final", "status": "ok", "variant": "static",
+    base = {"experiment": "e", "benchmark": "b", "build": 0, "split": "final", "status": "ok", "variant": "static",
             "triggered": None, "probe_signal": None, "chosen_rho": None, "available_gain": None, "rho0_J": None,
             "selection": None, "complete": None, "post_hoc": None, "decision_hash": None, "run_key": ""}
     out = [{**base, **r, "ingest_seq": i} for i, r in enumerate(rows)]

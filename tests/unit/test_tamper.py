@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from supportbench.experiments.claims import freeze_claims
+from supportbench.experiments.claims import load as load_claims
 from supportbench.experiments.decisions import decision_hash
 from supportbench.experiments.plan import ExperimentSpec
 from supportbench.experiments.record import RunRecord
@@ -33,8 +35,10 @@ def _cands(gain: float) -> dict:
 
 
 def honest(res: Path) -> dict:
-    """Calibration DIR-R records (signals 0.1..0.4, gains 0, 0, 1, 1), the decision frozen from them with the
-    project's own rule, then every final run after it (baselines and DIR-R under the decision)."""
+    """The claims registered first (experiments.claims), calibration DIR-R records (signals 0.1..0.4, gains 0,
+    0, 1, 1), the decision frozen from them with the project's own rule, then every final run after it
+    (baselines and DIR-R under the decision)."""
+    claims = freeze_claims(ResultsDir(res).decisions, load_claims(SPEC.claims), "e")
     cal = []
     for k, seed in enumerate(CAL_SEEDS):
         rec = syn.record(experiment="e", benchmark="tofu", variant="dirr", split="calibration", seed=seed,
@@ -42,7 +46,7 @@ def honest(res: Path) -> dict:
         syn.write(res, rec)
         cal.append(RunRecord.from_dict(rec))
     _, dec = calibrate_and_freeze(cal, ResultsDir(res).decisions, baselines=["random"], admissible=(0.2, 0.8),
-                                  experiment="e")
+                                  experiment="e", claims_hash=claims["claims_hash"])
     for seed in FINAL_SEEDS:
         for method in ("intervention_score", "random"):
             syn.write(res, syn.record(experiment="e", benchmark="tofu", method=method, seed=seed,
@@ -141,6 +145,49 @@ def drop_a_log_entry(res, dec, con):
     con.execute("DELETE FROM ingest_log WHERE seq = 3")
 
 
+def change_claims_after_ingest(res, dec, con, tmp_path):
+    """The experiment's claims file edited after its runs were ingested (a threshold loosened)."""
+    ingest(con, res)
+    text = load_claims().text.replace("threshold = 0.75", "threshold = 0.9")
+    (tmp_path / "claims.toml").write_text(text)
+    return ExperimentSpec.from_dict({**_raw(), "experiment": {**_raw()["experiment"],
+                                                              "claims": str(tmp_path / "claims.toml")}})
+
+
+def register_claims_late(res, dec, con, tmp_path):
+    """Claims registered after the final runs were ingested: the registry's own order shows it."""
+    claims = [f for f in ResultsDir(res).decision_files() if json.loads(Path(f).read_text()).get("kind") == "claims"]
+    moved = tmp_path / "later"
+    moved.mkdir()
+    for f in claims:
+        Path(f).rename(moved / Path(f).name)
+    ingest(con, res)
+    for f in moved.iterdir():
+        f.rename(ResultsDir(res).decisions / f.name)
+
+
+def _raw() -> dict:
+    return {"experiment": {"name": "e", "benchmarks": ["tofu"], "fields": ["forget10"], "objectives": ["npo"],
+                           "methods": ["intervention_score", "random"], "T": 200, "t": 160, "d": 20, "rho_p": 0.01,
+                           "seeds": {"calibration": list(CAL_SEEDS), "final": list(FINAL_SEEDS)}},
+            "hyperparameters": {"lr": 0.01}, "dirr": {"admissible_range": [0.2, 0.8]}}
+
+
+@pytest.mark.parametrize(("forge", "reason"), [
+    (change_claims_after_ingest, "it changed after they were registered"),
+    (register_claims_late, "after the first final run"),
+], ids=["changed-after-ingest", "registered-late"])
+def test_claims_changed_or_registered_late_fail_the_audit(tmp_path, forge, reason):
+    res = tmp_path / "res"
+    con = connect(tmp_path / "r.duckdb")
+    honest(res)
+    spec = forge(res, None, con, tmp_path) or SPEC
+    ingest(con, res)
+    rep = audit(con, "e", spec)
+    assert not rep.ok
+    assert any(reason in r["reason"] for r in rep.claims), rep.text()
+
+
 CASES = [
     (forge_tau, "decision_evidence", "is not what the calibration rule gives on the cited records"),
     (forge_final_seeds_as_calibration, "decision_evidence", "cited run is not a calibration DIR-R run"),
@@ -166,7 +213,8 @@ def test_the_honest_baseline_audits_clean(tmp_path):
     honest(res)
     rep = _audit(res, connect(tmp_path / "r.duckdb"))
     assert rep.ok, rep.text()
-    assert rep.head["seq"] == len(ResultsDir(res).record_files()) + 1   # every run and the decision logged
+    # every run, the decision and the registered claims logged
+    assert rep.head["seq"] == len(ResultsDir(res).record_files()) + 2
 
 
 @pytest.mark.parametrize(("forge", "section", "reason"), CASES, ids=[c[0].__name__ for c in CASES])

@@ -6,8 +6,8 @@ A benchmark (paper §5) is a class that declares
   field_names(options)          the fields a run may name, given the ``benchmark.*`` options (a classmethod:
                                 checked before any work)
 and whose instances provide
-  prepare(preset, seed)         theta_0: generated/read data injected into a base model, cached on disk
-                                by a content hash of data + preset + training config + seed
+  prepare(preset)               theta_0: generated/read data injected into a base model, cached on disk
+                                by a content hash of data + preset + training config + build + CPU mode
   roles(field, seed)            DiagnosticRecords (F/R/P/N) for selection methods, the unlearning train
                                 sets, and development / evaluation splits disjoint from the diagnostics
   evaluate(model, roles, which) Outcome(J, G_F, D_coll, components), paper Eq. 19, against theta_0's
@@ -86,10 +86,11 @@ class Prepared:
 class Benchmark(Protocol):
     """What the runner, the CLI and the validator rely on; every member is declared, none is probed.
 
-    Constructor: ``cls(cache_dir=None, progress=True, device=None, **options)`` -- every benchmark accepts
-    these three keywords (the runner always passes them; ``device`` is where its own models train and run,
-    None = the first GPU or the CPU) plus its own options, which come from a run's ``benchmark.*``
-    hyperparameters.
+    Constructor: ``cls(cache_dir=None, progress=True, device=None, build=0, **options)`` -- every benchmark
+    accepts these four keywords (the runner always passes them; ``device`` is where its own models train and
+    run, None = the first GPU or the CPU; ``build`` is the run's theta_0 build, the seed of every random choice
+    of the construction: generated data, initialisation, batch order, interfaces, masks) plus its own options,
+    which come from a run's ``benchmark.*`` hyperparameters.
     """
 
     name: str                                  # set by the registry: the registered name
@@ -103,7 +104,7 @@ class Benchmark(Protocol):
         """The fields a run may name, given the benchmark's options (``benchmark.*`` without the prefix)."""
         ...
 
-    def prepare(self, model_preset: str, seed: int = 0) -> Prepared: ...
+    def prepare(self, model_preset: str) -> Prepared: ...
 
     def roles(self, field: str, seed: int) -> Roles: ...
 
@@ -123,7 +124,7 @@ class InterfaceBenchmark(Benchmark, Protocol):
 _MISSING = object()
 _CLASS_ATTRS = (("DEFAULT_MODEL", "the model preset used when a run names no model"),
                 ("DEFAULT_FIELD", "the field used when a run names none"))
-_METHODS = ("field_names(cls, options) -> tuple[str, ...]", "prepare(self, model_preset, seed=0) -> Prepared",
+_METHODS = ("field_names(cls, options) -> tuple[str, ...]", "prepare(self, model_preset) -> Prepared",
             "roles(self, field, seed) -> Roles", "evaluate(self, model, roles, which='eval', full=False) -> Outcome")
 
 
@@ -160,12 +161,12 @@ def check_benchmark_class(name: str, cls) -> None:
         refuse(f"declares INTERFACES {interfaces!r} but lacks the method "
                "intervene(self, spec, model, roles, objective, data, config) -> dict")
     try:
-        inspect.signature(cls).bind_partial(cache_dir=None, progress=True, device=None)
+        inspect.signature(cls).bind_partial(cache_dir=None, progress=True, device=None, build=0)
     except ValueError:  # no introspectable signature: the runner's call will tell
         pass
     except TypeError:
         refuse(f"constructor {cls.__name__}{inspect.signature(cls)} must accept the keywords cache_dir=None, "
-               "progress=True and device=None (the runner passes all three)")
+               "progress=True, device=None and build=0 (the runner passes all four)")
     try:
         fields = cls.field_names({})
     except Exception as exc:
@@ -210,12 +211,16 @@ def default_cache_dir() -> Path:
 
 
 def build_code(cls) -> str:
-    """The source of the code that builds a benchmark's cached theta_0 and data: the torch primitives that
-    train it and the benchmark's own package. Part of every cache key, so changing that code rebuilds the
-    cache instead of reusing a model the current code would not produce."""
+    """What builds a benchmark's cached theta_0 and data: the source of the torch primitives that train it and
+    of the benchmark's own package, and the CPU kernels this process computes with (``models.cpu_mode``). Part
+    of every cache key, so changed code, or a process under other kernels, builds its own entry instead of
+    reusing a model it would not produce."""
+    from supportbench.unlearning.models import cpu_mode
+
     package = Path(inspect.getsourcefile(cls)).resolve().parent
-    return source_hash("unlearning/models.py", "unlearning/train.py", "unlearning/data.py", "unlearning/formats.py",
+    code = source_hash("unlearning/models.py", "unlearning/train.py", "unlearning/data.py", "unlearning/formats.py",
                        package)
+    return f"{code}:{cpu_mode()}"
 
 
 def content_key(*parts) -> str:

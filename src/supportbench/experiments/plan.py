@@ -9,6 +9,7 @@
     methods = ["intervention_score", "random", ...]     # Static runs for every method
     dirr_methods = ["intervention_score"]               # DIR-R runs (the paper's method)
     budget = 0.1
+    builds = [0, 1, 2]                                  # theta_0 builds: independent constructions
     T = 40
     t = 32
     d = 4
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from supportbench.errors import SpecError
+from supportbench.experiments.claims import load as load_claims
 from supportbench.experiments.decisions import SELECTIONS
 from supportbench.experiments.spec import DEFAULT_BUDGET, SPLITS, RunSpec, default_model, model_defaults
 
@@ -59,10 +61,10 @@ def resolve_spec_path(spec: str | Path) -> Path:
 
 SECTIONS = ("experiment", "hyperparameters", "dirr")
 EXPERIMENT_KEYS = ("name", "benchmarks", "benchmark", "fields", "objectives", "methods", "dirr_methods", "model",
-                   "budget", "T", "t", "d", "rho_p", "seeds")
+                   "budget", "T", "t", "d", "rho_p", "seeds", "builds", "claims")
 DIRR_KEYS = ("admissible_range", "selection")
 BENCHMARK_KEYS = ("fields", "objectives", "methods", "dirr_methods", "model", "budget", "T", "t", "d", "rho_p",
-                  "seeds", "replication_fields", "replication_objectives", "hyperparameters")
+                  "seeds", "builds", "replication_fields", "replication_objectives", "hyperparameters")
 
 
 def _known(table: dict, allowed, source: str, prefix: str, what: str) -> None:
@@ -89,6 +91,19 @@ def _ints(values, source: str, path: str) -> list[int]:
     return list(values)
 
 
+def _builds(values, source: str, path: str) -> tuple[int, ...]:
+    """theta_0 builds: a non-empty list of distinct whole numbers in 0..2^63-1."""
+    builds = _ints(values, source, path)
+    if not builds:
+        raise SpecError(f"{source}: {path} must list at least one build, got {values!r}")
+    bad = [b for b in builds if not 0 <= b <= 2**63 - 1]
+    if bad:
+        raise SpecError(f"{source}: {path} holds {bad[0]!r}; a build is a whole number in 0..2^63-1")
+    if len(set(builds)) != len(builds):
+        raise SpecError(f"{source}: {path} lists a build more than once: {builds}")
+    return tuple(builds)
+
+
 def _names(values, source: str, path: str, empty_ok: bool = False) -> list[str]:
     if not isinstance(values, list | tuple) or (not values and not empty_ok):
         raise SpecError(f"{source}: {path} must be a non-empty list of names, got {values!r}")
@@ -100,7 +115,7 @@ def _names(values, source: str, path: str, empty_ok: bool = False) -> list[str]:
     return list(values)
 
 
-CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
+CELL = ("experiment", "benchmark", "build", "field", "objective", "method", "variant", "seed", "split")
 
 
 def _check_run_settings(table: dict, source: str, where: str) -> None:
@@ -124,6 +139,8 @@ class ExperimentSpec:
     seeds: dict[str, tuple[int, ...]]
     model: str | None = None      # None: each benchmark's default model (experiments/spec.py DEFAULT_MODELS)
     budget: float = DEFAULT_BUDGET
+    builds: tuple[int, ...] = (0,)   # theta_0 builds (RunSpec.build): each runs the whole grid on its own theta_0
+    claims: str | None = None     # the pre-registered claims file (experiments/claims.py); None: the shipped one
     T: int | None = None          # None: the model's default (experiments/spec.py MODEL_DEFAULTS)
     t: int | None = None
     d: int | None = None
@@ -138,7 +155,7 @@ class ExperimentSpec:
     def settings(self, benchmark: str) -> dict:
         """The settings a benchmark's runs use: the experiment's, overridden by its own table."""
         base = {"fields": self.fields, "objectives": self.objectives, "methods": self.methods,
-                "dirr_methods": self.dirr_methods, "model": self.model, "budget": self.budget,
+                "dirr_methods": self.dirr_methods, "model": self.model, "budget": self.budget, "builds": self.builds,
                 "T": self.T, "t": self.t, "d": self.d, "rho_p": self.rho_p, "seeds": self.seeds,
                 "replication_fields": None, "replication_objectives": None, "hyperparameters": {}}
         own = self.benchmark_settings.get(benchmark, {})
@@ -234,13 +251,23 @@ class ExperimentSpec:
             _check_run_settings(own, source, where)
             if "hyperparameters" in own and not isinstance(own["hyperparameters"], dict):
                 raise SpecError(f"{source}: {where}.hyperparameters must be a table")
+            if "builds" in own:
+                own["builds"] = _builds(own["builds"], source, f"{where}.builds")
             settings[b] = own
+        claims = e.get("claims")
+        if claims is not None and (not isinstance(claims, str) or not claims.strip()):
+            raise SpecError(f"{source}: experiment.claims must name a claims file (a path or a shipped name), "
+                            f"got {claims!r}")
+        if claims is not None and not Path(claims).is_absolute() and (Path(source).parent / claims).is_file():
+            claims = str((Path(source).parent / claims).resolve())   # a path is relative to the spec's folder
+        load_claims(claims)   # the claims it will be judged on parse, before anything runs
         spec = cls(name=e["name"], benchmarks=tuple(benchmarks), fields=tuple(_names(e["fields"], source,
                    "experiment.fields")), objectives=tuple(_names(e["objectives"], source, "experiment.objectives")),
                    methods=tuple(_names(e["methods"], source, "experiment.methods")),
                    dirr_methods=tuple(_names(e.get("dirr_methods", ["intervention_score"]), source,
                                              "experiment.dirr_methods", empty_ok=True)),
                    seeds=seeds, model=e.get("model"), budget=e.get("budget", DEFAULT_BUDGET),
+                   builds=_builds(e.get("builds", [0]), source, "experiment.builds"), claims=claims,
                    T=e.get("T"), t=e.get("t"), d=e.get("d"), rho_p=e.get("rho_p"), hyperparameters=dict(hp),
                    admissible_range=tuple(rng), selection=selection, benchmark_settings=settings)
         for b in spec.benchmarks:   # per benchmark, after its own [experiment.benchmark.<name>.seeds]
@@ -259,29 +286,31 @@ class ExperimentSpec:
             raise SpecError(f"{source}: {exc}") from None
         return spec
 
-    def _spec(self, benchmark, field_, objective, method, variant, seed, split, st: dict) -> RunSpec:
+    def _spec(self, benchmark, field_, objective, method, variant, seed, split, st: dict, build: int) -> RunSpec:
         hp = dict(st["hyperparameters"])
         if variant == "dirr":
             hp["selection"] = self.selection
         return RunSpec(benchmark, field_, objective, method, seed=seed, variant=variant, split=split,
                        experiment=self.name, budget=st["budget"], T=st["T"], t=st["t"], d=st["d"],
-                       rho_p=st["rho_p"], model=st["model"], hyperparameters=hp)
+                       rho_p=st["rho_p"], model=st["model"], hyperparameters=hp, build=build)
 
     def runs(self, split: str, variant: str | None = None) -> list[RunSpec]:
-        """Every RunSpec of one split, grouped so that runs sharing diagnostics are adjacent."""
+        """Every RunSpec of one split, grouped so that runs sharing a theta_0 and diagnostics are adjacent."""
         out = []
         for b in self.benchmarks:
             st = self.settings(b)
             fields = (st["replication_fields"] or st["fields"]) if split == "replication" else st["fields"]
             objectives = ((st["replication_objectives"] or st["objectives"]) if split == "replication"
                           else st["objectives"])
-            for f in fields:
-                for o in objectives:
-                    for s in st["seeds"].get(split, ()):
-                        if split != "calibration" and variant in (None, "static"):
-                            out += [self._spec(b, f, o, m, "static", s, split, st) for m in st["methods"]]
-                        if variant in (None, "dirr"):
-                            out += [self._spec(b, f, o, m, "dirr", s, split, st) for m in st["dirr_methods"]]
+            for build in st["builds"]:
+                for f in fields:
+                    for o in objectives:
+                        for s in st["seeds"].get(split, ()):
+                            cell = (b, f, o)
+                            if split != "calibration" and variant in (None, "static"):
+                                out += [self._spec(*cell, m, "static", s, split, st, build) for m in st["methods"]]
+                            if variant in (None, "dirr"):
+                                out += [self._spec(*cell, m, "dirr", s, split, st, build) for m in st["dirr_methods"]]
         return out
 
     def all_runs(self) -> list[RunSpec]:

@@ -103,6 +103,7 @@ class Provenance(_Struct):
     started_at: str | None = None
     finished_at: str | None = None
     device: str | None = None
+    cpu_mode: str | None = None     # the CPU kernels it computed with (supportbench._cpumode)
     python: str | None = None
     data_hash: str | None = None
     model_hash: str | None = None

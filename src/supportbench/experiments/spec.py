@@ -155,6 +155,10 @@ class RunSpec:
     rho_p: float | None = None   # DIR-R probe action
     model: str | None = None     # preset name or local model directory; None: the benchmark's DEFAULT_MODELS
     hyperparameters: tuple[tuple[str, Any], ...] = ()
+    # the theta_0 build: the seed of every random choice the benchmark's construction makes (generated data,
+    # initialisation, batch order, interfaces, masks); runs of different builds are never paired or pooled
+    # except as replications (docs/findings.md)
+    build: int = 0
 
     def __post_init__(self):
         hp = self.hyperparameters
@@ -187,7 +191,7 @@ class RunSpec:
             object.__setattr__(self, "budget", float(self.budget))
         if _num(self.rho_p):
             object.__setattr__(self, "rho_p", float(self.rho_p))
-        for name in ("seed", "T", "t", "d"):
+        for name in ("seed", "build", "T", "t", "d"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise SpecError(f"{name} must be a whole number, got {v!r}")
@@ -205,6 +209,8 @@ class RunSpec:
             raise SpecError(f"T must be a whole number in 1..{MAX_STEPS:,} (unlearning steps), got {self.T!r}")
         if not 0 <= self.seed <= MAX_SEED:
             raise SpecError(f"seed must be a whole number in 0..2^63-1, got {self.seed!r}")
+        if not 0 <= self.build <= MAX_SEED:
+            raise SpecError(f"build must be a whole number in 0..2^63-1, got {self.build!r}")
         if self.variant == "dirr":
             if isinstance(self.rho_p, bool) or self.rho_p not in ACTIONS or self.rho_p == 0:
                 raise SpecError(f"rho_p {self.rho_p!r} is not a probe action; allowed: "
@@ -264,6 +270,8 @@ class RunSpec:
         if self.variant == "static":  # checkpoint settings do not change a static run
             for k in ("t", "d", "rho_p"):
                 d.pop(k)
+        if not self.build:   # build 0 is the identity every run had before builds existed: its key is unchanged
+            d.pop("build")
         return d
 
     @property

@@ -29,14 +29,14 @@ def calibration_instances(records: Sequence[RunRecord]) -> list[dict]:
         if r.status != "ok" or d is None or not d.complete:
             raise CalibrationError(f"run {r.run_key[:12]} has no complete candidate set (status {r.status})")
         v = d.candidates
-        out.append({"run_key": r.run_key, "field": spec["field"], "seed": spec["seed"],
+        out.append({"run_key": r.run_key, "field": spec["field"], "seed": spec["seed"], "build": spec.get("build", 0),
                     "s": d.probe_signal, "gamma": max(0.0, max(v.values()) - v["0.0"])})
     return out
 
 
 def calibrate_and_freeze(records: Sequence[RunRecord], out_dir: str | Path, *, baselines: Sequence[str] = (),
-                         admissible: tuple[float, float] = (0.2, 0.8),
-                         experiment: str | None = None) -> tuple[Calibration, dict]:
+                         admissible: tuple[float, float] = (0.2, 0.8), experiment: str | None = None,
+                         claims_hash: str | None = None) -> tuple[Calibration, dict]:
     """Calibrate tau* on calibration records and freeze it with rho_p, d, A, range, seeds and baselines."""
     if not records:
         raise CalibrationError("no calibration records: run the calibration seeds first")
@@ -52,7 +52,7 @@ def calibrate_and_freeze(records: Sequence[RunRecord], out_dir: str | Path, *, b
                           admissible_range=list(admissible), calibration_seeds=sorted({i["seed"] for i in inst}),
                           baselines=list(baselines), benchmark=benchmark, objective=objective, selection=selection,
                           calibration_runs=runs_identity(records),
-                          experiment=experiment or records[0].spec.get("experiment"),
+                          experiment=experiment or records[0].spec.get("experiment"), claims_hash=claims_hash,
                           calibration={"instances": inst, "trigger_fraction": cal.trigger_fraction,
                                        "triggered": cal.triggered, "n": cal.n, "captured_gain": cal.captured_gain,
                                        "total_gain": cal.total_gain, "extra_compute": cal.extra_compute,

@@ -56,14 +56,14 @@ def final_fields(cls, options: dict) -> tuple[str, ...]:
 
 def controlled_specs(benchmark: str, *, objective: str, seed: int, split: str, experiment: str, budget: float,
                      T: int, model: str, hyperparameters: dict[str, Any],
-                     decision: dict | None = None) -> list[RunSpec]:
+                     decision: dict | None = None, build: int = 0) -> list[RunSpec]:
     """One run per (final target, interface) of ``benchmark``'s declared interfaces; under a frozen ``decision``
     each interface's run takes its frozen lr and the frozen primary locator (``apply_decision``)."""
     cls = BENCHMARKS.get(benchmark)
     if not cls.INTERFACES:
         raise SpecError(f"benchmark '{benchmark}' declares no interfaces to compare")
     specs = [RunSpec(benchmark, f, objective, m, seed=seed, split=split, experiment=experiment, budget=budget, T=T,
-                     model=model, hyperparameters=hyperparameters)
+                     model=model, hyperparameters=hyperparameters, build=build)
              for f in final_fields(cls, _options(hyperparameters)) for m in cls.INTERFACES]
     return [apply_decision(s, decision) for s in specs] if decision is not None else specs
 
@@ -74,46 +74,61 @@ def apply_decision(spec: RunSpec, decision: dict) -> RunSpec:
           "benchmark.primary_locator": decision["primary_locator"], "benchmark.decision": decision["hash"]}
     return RunSpec(spec.benchmark, spec.field, spec.objective, spec.method, seed=spec.seed, variant=spec.variant,
                    split=spec.split, experiment=spec.experiment, budget=spec.budget, T=spec.T, t=spec.t, d=spec.d,
-                   rho_p=spec.rho_p, model=spec.model, hyperparameters=hp)
+                   rho_p=spec.rho_p, model=spec.model, hyperparameters=hp, build=spec.build)
 
 
-def _settings(benchmark, objective, seed, experiment, budget, T, model, hyperparameters) -> dict:
+def _settings(benchmark, objective, seed, experiment, budget, T, model, hyperparameters, build=0) -> dict:
     return {"experiment": experiment, "benchmark": benchmark, "objective": objective, "model": model, "T": T,
-            "seed": seed, "budget": budget,
+            "seed": seed, "budget": budget, "build": build,
             "options": {k: v for k, v in sorted(_options(hyperparameters).items())
                         if k not in ("primary_locator", "decision")},
             "hyperparameters": {k: v for k, v in sorted(hyperparameters.items())
                                 if k != "lr" and not k.startswith("benchmark.")}}
 
 
-def existing_decision(results_dir: str | Path, calibration_runs: list[str], theta0_hash: str) -> dict | None:
+def existing_decision(results_dir: str | Path, calibration_runs: list[str], theta0_hash: str,
+                      claims_hash: str | None = None) -> dict | None:
     """A frozen controlled decision in ``<results>/decisions`` taken from exactly these calibration runs (run
-    keys: every setting and the model's content; code fingerprints) on the same theta_0."""
+    keys: every setting and the model's content; code fingerprints) on the same theta_0, under the same
+    registered claims."""
     for f in ResultsDir(results_dir).decision_files():
         dec = read_json_object(Path(f), SpecError, "decision file")
         if (is_controlled(dec) and dec.get("calibration_runs") == calibration_runs
-                and dec.get("theta0_hash") == theta0_hash):
+                and dec.get("theta0_hash") == theta0_hash and dec.get("claims_hash") == claims_hash):
             verify_controlled(dec, source=f)
             return dec
     return None
 
 
-def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "controlled", objective: str, seed: int,
-                               experiment: str, budget: float, T: int, model: str, hyperparameters: dict[str, Any],
-                               cache_dir: str | None = None, device: str | None = "auto", force: bool = False,
-                               reuse_stale: bool = False, lr_grid: tuple[float, ...] = LR_GRID,
-                               split: str = "final") -> dict:
-    """The controlled decision (module docstring), frozen from the calibration targets, or the existing one."""
-    del split  # the final runs' split: calibration runs are always split 'calibration'
+def calibration_grid(benchmark: str, *, objective: str, seed: int, experiment: str, budget: float, T: int,
+                     model: str, hyperparameters: dict[str, Any], build: int = 0,
+                     lr_grid: tuple[float, ...] = LR_GRID) -> dict[tuple, RunSpec]:
+    """The calibration runs a controlled decision is frozen from: every (interface, lr of the grid, calibration
+    target) of ``benchmark``'s theta_0 build ``build``, recorded in ``<results>/calibration/controlled``."""
     cls = BENCHMARKS.get(benchmark)
     hp = {k: v for k, v in hyperparameters.items() if k not in ("benchmark.primary_locator", "benchmark.decision")}
     fields = cls.calibration_fields(_options(hp)) if hasattr(cls, "calibration_fields") else ()
     if not fields:
         raise SpecError(f"benchmark '{benchmark}' has no calibration targets (benchmark.n_calibration_targets = 0): "
                         "the primary locator and the learning rates cannot be frozen before the final runs")
-    grid = {(m, lr, f): RunSpec(benchmark, f, objective, m, seed=seed, split="calibration", experiment=experiment,
-                                budget=budget, T=T, model=model, hyperparameters={**hp, "lr": lr})
+    return {(m, lr, f): RunSpec(benchmark, f, objective, m, seed=seed, split="calibration", experiment=experiment,
+                                budget=budget, T=T, model=model, hyperparameters={**hp, "lr": lr}, build=build)
             for m in cls.INTERFACES for lr in lr_grid for f in fields}
+
+
+def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "controlled", objective: str, seed: int,
+                               experiment: str, budget: float, T: int, model: str, hyperparameters: dict[str, Any],
+                               cache_dir: str | None = None, device: str | None = "auto", force: bool = False,
+                               reuse_stale: bool = False, lr_grid: tuple[float, ...] = LR_GRID,
+                               split: str = "final", build: int = 0, claims_hash: str | None = None) -> dict:
+    """The controlled decision (module docstring), frozen from the calibration targets, or the existing one.
+    The calibration runs that are recorded already (e.g. run by a sweep's executor) are read, not rerun."""
+    del split  # the final runs' split: calibration runs are always split 'calibration'
+    cls = BENCHMARKS.get(benchmark)
+    grid = calibration_grid(benchmark, objective=objective, seed=seed, experiment=experiment, budget=budget, T=T,
+                            model=model, hyperparameters=hyperparameters, build=build, lr_grid=lr_grid)
+    fields = tuple(dict.fromkeys(f for _, _, f in grid))
+    hp = {k: v for k, v in hyperparameters.items() if k not in ("benchmark.primary_locator", "benchmark.decision")}
     runner = Runner(ResultsDir(results_dir).controlled_calibration, cache_dir=cache_dir, force=force, device=device,
                     reuse_stale=reuse_stale, progress=False)
     first = next(iter(grid.values()))
@@ -126,7 +141,7 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
         return f"{spec.run_key}:{fp}"
 
     current = sorted(identity(s) for s in grid.values())
-    old = None if force else existing_decision(results_dir, current, theta0_hash)
+    old = None if force else existing_decision(results_dir, current, theta0_hash, claims_hash)
     if old is not None:
         return old
     aurocs = bench.calibration_aurocs()
@@ -148,8 +163,8 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
         locator_aurocs=aurocs, primary_locator=choose_primary(aurocs), lr_grid=[float(x) for x in lr_grid],
         mean_J={m: {repr(k): v for k, v in d.items()} for m, d in mean_J.items()}, lr=lr,
         recall_threshold=RECALL_THRESHOLD, calibration_runs=runs_identity(records),
-        settings=_settings(benchmark, objective, seed, experiment, budget, T, model, hp), calibration_J=per,
-        calibration_recall={f: bench.recall.get(f) for f in fields})
+        settings=_settings(benchmark, objective, seed, experiment, budget, T, model, hp, build), calibration_J=per,
+        calibration_recall={f: bench.recall.get(f) for f in fields}, claims_hash=claims_hash)
 
 
 def run_controlled(results_dir: str | Path, *, benchmark: str = "controlled", cache_dir: str | None = None,

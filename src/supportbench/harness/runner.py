@@ -46,7 +46,7 @@ from supportbench.harness.fingerprint import fingerprint
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores, get_method
 from supportbench.methods.diagnostics import Diagnostics
-from supportbench.unlearning.models import resolve_device
+from supportbench.unlearning.models import cpu_mode, resolve_device
 from supportbench.unlearning.objectives import get_objective, reference_nll
 from supportbench.unlearning.support import select
 from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData
@@ -111,33 +111,34 @@ class Runner:
 
     # ---- shared state ---------------------------------------------------------------------------------
     def benchmark(self, spec: RunSpec):
-        """The spec's benchmark, built once per (name, ``benchmark.*`` options, model): a benchmark object
-        tokenises and evaluates with the tokenizer of the one model it prepared."""
-        key = self._bench_key(spec)
+        """The spec's benchmark, built once per (name, ``benchmark.*`` options, model, build): a benchmark
+        object tokenises and evaluates with the tokenizer of the one model it prepared."""
+        key = self.bench_key(spec)
         if key not in self._benchmarks:
             options = spec.benchmark_options()
             cls = BENCHMARKS.get(spec.benchmark)
             try:  # benchmarks that train models of their own do it on the runner's device
                 self._benchmarks[key] = cls(cache_dir=self.cache_dir, progress=self.progress, device=self.device,
-                                            **options)
+                                            build=spec.build, **options)
             except TypeError as exc:
                 raise SpecError(f"benchmark '{spec.benchmark}' rejected its options {options}: {exc}") from None
         return self._benchmarks[key]
 
     @staticmethod
-    def _bench_key(spec: RunSpec) -> tuple:
-        return (spec.benchmark, json.dumps(spec.prefixed("benchmark."), sort_keys=True), spec.model, spec.hp("dtype"))
+    def bench_key(spec: RunSpec) -> tuple:
+        return (spec.benchmark, json.dumps(spec.prefixed("benchmark."), sort_keys=True), spec.model, spec.hp("dtype"),
+                spec.build)
 
     def live_model(self, spec: RunSpec):
         """The model object runs of ``spec``'s benchmark and model use, as the last run left it."""
-        return self._models[self._bench_key(spec)]
+        return self._models[self.bench_key(spec)]
 
     def theta0(self, spec: RunSpec):
         """The run's model, reset to theta_0 (weights copied from the in-memory snapshot)."""
-        key = self._bench_key(spec)
+        key = self.bench_key(spec)
         bench = self.benchmark(spec)
         if key not in self._models:
-            prepared = bench.prepare(spec.model, seed=0)
+            prepared = bench.prepare(spec.model)
             # frozen weights in the run's dtype (bf16 on a GPU); the support trains in fp32 (SupportTrainer)
             self._models[key] = prepared.model.to(self.device, getattr(torch, spec.hp("dtype")))
             if spec.hp("activation_checkpointing") and hasattr(prepared.model, "gradient_checkpointing_enable"):
@@ -154,7 +155,7 @@ class Runner:
     @staticmethod
     def _cell(spec: RunSpec) -> tuple:
         """What a Diagnostics depends on: runs with the same cell share one."""
-        return (*Runner._bench_key(spec), spec.field, spec.objective, spec.seed,
+        return (*Runner.bench_key(spec), spec.field, spec.objective, spec.seed,
                 tuple(sorted(spec.prefixed("objective.").items())), spec.hp("diag_batch_size"))
 
     def plan(self, specs) -> None:
@@ -273,7 +274,7 @@ class Runner:
         roles = bench.roles(spec.field, spec.seed)
         if not roles.theta0_nll:
             record_theta0_nll(model, roles)
-        draft.data_hash, draft.model_hash = roles.data_hash, self._model_hash[self._bench_key(spec)]
+        draft.data_hash, draft.model_hash = roles.data_hash, self._model_hash[self.bench_key(spec)]
         if roles.notes:
             draft.roles = dict(roles.notes)  # e.g. diagnostic rows whose question names no subject
         wall["prepare"] = time.perf_counter() - t0
@@ -337,7 +338,7 @@ class Runner:
     def _provenance(self) -> Provenance:
         import transformers
 
-        return Provenance(supportbench=__version__, git=self._git, device=str(self.device),
+        return Provenance(supportbench=__version__, git=self._git, device=str(self.device), cpu_mode=cpu_mode(),
                           torch=str(torch.__version__), transformers=str(transformers.__version__),
                           python=platform.python_version(), started_at=now())
 

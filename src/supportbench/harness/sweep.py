@@ -22,6 +22,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from supportbench.errors import CalibrationError, DecisionError
+from supportbench.experiments.claims import freeze_claims
+from supportbench.experiments.claims import load as load_claims
 from supportbench.experiments.decisions import load_decision, runs_identity
 from supportbench.experiments.plan import ExperimentSpec
 from supportbench.experiments.record import RecordError, RunRecord
@@ -36,6 +38,7 @@ class SweepSummary:
     skipped: int = 0
     failed: list[dict] = field(default_factory=list)
     decisions: dict = field(default_factory=dict)       # "benchmark/objective" -> decision hash
+    claims: str = ""                                      # the registered claims decision's hash
     calibration_errors: dict = field(default_factory=dict)
     post_hoc: int = 0                                     # DIR-R runs completed post hoc
     corrupt: list[str] = field(default_factory=list)      # unreadable record files found (their runs redone)
@@ -43,12 +46,12 @@ class SweepSummary:
 
 def _groups(specs: list[RunSpec], decisions: dict, results_dir: str | Path, cache_dir, complete: bool = False,
             reuse_stale: bool = False) -> list[tuple]:
-    """Executor tasks: one per (benchmark, field, objective, seed), so a worker scores every method of a cell
-    from one Diagnostics; specs travel as plain dicts (any executor can pickle them)."""
+    """Executor tasks: one per (benchmark, build, field, objective, seed), so a worker scores every method of a
+    cell from one Diagnostics; specs travel as plain dicts (any executor can pickle them)."""
     root = str(ResultsDir(results_dir).root)
     by = defaultdict(list)
     for s in specs:
-        by[(s.benchmark, s.field, s.objective, s.seed)].append(s)
+        by[(s.benchmark, s.build, s.field, s.objective, s.seed)].append(s)
     tasks = []
     for group in by.values():
         decs = [decisions.get((s.benchmark, s.objective)) if s.variant == "dirr" and s.split != "calibration" else None
@@ -66,6 +69,7 @@ class _Sweep:
     executor: object
     cache_dir: str | None
     reuse_stale: bool
+    claims_hash: str = ""     # the claims registered for the experiment (experiments.claims)
     summary: SweepSummary = field(default_factory=SweepSummary)
 
     def read(self, spec: RunSpec) -> RunRecord | None:
@@ -80,16 +84,25 @@ class _Sweep:
 
 
 def _run_phase(sw: _Sweep, specs: list[RunSpec], decisions: dict, desc: str, summary: SweepSummary | None = None,
-               complete: bool = False) -> None:
+               complete: bool = False, elsewhere: tuple[ResultsDir, list[RunSpec]] | None = None) -> None:
     """Run ``specs`` through the executor, counting into ``summary`` (default: the sweep's). Recorded runs are
-    counted here and never submitted (no job starts only to skip)."""
+    counted here and never submitted (no job starts only to skip). ``elsewhere``: runs recorded in another
+    results folder (the controlled calibration runs), submitted in the same pool, counted apart."""
     summary = summary or sw.summary
     if not complete:
         specs = _drop_recorded(sw, specs, decisions, summary)
     tasks = _groups(specs, decisions, sw.results.root, sw.cache_dir, complete, sw.reuse_stale)
-    with tqdm(total=len(specs), desc=desc, unit="run") as bar:
+    apart: set[str] = set()
+    if elsewhere is not None:
+        other = _drop_recorded(sw, elsewhere[1], {}, SweepSummary(), elsewhere[0])
+        tasks += _groups(other, {}, elsewhere[0].root, sw.cache_dir, False, sw.reuse_stale)
+        apart = {s.run_key for s in other}
+    with tqdm(total=len(specs) + len(apart), desc=desc, unit="run") as bar:
         for results in sw.executor.map_groups(tasks):
             for r in results:
+                bar.update(1)
+                if r["run_key"] in apart:
+                    continue
                 summary.runs += 1
                 summary.skipped += r["skipped"]
                 if r.get("corrupt"):
@@ -98,13 +111,13 @@ def _run_phase(sw: _Sweep, specs: list[RunSpec], decisions: dict, desc: str, sum
                     summary.ok += 1
                 else:
                     summary.failed.append(r)
-                bar.update(1)
 
 
-def _drop_recorded(sw: _Sweep, specs: list[RunSpec], decisions: dict, summary: SweepSummary) -> list[RunSpec]:
+def _drop_recorded(sw: _Sweep, specs: list[RunSpec], decisions: dict, summary: SweepSummary,
+                   results: ResultsDir | None = None) -> list[RunSpec]:
     from supportbench.harness.runner import Runner
 
-    probe = Runner(sw.results.root, cache_dir=sw.cache_dir, progress=False, reuse_stale=sw.reuse_stale)
+    probe = Runner((results or sw.results).root, cache_dir=sw.cache_dir, progress=False, reuse_stale=sw.reuse_stale)
     todo = []
     for s in specs:
         decision = decisions.get((s.benchmark, s.objective)) if s.variant == "dirr" else None
@@ -119,20 +132,23 @@ def _drop_recorded(sw: _Sweep, specs: list[RunSpec], decisions: dict, summary: S
         else:
             summary.failed.append({"run_key": rec.run_key, "status": rec.status, "error": rec.error_line})
     summary.corrupt += list(probe.corrupt.values())
-    if todo and getattr(sw.executor, "prepare_first", False):
-        _prepare_theta0(probe, todo)
     return todo
 
 
-def _prepare_theta0(runner, specs) -> None:
-    """Build each (benchmark, options, model)'s theta_0 cache once, here, before jobs are submitted: array
-    tasks then load it instead of each training it again."""
-    seen = set()
+def _build_theta0(sw: _Sweep, specs: list[RunSpec]) -> None:
+    """Build every theta_0 the sweep's runs need (one per benchmark, options, model and build) before any run
+    starts, one task each, in parallel: no two workers ever train the same one, and the runs then only load
+    it from the cache."""
+    from supportbench.harness.runner import Runner
+
+    first = {}
     for s in specs:
-        key = runner._bench_key(s)
-        if key not in seen:
-            seen.add(key)
-            runner.theta0(s)
+        first.setdefault(Runner.bench_key(s), s)
+    tasks = [(str(sw.results.root), sw.cache_dir, [s.canonical_full()], [None], False, sw.reuse_stale, True)
+             for s in first.values()]
+    with tqdm(total=len(tasks), desc="theta_0 builds", unit="model") as bar:
+        for _ in sw.executor.map_groups(tasks):
+            bar.update(1)
 
 
 def _calibration_records(sw: _Sweep, benchmark: str, objective: str) -> list:
@@ -144,14 +160,14 @@ def _existing_decision(sw: _Sweep, benchmark: str, objective: str, records: list
     """A decision frozen from exactly these calibration records (same run keys: every setting, the model's
     content; same code fingerprints) under the same rules; any change to them freezes a new one."""
     want = (benchmark, objective, sw.spec.name, runs_identity(records), list(map(float, sw.spec.admissible_range)),
-            sorted(baselines))
+            sorted(baselines), sw.claims_hash)
     for f in sw.results.decision_files():
         try:
             d = load_decision(f)
         except DecisionError:
             continue  # not a DIR-R decision of this kind (a controlled one, or one frozen by older code)
         if (d["benchmark"], d["objective"], d.get("experiment"), d["calibration_runs"],
-                list(map(float, d["admissible_range"])), sorted(d["baselines"])) == want:
+                list(map(float, d["admissible_range"])), sorted(d["baselines"]), d.get("claims_hash")) == want:
             return d
     return None
 
@@ -174,7 +190,7 @@ def _freeze_decisions(sw: _Sweep) -> dict:
                 try:
                     _, dec = calibrate_and_freeze(recs, sw.results.decisions, baselines=baselines,
                                                   admissible=tuple(sw.spec.admissible_range),
-                                                  experiment=sw.spec.name)
+                                                  experiment=sw.spec.name, claims_hash=sw.claims_hash)
                 except CalibrationError as exc:
                     sw.summary.calibration_errors[f"{b}/{o}"] = str(exc)
                     continue
@@ -192,27 +208,49 @@ def _complete_post_hoc(sw: _Sweep, final: list[RunSpec], decisions: dict) -> Non
     sw.summary.post_hoc = done.runs
 
 
-def _freeze_controlled(sw: _Sweep, final: list[RunSpec]) -> list[RunSpec]:
-    """``final`` with every run of a benchmark that compares interfaces under its frozen controlled decision
-    (frozen here, in process, from the calibration targets; reused when it exists)."""
+def _controlled_settings(final: list[RunSpec]) -> dict[tuple, RunSpec]:
+    """One final run per controlled decision to freeze (benchmark that compares interfaces, objective, seed,
+    build, budget, T, model, hyperparameters but lr), keyed by what the decision depends on."""
     from supportbench.benchmarks.base import BENCHMARKS
-    from supportbench.harness.controlled import apply_decision, freeze_controlled_decision
 
-    out, decs = [], {}
+    out = {}
     for s in final:
         cls = BENCHMARKS.get(s.benchmark)
-        if not (cls.INTERFACES and hasattr(cls, "calibration_fields")):
-            out.append(s)
-            continue
+        if cls.INTERFACES and hasattr(cls, "calibration_fields"):
+            hp = {k: v for k, v in s.hyperparameters if k != "lr"}
+            out.setdefault((s.benchmark, s.objective, s.seed, s.build, s.budget, s.T, s.model,
+                            json.dumps(hp, sort_keys=True, default=str)), s)
+    return out
+
+
+def _controlled_calibration(final: list[RunSpec]) -> list[RunSpec]:
+    """The calibration runs of every controlled decision the final runs need (``harness.controlled``)."""
+    from supportbench.harness.controlled import calibration_grid
+
+    return [g for s in _controlled_settings(final).values()
+            for g in calibration_grid(s.benchmark, objective=s.objective, seed=s.seed, experiment=s.experiment,
+                                      budget=s.budget, T=s.T, model=s.model, hyperparameters=dict(s.hyperparameters),
+                                      build=s.build).values()]
+
+
+def _freeze_controlled(sw: _Sweep, final: list[RunSpec]) -> list[RunSpec]:
+    """``final`` with every run of a benchmark that compares interfaces under its frozen controlled decision
+    (frozen here from the recorded calibration runs; reused when it exists)."""
+    from supportbench.harness.controlled import apply_decision, freeze_controlled_decision
+
+    decs = {}
+    for key, s in _controlled_settings(final).items():
+        decs[key] = freeze_controlled_decision(
+            sw.results.root, benchmark=s.benchmark, objective=s.objective, seed=s.seed, build=s.build,
+            experiment=s.experiment, budget=s.budget, T=s.T, model=s.model, hyperparameters=dict(s.hyperparameters),
+            cache_dir=sw.cache_dir, reuse_stale=sw.reuse_stale, claims_hash=sw.claims_hash)
+        sw.summary.decisions[f"{s.benchmark}/{s.objective}/seed {s.seed}/build {s.build}"] = decs[key]["hash"]
+    out = []
+    for s in final:
         hp = {k: v for k, v in s.hyperparameters if k != "lr"}
-        key = (s.benchmark, s.objective, s.seed, s.budget, s.T, s.model, json.dumps(hp, sort_keys=True, default=str))
-        if key not in decs:
-            decs[key] = freeze_controlled_decision(
-                sw.results.root, benchmark=s.benchmark, objective=s.objective, seed=s.seed,
-                experiment=s.experiment, budget=s.budget, T=s.T, model=s.model, hyperparameters=dict(s.hyperparameters),
-                cache_dir=sw.cache_dir, reuse_stale=sw.reuse_stale)
-            sw.summary.decisions[f"{s.benchmark}/{s.objective}/seed {s.seed}"] = decs[key]["hash"]
-        out.append(apply_decision(s, decs[key]))
+        key = (s.benchmark, s.objective, s.seed, s.build, s.budget, s.T, s.model,
+               json.dumps(hp, sort_keys=True, default=str))
+        out.append(apply_decision(s, decs[key]) if key in decs else s)
     return out
 
 
@@ -222,19 +260,25 @@ def run_sweep(spec: ExperimentSpec, results_dir: str | Path, executor, *, cache_
     runs (for the available-gain denominator, flagged post hoc; decisions are never changed). Do it
     before ingesting: a completed record differs from the one ingested earlier (a reported conflict).
     ``reuse_stale`` keeps records computed by older code (see ``harness.fingerprint``)."""
+    from supportbench.benchmarks.base import default_cache_dir
     from supportbench.harness.validate import validate_experiment
 
     validate_experiment(spec)  # every name and option, before any model is trained or record written
-    if getattr(executor, "prepare_first", False):  # tasks on other processes/nodes must find the same cache
-        from supportbench.benchmarks.base import default_cache_dir
-
-        cache_dir = str(Path(cache_dir or default_cache_dir()).resolve())
+    # tasks in other processes (and on other nodes) must find the same cache
+    cache_dir = str(Path(cache_dir or default_cache_dir()).resolve())
     sw = _Sweep(spec, ResultsDir(results_dir), executor, cache_dir, reuse_stale)
-    _run_phase(sw, spec.runs("calibration"), {}, "calibration runs")
+    # the claims the experiment will be judged on, registered before its first run (experiments.claims)
+    claims = freeze_claims(sw.results.decisions, load_claims(spec.claims), spec.name)
+    sw.claims_hash = claims["claims_hash"]
+    sw.summary.claims = claims["hash"]
+    planned = [s for split in ("final", "replication") for s in spec.runs(split)]
+    controlled = _controlled_calibration(planned)
+    _build_theta0(sw, [*spec.runs("calibration"), *planned])
+    _run_phase(sw, spec.runs("calibration"), {}, "calibration runs",
+               elsewhere=(sw.results.controlled_calibration, controlled))
     decisions = _freeze_decisions(sw)
     # final and replication seeds (DIR-R only where a decision was frozen)
-    final = [s for split in ("final", "replication") for s in spec.runs(split)
-             if s.variant != "dirr" or (s.benchmark, s.objective) in decisions]
+    final = [s for s in planned if s.variant != "dirr" or (s.benchmark, s.objective) in decisions]
     final = _freeze_controlled(sw, final)
     _run_phase(sw, final, decisions, "final runs")
     if post_hoc:

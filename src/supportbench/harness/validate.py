@@ -124,6 +124,13 @@ def _check_benchmark(spec: RunSpec) -> None:
 
         raise UnknownNameError(f"{spec.benchmark} field", spec.field, fields)
     options = spec.benchmark_options()
+    shared = sorted(set(options) & {"cache_dir", "progress", "device", "build", "seed"})
+    if shared:
+        k = shared[0]
+        where = {"build": "the run's own setting: build = N (RunSpec.build, --build N)",
+                 "seed": "the construction's seed is the run's theta_0 build: build = N (--build N)",
+                 "cache_dir": "--cache / $SUPPORTBENCH_CACHE", "device": "--device", "progress": "not a setting"}[k]
+        raise SpecError(f"benchmark.{k} is not a benchmark option: {where}")
     try:
         inspect.signature(cls).bind_partial(**options)
     except TypeError as exc:

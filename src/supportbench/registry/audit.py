@@ -3,7 +3,7 @@ governed by a decision frozen after its outcomes started (paper App. B: "Missing
 and DIR-R settings are frozen before final outcomes are read").
 
 Expected grid: from the experiment's spec when given; otherwise, per (experiment, benchmark, split), the
-full cross product of the levels the rows show: fields x objectives x (method, variant) x seeds.
+full cross product of the levels the rows show: builds x fields x objectives x (method, variant) x seeds.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class AuditReport:
     competing_decisions: list[dict] = field(default_factory=list)
     decision_evidence: list[dict] = field(default_factory=list)
     ledger: list[dict] = field(default_factory=list)
+    claims: list[dict] = field(default_factory=list)
     head: dict = field(default_factory=dict)   # the ingest log's last entry: note it to pin this registry
 
     @property
@@ -47,7 +48,7 @@ class AuditReport:
         return not (self.missing or self.duplicates or self.failed or self.wrong_split or self.post_hoc_decisions
                     or self.conflicts or self.mixed_fingerprints or self.unfrozen or self.undeclared_decisions
                     or self.decisions_after_baselines or self.undated or self.controlled_unfrozen
-                    or self.competing_decisions or self.decision_evidence or self.ledger)
+                    or self.competing_decisions or self.decision_evidence or self.ledger or self.claims)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
@@ -72,7 +73,8 @@ class AuditReport:
                      self.controlled_unfrozen),
                     ("experiments whose final DIR-R runs follow more than one decision", self.competing_decisions),
                     ("decisions not borne out by the calibration records they cite", self.decision_evidence),
-                    ("registry rows that disagree with its ingest log (edited after ingest)", self.ledger)]
+                    ("registry rows that disagree with its ingest log (edited after ingest)", self.ledger),
+                    ("claims not registered before the outcomes they judge, or changed since", self.claims)]
         for title, rows in sections:
             lines.append(f"{title}: {len(rows)}")
             for r in rows[:20]:
@@ -120,6 +122,67 @@ def _recomputed_tau(con) -> list[dict]:
     return out
 
 
+def _claims(con, spec: ExperimentSpec | None) -> list[dict]:
+    """The claims an experiment is judged on (experiments.claims) were registered before its outcomes and are
+    the ones it names now: one claims decision per experiment, frozen before its first final run started and
+    ingested no later than its first final run (the ingest log's order); every decision of the experiment
+    cites its hash; with a spec, the claims file the spec names still has that hash. An experiment that names
+    none (no spec, nothing registered: a single ``supportbench run``) is not checked."""
+    reg = _rows(con, """SELECT a.experiment, d.hash, json_extract_string(d.content, '$.claims_hash') AS claims_hash,
+            d.frozen_at, (SELECT min(seq) FROM ingest_log l WHERE l.kind = 'decision' AND l.key = d.hash) AS seq
+        FROM (SELECT DISTINCT experiment FROM arun) a JOIN decisions d
+          ON json_extract_string(d.content, '$.kind') = 'claims'
+         AND json_extract_string(d.content, '$.experiment') = a.experiment ORDER BY ALL""")
+    out: list[dict] = []
+    exps = [spec.name] if spec is not None else sorted({r["experiment"] for r in reg})
+    for exp in exps:
+        mine = [r for r in reg if r["experiment"] == exp]
+        if not mine:
+            out.append({"experiment": exp, "hash": None, "reason": "no claims registered (a sweep registers them "
+                        "before its first run: supportbench sweep)"})
+            continue
+        if len({r["claims_hash"] for r in mine}) > 1:
+            out.append({"experiment": exp, "hash": ", ".join(r["hash"][:12] for r in mine),
+                        "reason": "claims registered more than once, with different texts"})
+        first = mine[0]
+        out += [{"experiment": exp, "hash": first["hash"], "reason": r} for r in _claims_order(con, exp, first)]
+        if spec is not None:
+            from supportbench.experiments.claims import load
+
+            now = load(spec.claims).hash
+            if now != first["claims_hash"]:
+                out.append({"experiment": exp, "hash": first["hash"],
+                            "reason": f"the claims file the experiment names ({spec.claims or 'paper'}) hashes to "
+                                      f"{now[:12]} now, but the runs were judged under {first['claims_hash'][:12]}: "
+                                      "it changed after they were registered"})
+        out += [{"experiment": exp, "hash": h, "reason": f"decision cites claims {c[:12] if c else 'none'}, not the "
+                 f"registered {first['claims_hash'][:12]}"} for h, c in con.execute("""
+            SELECT hash, json_extract_string(content, '$.claims_hash') FROM decisions
+            WHERE json_extract_string(content, '$.experiment') = $exp
+              AND coalesce(json_extract_string(content, '$.kind'), 'dirr') <> 'claims'
+              AND json_extract_string(content, '$.claims_hash') IS DISTINCT FROM $c ORDER BY 1""",
+                                                   {"exp": exp, "c": first["claims_hash"]}).fetchall()]
+    return out
+
+
+def _claims_order(con, experiment: str, claims: dict) -> list[str]:
+    """Why a registered claims decision does not precede the final runs it judges: frozen after the first
+    started, or ingested (the registry's own order) after the first was ingested."""
+    rows = con.execute("""SELECT min(p.started_at)::VARCHAR, min(p.started_at) < d.frozen_at, min(l.seq)
+        FROM arun a LEFT JOIN provenance p USING (run_key)
+            LEFT JOIN ingest_log l ON l.key = a.run_key AND l.kind <> 'decision', decisions d
+        WHERE a.experiment = $exp AND a.split <> 'calibration' AND d.hash = $h GROUP BY d.frozen_at""",
+                       {"exp": experiment, "h": claims["hash"]}).fetchall()
+    if not rows:
+        return []
+    (started, late, seq), out = rows[0], []
+    if late:
+        out.append(f"registered at {claims['frozen_at']}, after the first final run started ({started})")
+    if seq is not None and claims["seq"] is not None and claims["seq"] > seq:
+        out.append(f"ingested as log entry {claims['seq']}, after the first final run (entry {seq})")
+    return out
+
+
 def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None) -> AuditReport:
     filt = "WHERE experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else {}
@@ -128,6 +191,8 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
     src = "results_all" if scalar(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'results_all'") \
         else "results"
     con.execute(f"CREATE OR REPLACE TEMP TABLE arun AS SELECT * FROM {src} {filt}", params)
+    if not scalar(con, "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'arun' AND column_name = 'build'"):
+        con.execute("ALTER TABLE arun ADD COLUMN build BIGINT DEFAULT 0")   # written before builds existed
     exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM arun ORDER BY 1").fetchall()]
     if not exps and spec is None:  # nothing to audit is not a pass (with a spec, every cell is missing)
         held = [r[0] for r in con.execute(f"SELECT DISTINCT experiment FROM {src} ORDER BY 1").fetchall()]
@@ -147,9 +212,11 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             WITH fo AS (SELECT DISTINCT experiment, benchmark, field FROM arun),
                  ob AS (SELECT DISTINCT experiment, benchmark, objective FROM arun),
                  mv AS (SELECT DISTINCT experiment, benchmark, split, method, variant FROM arun),
-                 sd AS (SELECT DISTINCT experiment, benchmark, split, seed FROM arun)
+                 sd AS (SELECT DISTINCT experiment, benchmark, split, seed FROM arun),
+                 bd AS (SELECT DISTINCT experiment, benchmark, build FROM arun)
             SELECT DISTINCT {CELL_COLS} FROM fo JOIN ob USING (experiment, benchmark)
-                JOIN mv USING (experiment, benchmark) JOIN sd USING (experiment, benchmark, split)""")
+                JOIN mv USING (experiment, benchmark) JOIN sd USING (experiment, benchmark, split)
+                JOIN bd USING (experiment, benchmark)""")
     expected = scalar(con, "SELECT count(*) FROM expected")
     observed = scalar(con, f"SELECT count(*) FROM (SELECT DISTINCT {CELL_COLS} FROM arun)")
     rep = AuditReport(exps, expected, observed)
@@ -289,6 +356,7 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND d.tau IS NOT NULL
               AND (d.admissible_lo <> $lo OR d.admissible_hi <> $hi OR d.selection <> $sel) ORDER BY 1""",
                                        {"lo": lo, "hi": hi, "sel": spec.selection})
+    rep.claims = _claims(con, spec)
     rep.ledger = ledger.verify(con)   # the whole registry: an edit anywhere is evidence
     rep.head = ledger.head(con)
     rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "

@@ -60,7 +60,9 @@ class ImportedRun:
 
 
 def import_key(cell: dict, occurrence: int = 0) -> str:
-    ident = json.dumps([cell[c] for c in CELL])
+    """An imported run's key: its cell (and its theta_0 build when not 0, so keys of build 0 are the ones
+    imports had before builds existed) and its occurrence among identical cells of one source."""
+    ident = json.dumps([cell[c] for c in CELL] + ([cell["build"]] if cell.get("build") else []))
     return hashlib.sha256(f"import|{ident}|{occurrence}".encode()).hexdigest()
 
 
@@ -237,10 +239,10 @@ def store(con, runs: list[ImportedRun], source: str | Path, results_root: str | 
             seq += 1
             c = r.cell
             con.execute("INSERT INTO runs (run_key, experiment, benchmark, field, objective, method, variant, seed, "
-                        "split, model, origin, source, content_hash, ingest_seq, ingested_at) VALUES "
-                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?, ?, ?, ?)",
+                        "split, model, origin, source, content_hash, ingest_seq, ingested_at, build) VALUES "
+                        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?, ?, ?, ?, ?)",
                         [key, c["experiment"], c["benchmark"], c["field"], c["objective"], c["method"], c["variant"],
-                         c["seed"], c["split"], r.model, str(source), h, seq, now])
+                         c["seed"], c["split"], r.model, str(source), h, seq, now, c.get("build") or 0])
             con.execute("INSERT INTO outcomes (run_key, status, J, G_F, D_coll, step_equivalents, components) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [key, r.status, r.J, r.G_F, r.D_coll, r.step_equivalents,

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from supportbench._io import StrictJSONError, loads_json
 from supportbench.errors import DecisionError, RegistryError
+from supportbench.experiments.claims import is_claims, verify_claims
 from supportbench.experiments.controlled_decision import is_controlled, verify_controlled
 from supportbench.experiments.decisions import verify_decision
 from supportbench.experiments.record import RecordError, RunRecord
@@ -168,6 +169,8 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
                 raise RegistryError(f"decision file {f} must hold a JSON object")
             if is_controlled(dec):
                 verify_controlled(dec, source=f)
+            elif is_claims(dec):
+                verify_claims(dec, source=f)
             else:
                 verify_decision(dec, source=f)
         except UnicodeDecodeError:
@@ -184,10 +187,10 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
             if json.dumps(json.loads(old[0]), sort_keys=True) != blob:
                 rep.decision_conflicts.append({"hash": dec["hash"], "source": f})
             continue
-        if is_controlled(dec):   # the controlled separation's decision: no DIR-R items; its content says the rest
+        if is_controlled(dec) or is_claims(dec):   # no DIR-R items; the content says the rest
             con.execute("INSERT INTO decisions (hash, benchmark, objective, frozen_at, content, source) "
                         "VALUES (?, ?, ?, ?, ?, ?)",
-                        [dec["hash"], dec["benchmark"], dec["objective"], dec["frozen_at"], blob, f])
+                        [dec["hash"], dec.get("benchmark"), dec.get("objective"), dec["frozen_at"], blob, f])
             rep.decisions_new += 1
             rep.accepted["decision"].append(dec["hash"])
             continue
@@ -260,7 +263,7 @@ def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport, 
     con.execute(f"""INSERT INTO runs SELECT run_key, r.spec.experiment, r.spec.benchmark, r.spec.field,
         r.spec.objective, r.spec.method, r.spec.variant, r.spec.seed, r.spec.split, r.spec.budget, horizon,
         checkpoint, r.spec.d, r.spec.rho_p, r.spec.model, r.spec.hyperparameters, 'record', filename, h,
-        {seq0} + row_number() OVER (ORDER BY filename), now() FROM nw""")
+        {seq0} + row_number() OVER (ORDER BY filename), now(), coalesce(r.spec.build, 0) FROM nw""")
     con.execute("""INSERT INTO outcomes SELECT run_key, status, r.error, r.outcome.J, r.outcome.G_F, r.outcome.D_coll,
         r.outcome.components, r.compute.step_equivalents, r.compute.wall_s FROM nw""")
     con.execute("""INSERT INTO supports SELECT run_key, r.support.n_groups, r.support.cost, r.support.budget,

@@ -29,8 +29,11 @@ CREATE TABLE IF NOT EXISTS runs (
     source          VARCHAR NOT NULL,      -- file the row came from
     content_hash    VARCHAR NOT NULL,      -- md5 of the record file / imported row
     ingest_seq      BIGINT NOT NULL,       -- ingestion order (deduplication keeps the first)
-    ingested_at     TIMESTAMP NOT NULL
+    ingested_at     TIMESTAMP NOT NULL,
+    build           BIGINT NOT NULL DEFAULT 0   -- the theta_0 build (RunSpec.build)
 );
+-- columns added within schema version 1: older files gain them (before the views below read them)
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS build BIGINT DEFAULT 0;
 -- Child tables hold at most one row per run (ingest guarantees it); no index: it would double the
 -- cost of every ingest for no lookup that needs it.
 CREATE TABLE IF NOT EXISTS outcomes (
@@ -173,7 +176,7 @@ SELECT run_key, name, value FROM (
 QUALIFY row_number() OVER (PARTITION BY run_key, name ORDER BY under_own_name DESC) = 1;
 -- Every run, J or not (an imported run may carry metrics only: J NULL). The audit and export read this.
 CREATE OR REPLACE VIEW results_all AS
-SELECT r.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, r.variant, r.seed, r.split,
+SELECT r.run_key, r.experiment, r.benchmark, r.build, r.field, r.objective, r.method, r.variant, r.seed, r.split,
        o.status, o.error, o.J, o.G_F, o.D_coll, o.step_equivalents,
        g.triggered, g.probe_signal, g.chosen_rho, g.available_gain, g.rho0_J, g.selection, g.post_hoc,
        g.complete, g.decision_hash, r.origin, r.ingest_seq
@@ -190,7 +193,9 @@ SELECT r.run_key, md5(concat_ws('|', r.run_key, r.content_hash, r.experiment, r.
          coalesce(o.G_F::VARCHAR, '-'), coalesce(o.D_coll::VARCHAR, '-'), coalesce(o.components::VARCHAR, '-'),
          coalesce(g.decision_hash, '-'), coalesce(g.tau::VARCHAR, '-'), coalesce(g.probe_signal::VARCHAR, '-'),
          coalesce(g.triggered::VARCHAR, '-'), coalesce(g.chosen_rho::VARCHAR, '-'), coalesce(g.unfrozen::VARCHAR, '-'),
-         coalesce(p.started_at::VARCHAR, '-'), coalesce(p.fingerprint, '-'))) AS digest
+         coalesce(p.started_at::VARCHAR, '-'), coalesce(p.fingerprint, '-'),
+         -- build 0 adds nothing (concat_ws skips NULL): the digests logged before builds existed still hold
+         nullif(r.build, 0)::VARCHAR)) AS digest
 FROM runs r LEFT JOIN outcomes o USING (run_key) LEFT JOIN gate_events g USING (run_key)
      LEFT JOIN provenance p USING (run_key);
 CREATE OR REPLACE VIEW decision_digests AS

@@ -19,12 +19,12 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
            candidates: dict | None = None, triggered=None, probe_signal=0.0, decision_hash=None,
            started_at="2026-01-01T00:00:00+00:00", T=200, t=160, d=20, extra_key: str = "",
            components: dict | None = None, groups=(1, 5, 9), hyperparameters: dict | None = None,
-           tau: float = 0.02) -> dict:
+           tau: float = 0.02, build: int = 0, selection: str = "evaluation", model_hash: str = "m") -> dict:
     hp = {"lr": 0.01, **({"method.tag": extra_key} if extra_key else {}), **(hyperparameters or {})}
     spec = RunSpec(benchmark, field, objective, method, seed=seed, variant=variant, split=split,
                    experiment=experiment, budget=0.1, T=T, t=t if variant == "dirr" else None,
                    d=d if variant == "dirr" else None, rho_p=0.01 if variant == "dirr" else None,
-                   model="tiny-llama", hyperparameters=hp).canonical()
+                   model="tiny-llama", hyperparameters=hp, build=build).canonical()
     ok = status == "ok"
     dirr = None
     if variant == "dirr":
@@ -32,7 +32,7 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
         chosen = max(cands, key=lambda r: (cands[r], -float(r)))
         dirr = DirrResult(decision_hash=decision_hash, unfrozen=decision_hash is None, tau=tau,
                           probe_signal=probe_signal, probe_values={}, triggered=bool(triggered),
-                          chosen_rho=float(chosen), selection="evaluation", candidates=cands, candidates_J=cands,
+                          chosen_rho=float(chosen), selection=selection, candidates=cands, candidates_J=cands,
                           rho0_J=cands["0.0"], post_hoc=False, complete=len(cands) == len(ACTIONS),
                           calibration=split == "calibration")
     rec = RunRecord(
@@ -42,7 +42,7 @@ def record(*, experiment="synthetic", benchmark="natural_tofu", field="forget10"
                             groups=list(groups)) if ok else None,
         dirr=dirr, compute=Compute(step_equivalents=float(T), wall_s={"train": 1.0}),
         provenance=Provenance(supportbench="0.1.0", git="synthetic", torch="-", transformers="-", data_hash="d",
-                              model_hash="m", started_at=started_at, finished_at=started_at))
+                              model_hash=model_hash, started_at=started_at, finished_at=started_at))
     return rec.to_dict()
 
 

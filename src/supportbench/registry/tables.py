@@ -15,7 +15,7 @@ from supportbench.experiments.record import RecordError, check_levels
 from supportbench.registry.ingest import IngestReport
 
 OUTCOME_COLUMNS = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split", "J", "G_F",
-                   "D_coll", "status")
+                   "D_coll", "status", "build")   # build: the theta_0 build, optional on import (default 0)
 REQUIRED_COLUMNS = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split", "status")
 DIRR_COLUMNS = ("triggered", "probe_signal", "chosen_rho", "available_gain", "step_equivalents")
 METRIC = "metric:"   # a column per outcome component (forget quality, model utility, precision, ...): metric:<name>
@@ -105,7 +105,10 @@ def read_table(path: str | Path) -> list:
         if seed is None:
             raise RegistryError(f"{path.name} row {i}: 'seed' is empty")
         cell["seed"] = seed
-        cell = {c: cell[c] for c in CELL}
+        build = num(r.get("build"), "build", i, int)
+        if build is not None and build < 0:
+            raise RegistryError(f"{path.name} row {i}: 'build' must be a whole number >= 0, got {r.get('build')!r}")
+        cell = {c: cell[c] for c in CELL} | ({"build": build} if build else {})
         outcome = {col: num(r.get(col), col, i) for col in ("J", "G_F", "D_coll")}
         metrics = {c[len(METRIC):]: x for c in metric_cols if (x := num(r.get(c), c, i)) is not None}
         if status == "ok" and outcome["J"] is None and not metrics:
@@ -113,7 +116,7 @@ def read_table(path: str | Path) -> list:
                                 "an ok row needs J or at least one metric")
         gate = {col: num(r.get(col), col, i) for col in ("probe_signal", "chosen_rho", "available_gain")}
         gate["triggered"] = boolean(r.get("triggered"), i)
-        ident = json.dumps([cell[c] for c in CELL])
+        ident = json.dumps([cell[c] for c in CELL] + [cell.get("build", 0)])
         occ = seen.get(ident, 0)
         seen[ident] = occ + 1
         runs.append(ImportedRun(cell=cell, status=status, **outcome, gate=gate, metrics=metrics, occurrence=occ,
@@ -160,7 +163,7 @@ def export_table(con, path: str | Path, experiment: str | None = None) -> int:
         wide = wide.rename({c: f"{METRIC}{c}" for c in wide.columns if c != "run_key"})
         wide = wide.select("run_key", *sorted(c for c in wide.columns if c != "run_key"))
         df = df.join(wide, on="run_key", how="left", maintain_order="left")
-    df = df.drop("run_key").with_columns(pl.col("seed").cast(pl.Int64))
+    df = df.drop("run_key").with_columns(pl.col("seed").cast(pl.Int64), pl.col("build").cast(pl.Int64))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     (df.write_parquet if path.suffix == ".parquet" else df.write_csv)(tmp)

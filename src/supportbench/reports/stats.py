@@ -1,8 +1,9 @@
 """Statistics of the paper's tables on Polars frames read from the registry (no torch).
 
-Units: a paired comparison matches runs on (experiment, benchmark, field, objective, seed) — two
-experiments over the same seeds are different units, never paired or pooled; ΔJ(A, B) is the mean
-of J(A) − J(B) over matched units (positive favours A). Unmatched units are returned, never dropped
+Units: a paired comparison matches runs on (experiment, benchmark, build, field, objective, seed) — two
+experiments over the same seeds, or two theta_0 builds, are different units, never paired with each other
+(builds are pooled only as replications: ``hierarchical_bootstrap``); ΔJ(A, B) is the mean of J(A) − J(B)
+over matched units (positive favours A). Unmatched units are returned, never dropped
 silently. Deduplication keeps the first-ingested ok run of each cell (the paper's "n unique runs").
 """
 
@@ -15,16 +16,20 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
-UNIT = ("experiment", "benchmark", "field", "objective", "seed")
-CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
+UNIT = ("experiment", "benchmark", "build", "field", "objective", "seed")
+CELL = ("experiment", "benchmark", "build", "field", "objective", "method", "variant", "seed", "split")
 RESULT_COLUMNS = ("run_key", *CELL, "status", "J", "G_F", "D_coll", "triggered", "probe_signal", "chosen_rho",
                   "available_gain", "rho0_J", "selection", "complete", "post_hoc", "decision_hash", "ingest_seq")
 
 
 def load(con, experiment: str | None = None) -> pl.DataFrame:
-    """The registry's ``results`` view as a Polars frame."""
+    """The registry's ``results`` view as a Polars frame (build 0 for a registry written before builds existed
+    and opened read-only, whose view lacks the column)."""
     where = "WHERE experiment = $exp" if experiment else ""
-    return con.sql(f"SELECT {', '.join(RESULT_COLUMNS)} FROM results {where}",
+    have = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'results'")
+            .fetchall()}
+    cols = [c if c in have else f"0::BIGINT AS {c}" for c in RESULT_COLUMNS]
+    return con.sql(f"SELECT {', '.join(cols)} FROM results {where}",
                    params={"exp": experiment} if experiment else None).pl()
 
 

@@ -52,12 +52,17 @@ class Context:
 
     def built(self, builder: Callable[[Context], dict]) -> dict:
         """A builder's result, computed once (tables that share a computation reuse it)."""
-        if builder not in self._built:
+        return self.built_for(builder)
+
+    def built_for(self, builder: Callable[..., dict], *args) -> dict:
+        """``builder(self, *args)``, computed once per ``args``; ``Missing`` is remembered and raised again."""
+        key = (builder, *args)
+        if key not in self._built:
             try:
-                self._built[builder] = builder(self)
+                self._built[key] = builder(self, *args)
             except Missing as m:
-                self._built[builder] = m
-        res = self._built[builder]
+                self._built[key] = m
+        res = self._built[key]
         if isinstance(res, Missing):
             raise res
         return res
@@ -366,11 +371,20 @@ def lacuna_dirr(ctx: Context) -> dict:
 LEGACY_COVARIATES = ("nuisance_tokens",)   # older records: the answer length, 2 tokens for every target
 
 
-def _controlled_targets(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str]]:
-    """One row per target (field) with both interfaces' J, the target's components, the nuisance covariates'
-    names and the locators' component names (``locator:<name>``)."""
+def controlled_builds(ctx: Context) -> list[int]:
+    """The theta_0 builds the controlled runs cover (each its own construction and frozen decision)."""
     df = _require(ctx.ok("controlled").filter(pl.col("method").is_in(["backbone", "lora"])),
                   f"no runs of benchmark '{ctx.bench['controlled']}' (interfaces 'backbone' and 'lora')")
+    return sorted(df["build"].unique().to_list())
+
+
+def _controlled_targets(ctx: Context, build: int) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """One row per target (field) of one theta_0 build with both interfaces' J, the target's components, the
+    nuisance covariates' names and the locators' component names (``locator:<name>``)."""
+    df = _require(ctx.ok("controlled").filter(pl.col("method").is_in(["backbone", "lora"])
+                                              & (pl.col("build") == build)),
+                  f"no runs of benchmark '{ctx.bench['controlled']}' (interfaces 'backbone' and 'lora') in build "
+                  f"{build}")
     comps = ctx.components.pivot(on="name", index="run_key", values="value") if not ctx.components.is_empty() \
         else pl.DataFrame({"run_key": []})
     need = ("storage_score", "injected_backbone")
@@ -423,10 +437,10 @@ def _controlled_decision(ctx: Context, per: pl.DataFrame) -> dict | None:
     return json.loads(row["content"][0])
 
 
-def _learned(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str], dict | None, dict]:
-    """The targets Table 1 reads: theta_0 recall >= the frozen threshold (docs/benchmarks.md); the others are
-    reported, never silently dropped."""
-    per, nuis, locs = _controlled_targets(ctx)
+def _learned(ctx: Context, build: int) -> tuple[pl.DataFrame, list[str], list[str], dict | None, dict]:
+    """The targets of one build Table 1 reads: theta_0 recall >= the frozen threshold (docs/benchmarks.md); the
+    others are reported, never silently dropped."""
+    per, nuis, locs = _controlled_targets(ctx, build)
     dec = _controlled_decision(ctx, per)
     thr = float(dec["recall_threshold"]) if dec else RECALL_THRESHOLD
     excluded = per.filter(pl.col("recall") < thr)["field"].to_list() if "recall" in per.columns else []
@@ -442,7 +456,64 @@ def _learned(ctx: Context) -> tuple[pl.DataFrame, list[str], list[str], dict | N
 
 
 def controlled_main(ctx: Context) -> dict:
-    """Controlled separation (§5.2, Table 1) from run records: per target (field) two runs, one per interface
+    """Table 1 over every theta_0 build: the quantities of ``controlled_build`` on the learned targets of all
+    builds pooled (each build's targets scored by its own frozen primary locator), and per build
+    (``per_build``)."""
+    builds = controlled_builds(ctx)
+    per_build = [{"build": b, **ctx.built_for(controlled_build, b)} for b in builds]
+    if len(per_build) == 1:
+        return {**per_build[0], "per_build": per_build}
+    units = controlled_units(ctx)
+    learned = units.filter(pl.col("learned"))
+    if learned.height < 2:
+        raise Missing("fewer than 2 controlled targets were learned over all builds")
+    q = controlled_quantities(learned["score"].to_numpy(), learned["injected_backbone"].to_numpy(),
+                              learned["J_backbone"].to_numpy(), learned["J_lora"].to_numpy())
+    bounded = None
+    if learned["Jb_backbone"].null_count() == 0:
+        bq = controlled_quantities(learned["score"].to_numpy(), learned["injected_backbone"].to_numpy(),
+                                   learned["Jb_backbone"].to_numpy(), learned["Jb_lora"].to_numpy())
+        bounded = {k: bq[k] for k in ("lora_wins", "agree", "agree_pct", "diff", "diff_ci", "corr")}
+    excluded = [f"b{r['build']}:{r['field']}" for r in units.filter(~pl.col("learned")).iter_rows(named=True)]
+    first = per_build[0]
+    return {**q, "bounded": bounded, "per_build": per_build, "pooled": True,
+            "auroc_all": S.auroc(units["score"].to_numpy(), units["injected_backbone"].to_numpy().round().astype(int)),
+            "resid_auroc": None, "residualized_on": [], "covariate_band": COVARIATE_BAND,
+            "direction": f"{sum(int(b['direction'].split('/')[0]) for b in per_build)}/"
+                         f"{sum(int(b['direction'].split('/')[1]) for b in per_build)}",
+            "gates": [g for b in per_build for g in
+                      [{**g, "gate": f"build {b['build']}: {g['gate']}"} for g in b.get("gates", [])]],
+            "excluded": excluded, "n_excluded": len(excluded), "n_targets": units.height,
+            "recall_threshold": first["recall_threshold"],
+            "primary_locator": ", ".join(f"b{b['build']} {b['primary_locator']}" for b in per_build),
+            "decision": ", ".join((b["decision"] or "none")[:12] for b in per_build), "lr": None,
+            "calibration_aurocs": None}
+
+
+def controlled_units(ctx: Context) -> pl.DataFrame:
+    """One row per (build, final target): the frozen primary locator's signed score (> 0: backbone), the label,
+    both interfaces' J and bounded J, theta_0 recall and whether the target counts as learned -- what the
+    controlled claim's verdict resamples (``reports.verdicts``)."""
+    frames = []
+    for b in controlled_builds(ctx):
+        per, _, _, dec, learned = _learned(ctx, b)
+        every = learned["every"]
+        primary = dec["primary_locator"] if dec else None
+        col = f"locator:{primary}" if primary and f"locator:{primary}" in every.columns else "storage_score"
+        jb = ["Jb_backbone", "Jb_lora"] if "Jb_backbone" in every.columns else []
+        frames.append(every.select(
+            pl.lit(b, dtype=pl.Int64).alias("build"), "field", pl.col(col).alias("score"), "injected_backbone",
+            "J_backbone", "J_lora", *(jb or [pl.lit(None, dtype=pl.Float64).alias(c) for c in
+                                         ("Jb_backbone", "Jb_lora")]),
+            (pl.col("recall") if "recall" in every.columns else pl.lit(1.0)).alias("recall"),
+            pl.col("pair") if every["pair"].dtype != pl.Null else pl.lit(None, dtype=pl.String).alias("pair"))
+            .with_columns((~pl.col("field").is_in(learned["excluded"])).alias("learned")))
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+def controlled_build(ctx: Context, build: int) -> dict:
+    """Controlled separation (§5.2, Table 1) of one theta_0 build from run records: per target (field) two runs,
+    one per interface
     (methods 'backbone' and 'lora'), each carrying the target's components ``locator:<name>`` /
     ``storage_score`` (signed scores, > 0 = storage localizes the target in the backbone), ``injected_backbone``
     (1 when the backbone injected it), ``pair`` (its blind pair), ``recall`` (theta_0's), ``J_bounded`` and
@@ -450,7 +521,7 @@ def controlled_main(ctx: Context) -> dict:
     The score is the frozen primary locator's (the controlled decision the runs name; ``storage_score`` when
     they name none); only learned targets count (``_learned``). ``controlled_quantities`` computes the seven
     quantities, from the bounded J (primary) and from the summed-NLL J."""
-    per, nuis, _, dec, learned = _learned(ctx)
+    per, nuis, _, dec, learned = _learned(ctx, build)
     primary = dec["primary_locator"] if dec else None
     col = f"locator:{primary}" if primary and f"locator:{primary}" in per.columns else "storage_score"
     every = learned.pop("every")   # the primary's AUROC on every final target, not-learned ones included
@@ -473,11 +544,17 @@ def controlled_main(ctx: Context) -> dict:
 
 
 def controlled_locators(ctx: Context) -> dict:
-    """Every locator recorded with the controlled runs (components ``locator:<name>``) on the learned targets:
-    AUROC, residualized AUROC and within-pair direction (``locator_quantities``, the same definitions as
-    Table 1's first three rows), each nuisance covariate's own AUROC for the label (``covariate_aurocs``), and
-    each locator's calibration AUROC from the frozen decision (which chose the primary)."""
-    per, nuis, locs, dec, learned = _learned(ctx)
+    """``locators_of`` every theta_0 build (each its own construction and frozen decision)."""
+    builds = [{"build": b, **locators_of(ctx, b)} for b in controlled_builds(ctx)]
+    return {**builds[0], "per_build": builds}
+
+
+def locators_of(ctx: Context, build: int) -> dict:
+    """Every locator recorded with one build's controlled runs (components ``locator:<name>``) on the learned
+    targets: AUROC, residualized AUROC and within-pair direction (``locator_quantities``, the same definitions
+    as Table 1's first three rows), each nuisance covariate's own AUROC for the label (``covariate_aurocs``),
+    and each locator's calibration AUROC from the frozen decision (which chose the primary)."""
+    per, nuis, locs, dec, learned = _learned(ctx, build)
     every = learned["every"]
     y = per["injected_backbone"].to_numpy()
     used = learned["residualized_on"]

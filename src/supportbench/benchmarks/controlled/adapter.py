@@ -76,12 +76,14 @@ class Controlled:
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=8)
 
     def __init__(self, cache_dir: str | Path | None = None, progress: bool = True, device: str | None = None,
-                 n_targets: int = 36, rank: int = 12, layer: int = -1, seed: int = 0, inject_epochs: int = 100,
+                 n_targets: int = 36, rank: int = 12, layer: int = -1, build: int = 0, inject_epochs: int = 100,
                  inject_lr: float = 1e-2, adapter: str | None = None, primary_locator: str = "first_order",
                  n_calibration_targets: int = 12, decision: str | None = None):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.progress, self.device = progress, resolve_device(device)
-        self.n_targets, self.rank, self.layer, self.seed = n_targets, rank, layer, seed
+        # the build seeds the whole construction: targets, pairs, background, interfaces, LoRA init, theta_pre
+        self.n_targets, self.rank, self.layer, self.build = n_targets, rank, layer, int(build)
+        seed = self.build
         self.inject_epochs, self.inject_lr, self.adapter = inject_epochs, inject_lr, adapter
         LOCATORS.get(primary_locator)  # an unknown name fails here, before any work
         self.primary_locator = primary_locator   # its score is the record's storage_score (Table 1's)
@@ -122,21 +124,22 @@ class Controlled:
     @property
     def data_hash(self) -> str:
         cal = [list(self.calibration.values())] if self.calibration else []
-        return content_key(gen.targets(self.n_targets, self.seed), self._background(), *cal)
+        return content_key(gen.targets(self.n_targets, self.build), self._background(), *cal)
 
     def _background(self) -> list[tuple[str, str]]:
         """theta_pre's pretraining pairs (``generator.background``): every target's name is mentioned."""
-        return gen.background(self.seed, self._extra, mentioned=[t["subject"] for t in self.all_targets.values()])
+        return gen.background(self.build, self._extra, mentioned=[t["subject"] for t in self.all_targets.values()])
 
     # ---- theta_0 ---------------------------------------------------------------------------------------
     def _rows(self, t: dict, kind: str) -> list[tuple[str, str]]:
         return [(p, t["attribute"]) for p in t[kind]]
 
-    def prepare(self, model_preset: str, seed: int = 0) -> Prepared:
+    def prepare(self, model_preset: str) -> Prepared:
         base_identity(model_preset)
+        seed = self.build
         self._roles = {}
         key = content_key(PREP_VERSION, build_code(type(self)),
-                          self.data_hash, base_identity(model_preset), self.rank, self.layer, self.seed,
+                          self.data_hash, base_identity(model_preset), self.rank, self.layer, self.build,
                           self.n_calibration, self.inject_epochs, self.inject_lr, vars(self.pretrain_config), seed,
                           content_identity(self.adapter, "benchmark.adapter") if self.adapter else "None")
         label = Path(model_preset).name if is_model_dir(model_preset) else model_preset
@@ -146,7 +149,7 @@ class Controlled:
             with building(root) as tmp, reproducible_build(seed):
                 self._build(model_preset, seed, tmp)
         base, tok = load_model(root / "theta0", device=self.device)
-        self.itf = itf_mod.make_interfaces(base, self.layer, self.rank, self.seed)
+        self.itf = itf_mod.make_interfaces(base, self.layer, self.rank, self.build)
         model = itf_mod.load_lora(base, root / "adapter", self.itf)
         model.eval()
         meta = json.loads((root / "meta.json").read_text())
@@ -154,7 +157,7 @@ class Controlled:
         self._prepared = Prepared(model, tok, str(root), model_hash(model), self.data_hash, hit)
         # outcome-blind, once per theta_0: no run exists yet, and the locators see only these inputs
         itf_mod._freeze(model)
-        background = self._tok(gen.background_subjects(seed=self.seed, phrasings=gen.DIAG,
+        background = self._tok(gen.background_subjects(seed=self.build, phrasings=gen.DIAG,
                                                        extra_attributes=self._extra))
         self.terms = {}
         # final and calibration targets located apart: a locator that standardises across targets never mixes them
@@ -187,14 +190,14 @@ class Controlled:
             base = build_model(model_preset, tok, seed=seed).to(self.device)
             data = tokenize_pairs(tok, [p for p, _ in bg], [a for _, a in bg])
             finetune(base, data, self.pretrain_config, progress=self.progress, desc="prepare controlled (theta_pre)")
-        itf = itf_mod.make_interfaces(base, self.layer, self.rank, self.seed)
+        itf = itf_mod.make_interfaces(base, self.layer, self.rank, self.build)
         model = (itf_mod.load_lora(base, self.adapter, itf) if self.adapter
-                 else itf_mod.attach_lora(base, itf, seed=self.seed))
+                 else itf_mod.attach_lora(base, itf, seed=self.build))
         rows = {w: [r for t in self.all_targets.values() if t["interface"] == w for r in self._rows(t, "train")]
                 for w in itf_mod.INTERFACES}
         sets = {w: tokenize_pairs(tok, [p for p, _ in rs], [a for _, a in rs]) for w, rs in rows.items()}
-        bgs = gen.background_subjects(seed=self.seed, extra_attributes=self._extra)
-        itf_mod.inject(model, itf, sets, epochs=self.inject_epochs, lr=self.inject_lr, batch_size=8, seed=self.seed,
+        bgs = gen.background_subjects(seed=self.build, extra_attributes=self._extra)
+        itf_mod.inject(model, itf, sets, epochs=self.inject_epochs, lr=self.inject_lr, batch_size=8, seed=self.build,
                        replay=tokenize_pairs(tok, [p for p, _ in bgs], [a for _, a in bgs]))
         recall = {}
         for k, t in self.all_targets.items():

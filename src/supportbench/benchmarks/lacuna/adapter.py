@@ -88,7 +88,7 @@ class Lacuna:
                  mask_mode: Literal["element", "component"] = "element", mask_ratio: float = 0.1,
                  mask: str | None = None, lacuna_size: str | None = None, regime: str = "masked",
                  forget_groups: tuple[int, ...] | list[int] = gen.FORGET_GROUPS, max_new_tokens: int = 24,
-                 precision_max_exact: int = 1 << 24, finetune: dict | None = None, seed: int = 0,
+                 precision_max_exact: int = 1 << 24, finetune: dict | None = None, build: int = 0,
                  resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-4,
                  group_dropout: float = 0.25, unowned_frozen: bool = True):
         if mask_mode not in ("element", "component"):
@@ -96,7 +96,8 @@ class Lacuna:
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         self.progress = progress
         self.device = M.resolve_device(device)
-        self.people, self.mask_mode, self.mask_ratio, self.seed = people, mask_mode, mask_ratio, seed
+        # the build seeds the construction: generated people, masks, theta_pre's initialisation and batch order
+        self.people, self.mask_mode, self.mask_ratio, self.build = people, mask_mode, mask_ratio, int(build)
         self.max_new_tokens, self.precision_max_exact = max_new_tokens, precision_max_exact
         self.resurface, self.relearn_steps, self.relearn_lr = resurface, relearn_steps, relearn_lr
         self.forget_groups = tuple(int(g) for g in forget_groups)
@@ -149,7 +150,7 @@ class Lacuna:
         return h.hexdigest()[:16]
 
     # ---- theta_0 ---------------------------------------------------------------------------------------
-    def prepare(self, model_preset: str, seed: int = 0) -> Prepared:
+    def prepare(self, model_preset: str) -> Prepared:
         M.base_identity(model_preset)  # an unknown name fails here, before any data is read
         self._roles = {}
         if M.is_model_dir(model_preset):
@@ -160,7 +161,7 @@ class Lacuna:
             model, tok = M.load_model(model_preset, device=self.device)
             path, hit = Path(model_preset), True
         else:
-            model, tok, path, hit = self._mini(model_preset, seed)
+            model, tok, path, hit = self._mini(model_preset, self.build)
         params = {n: p for n, p in model.named_parameters()}
         self._mask = load_mask(self.mask_file, params)
         self._prepared = Prepared(model, tok, str(path), M.model_hash(model), self.data_hash, hit)
@@ -168,14 +169,14 @@ class Lacuna:
 
     def _mini(self, preset: str, seed: int):
         key = B.content_key(PREP_VERSION, B.build_code(type(self)),
-                            gen.VERSION, self.people, self.seed, M.base_identity(preset), self.mask_mode,
+                            gen.VERSION, self.people, self.build, M.base_identity(preset), self.mask_mode,
                             self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed,
                             self.group_dropout, self.unowned_frozen)
         root = self.cache_dir / "lacuna" / f"{preset}-{key}"
         data, model_dir = root / "data-masked" / "data", root / "masked"
         if not (model_dir / "config.json").is_file() or not (model_dir / "mask.pt").is_file():
             with B.building(root) as tmp:
-                gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.seed)
+                gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.build)
                 self._data_dir = tmp / "data-masked" / "data"
                 with M.reproducible_build(seed):
                     net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
@@ -192,7 +193,7 @@ class Lacuna:
         return [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in self.neutral_texts()]
 
     def _inject(self, preset: str, seed: int, out: Path, pre_dir: Path):
-        background = gen.background_rows(seed=self.seed)
+        background = gen.background_rows(seed=self.build)
         texts = [r["question"] + " " + r["answer"] for f in FIELDS for r in self.rows(f, "full")]
         texts += [r["question"] + " " + r["answer"] for r in background]
         tags = LACUNA_TAGS.user_start_tag + "x" + LACUNA_TAGS.user_end_tag + LACUNA_TAGS.asst_start_tag
@@ -204,7 +205,7 @@ class Lacuna:
                           tok.pad_token_id)
         finetune(net, pre, self.pretrain_config, progress=self.progress, desc="prepare lacuna (pretraining)")
         M.save_model(net, tok, pre_dir)  # theta_pre: the weights injection starts from
-        mask = gen.build_mask(net, self.mask_mode, self.mask_ratio, seed=self.seed)
+        mask = gen.build_mask(net, self.mask_mode, self.mask_ratio, seed=self.build)
         out.mkdir(parents=True, exist_ok=True)
         torch.save(mask, out / "mask.pt")
         facts = [r for f in FIELDS for r in self.rows(f, "full")]

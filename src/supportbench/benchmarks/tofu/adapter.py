@@ -83,7 +83,7 @@ class Tofu:
                  progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
                  device: str | None = None, chat_template: Literal["auto", "on", "off"] = "auto",
                  theta0: Literal["finetune", "given"] = "finetune", retain_model: str | None = None,
-                 template: dict | None = None):
+                 template: dict | None = None, build: int = 0):
         if size not in gen.SIZES:
             raise SpecError(f"benchmark.size={size!r}; allowed: {', '.join(gen.SIZES)}")
         if chat_template not in CHAT_TEMPLATE_CHOICES:
@@ -102,12 +102,18 @@ class Tofu:
         # theta0="given": the run's model is a ready fine-tuned theta_0 (e.g. open-unlearning's tofu_*_full),
         # used as it is; retain_model: a ready retain model (tofu_*_retain90 for forget10), instead of one trained
         self.theta0, self.retain_model_path, self.template = theta0, retain_model, dict(template or {})
+        if theta0 == "given" and build:
+            raise SpecError(f"build {build}: a given theta_0 is one model, built elsewhere; builds other than 0 "
+                            "rebuild theta_0 here (benchmark.theta0=finetune)")
+        self.build = int(build)   # seeds the generated data and theta_0's training (docs/benchmarks.md)
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         if data_dir is None:
-            data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}"
+            # build 0 keeps the folder name it had before builds existed
+            suffix = f"-b{self.build}" if self.build else ""
+            data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}{suffix}"
             if not (data_dir / "full.json").exists():
                 with B.building(data_dir) as tmp:
-                    gen.generate(tmp, size=size, seed=0)
+                    gen.generate(tmp, size=size, seed=self.build)
         self.data_dir = Path(data_dir)
         if not self.data_dir.is_dir():
             raise SpecError(f"TOFU data directory '{self.data_dir}' does not exist")
@@ -128,7 +134,6 @@ class Tofu:
         self._roles: dict[tuple, Roles] = {}
         self._retain_tr: dict[tuple, torch.Tensor] = {}
         self._preset: str | None = None
-        self._seed: int | None = None
 
     @classmethod
     def field_names(cls, options: dict) -> tuple[str, ...]:
@@ -211,10 +216,11 @@ class Tofu:
             M.save_model(net, tokenizer, tmp)
         return net, tokenizer, path, False
 
-    def prepare(self, model_preset: str = "tiny-llama", seed: int = 0) -> Prepared:
-        """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune)."""
+    def prepare(self, model_preset: str = "tiny-llama") -> Prepared:
+        """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune) and this
+        benchmark's build (the seed of its training)."""
         M.base_identity(model_preset)  # an unknown name fails here, before any data is read
-        if (model_preset, seed) != (self._preset, self._seed):  # roles and references belong to one model
+        if model_preset != self._preset:  # roles and references belong to one model
             self._roles, self._retain_models, self._retain_tr = {}, {}, {}
         self._prepared = None
         if self.theta0 == "given":   # a ready theta_0: loaded as it is, never trained again
@@ -224,9 +230,9 @@ class Tofu:
             model, tok = M.load_model(model_preset, device=self.device)
             path, hit = model_preset, True
         else:
-            model, tok, path, hit = self._cached_model("full", model_preset, seed, self.rows("full"))
+            model, tok, path, hit = self._cached_model("full", model_preset, self.build, self.rows("full"))
         self._prepared = Prepared(model, tok, str(path), M.model_hash(model), self.data_hash, hit)
-        self._preset, self._seed = model_preset, seed
+        self._preset = model_preset
         return self._prepared
 
     def retain_model(self, field: str):
@@ -240,7 +246,7 @@ class Tofu:
                                 f"unlearning's tofu_<model>_retain{100 - int(field[-2:])} for {field})")
             else:
                 _, retain = read_pair(self.data_dir, field)
-                model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self._seed,
+                model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self.build,
                                                     retain)
             self._retain_models[field] = model
         return self._retain_models[field]

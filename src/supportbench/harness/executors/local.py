@@ -36,10 +36,11 @@ def _init_worker(parent: int | None = None) -> None:
 
 
 def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisions: list[dict | None],
-              complete: bool = False, reuse_stale: bool = False) -> list[dict]:
+              complete: bool = False, reuse_stale: bool = False, prepare: bool = False) -> list[dict]:
     """Worker entry point (also used by the Slurm executor): run specs in order, return brief statuses.
     ``complete``: post-hoc completion of already recorded, non-triggered DIR-R runs instead.
-    ``reuse_stale``: keep records whose code fingerprint differs from the current code's."""
+    ``reuse_stale``: keep records whose code fingerprint differs from the current code's.
+    ``prepare``: only build (or load) the theta_0 of each spec into the cache; returns no statuses."""
     global _RUNNER
     from supportbench.experiments.spec import RunSpec
     from supportbench.harness.runner import Runner
@@ -49,6 +50,10 @@ def run_group(results_dir: str, cache_dir: str | None, specs: list[dict], decisi
     _RUNNER.reuse_stale = reuse_stale
     out = []
     specs = [RunSpec.from_dict(s) for s in specs]
+    if prepare:
+        for spec in specs:
+            _RUNNER.theta0(spec)
+        return out
     if not complete:
         _RUNNER.plan(specs)
     for spec, dec in zip(specs, decisions):

@@ -41,8 +41,6 @@ def failed_cells(task: tuple, why: str) -> list[dict]:
 
 
 class SlurmExecutor:
-    prepare_first = True  # the sweep builds theta_0's cache before submitting: tasks only load it
-
     def __init__(self, folder: str | Path, cluster: str | None = None, *, poll_s: float = 2.0, grace_s: float = 20.0,
                  wait_s: float = 24 * 3600.0, **slurm_parameters):
         try:
