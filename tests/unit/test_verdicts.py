@@ -1,0 +1,226 @@
+"""Verdicts on pre-registered claims (reports/verdicts.py) on synthetic registries: each rule of the four
+verdicts, the hierarchical bootstrap, power and the controlled claim's comparators, each able to fail."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from supportbench.experiments import claims as C
+from supportbench.registry import synthetic as syn
+from supportbench.registry.ingest import ingest
+from supportbench.registry.store import connect
+from supportbench.reports import tables as T
+from supportbench.reports import verdicts as V
+
+DEFAULTS = {**C.DEFAULTS, "n_boot": 2000, "seed": 7}
+PAPER = C.load()
+
+
+def _registry(tmp_path: Path, write) -> T.Context:
+    res = tmp_path / "res"
+    write(lambda **kw: syn.write(res, syn.record(experiment="e", **kw)))
+    db = tmp_path / "r.duckdb"
+    con = connect(db)
+    ingest(con, res)
+    con.close()
+    con = connect(db, read_only=True)
+    return T.Context.from_registry(con, "e"), con
+
+
+def _dirr_pair(w, build, field, obj, seed, gain, triggered=True, selection="development", bench="natural_tofu"):
+    w(benchmark=bench, build=build, field=field, objective=obj, seed=seed, J=1.0)
+    w(benchmark=bench, build=build, field=field, objective=obj, seed=seed, variant="dirr", J=1.0 + gain,
+      candidates={"0.0": 1.0, "0.05": 1.0 + gain}, triggered=triggered, selection=selection, decision_hash="x")
+
+
+# ---- the rules ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("interval", "side", "fails_below", "want"), [
+    ((0.1, 0.3), "above", None, V.HOLDS), ((-0.3, -0.1), "above", None, V.FAILS),
+    ((-0.1, 0.1), "above", None, V.INCONCLUSIVE), ((0.01, 0.04), "above", 0.05, V.HOLDS),
+    ((-0.01, 0.04), "above", 0.05, V.FAILS), ((-0.01, 0.06), "above", 0.05, V.INCONCLUSIVE),
+    ((0.5, 0.7), "below", None, V.HOLDS), ((0.75, 0.9), "below", None, V.FAILS),
+    ((0.6, 0.8), "below", None, V.INCONCLUSIVE), (None, "above", None, V.INCONCLUSIVE),
+])
+def test_the_interval_rule(interval, side, fails_below, want):
+    th = 0.75 if side == "below" else 0.0
+    assert V.side_verdict(interval, th, side, fails_below) == want
+
+
+def test_builds_that_disagree_make_any_verdict_inconclusive():
+    per = [{"verdict": V.HOLDS}, {"verdict": V.FAILS}, {"verdict": V.HOLDS}]
+    v, why = V.combine(V.HOLDS, per, 0.99, DEFAULTS, 3, "r")
+    assert v == V.INCONCLUSIVE and "the builds disagree" in why
+    # agreeing builds leave the verdict alone; inconclusive builds are no disagreement
+    assert V.combine(V.HOLDS, [{"verdict": V.HOLDS}, {"verdict": V.INCONCLUSIVE}] * 2, 0.99, DEFAULTS, 4, "r")[0] \
+        == V.HOLDS
+
+
+def test_too_few_builds_or_too_little_power_is_inconclusive_never_does_not_hold():
+    assert V.combine(V.FAILS, [], 0.99, DEFAULTS, 2, "r")[0] == V.INCONCLUSIVE
+    v, why = V.combine(V.FAILS, [{"verdict": V.FAILS}] * 3, 0.3, DEFAULTS, 3, "r")
+    assert v == V.INCONCLUSIVE and "underpowered: power 0.30" in why
+    assert V.combine(V.FAILS, [{"verdict": V.FAILS}] * 3, 0.9, DEFAULTS, 3, "r")[0] == V.FAILS
+
+
+def test_power_and_detectable_effect_by_hand():
+    se, level = 0.1, 0.95
+    zc = sps.norm.ppf(0.975)
+    assert V.power_at(0.3, se, level) == pytest.approx(sps.norm.cdf(3 - zc))
+    assert V.detectable(se, {"level": level, "power": 0.8}) == pytest.approx((zc + sps.norm.ppf(0.8)) * se)
+    # at the detectable effect the power is the stated one
+    assert V.power_at(V.detectable(se, {"level": level, "power": 0.8}), se, level) == pytest.approx(0.8)
+
+
+def test_poisson_binomial_tail_against_enumeration():
+    p = [0.9, 0.5, 0.2, 0.99, 0.7]
+    for k in range(len(p) + 2):
+        brute = sum(math.prod(q if x else 1 - q for q, x in zip(p, xs))
+                    for xs in itertools.product([0, 1], repeat=len(p)) if sum(xs) >= k)
+        assert V.poisson_binomial_tail(p, k) == pytest.approx(brute)
+    # the issue's example: 20 comparisons each positive with probability 0.9, at least 19 of them
+    assert V.poisson_binomial_tail([0.9] * 20, 19) == pytest.approx(0.3917, abs=1e-4)
+
+
+# ---- the hierarchical bootstrap -------------------------------------------------------------------------------
+def test_resamples_draw_builds_then_seeds_then_units():
+    builds, seeds, units = [0, 0, 1, 1, 1, 2], [5, 5, 5, 6, 6, 5], ["a", "b", "a", "a", "b", "a"]
+    nested = V.Nested(builds, seeds, units)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        idx = nested.draw(rng)
+        # three builds drawn; a drawn build contributes its seeds' unit counts: build 0 -> 2 rows (one seed of
+        # two units), build 1 -> 2 seeds x (1 unit of seed 5 or 2 units of seed 6), build 2 -> 1 row
+        assert 3 <= len(idx) <= 3 * 4
+        assert set(idx) <= set(range(6))
+
+
+def test_build_level_variation_widens_the_interval():
+    rng = random.Random(1)
+    rows = [(b, s, f, [-1.0, 0.0, 1.0][b] + rng.gauss(0, 0.01)) for b in range(3) for s in range(4) for f in "xy"]
+    vals = np.array([r[3] for r in rows])
+    hier = V.estimate(vals, V.Nested([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]), DEFAULTS)
+    flat = V.estimate(vals, V.Nested([0] * len(rows), [0] * len(rows), list(range(len(rows)))), DEFAULTS)
+    width = lambda e: e.interval[1] - e.interval[0]   # noqa: E731
+    assert width(hier) > 2 * width(flat)          # 3 builds that disagree: the mean is poorly known
+    assert hier.interval[0] < -0.3 and hier.interval[1] > 0.3
+
+
+# ---- claims on synthetic registries ---------------------------------------------------------------------------
+def test_a_never_triggered_setting_is_not_tested(tmp_path):
+    def write(w):
+        for b, f, s in itertools.product(range(3), ("forget05", "forget10"), (1, 2)):
+            _dirr_pair(w, b, f, "npo", s, 0.5 + 0.1 * s)
+            _dirr_pair(w, b, f, "simnpo", s, 0.0, triggered=False)
+    ctx, con = _registry(tmp_path, write)
+    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert v.verdict == V.NOT_TESTED
+    assert "simnpo: not tested (DIR-R never triggered" in v.why
+    assert any(line.startswith("npo: mean +0.") for line in v.detail)
+
+
+def test_evaluation_selected_dirr_is_not_tested(tmp_path):
+    def write(w):
+        for b, f, s in itertools.product(range(3), ("forget05", "forget10"), (1, 2)):
+            for obj in ("npo", "simnpo"):
+                _dirr_pair(w, b, f, obj, s, 0.5, selection="evaluation")
+    ctx, con = _registry(tmp_path, write)
+    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert v.verdict == V.NOT_TESTED and "selected their candidate on the evaluation split" in v.why
+
+
+def test_a_straddling_interval_is_inconclusive_and_a_clear_one_holds(tmp_path):
+    rng = random.Random(3)
+
+    def write(w):
+        for b, f, s in itertools.product(range(3), ("forget01", "forget05", "forget10"), range(1, 9)):
+            _dirr_pair(w, b, f, "npo", s, rng.gauss(0.0, 1.0))       # no effect: straddles 0
+            _dirr_pair(w, b, f, "simnpo", s, 2.0 + rng.gauss(0, 0.5))  # a large one: holds
+    ctx, con = _registry(tmp_path, write)
+    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert v.verdict == V.INCONCLUSIVE
+    assert "npo: inconclusive" in v.why and "simnpo: inconclusive" not in v.why
+    assert any(line.startswith("simnpo:") and line.endswith("verdict: holds") for line in v.detail)
+
+
+def test_disagreeing_builds_make_the_claim_inconclusive_end_to_end(tmp_path):
+    rng = random.Random(5)
+
+    def write(w):
+        for b, f, s in itertools.product(range(4), ("forget05", "forget10"), range(1, 7)):
+            gain = -0.05 if b == 1 else 1.0
+            for obj in ("npo", "simnpo"):
+                _dirr_pair(w, b, f, obj, s, gain + rng.gauss(0, 0.005))
+    ctx, con = _registry(tmp_path, write)
+    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert {r["build"]: r["verdict"] for r in v.per_build} == {0: V.HOLDS, 1: V.FAILS, 2: V.HOLDS, 3: V.HOLDS}
+    assert v.verdict == V.INCONCLUSIVE and "the builds disagree" in v.why
+
+
+def _controlled(w, builds=3, n=20, lora_wins=True, informative=False, gap=0.5):
+    """Targets whose storage is perfectly localized (score sign = injecting interface); the better intervention
+    is always LoRA (``lora_wins``), or the storing interface (``informative``)."""
+    rng = random.Random(11)
+    for b in range(builds):
+        for k in range(n):
+            backbone = k % 2 == 0
+            score = (1.0 if backbone else -1.0) * (0.5 + rng.random())
+            lora_better = (not backbone) if informative else lora_wins
+            jb = {"backbone": 1.0, "lora": 1.0 + (gap if lora_better else -gap) + rng.gauss(0, 0.01)}
+            comps = {"storage_score": score, "injected_backbone": float(backbone), "pair": float(k // 2),
+                     "recall": 0.9}
+            for m in ("backbone", "lora"):
+                w(benchmark="controlled", build=b, field=f"t{k:02d}", objective="npo", method=m, seed=0,
+                  J=jb[m], components={**comps, "J_bounded": jb[m]})
+
+
+def test_a_constant_rule_that_beats_storage_is_named_in_the_controlled_verdict(tmp_path):
+    ctx, con = _registry(tmp_path, _controlled)
+    v = V.agreement(PAPER.by_id("controlled"), DEFAULTS, ctx, con)
+    assert v.statistic == pytest.approx(0.5)              # storage right on the LoRA-stored half only
+    assert v.verdict == V.HOLDS                            # agreement [~0.4, ~0.6] < 0.75, powered, 3 builds
+    rule = next(line for line in v.detail if line.startswith("best constant rule (always LoRA)"))
+    assert "right on 60/60, storage on 30/60" in rule and "the constant rule beats storage" in rule
+    assert any("the paper's direction is reversed" not in line and line.startswith("direction: LoRA wins 60/60")
+               for line in v.detail)
+
+
+def test_informative_storage_fails_the_controlled_claim_and_shows_the_interaction(tmp_path):
+    ctx, con = _registry(tmp_path, lambda w: _controlled(w, informative=True))
+    v = V.agreement(PAPER.by_id("controlled"), DEFAULTS, ctx, con)
+    assert v.statistic == pytest.approx(1.0) and v.verdict == V.FAILS
+    inter = next(line for line in v.detail if line.startswith("storage x interface interaction"))
+    assert ": +1.0" in inter                                # LoRA better by 0.5 on its targets, worse on the others
+    assert any("storage beats the constant rule" in line for line in v.detail)
+
+
+def test_the_controlled_claim_is_not_tested_when_a_gate_fails(tmp_path):
+    def write(w):
+        _controlled(w)
+    ctx, con = _registry(tmp_path, write)
+    flat = ctx.components.with_columns(
+        ctx.components["value"].zip_with(ctx.components["name"] != "storage_score", ctx.components["value"] * 0))
+    v = V.agreement(PAPER.by_id("controlled"), DEFAULTS, T.Context(ctx.results, ctx.decisions, flat), con)
+    assert v.verdict == V.NOT_TESTED and "storage localizable" in v.why
+
+
+def test_count_claims_need_every_comparison_in_every_build(tmp_path):
+    claim = PAPER.by_id("lacuna-named")
+
+    def write(w):
+        for b, f in itertools.product(range(3), ("Email_Address", "Phone_Number")):
+            for obj in ("npo", "simnpo"):
+                w(benchmark="lacuna", build=b, field=f, objective=obj, seed=1, variant="dirr", J=2.0,
+                  candidates={"0.0": 2.0}, triggered=False, selection="development", decision_hash="x")
+                for m in ("projected_causal", "memflex", "activation", "fila", "activation_down"):
+                    if not (b == 2 and m == "fila"):
+                        w(benchmark="lacuna", build=b, field=f, objective=obj, seed=1, method=m, J=1.0)
+    ctx, con = _registry(tmp_path, write)
+    v = V.count(claim, DEFAULTS, ctx, con)
+    assert v.verdict == V.NOT_TESTED and "simnpo:fila (builds [0, 1])" in v.why
