@@ -29,3 +29,28 @@ def result(name: str, value: float, op: str, target: float) -> str:
     line = f"RESULT name={name} value={value:.4g} target={op}{target:g} {'PASS' if ok else 'FAIL'}"
     print(line, flush=True)
     return line
+
+
+def box_seconds(repeats: int = 3) -> float:
+    """The team's fixed box workload (shared/tools/box_speed.py: forward + backward + AdamW of a small MLP stack,
+    one thread, 150 steps; the median of three runs): the seconds that say how fast this box is today, so a
+    wall time can be reported as a multiple of it."""
+    import torch
+
+    torch.set_num_threads(1)
+
+    def once() -> float:
+        g = torch.Generator().manual_seed(0)
+        layers = [torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)] * 4
+        net = torch.nn.Sequential(*layers)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+        x = torch.randn(64, 256, generator=g)
+        t = time.perf_counter()
+        for _ in range(150):
+            loss = net(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return time.perf_counter() - t
+
+    return statistics.median(once() for _ in range(repeats))

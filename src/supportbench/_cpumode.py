@@ -12,7 +12,7 @@ variable, once, when it loads, that pins the choice:
                                                                  (x86-64-v3); the default
   portable  default              COMPATIBLE  SSE41               every x86-64 CPU, at a cost
                                                                  (bench/cpu_mode.py)
-  native    (unset)              (unset)     (unset)             this CPU kind only
+  native    (as set, or unset)                                   this CPU kind only
 
 ``apply`` sets them (``SUPPORTBENCH_CPU_MODE`` names the mode, default ``avx2``); it must run before
 torch is imported, so ``import supportbench`` runs it (``on_import``): the command, the Python API
@@ -57,13 +57,9 @@ def apply(mode: str | None = None) -> bool:
     False when torch had loaded here with other settings: only processes started later follow."""
     global _late
     mode = mode or requested()
-    already = all(os.environ.get(v) == MODES[mode].get(v) for v in VARIABLES)
+    already = all(os.environ.get(v) == MODES[mode][v] for v in MODES[mode])
     os.environ[ENV] = mode
-    for var in VARIABLES:
-        if var in MODES[mode]:
-            os.environ[var] = MODES[mode][var]
-        else:
-            os.environ.pop(var, None)
+    os.environ.update(MODES[mode])   # native: the variables stay as the user set them (or unset)
     if "torch" in sys.modules and not already:
         _late = True
         return False

@@ -2,10 +2,11 @@
 (``tests/integration/test_theta0_determinism.py``, shortened recipes) and ``bench/theta0_determinism.py``
 (the default recipes the demo uses).
 
-``python -m supportbench.harness.theta0_digest CACHE [--short]`` builds theta_0 of the TOFU, LACUNA and
-controlled presets into CACHE and prints one line ``RESULT {json}``: per benchmark the sha256 of the weights
-(every tensor's bytes, by name), of the tokenizer and of every file of the cache entry, and the process's
-torch thread count before and after (a build pins its own thread count and gives the process's back).
+``python -m supportbench.harness.theta0_digest CACHE [--short] [--only tofu,controlled]`` builds theta_0 of the
+TOFU, LACUNA and controlled presets (or those named) into CACHE and prints one line ``RESULT {json}``: per
+benchmark the sha256 of the weights (every tensor's bytes, by name), of the tokenizer and of every file of the
+cache entry, and the process's torch thread count before and after (a build pins its own thread count and gives
+the process's back), and the CPU mode the process computed in (``models.cpu_mode``).
 """
 
 from __future__ import annotations
@@ -31,15 +32,19 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def digests(cache: Path, short: bool = False) -> dict:
+def digests(cache: Path, short: bool = False, only: tuple[str, ...] = ()) -> dict:
     if short:  # the pretraining recipes are class attributes: shortened the same way
         from supportbench.benchmarks.controlled.adapter import Controlled
         from supportbench.benchmarks.lacuna.adapter import Lacuna
 
         Lacuna.pretrain_config = replace(Lacuna.pretrain_config, epochs=2)
         Controlled.pretrain_config = replace(Controlled.pretrain_config, epochs=2)
-    out: dict = {"threads": torch.get_num_threads(), "short": short}
+    from supportbench.unlearning.models import cpu_mode
+
+    out: dict = {"threads": torch.get_num_threads(), "short": short, "cpu_mode": cpu_mode()}
     for name, preset, options in SHORT_BUILDS if short else DEFAULT_BUILDS:
+        if only and name not in only:
+            continue
         p = get_benchmark(name, cache_dir=cache, progress=False, **options).prepare(preset)
         h = hashlib.sha256()
         for key, t in sorted(p.model.state_dict().items()):
@@ -57,8 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m supportbench.harness.theta0_digest", description=__doc__)
     ap.add_argument("cache", type=Path, help="the (fresh) cache folder to build into")
     ap.add_argument("--short", action="store_true", help="shortened recipes (the test's)")
+    ap.add_argument("--only", default="", help="comma-separated benchmarks to build (default: all three)")
     args = ap.parse_args(argv)
-    print("RESULT " + json.dumps(digests(args.cache, args.short)))
+    only = tuple(x for x in args.only.split(",") if x)
+    print("RESULT " + json.dumps(digests(args.cache, args.short, only)))
 
 
 if __name__ == "__main__":

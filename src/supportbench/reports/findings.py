@@ -79,7 +79,7 @@ def findings(ctx: T.Context, con=None, experiment: str | None = None, registry: 
            f"{d['level']:.0%} percentile intervals of a hierarchical bootstrap over theta_0 builds, seeds and units "
            f"({d['n_boot']} resamples); a claim needs at least {d['builds']} builds and power {d['power']:.0%} at "
            f"its effect of interest (a mean: d_z = {d['effect_dz']}), else it reads inconclusive "
-           "(docs/findings.md explains each rule).", "",
+           "(docs/reports.md, \"Verdicts\", states each rule).", "",
            "| claim | verdict | statistic [interval] | power | detectable effect |", "|---|---|---|---|---|"]
     for v in verdicts:
         power = "-" if v.power is None else f"{v.power:.2f}"

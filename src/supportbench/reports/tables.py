@@ -578,6 +578,7 @@ class TableDef:
     caption: str
     builder: Callable[[Context], dict]
     benchmarks: tuple[str, ...] = ("lacuna",)   # keys of BENCH the table reads (its caption names their theta_0)
+    dirr: bool = False                           # reads DIR-R runs (its caption marks evaluation-selected ones)
 
 
 TABLES: dict[str, TableDef] = {t.label: t for t in [
@@ -588,29 +589,30 @@ TABLES: dict[str, TableDef] = {t.label: t for t in [
              "on the learned final targets (label: injected through the backbone).", controlled_locators,
              ("controlled",)),
     TableDef("tab:natural-main", "Natural-TOFU margins ($\\Delta J$); positive values favor ours.", natural_main,
-             ("natural",)),
+             ("natural",), dirr=True),
     TableDef("tab:lacuna-main", "LACUNA results. Panel A gives NPO/SimNPO comparisons; Panel B the GradDiff "
-             "three-field sensitivity (Birth City excluded), DIR-R minus baseline.", lacuna_main),
+             "three-field sensitivity (Birth City excluded), DIR-R minus baseline.", lacuna_main, dirr=True),
     TableDef("tab:static-dirr-ablation", "Selective revision relative to \\textsc{Static-IV}.", static_dirr_ablation,
-             ("natural", "lacuna")),
+             ("natural", "lacuna"), dirr=True),
     TableDef("tab:app-natural-complete", "Natural-TOFU audited calculation of the Intervention Score + DIR-R margin "
              "(Eq.~22). Totals are computed from unrounded values; displayed components are rounded.",
-             natural_complete, ("natural",)),
+             natural_complete, ("natural",), dirr=True),
     TableDef("tab:app-lacuna-selection-comparison", "LACUNA NPO/SimNPO parameter-selection comparison.",
              lacuna_selection_comparison),
     TableDef("tab:app-graddiff-primary", "GradDiff four-field primary result. Positive DIR-R gaps favor DIR-R.",
-             graddiff_primary),
+             graddiff_primary, dirr=True),
     TableDef("tab:app-graddiff-fieldgap", "GradDiff field-level DIR-R gaps. Positive values favor DIR-R.",
-             graddiff_fieldgap),
+             graddiff_fieldgap, dirr=True),
     TableDef("tab:app-graddiff-dirr-field", "GradDiff primary four-field \\textsc{DIR-R} decomposition.",
-             graddiff_dirr_field),
+             graddiff_dirr_field, dirr=True),
     TableDef("tab:app-graddiff-calibration", "GradDiff primary calibration summary.", graddiff_calibration),
-    TableDef("tab:app-graddiff-replication", "GradDiff three-field sensitivity and replication.", graddiff_replication),
+    TableDef("tab:app-graddiff-replication", "GradDiff three-field sensitivity and replication.", graddiff_replication,
+             dirr=True),
     TableDef("tab:app-lacuna-modern", "LACUNA analysis for modern parameter-selection methods.", lacuna_modern),
     TableDef("tab:app-lacuna-comparison", "LACUNA comparison of Intervention Score + DIR-R with the selected "
-             "baselines.", lacuna_comparison),
+             "baselines.", lacuna_comparison, dirr=True),
     TableDef("tab:app-lacuna-dirr", "LACUNA DIR-R versus the fixed-subset \\textsc{Static-IV} continuation.",
-             lacuna_dirr),
+             lacuna_dirr, dirr=True),
 ]}
 
 
@@ -625,10 +627,23 @@ def render(label: str, ctx: Context, env: Environment | None = None) -> tuple[st
     try:
         data = ctx.built(t.builder)
         tmpl = env.from_string(template_text(file_name(label) + ".j2"))
-        return tmpl.render(label=label, caption=t.caption + theta0_note(ctx, t.benchmarks), **data), None
+        note = evaluation_note(ctx, t.benchmarks) if t.dirr else ""
+        return tmpl.render(label=label, caption=t.caption + note + theta0_note(ctx, t.benchmarks), **data), None
     except Missing as m:
         tmpl = env.from_string(template_text("missing.tex.j2"))
         return tmpl.render(label=label, caption=t.caption, reason=str(m)), str(m)
+
+
+def evaluation_note(ctx: Context, benchmarks: tuple[str, ...]) -> str:
+    """A DIR-R table's mark when some of its DIR-R runs selected their candidate on the evaluation split (over
+    a candidate set holding rho = 0 such a run cannot lose to Static-IV): how many, and the dagger that marks
+    its rows (``m.evaluation_selected``)."""
+    names = [ctx.bench[b] for b in benchmarks]
+    d = ctx.results.filter(pl.col("benchmark").is_in(names) & (pl.col("variant") == "dirr")
+                           & (pl.col("split") != "calibration") & (pl.col("status") == "ok"))
+    n = int((d["selection"] == "evaluation").sum()) if d.height else 0
+    return (f" $^\\dagger$ {n} of {d.height} DIR-R runs selected their candidate on the evaluation split, where "
+            "DIR-R cannot lose to \\textsc{Static-IV}; their gains are not evidence." if n else "")
 
 
 def theta0_note(ctx: Context, benchmarks: tuple[str, ...]) -> str:
