@@ -462,7 +462,7 @@ def controlled_main(ctx: Context) -> dict:
     builds = controlled_builds(ctx)
     per_build = [{"build": b, **ctx.built_for(controlled_build, b)} for b in builds]
     if len(per_build) == 1:
-        return {**per_build[0], "per_build": per_build}
+        return {**per_build[0], "per_build": per_build, "pooled": False}
     units = controlled_units(ctx)
     learned = units.filter(pl.col("learned"))
     if learned.height < 2:
