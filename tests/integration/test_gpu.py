@@ -35,3 +35,35 @@ def test_cells_on_gpu_are_reproducible(tofu, cache, tmp_path, variant, extra, dt
     assert all(r.status == "ok" for r in recs), [r.error for r in recs]
     assert recs[0].provenance.device.startswith("cuda")
     assert _outcome(recs[0]) == _outcome(recs[1])
+
+
+def test_activation_checkpointing_on_gpu_recomputes_and_changes_nothing(tofu, cache, tmp_path):
+    """On the GPU in bf16 the runner's activation checkpointing acts (each layer's MLP runs again in backward)
+    and gives the outcome of the run without it (deterministic algorithms: bitwise)."""
+    import supportbench.unlearning.train as TR
+
+    calls = []
+    real = TR.SupportTrainer.train_step
+
+    def counting(self):
+        layer = self.model.model.layers[0].mlp
+        h = layer.register_forward_pre_hook(lambda *_: calls.append(1))
+        try:
+            return real(self)
+        finally:
+            h.remove()
+
+    TR.SupportTrainer.train_step = counting
+    try:
+        out = {}
+        for ck in (False, True):
+            calls.clear()
+            spec = RunSpec("tofu", "forget10", "npo", "intervention_score", seed=0, T=4, budget=0.1,
+                           hyperparameters={"dtype": "bfloat16", "activation_checkpointing": ck})
+            rec = Runner(tmp_path / f"c{ck}", cache_dir=cache, progress=False, device="cuda").run(spec).record
+            assert rec.status == "ok", rec.error
+            out[ck] = (len(calls), rec.outcome.J, rec.support.groups)
+    finally:
+        TR.SupportTrainer.train_step = real
+    assert out[False][0] == 2 * 4 and out[True][0] == 4 * 4, out   # forget + retain forward, each recomputed
+    assert out[False][1:] == out[True][1:]

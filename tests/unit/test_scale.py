@@ -83,3 +83,52 @@ def test_bf16_frozen_weights_fp32_support_on_cpu(tiny_model, tiny_sets):
     cos = torch.nn.functional.cosine_similarity(torch.cat(d16), torch.cat(d32), dim=0)
     assert cos > 0.95, float(cos)
     torch.testing.assert_close(torch.tensor(t16.losses), torch.tensor(t32.losses), rtol=0.05, atol=0.05)
+
+
+def test_activation_checkpointing_recomputes_and_changes_nothing(tiny_model, tiny_sets):
+    """With checkpointing enabled, each decoder layer's forward runs twice per step (the recomputation in
+    backward: transformers checkpoints only layers in training mode, and unlearning runs in eval mode), the
+    trained weights are bitwise those of a run without it, and the model is left in eval mode."""
+    import copy
+
+    from supportbench.unlearning.train import activation_checkpointing, set_activation_checkpointing
+
+    groups = (1, 5, 40, 50, 70)
+    cfg = TrainConfig(steps=3, lr=5e-3, batch_size=2, seed=3)
+    obj = get_objective("npo")
+
+    def run(model, checkpointing: bool):
+        if checkpointing:
+            set_activation_checkpointing(model, True)
+        geo = discover_geometry(model)
+        data = UnlearningData(tiny_sets["forget"], tiny_sets["retain"], reference_nll(model, tiny_sets["forget"]))
+        calls = []
+        handle = model.model.layers[0].mlp.register_forward_pre_hook(lambda *_: calls.append(1))
+        SupportTrainer(model, geo, Support.of(geo, groups), obj, data, cfg, progress=False).run()
+        handle.remove()
+        return len(calls), model.state_dict()
+
+    n_plain, plain = run(copy.deepcopy(tiny_model), False)
+    ckpt_model = copy.deepcopy(tiny_model)
+    n_ckpt, ckpt = run(ckpt_model, True)
+    assert n_plain == 2 * cfg.steps          # forget + retain forward per step
+    assert n_ckpt == 4 * cfg.steps, n_ckpt   # each recomputed in backward
+    assert all(torch.equal(plain[k], ckpt[k]) for k in plain)
+    assert not any(m.training for m in ckpt_model.modules())
+    with activation_checkpointing(tiny_model):  # not enabled: nothing switched
+        assert not any(m.training for m in tiny_model.modules())
+
+
+def test_diagnostics_plan_counts_the_buffers_of_the_keys():
+    from supportbench.methods.intervention_score import InterventionScore
+    from supportbench.unlearning.memory import diagnostic_buffers, plan_diagnostics
+
+    assert diagnostic_buffers(InterventionScore.requires) == 5             # u0 + four role gradients
+    assert diagnostic_buffers(("objective_direction",), uses_retain=True) == 2   # u0 + grad:R (its retain term)
+    assert diagnostic_buffers(("objective_direction",), uses_retain=False) == 1
+    assert diagnostic_buffers(("fisher:F@4", "activations", "attribution:corrupted")) == 2
+    L, f, d = SHAPES["llama3-8b"]
+    p = plan_diagnostics("llama3-8b", InterventionScore.requires, batch=8, length=256)
+    assert p.components["buffers"] == 5 * L * f * d * 4
+    assert p.components["contraction"] == 2 * f * d * 4
+    assert p.components["output_grads"] == 8 * 256 * L * d * 2

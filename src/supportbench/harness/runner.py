@@ -49,7 +49,7 @@ from supportbench.methods.diagnostics import Diagnostics
 from supportbench.unlearning.models import cpu_mode, resolve_device
 from supportbench.unlearning.objectives import get_objective, reference_nll
 from supportbench.unlearning.support import select
-from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData
+from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData, set_activation_checkpointing
 
 
 def now() -> str:
@@ -141,13 +141,13 @@ class Runner:
             prepared = bench.prepare(spec.model)
             # frozen weights in the run's dtype (bf16 on a GPU); the support trains in fp32 (SupportTrainer)
             self._models[key] = prepared.model.to(self.device, getattr(torch, spec.hp("dtype")))
-            if spec.hp("activation_checkpointing") and hasattr(prepared.model, "gradient_checkpointing_enable"):
-                prepared.model.gradient_checkpointing_enable()
             # the snapshot waits on the CPU: a GPU holds one copy of a large model, not two
             self._theta0[key] = {k: v.detach().to("cpu", copy=True) for k, v in prepared.model.state_dict().items()}
             self._model_hash[key] = prepared.model_hash
         model = self._models[key]
         model.load_state_dict(self._theta0[key])
+        if hasattr(model, "gradient_checkpointing_enable"):  # per run: runs of one model may differ in it
+            set_activation_checkpointing(model, bool(spec.hp("activation_checkpointing")))
         for p in model.parameters():
             p.requires_grad_(False)
         return bench, model

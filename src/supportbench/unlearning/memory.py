@@ -8,14 +8,19 @@ Components (bytes):
   geometry_grads     the gradient buffers of the geometry's tensors (every MLP down-projection), in the
                      weights' dtype: autograd fills whole tensors before the support's slice is taken
   reference_nll      NPO's cached reference NLLs (negligible)
-  activations        saved for backward, per token: per layer ~ (4 x d_model + 3 x d_ff) values in the weights'
-                     dtype (attention projections, MLP intermediate), plus fp32 logits (4 x vocab) for the
-                     loss; with activation checkpointing only one d_model value per layer is kept plus one
-                     layer's full set during recomputation
+  activations        saved for backward (for the forget and the retain batch when the objective has a retain
+                     term: one backward of their sum), per token: per layer ~ (4 x d_model + 3 x d_ff) values
+                     in the weights' dtype (attention projections, MLP intermediate), plus fp32 logits
+                     (4 x vocab) for the loss; with activation checkpointing only one d_model value per
+                     layer is kept plus one layer's full set during recomputation
   diagnostics        full-size fp32 buffers the methods may ask for at once: the mean role gradients
                      (4 roles) and WAGLE's two per-example sums, each as large as all down-projections
+The diagnostics phase (``plan_diagnostics``) has its own peak: the weights, one full-size fp32 buffer per
+full-size key the cell's methods ask for, the forward graph of one diagnostics batch (as ``activations``
+above, without checkpointing), the output gradients the hooks keep (one d_model per token and layer), and
+one down-projection's contraction at a time (two fp32 copies of the largest geometry tensor).
 This is an estimate for planning (a real run adds the CUDA context, allocator fragmentation and
-temporaries); ``bench/gpu_step.py`` measures the peak on a GPU.
+temporaries); ``bench/gpu_step.py`` measures both peaks on a GPU.
 """
 
 from __future__ import annotations
@@ -96,7 +101,9 @@ class MemoryPlan:
 
 
 def plan_memory(model: str, budget: float, *, dtype: str = "bfloat16", batch: int = 8, length: int = 256,
-                checkpointing: bool = False) -> MemoryPlan:
+                checkpointing: bool = False, uses_retain: bool = True) -> MemoryPlan:
+    """The training step's memory (module doc). ``uses_retain``: the objective has a retain term (NPO, SimNPO,
+    GradDiff; not GA), so a step holds the graphs of two batches -- forget and retain -- for one backward."""
     from supportbench.errors import SpecError
     from supportbench.unlearning.support import discover_geometry
 
@@ -114,6 +121,7 @@ def plan_memory(model: str, budget: float, *, dtype: str = "bfloat16", batch: in
     per_layer = (4 * d + 3 * f) * wb
     act = tokens * (L * d * wb + per_layer) if checkpointing else tokens * L * per_layer
     act += tokens * V * 4  # fp32 logits for the loss
+    act *= 2 if uses_retain else 1
     comps = {"weights": n_params * wb, "editable_master": scalars * 4, "optimizer": scalars * 8,
              "geometry_grads": geo.total_cost * wb, "reference_nll": batch * 4, "activations": act,
              "diagnostics": 6 * geo.total_cost * 4}
@@ -130,3 +138,39 @@ def largest_batch(model: str, budget: float, gpu_bytes: float, **kw) -> int:
         else:
             break
     return best
+
+
+def diagnostic_buffers(requires, uses_retain: bool = True) -> int:
+    """How many full-size fp32 buffers (each as large as all down-projections) ``Diagnostics.prepare(requires)``
+    holds at once: one per mean/summed role gradient, random-label gradient and the objective direction; two
+    per Fisher (the sum and the open micro-batch); the objective direction's retain term adds grad:R."""
+    keys = set(requires)
+    if "objective_direction" in keys and uses_retain:
+        keys.add("grad:R")
+    full = ("grad:", "grad_sum:", "random_label_grad:")
+    return sum(1 for k in keys if k.startswith(full) or k == "objective_direction") + \
+        2 * sum(1 for k in keys if k.startswith("fisher:"))
+
+
+def plan_diagnostics(model: str, requires, *, uses_retain: bool = True, dtype: str = "bfloat16", batch: int = 16,
+                     length: int = 256) -> MemoryPlan:
+    """The diagnostics phase's memory for the keys ``requires`` (a method's ``requires``, or a cell's union) at
+    ``batch`` diagnostic records of ``length`` tokens to a forward pass; components as in the module's doc."""
+    from supportbench.unlearning.support import discover_geometry
+
+    if dtype not in DTYPE_BYTES:
+        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+    m = meta_model(model)
+    cfg = m.config
+    geo = discover_geometry(m)
+    wb = DTYPE_BYTES[dtype]
+    d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
+    tokens = batch * length
+    largest = max(t.param.numel() for t in geo.tensors)
+    comps = {"weights": sum(p.numel() for p in m.parameters()) * wb,
+             "buffers": diagnostic_buffers(requires, uses_retain) * geo.total_cost * 4,
+             "activations": tokens * L * (4 * d + 3 * f) * wb + tokens * V * 4,
+             "output_grads": tokens * L * d * wb,
+             "contraction": 2 * largest * 4}
+    return MemoryPlan(model, sum(p.numel() for p in m.parameters()), geo.total_cost, 0, dtype, batch, length, False,
+                      comps)

@@ -12,6 +12,7 @@ The minibatch sequence is a pure function of (seed, step): the step counter is t
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Protocol
 
@@ -49,6 +50,37 @@ class TrainConfig:
 
     def fingerprint(self) -> str:
         return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:16]
+
+
+def set_activation_checkpointing(model, on: bool) -> None:
+    """Turn transformers' activation checkpointing on (non-reentrant: the frozen embeddings' outputs need no grad
+    for the layers' gradients to flow) or off, under either of its API names (``activation_checkpointing_*``
+    from transformers 5.x, ``gradient_checkpointing_*`` before). It acts in training steps only
+    (``activation_checkpointing``)."""
+    if on:
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    elif any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
+        (getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable)()
+
+
+@contextmanager
+def activation_checkpointing(model):
+    """Make a model's enabled activation checkpointing act for one training step. transformers checkpoints a
+    layer only while that layer is in training mode, and unlearning runs the model in eval mode (no dropout):
+    so the layers that have checkpointing enabled get the training flag for the step, each on its own (not
+    recursively: their dropout and attention modules stay in eval mode), and lose it afterwards. A model
+    without checkpointing enabled is left as it is."""
+    layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True and not m.training]
+    for m in layers:
+        m.training = True
+    try:
+        yield
+    finally:
+        for m in layers:
+            m.training = False
 
 
 @dataclass
@@ -196,11 +228,12 @@ class SupportTrainer:
     def train_step(self) -> float:
         forget, retain, ref = self._batches(self.step)
         self.leaves.clear_grads()
-        loss = self.objective.loss(self.model, forget, retain, ref)
-        value = float(loss.detach())
-        if not torch.isfinite(loss):
-            raise DivergenceError(self.step, value)
-        loss.backward()
+        with activation_checkpointing(self.model):  # recomputed in backward, where checkpointing is enabled
+            loss = self.objective.loss(self.model, forget, retain, ref)
+            value = float(loss.detach())
+            if not torch.isfinite(loss):
+                raise DivergenceError(self.step, value)
+            loss.backward()
         self.leaves.collect_grads()
         if self.config.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.leaves.params, self.config.max_grad_norm)
