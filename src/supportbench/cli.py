@@ -45,8 +45,23 @@ def _cmd_plan_memory(args) -> int:
           + ("; activation checkpointing" if p.checkpointing else ""))
     for k, v in p.components.items():
         print(f"  {k:<16} {v / gib:9.2f} GiB")
-    print(f"  {'total':<16} {p.total / gib:9.2f} GiB  (training alone, without diagnostics buffers: "
-          f"{p.without_diagnostics() / gib:.2f} GiB)")
+    from supportbench.methods.base import get_method, list_methods
+    from supportbench.unlearning.memory import dirr_checkpoint_bytes, plan_diagnostics
+
+    train = p.without_diagnostics()
+    dirr = dirr_checkpoint_bytes(args.model, dtype=args.dtype)
+    every = sorted({r for name in list_methods() for r in get_method(name).requires})
+    diag = {what: plan_diagnostics(args.model, keys, dtype=args.dtype, batch=args.batch, length=args.length)
+            for what, keys in (("Intervention Score", get_method("intervention_score").requires),
+                               ("every method at once", every))}
+    print("peaks by phase (they never overlap; diagnostics at --batch records of --length tokens per pass):")
+    print(f"  {'training step':<48} {train / gib:9.2f} GiB")
+    print(f"  {'DIR-R run (+ 8 copies of the geometry)':<48} {(train + dirr) / gib:9.2f} GiB")
+    for what, d in diag.items():
+        n = d.components["buffers"] // (4 * d.geometry_scalars)
+        print(f"  {f'diagnostics, {what} ({n} buffers)':<48} {d.total / gib:9.2f} GiB")
+    print("  (a runner scores a cell's methods one after another, keeping only the buffers still to be read, when "
+          "every method's buffers do not fit)")
     for gpu in args.gpu_gib:
         b = largest_batch(args.model, args.budget, gpu * gib, dtype=args.dtype, length=args.length,
                           checkpointing=args.checkpointing)

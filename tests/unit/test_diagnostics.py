@@ -297,3 +297,38 @@ def test_memflex_weighs_every_random_label_example_equally(tiny_model, diag_reco
     want = sorted(range(len(mag)), key=lambda j: (not bool(eligible[j]), -float(mag[j]), j))
     assert torch.argsort(-got, stable=True).tolist() == want
     assert 0 < int(eligible.sum()) < len(mag)   # the eligibility rule is exercised both ways
+
+
+@pytest.mark.parametrize("objective", ["npo", "graddiff"])
+def test_every_method_scores_the_same_fused_or_one_at_a_time(tiny_model, objective):
+    """A key's value does not depend on which keys share its pass: every registered method's scores from one
+    fused pass equal those from passes taken method by method, releasing keys no later method reads (what the
+    runner does when a cell's buffers do not fit the GPU)."""
+    from supportbench.unlearning.data import TokenizedSet
+
+    def rows(n, seed):
+        g = torch.Generator().manual_seed(seed)
+        ids = torch.randint(3, 300, (n, 12), generator=g)
+        labels = ids.clone()
+        labels[:, :6] = -100
+        subject = torch.zeros_like(ids, dtype=torch.bool)
+        subject[:, 2:4] = True
+        return TokenizedSet(ids, torch.ones_like(ids), labels, subject)
+
+    recs = DiagnosticRecords(rows(6, 1), rows(5, 2), rows(4, 3), rows(3, 4))
+    names = list_methods()
+    fused = Diagnostics(tiny_model, recs, objective, batch_size=4)
+    fused.prepare(sorted({r for n in names for r in get_method(n).requires}))
+    one_by_one = Diagnostics(tiny_model, recs, objective, batch_size=4)
+    for i, n in enumerate(names):
+        got = compute_scores(get_method(n), one_by_one)
+        one_by_one.release(r for later in names[i + 1:] for r in get_method(later).requires)
+        assert torch.equal(got, compute_scores(get_method(n), fused)), n
+        assert set(one_by_one._cache) <= {k for later in names[i + 1:] for k in map(_key, get_method(later).requires)}
+    assert one_by_one.passes > fused.passes
+
+
+def _key(k):
+    from supportbench.methods.diagnostics import _cache_key
+
+    return _cache_key(k)

@@ -46,6 +46,7 @@ from supportbench.harness.fingerprint import fingerprint
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores, get_method
 from supportbench.methods.diagnostics import Diagnostics
+from supportbench.unlearning.memory import diagnostic_buffers
 from supportbench.unlearning.models import cpu_mode, resolve_device
 from supportbench.unlearning.objectives import get_objective, reference_nll
 from supportbench.unlearning.support import select
@@ -106,6 +107,10 @@ class Runner:
         self._diag_key = None
         self._diag = None
         self._planned: dict[tuple, set[str]] = {}
+        self._planned_methods: dict[tuple, dict[tuple, RunSpec]] = {}
+        self._scores_cell = None      # the cell whose methods' scores are cached (``scores``)
+        self._scores: dict[tuple, torch.Tensor] = {}
+        self._scores_geometry = None
         self._git = git_commit()
         self.corrupt: dict[str, str] = {}  # record file -> why it could not be read (the run is redone)
 
@@ -161,7 +166,7 @@ class Runner:
     def plan(self, specs) -> None:
         """Announce the runs that come next: each cell's Diagnostics then computes the union of what their
         methods read in one fused pass. Runs already recorded are left out; unknown methods fail in ``run``."""
-        self._planned = {}
+        self._planned, self._planned_methods = {}, {}
         for spec in specs:
             if self.reusable(spec) is not None:
                 continue
@@ -170,6 +175,43 @@ class Runner:
             except SupportbenchError:
                 continue
             self._planned.setdefault(self._cell(spec), set()).update(requires)
+            self._planned_methods.setdefault(self._cell(spec), {})[self._method_key(spec)] = spec
+
+    @staticmethod
+    def _method_key(spec: RunSpec) -> tuple:
+        return spec.method, json.dumps(spec.prefixed("method."), sort_keys=True)
+
+    def scores(self, spec: RunSpec, model, roles):
+        """(scores, geometry) of the run's method at theta_0. The first run of a cell computes the cell's
+        Diagnostics and, from them, the scores of every method announced for the cell (``plan``); then the
+        Diagnostics are dropped, so their full-size buffers (7 GiB each at 8B) are not held through training.
+        Every method's scores come from the same buffers whichever run of the cell comes first."""
+        cell = self._cell(spec)
+        if cell != self._scores_cell:
+            self._scores_cell, self._scores, self._scores_geometry = cell, {}, None
+        key = self._method_key(spec)
+        if key not in self._scores:
+            diag = self.diagnostics(spec, model, roles)
+            todo = [spec] + [o for k, o in self._planned_methods.get(cell, {}).items() if k not in self._scores
+                             and k != key]
+            methods = []
+            for o in todo:
+                try:
+                    methods.append((self._method_key(o), get_method(o.method, **o.prefixed("method."))))
+                except SupportbenchError:
+                    if o is spec:
+                        raise
+            for i, (k, method) in enumerate(methods):
+                try:
+                    self._scores[k] = compute_scores(method, diag)
+                except Exception:  # noqa: BLE001 -- its own run computes it again and records the failure
+                    if k == key:
+                        raise
+                # keep only what a method still to be scored reads (a no-op after a fused pass of all of them)
+                diag.release(r for _, m in methods[i + 1:] for r in m.requires)
+            self._scores_geometry = diag.geometry
+            self._diag = self._diag_key = None
+        return self._scores[key], self._scores_geometry
 
     def diagnostics(self, spec: RunSpec, model, roles) -> Diagnostics:
         key = self._cell(spec)
@@ -178,8 +220,20 @@ class Runner:
             self._diag = Diagnostics(model, roles.diagnostics, obj, seed=spec.seed,
                                      batch_size=spec.hp("diag_batch_size"), progress=self.progress)
             self._diag_key = key
-            self._diag.prepare(sorted(self._planned.get(key, ())))
+            union = sorted(self._planned.get(key, ()))
+            if self._buffers_fit(union, obj, self._diag.geometry):
+                self._diag.prepare(union)  # one fused pass for every announced method of the cell
         return self._diag
+
+    def _buffers_fit(self, requires, objective, geometry) -> bool:
+        """Whether the full-size buffers of ``requires`` fit in 80% of the GPU memory still available (always on
+        the CPU). When they do not (every method's keys at 8B: 13 buffers, 91 GiB), the cell's methods are
+        scored one after another, each key kept only while a method still to be scored reads it (``scores``)."""
+        if self.device.type != "cuda":
+            return True
+        free, _ = torch.cuda.mem_get_info(self.device)
+        free += torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+        return diagnostic_buffers(requires, objective.uses_retain) * geometry.total_cost * 4 <= 0.8 * free
 
     @property
     def results_dir(self) -> Path:
@@ -294,10 +348,7 @@ class Runner:
             return
 
         t0 = time.perf_counter()
-        diag = self.diagnostics(spec, model, roles)
-        method = get_method(spec.method, **spec.prefixed("method."))
-        scores = compute_scores(method, diag)
-        geometry = diag.geometry
+        scores, geometry = self.scores(spec, model, roles)
         budget = resolve_budget(spec.budget, geometry.total_cost)
         support = select(scores, budget, geometry)
         draft.support = SupportInfo(n_groups=len(support), cost=support.cost, budget=budget,

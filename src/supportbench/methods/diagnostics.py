@@ -158,6 +158,14 @@ class Diagnostics:
                 wanted.append(ck)
         self._compute(wanted)
 
+    def release(self, keep: Iterable[str] = ()) -> None:
+        """Drop every cached diagnostic except those ``keep`` names (methods' ``requires`` keys): their memory
+        is freed, and a later request computes them again (the same values: a key does not depend on which
+        other keys shared its pass)."""
+        wanted = {_cache_key(k) for k in keep} - {None}
+        for k in [k for k in self._cache if k not in wanted]:
+            del self._cache[k]
+
     # ---- machinery --------------------------------------------------------------------------------
     def _lookup(self, key: str):
         ck = _cache_key(key)

@@ -13,8 +13,13 @@ Components (bytes):
                      in the weights' dtype (attention projections, MLP intermediate), plus fp32 logits
                      (4 x vocab) for the loss; with activation checkpointing only one d_model value per
                      layer is kept plus one layer's full set during recomputation
-  diagnostics        full-size fp32 buffers the methods may ask for at once: the mean role gradients
-                     (4 roles) and WAGLE's two per-example sums, each as large as all down-projections
+  diagnostics        six full-size fp32 buffers (the four mean role gradients, WAGLE's two per-example
+                     sums), each as large as all down-projections (``plan_diagnostics`` counts the buffers of
+                     any set of keys: Intervention Score's are 5, every registered method's at once 13);
+                     held in the diagnostics phase only (the runner drops them once the cell's methods are
+                     scored), never together with a training step
+A DIR-R run adds ``dirr_checkpoint_bytes``: whole copies of the geometry's tensors in the weights' dtype for
+C_t, the two probe branches and one terminal state per action.
 The diagnostics phase (``plan_diagnostics``) has its own peak: the weights, one full-size fp32 buffer per
 full-size key the cell's methods ask for, the forward graph of one diagnostics batch (as ``activations``
 above, without checkpointing), the output gradients the hooks keep (one d_model per token and layer), and
@@ -174,3 +179,13 @@ def plan_diagnostics(model: str, requires, *, uses_retain: bool = True, dtype: s
              "contraction": 2 * largest * 4}
     return MemoryPlan(model, sum(p.numel() for p in m.parameters()), geo.total_cost, 0, dtype, batch, length, False,
                       comps)
+
+
+def dirr_checkpoint_bytes(model: str, *, dtype: str = "bfloat16", n_actions: int = 5) -> int:
+    """What a DIR-R run holds beside a training step: the geometry's tensors (every down-projection, in the
+    weights' dtype) copied for C_t, for each of the two probe branches and for each action's terminal state."""
+    from supportbench.unlearning.support import discover_geometry
+
+    if dtype not in DTYPE_BYTES:
+        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+    return (3 + n_actions) * discover_geometry(meta_model(model)).total_cost * DTYPE_BYTES[dtype]
