@@ -44,9 +44,9 @@ def append(con, kind: str, keys: list[str]) -> None:
     chained after the last entry; within the caller's transaction.
 
     Set-based, because row-by-row inserts made this most of an ingest's time: the keys go to DuckDB as one
-    Arrow table and the entries come back as one. DuckDB pushes the join with the keys below the digest view's
-    projection, so only these rows are digested, not the whole table. Only the chain is a Python loop: each
-    hash needs the one before it."""
+    Arrow table and the entries come back as one. DuckDB pushes the join's keys into the scan of the view's
+    table (a dynamic filter), so only these rows reach the digest, not the whole table. Only the chain is a
+    Python loop: each hash needs the one before it."""
     if not keys:
         return
     view, col = ("decision_digests", "hash") if kind == "decision" else ("run_digests", "run_key")
