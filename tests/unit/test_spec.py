@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from supportbench.errors import SpecError
@@ -14,6 +16,20 @@ def test_run_key_is_stable_and_sensitive():
     assert a.run_key == a.replace(t=10).run_key
     d = a.replace(variant="dirr")
     assert d.run_key != d.replace(t=100).run_key
+
+
+@pytest.mark.parametrize("spec", [
+    RunSpec("tofu", "forget10", "npo", "random"),
+    RunSpec("lacuna", "Email_Address", "simnpo", "wagle", seed=7, variant="dirr", split="calibration", budget=64,
+            model="./models/m", hyperparameters={"lr": 0.02, "method.layers": [1, 2], "benchmark.finetune.epochs": 2}),
+])
+def test_canonical_full_is_every_field_as_asdict_gave_it(spec):
+    """canonical_full builds the dict itself (asdict's deep copy cost a third of the ingest check, issue 39):
+    the same keys in the same order, the same values, hyperparameters as a dict."""
+    want = {**dataclasses.asdict(spec), "hyperparameters": dict(spec.hyperparameters)}
+    got = spec.canonical_full()
+    assert list(got.items()) == list(want.items())
+    assert RunSpec.from_dict(got) == spec
 
 
 @pytest.mark.parametrize("kw,msg", [

@@ -15,7 +15,7 @@ import difflib
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from supportbench.errors import SpecError
@@ -301,6 +301,8 @@ class RunSpec:
 
     def canonical_full(self) -> dict:
         """Every field as given and resolved (the model as named: a runnable spec, e.g. for a worker)."""
-        d = asdict(self)
-        d["hyperparameters"] = {k: v for k, v in self.hyperparameters}
+        # not dataclasses.asdict: its deep copy of fields that are scalars (and of hyperparameters, replaced
+        # here anyway) was a third of checking a record at ingest (issue 39); the dict is the same
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["hyperparameters"] = dict(self.hyperparameters)
         return d

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 
+import pyarrow as pa
+
 GENESIS = "0" * 64
 _TS = "%Y-%m-%dT%H:%M:%S.%f"
 
@@ -39,23 +41,38 @@ def head(con) -> dict:
 
 def append(con, kind: str, keys: list[str]) -> None:
     """Log the rows ``keys`` of ``kind`` as stored now (run_key for run/replacement/import, hash for decision),
-    chained after the last entry; within the caller's transaction."""
+    chained after the last entry; within the caller's transaction.
+
+    Set-based, because row-by-row inserts made this most of an ingest's time: the keys go to DuckDB as one
+    Arrow table and the entries come back as one. DuckDB pushes the join's keys into the scan of the view's
+    table (a dynamic filter), so only these rows reach the digest, not the whole table. Only the chain is a
+    Python loop: each hash needs the one before it."""
     if not keys:
         return
     view, col = ("decision_digests", "hash") if kind == "decision" else ("run_digests", "run_key")
-    con.execute("CREATE OR REPLACE TEMP TABLE ledger_keys (k VARCHAR)")
-    con.executemany("INSERT INTO ledger_keys VALUES (?)", [(k,) for k in keys])
-    digests = con.execute(f"SELECT {col}, digest FROM {view} JOIN ledger_keys ON k = {col} ORDER BY {col}").fetchall()
+    con.register("ledger_keys", pa.table({"k": pa.array(keys, pa.string())}))
+    try:   # a key named twice is logged twice, as the join yields it; a key with no stored row is not logged
+        got = con.sql(f"SELECT {col} AS key, digest FROM {view} JOIN ledger_keys ON k = {col} "
+                      f"ORDER BY {col}").to_arrow_table()
+    finally:
+        con.unregister("ledger_keys")
     last = head(con)
     seq, prev = last["seq"], last["hash"]
     at = datetime.now(UTC).replace(tzinfo=None).strftime(_TS)
-    rows = []
-    for key, digest in digests:
+    prevs, hashes = [], []
+    for key, digest in zip(got["key"].to_pylist(), got["digest"].to_pylist()):
         seq += 1
-        h = _link(prev, seq, at, kind, key, digest)
-        rows.append((seq, at, kind, key, digest, prev, h))
-        prev = h
-    con.executemany("INSERT INTO ingest_log VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        prevs.append(prev)
+        prev = _link(prev, seq, at, kind, key, digest)
+        hashes.append(prev)
+    con.register("ledger_rows", pa.table({"seq": pa.array(range(last["seq"] + 1, seq + 1), pa.int64()),
+                                          "key": got["key"], "content_hash": got["digest"],
+                                          "prev": pa.array(prevs, pa.string()), "hash": pa.array(hashes, pa.string())}))
+    try:   # ``at`` is cast from the very string that was hashed, so verify's strftime gives it back
+        con.execute("INSERT INTO ingest_log SELECT seq, $at::TIMESTAMP, $kind, key, content_hash, prev, hash "
+                    "FROM ledger_rows", {"at": at, "kind": kind})
+    finally:
+        con.unregister("ledger_rows")
 
 
 def verify(con) -> list[dict]:

@@ -1,0 +1,124 @@
+"""The ingest log written in bulk (``registry.ledger.append``, issue 39) holds exactly the entries the row-by-row
+version wrote: the same seq, key, content hash, prev and chain hash, for every kind an ingest or import logs.
+The reference below is that version, written out; each call's clock reading is taken from the stored entries."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from supportbench.experiments.decisions import freeze_decision
+from supportbench.experiments.results import ResultsDir
+from supportbench.registry import ledger
+from supportbench.registry import synthetic as syn
+from supportbench.registry.ingest import ingest
+from supportbench.registry.store import connect
+from supportbench.registry.tables import import_table
+
+N, RETRIED, ADDED = 3000, 40, 500
+ENTRY = "SELECT seq, strftime(logged_at, '%Y-%m-%dT%H:%M:%S.%f'), kind, key, content_hash, prev, hash FROM ingest_log"
+
+
+def row_by_row(con, kind: str, keys: list[str], seq: int, prev: str, at: str) -> list[tuple]:
+    """The append before issue 39: the keys one insert each, every key's digest from the whole view, in key
+    order, each entry chained to the one before by sha256(prev|seq|at|kind|key|content_hash)."""
+    if not keys:
+        return []
+    view, col = ("decision_digests", "hash") if kind == "decision" else ("run_digests", "run_key")
+    con.execute("CREATE OR REPLACE TEMP TABLE reference_keys (k VARCHAR)")
+    con.executemany("INSERT INTO reference_keys VALUES (?)", [(k,) for k in keys])
+    out = []
+    for key, digest in con.execute(f"SELECT {col}, digest FROM {view} JOIN reference_keys ON k = {col} "
+                                   f"ORDER BY {col}").fetchall():
+        seq += 1
+        h = hashlib.sha256("|".join((prev, str(seq), at, kind, key, digest)).encode()).hexdigest()
+        out.append((seq, at, kind, key, digest, prev, h))
+        prev = h
+    return out
+
+
+def logged_as_before(con, calls: list[tuple[str, list[str]]], after: int) -> None:
+    """The entries after ``after`` are what ``row_by_row`` gives for the same appends (the registry as it is
+    now is what those appends saw: they are the last writes of their transaction)."""
+    stored = con.execute(f"{ENTRY} WHERE seq > ? ORDER BY seq", [after]).fetchall()
+    at = {row[0]: row[1] for row in stored}
+    seq, prev = after, con.execute("SELECT coalesce(max(hash), ?) FROM ingest_log WHERE seq = ?",
+                                   [ledger.GENESIS, after]).fetchall()[0][0]
+    expected = []
+    for kind, keys in calls:
+        entries = row_by_row(con, kind, keys, seq, prev, at.get(seq + 1, "no entry stored"))
+        if entries:
+            seq, prev = entries[-1][0], entries[-1][-1]
+        expected += entries
+    assert stored == expected
+
+
+def put(res, rec: dict) -> None:
+    """Where the results directory keeps the record, without the runner's fsync (thousands of files)."""
+    path = ResultsDir(res).record(rec["run_key"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+
+
+@pytest.fixture
+def appends(monkeypatch):
+    """Every (kind, keys) the code under test hands to ``ledger.append``, passed on unchanged."""
+    calls, real = [], ledger.append
+    monkeypatch.setattr(ledger, "append", lambda con, kind, keys: (calls.append((kind, list(keys))),
+                                                                   real(con, kind, keys))[1])
+    return calls
+
+
+def test_ingest_and_import_log_what_the_row_by_row_append_logged(tmp_path, appends):
+    res, con = tmp_path / "res", connect(tmp_path / "r.duckdb")
+    for tau in (0.02, 0.03):
+        freeze_decision(res / "decisions", tau=tau, rho_p=0.01, d=20, t=160, T=200, actions=[0],
+                        admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=[], benchmark="b",
+                        objective="npo", selection="evaluation", calibration_runs=[])
+    grid = syn.grid(N + ADDED)
+    for r in grid[:N]:
+        put(res, r)
+    for seed in range(RETRIED):
+        put(res, syn.record(experiment="retried", seed=seed, status="failed"))
+    rep = ingest(con, res)
+    assert (rep.decisions_new, rep.new) == (2, N + RETRIED)
+    assert [kind for kind, keys in appends if keys] == ["decision", "run"]
+    logged_as_before(con, appends, 0)
+
+    # the retries replace the failed runs (logged as replacements), and new runs join the unchanged ones
+    after, appends[:] = ledger.head(con)["seq"], []
+    for seed in range(RETRIED):
+        put(res, syn.record(experiment="retried", seed=seed, J=float(seed)))
+    for r in grid[N:]:
+        put(res, r)
+    rep = ingest(con, res)
+    assert (rep.replaced, rep.new, rep.unchanged) == (RETRIED, ADDED + RETRIED, N)
+    assert [kind for kind, keys in appends if keys] == ["replacement", "run"]
+    logged_as_before(con, appends, after)
+
+    after, appends[:] = ledger.head(con)["seq"], []
+    (tmp_path / "t.csv").write_text("experiment,benchmark,field,objective,method,variant,seed,split,J,status\n"
+                                    + "".join(f"p,lacuna,Email_Address,npo,wagle,static,{s},final,1.5,ok\n"
+                                              for s in range(3)))
+    assert import_table(con, tmp_path / "t.csv").new == 3
+    assert [kind for kind, keys in appends if keys] == ["import"]
+    logged_as_before(con, appends, after)
+    assert ledger.head(con)["seq"] == 2 + N + RETRIED + RETRIED + ADDED + 3
+    assert ledger.verify(con) == []
+
+
+def test_a_key_named_twice_is_logged_twice_and_an_unknown_key_not_at_all(tmp_path):
+    res, con = tmp_path / "res", connect(tmp_path / "r.duckdb")
+    for r in syn.grid(5):
+        put(res, r)
+    ingest(con, res)
+    after = ledger.head(con)["seq"]
+    keys = [k for (k,) in con.execute("SELECT run_key FROM runs ORDER BY run_key DESC LIMIT 2").fetchall()]
+    calls = [("run", [keys[0], "not-a-stored-key", keys[1], keys[0]])]
+    con.execute("BEGIN")
+    ledger.append(con, *calls[0])
+    con.execute("COMMIT")
+    logged_as_before(con, calls, after)
+    assert ledger.head(con)["seq"] == after + 3
