@@ -78,13 +78,20 @@ def read_json_object(path: str | Path, error: type[Exception], what: str) -> dic
     return obj
 
 
-NAME_MAX = 255   # bytes in one path component, on every file system supportbench writes to
+NAME_MAX = 255    # bytes in one path component, on every file system supportbench writes to
+PATH_MAX = 4096   # bytes in a whole path, its terminating NUL included (Linux)
 
 
-def long_part(path: str | Path) -> str | None:
-    """The first component of ``path`` longer than ``NAME_MAX`` bytes, else None. Checked before anything
+def too_long(path: str | Path) -> str | None:
+    """What in ``path`` is too long for the file system (a component over ``NAME_MAX`` bytes, or the whole
+    absolute path over ``PATH_MAX - 1``), as words for an error; None when nothing is. Checked before anything
     else: the file system refuses even to look such a name up (``exists()`` raises)."""
-    return next((part for part in Path(path).parts if len(os.fsencode(part)) > NAME_MAX), None)
+    part = next((part for part in Path(path).parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if part is not None:
+        return f"the name '{part[:40]}...' is longer than {NAME_MAX} bytes"
+    if len(os.fsencode(os.path.abspath(path))) >= PATH_MAX:
+        return f"the path is longer than {PATH_MAX - 1} bytes"
+    return None
 
 
 def file_ancestor(path: str | Path) -> Path | None:

@@ -154,6 +154,12 @@ def _legacy_report_entry(rel: str, kind: str) -> bool:
 
 
 # ---- the arguments -----------------------------------------------------------------------------------------
+def _short(path: Path) -> str:
+    """``path`` for a one-line error: its start and end when it is too long to read."""
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]}"
+
+
 def _same(a: Path, b: Path) -> bool:
     """One file under two names: the same resolved path, or the same inode (a hard link, a bind mount)."""
     if a == b:
@@ -168,9 +174,9 @@ def check_registry(registry: str | Path) -> Path:
     """The registry's resolved path, if it is an existing file; a one-line error otherwise (checked before
     anything is created: a report of a registry that is not there writes nothing)."""
     given = Path(registry)
-    part = _io.long_part(given)
-    if part:
-        raise RegistryError(f"--registry '{given}': the name '{part[:40]}...' is longer than 255 bytes")
+    why = _io.too_long(given)
+    if why:
+        raise RegistryError(f"--registry '{_short(given)}': {why}")
     parent = _io.file_ancestor(given)
     if parent is not None:
         raise RegistryError(f"--registry '{given}' lies under '{parent}', which is a file, not a folder")
@@ -184,10 +190,9 @@ def check_registry(registry: str | Path) -> Path:
 def _check_path_shape(given: Path, flag: str) -> Path:
     """What --out and --findings share: a name the file system can hold, not a link, not under a file, not
     the root. Returns the resolved path."""
-    part = _io.long_part(given)
-    if part:
-        raise ReportError(f"{flag} '{given}': the name '{part[:40]}...' is longer than 255 bytes; choose a "
-                          "shorter name")
+    why = _io.too_long(given)
+    if why:
+        raise ReportError(f"{flag} '{_short(given)}': {why}; choose a shorter path")
     if given.is_symlink():
         raise ReportError(f"{flag} '{given}' is a symbolic link; give the path itself (the report replaces "
                           "what it writes, and will not replace a link or what it points to)")
