@@ -771,12 +771,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "paper.tex from a registry")
     rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file to report on")
     rp.add_argument("--out", default=str(DEFAULT_RESULTS.report),
-                    help="the report folder (replaced whole: only a new or empty folder, or one a report wrote "
-                         "and nobody changed since; never the registry's folder)")
+                    help="the report folder (replaced whole: only a new or empty folder, or one a "
+                         "report wrote and nobody changed since; never the registry's folder)")
     rp.add_argument("--experiment", default=None, help="required when the registry holds several experiments")
     rp.add_argument("--findings", default=None, metavar="PATH",
-                    help="also write findings.md here (e.g. docs/findings.md): a new file, or a findings.md a "
-                         "report wrote before; never any other file")
+                    help="also write findings.md here (e.g. docs/findings.md): a new file, or a "
+                         "findings.md a report wrote before; never any other file")
     rp.add_argument("--reference", default=None, metavar="METHOD",
                     help="the method the per-method tables compare with (METHOD, or METHOD:dirr for its DIR-R "
                          "runs); default intervention_score when present, else the first method alphabetically")

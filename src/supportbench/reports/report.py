@@ -59,7 +59,8 @@ FIGURE_CAPTIONS = {
     "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark and objective.",
     "support-jaccard": "Support overlap (Jaccard) across objectives.",
 }
-MARKER, check_output_folder = own.MARKER, own.check_output_folder   # where callers imported them before
+# where callers imported them from before reports/ownership.py
+MARKER, check_output_folder = own.MARKER, own.check_output_folder
 TEX_PACKAGES = ("texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra")   # -extra: adjustbox
 
 
@@ -69,8 +70,8 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
     statistics never mix experiments. ``reference`` is the arm the per-method tables compare with
     (``overview.choose_reference``). The report is written whole or not at all: into a temporary folder beside
     ``out``, which replaces ``out`` only once every file is written. ``pdf`` then builds ``paper.pdf`` with
-    pdflatex, which must be on PATH. Every path is checked before any work (``ownership``): the command only
-    writes over what it wrote itself."""
+    pdflatex, which must be on PATH. Every path is checked before any work (``ownership``): the
+    command only writes over what it wrote itself."""
     reg = own.check_registry(registry)
     out = own.check_output_folder(out, reg)
     findings_at = own.check_findings_path(findings_path, reg, out) if findings_path else None
@@ -97,19 +98,19 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if findings_at:
-        own.check_findings_path(findings_at, reg, out)     # again: it may have changed while the report ran
+        own.check_findings_path(findings_at, reg, out)     # again: it may have changed meanwhile
         write_text_atomic(findings_at, text)
     return status
 
 
 def _replace(tmp: Path, out: Path) -> None:
-    """Put the finished report ``tmp`` in place of ``out``, which is checked again first: a file someone put
-    into it while the report was written must not be removed with it."""
+    """Put the finished report ``tmp`` in place of ``out``, which is checked again first: a file
+    someone put into it while the report was written must not be removed with it."""
     if out.is_dir():
         why = own.why_not_ours(out)
         if why:
-            raise ReportError(f"--out '{out}' changed while the report was written ({why}): nothing was "
-                              "replaced; choose an empty or new folder")
+            raise ReportError(f"--out '{out}' changed while the report was written ({why}): "
+                              "nothing was replaced; choose an empty or new folder")
     old = own.staging_name(out, "old")
     if out.exists():
         out.rename(old)
