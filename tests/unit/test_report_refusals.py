@@ -215,10 +215,14 @@ def test_report_refuses_before_any_work_and_nothing_changes(work, capsys, lock, 
 
 
 # ---- the two data-loss sequences, end to end through the command line --------------------------
-def run_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
-    return subprocess.run(CLI + list(argv), capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": path}, timeout=300)
+def run_cli(*argv: str, cwd: Path, bin_first: Path | None = None) -> subprocess.CompletedProcess:
+    """The command line, run from ``cwd`` on this tree's code (``bin_first`` first on PATH)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    if bin_first:
+        env["PATH"] = f"{bin_first}{os.pathsep}{env['PATH']}"
+    return subprocess.run(CLI + list(argv), capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
 
 
 def test_findings_naming_the_registry_leaves_it_a_registry(work):
@@ -309,3 +313,16 @@ def test_a_refused_report_removes_no_staging_folder(work, capsys):
     (work / "rep" / "mine.txt").write_text("x")
     assert cli(capsys, "--registry", REG, "--out", "rep")[0] == 2
     assert (work / f".rep.tmp-{dead}").is_dir()
+
+
+def test_the_files_of_a_pdf_build_are_the_reports_too(work, tmp_path_factory):
+    """paper.pdf and pdflatex's by-products are written before the manifest: the next report (with
+    or without --pdf) still finds the folder as it left it."""
+    fake = tmp_path_factory.mktemp("bin")
+    (fake / "pdflatex").write_text("#!/bin/sh\nfor e in pdf aux log; do echo x > paper.$e; done\n")
+    (fake / "pdflatex").chmod(0o755)
+    for extra in (["--pdf"], []):
+        r = run_cli("report", "--registry", REG, "--out", "rep", *extra, cwd=work, bin_first=fake)
+        assert r.returncode == 0, r.stderr
+        assert (work / "rep" / "paper.pdf").is_file() == bool(extra)
+        assert own.why_not_ours(work / "rep") is None
