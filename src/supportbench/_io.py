@@ -1,5 +1,6 @@
 """Atomic file writes (temp file in the same directory + fsync + rename): a crash never leaves a
-half-written record behind; JSON object reads whose errors name the file."""
+half-written record behind; JSON object reads whose errors name the file; the checks a command makes
+on a path before any work (a name too long, a path under a file, a folder it cannot write in)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,50 @@ def read_json_object(path: str | Path, error: type[Exception], what: str) -> dic
     if not isinstance(obj, dict):
         raise error(f"{what} '{path}' must hold a JSON object, got {type(obj).__name__}")
     return obj
+
+
+NAME_MAX = 255    # bytes in one path component, on every file system supportbench writes to
+PATH_MAX = 4096   # bytes in a whole path, its terminating NUL included (Linux)
+
+
+def too_long(path: str | Path) -> str | None:
+    """What in ``path`` is too long for the file system (a component over ``NAME_MAX`` bytes, or
+    the whole absolute path over ``PATH_MAX - 1``), as words for an error; None when nothing is.
+    Checked before anything else: the file system refuses even to look such a name up
+    (``exists()`` raises)."""
+    part = next((part for part in Path(path).parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if part is not None:
+        return f"the name '{part[:40]}...' is longer than {NAME_MAX} bytes"
+    if len(os.fsencode(os.path.abspath(path))) >= PATH_MAX:
+        return f"the path is longer than {PATH_MAX - 1} bytes"
+    return None
+
+
+def file_ancestor(path: str | Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` when it is not a folder (``path`` lies under a
+    file, and nothing can be created there), else None."""
+    for parent in Path(path).parents:
+        if parent.exists() or parent.is_symlink():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def nearest_existing(path: str | Path) -> Path:
+    """``path`` itself when it exists, else its nearest existing ancestor."""
+    p = Path(path)
+    return next(q for q in (p, *p.parents) if q.exists())
+
+
+def cannot_write_in(folder: str | Path) -> str | None:
+    """Why nothing can be created in the existing ``folder`` (the OS's reason), else None. Tried,
+    not read off the permission bits: ``os.access`` says yes to root in a folder that is immutable,
+    on a read-only mount or in /proc, where creating anything still fails."""
+    try:
+        probe = tempfile.mkdtemp(dir=folder, prefix=".supportbench-probe-")
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    os.rmdir(probe)
+    return None
 
 
 def _default(o):

@@ -169,22 +169,23 @@ def _writable_dir(path: str | None, flag: str) -> None:
     too long for the file system, or cannot be created or written (nothing is loaded or trained first)."""
     from pathlib import Path
 
+    from supportbench._io import cannot_write_in, file_ancestor, nearest_existing, too_long
+
     if path is None:
         return
     p = Path(path).expanduser()
-    for part in p.parts:   # first: the file system refuses even to look such a name up
-        if len(part.encode()) > 255:
-            raise SupportbenchError(f"{flag} '{path}': the name '{part[:40]}...' is longer than 255 bytes")
+    why = too_long(p)   # first: the file system refuses even to look such a name up
+    if why:
+        raise SupportbenchError(f"{flag} '{path}': {why}")
     if p.exists() and not p.is_dir():
         raise SupportbenchError(f"{flag} '{path}' is a file, not a folder")
-    for parent in p.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise SupportbenchError(f"{flag} '{path}' lies under '{parent}', which is a file")
-            break
-    existing = p if p.exists() else next(q for q in p.parents if q.exists())
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise SupportbenchError(f"{flag} '{path}': '{existing}' is not writable")
+    parent = file_ancestor(p)
+    if parent is not None:
+        raise SupportbenchError(f"{flag} '{path}' lies under '{parent}', which is a file")
+    existing = nearest_existing(p)
+    why = cannot_write_in(existing)   # tried: root passes os.access in an immutable folder or /proc
+    if why:
+        raise SupportbenchError(f"{flag} '{path}': '{existing}' is not writable ({why})")
 
 
 def run_spec(args) -> RunSpec:
@@ -785,10 +786,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "paper.tex from a registry")
     rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file to report on")
     rp.add_argument("--out", default=str(DEFAULT_RESULTS.report),
-                    help="the report folder (replaced whole; only a folder a report wrote, or a new/empty one)")
+                    help="the report folder (replaced whole: only a new or empty folder, or one a "
+                         "report wrote and nobody changed since; never the registry's folder)")
     rp.add_argument("--experiment", default=None, help="required when the registry holds several experiments")
     rp.add_argument("--findings", default=None, metavar="PATH",
-                    help="also write findings.md here (e.g. docs/findings.md)")
+                    help="also write findings.md here (e.g. docs/findings.md): a new file, or a "
+                         "findings.md a report wrote before; never any other file")
     rp.add_argument("--reference", default=None, metavar="METHOD",
                     help="the method the per-method tables compare with (METHOD, or METHOD:dirr for its DIR-R "
                          "runs); default intervention_score when present, else the first method alphabetically")

@@ -561,8 +561,9 @@ def _tree(root) -> dict:
 
 
 @pytest.mark.parametrize(("out", "message"), [
-    ("res", "is a folder with other content"),                 # the results directory itself
-    (".", "is a folder with other content"),                   # the current folder
+    ("res", "holds the registry"),                             # the results directory itself
+    (".", "holds the registry"),                               # the current folder
+    ("res/runs", "is a folder with other content"),            # a folder of the user's
     ("notes.txt", "is a file, not a folder"),                  # a user's file
     ("link", "is a symbolic link"),                            # a link to a folder
 ])
@@ -588,6 +589,10 @@ def test_report_out_never_replaces_what_it_does_not_own(tmp_path, monkeypatch, o
 
 
 def test_report_replaces_its_own_previous_report(tmp_path):
+    """Replaced whole while it holds exactly what the last report wrote; a file anyone else put
+    there makes it not the report's any more (issue 33: a marker alone let a report delete runs and
+    a registry)."""
+    from supportbench.errors import ReportError
     from supportbench.reports.report import MARKER, report
 
     res = tmp_path / "res"
@@ -597,7 +602,10 @@ def test_report_replaces_its_own_previous_report(tmp_path):
     con.close()
     report(res / "registry.duckdb", res / "report", "e")
     assert (res / "report" / MARKER).is_file()
-    (res / "report" / "stale.txt").write_text("from an older report")
-    report(res / "registry.duckdb", res / "report", "e")      # its own folder: replaced whole
-    assert not (res / "report" / "stale.txt").exists() and (res / "report" / "report.md").is_file()
+    report(res / "registry.duckdb", res / "report", "e")   # its own folder, unchanged: replaced
+    assert (res / "report" / "report.md").is_file()
+    (res / "report" / "stale.txt").write_text("not from a report")
+    with pytest.raises(ReportError, match="holds what no report wrote: stale.txt"):
+        report(res / "registry.duckdb", res / "report", "e")
+    assert (res / "report" / "stale.txt").read_text() == "not from a report"
     assert (res / "runs").is_dir() and (res / "registry.duckdb").is_file()

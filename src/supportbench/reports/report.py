@@ -4,7 +4,6 @@ figure, so ``pdflatex paper.tex`` (or ``report --pdf``) builds one document."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 from supportbench._io import write_text_atomic
 from supportbench.errors import RegistryError, ReportError
 from supportbench.registry.store import connect
+from supportbench.reports import ownership as own
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
 from supportbench.reports.latex import tex
@@ -59,6 +59,8 @@ FIGURE_CAPTIONS = {
     "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark and objective.",
     "support-jaccard": "Support overlap (Jaccard) across objectives.",
 }
+# where callers imported them from before reports/ownership.py
+MARKER, check_output_folder = own.MARKER, own.check_output_folder
 TEX_PACKAGES = ("texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra")   # -extra: adjustbox
 
 
@@ -68,12 +70,16 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
     statistics never mix experiments. ``reference`` is the arm the per-method tables compare with
     (``overview.choose_reference``). The report is written whole or not at all: into a temporary folder beside
     ``out``, which replaces ``out`` only once every file is written. ``pdf`` then builds ``paper.pdf`` with
-    pdflatex, which must be on PATH (checked before any work)."""
-    out = check_output_folder(out)
+    pdflatex, which must be on PATH. Every path is checked before any work (``ownership``): the
+    command only writes over what it wrote itself."""
+    reg = own.check_registry(registry)
+    out = own.check_output_folder(out, reg)
+    findings_at = own.check_findings_path(findings_path, reg, out) if findings_path else None
     if pdf:
         pdflatex_path()
+    own.remove_stale_staging(out)     # what a report killed before it finished left beside out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    tmp = own.staging_name(out, "tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         con = connect(registry, read_only=True)
@@ -86,17 +92,30 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
             build_pdf(tmp, log_copy=failed_log)
             failed_log.unlink(missing_ok=True)    # a previous failure's log, now stale
             status["pdf"] = out / "paper.pdf"
+        own.write_marker(tmp)     # last: the manifest of everything above, the PDF included
+        _replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if findings_at:
+        own.check_findings_path(findings_at, reg, out)     # again: it may have changed meanwhile
+        write_text_atomic(findings_at, text)
+    return status
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    """Put the finished report ``tmp`` in place of ``out``, which is checked again first: a file
+    someone put into it while the report was written must not be removed with it."""
+    if out.is_dir():
+        why = own.why_not_ours(out)
+        if why:
+            raise ReportError(f"--out '{out}' changed while the report was written ({why}): "
+                              "nothing was replaced; choose an empty or new folder")
+    old = own.staging_name(out, "old")
     if out.exists():
         out.rename(old)
     tmp.rename(out)
     shutil.rmtree(old, ignore_errors=True)
-    if findings_path:
-        write_text_atomic(Path(findings_path), text)
-    return status
 
 
 def pdflatex_path() -> str:
@@ -140,29 +159,6 @@ def _keep_log(folder: Path, copy: Path | None) -> Path:
         return log if copy is None else copy
     shutil.copyfile(log, copy)
     return copy
-
-
-MARKER = ".supportbench-report"  # a folder the report command made, and so may replace
-
-
-def check_output_folder(out: str | Path) -> Path:
-    """The report's folder, if the command may write it: absent, an empty folder, or a report folder it made
-    before (it holds ``MARKER``). Anything else — a file, a link, a folder with other content (a results
-    directory, ``.``, a home folder) — is refused before any work: a command only ever replaces what it
-    owns."""
-    given = Path(out)
-    if given.is_symlink():
-        raise ReportError(f"--out '{given}' is a symbolic link; give the folder itself (the report replaces its "
-                          "output folder whole, and will not replace a link or what it points to)")
-    path = given.resolve()
-    if path.exists() and not path.is_dir():
-        raise ReportError(f"--out '{given}' is a file, not a folder; the report writes a folder: choose a new path")
-    if path.is_dir() and any(path.iterdir()) and not (path / MARKER).is_file():
-        raise ReportError(f"--out '{given}' is a folder with other content (not a report this command wrote): "
-                          "nothing was written; choose an empty or new folder, e.g. RESULTS/report")
-    if path.parent == path:
-        raise ReportError(f"--out '{given}' is the file-system root; choose a new folder")
-    return path
 
 
 def _write(con, registry, out: Path, experiment: str | None, reference: str | None = None) -> tuple[dict, str]:
@@ -234,7 +230,6 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
     write_text_atomic(out / "findings.md", text)
     md.append("`findings.md`: which of the paper's claims this registry supports, with the numbers.\n")
     write_text_atomic(out / "report.md", "\n".join(md))
-    write_text_atomic(out / MARKER, "written by `supportbench report`; the next report replaces this folder\n")
     return {"tables": tables, "figures": figures, "methods": {t.label: None for t in methods},
             "metrics": {t.label: None for t in metric_tabs}, "metric_only_runs": metric_only,
             "reference": ref.rule}, text
