@@ -91,10 +91,10 @@ class NameCheck:
         self._known = {k: known(k) | set((extra or {}).get(k, ())) for k in KINDS}
         self.unknown: dict[tuple[str, str], str] = {}   # (kind, name) -> where it was first seen
 
-    def check(self, cell: dict, where: str) -> None:
-        """Every name of ``cell`` (a spec, an imported run's cell) that is text; the kinds' names
-        against the known ones."""
-        for what in (*KINDS, "experiment", "field", "variant", "split", "model"):
+    def check(self, cell: dict, where: str, texts: bool = True) -> None:
+        """Every name of ``cell`` (a spec, an imported run's cell) that is text (``texts``: a
+        record's spec was checked by ``RunSpec`` already); the kinds' names against the known."""
+        for what in (*KINDS, "experiment", "field", "variant", "split", "model") if texts else ():
             check_text(cell.get(what), what, where)
         for kind in KINDS:
             name = cell.get(kind)
