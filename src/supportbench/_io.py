@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -49,13 +50,55 @@ def _no_constant(name: str):
     raise StrictJSONError(f"{name} is not a JSON number", "", 0)
 
 
+MAX_DEPTH = 100   # nesting levels a file a user hands in may have (a record has fewer than ten)
+
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_TOML_TOKENS = re.compile(r'"""[\s\S]*?"""' r"|'''[\s\S]*?'''" r'|"(?:[^"\\\n]|\\.)*"'
+                          r"|'[^'\n]*'|#[^\n]*|[\[\]{}]")
+
+
+def nesting_depth(text: str, toml: bool = False, limit: int = MAX_DEPTH) -> int:
+    """How deeply ``text``'s brackets nest outside strings (and TOML comments), counted only as
+    far as ``limit + 1``: a cheap scan made before a recursive parser (``json``, ``tomllib``) could
+    run out of stack. A text with no more than ``limit`` brackets in all cannot nest deeper, and is
+    not scanned. In TOML a dotted key (``a.b.c = 1``, a table per part) nests too: each part is a
+    level."""
+    deepest = 0
+    if toml and text.count(".") > limit:   # most dots in one key (strings, comments taken out)
+        bare = _TOML_TOKENS.sub(lambda m: m.group() if m.group() in "[]{}" else " s ", text)
+        deepest = max(seg.count(".") + 1 for seg in re.split(r"[=,{}\[\]\n]", bare))
+    if deepest > limit or text.count("[") + text.count("{") <= limit:
+        return deepest
+    depth = 0
+    for m in (_TOML_TOKENS if toml else _JSON_TOKENS).finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
 def loads_json(text: str, *, nonfinite: bool = False):
     """``json.loads`` that refuses what the standard leaves open: a key twice in one object (which value
     counts?) and, unless ``nonfinite`` (run records: a diverged run keeps its NaN/Infinity outcome), the
-    non-standard NaN / Infinity. Every file a user can hand in is parsed through it."""
-    if nonfinite:
-        return json.loads(text, object_pairs_hook=_no_duplicates)
-    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    non-standard NaN / Infinity; and arrays or objects nested more than ``MAX_DEPTH`` levels (no
+    file of ours nests so; a parser would run out of stack). Every file a user can hand in is
+    parsed through it."""
+    if nesting_depth(text) > MAX_DEPTH:
+        raise StrictJSONError(f"nested more than {MAX_DEPTH} levels deep (arrays or objects within "
+                              "each other); not a file supportbench reads", "", 0)
+    try:
+        if nonfinite:
+            return json.loads(text, object_pairs_hook=_no_duplicates)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except RecursionError:
+        raise StrictJSONError(f"nested too deeply to parse (more than {MAX_DEPTH} levels)", "",
+                              0) from None
 
 
 def read_json_object(path: str | Path, error: type[Exception], what: str) -> dict:

@@ -82,10 +82,16 @@ class Registry:
 
         return connect(self.path, read_only=True)
 
-    def query(self, sql: str, params: dict | list | None = None):
-        """A Polars frame of a read query (the registry is opened read-only)."""
+    def query(self, sql: str, params: dict | list | None = None, *, experiment: str | None = None):
+        """A Polars frame of a read query (the registry is opened read-only); ``experiment``, when
+        given, must be one the registry holds (a ``RegistryError`` listing those it holds otherwise,
+        as the command line says)."""
+        from supportbench.registry.store import check_experiment
+
         con = self._con()
         try:
+            if experiment is not None:
+                check_experiment(con, experiment, "experiment")
             return con.sql(sql, params=params or None).pl()
         finally:
             con.close()
@@ -96,13 +102,13 @@ class Registry:
         if experiment is None:
             return self.query("SELECT * FROM results ORDER BY experiment, benchmark, field, objective, method, seed")
         return self.query("SELECT * FROM results WHERE experiment = ? ORDER BY benchmark, field, objective, "
-                          "method, seed", [experiment])
+                          "method, seed", [experiment], experiment=experiment)
 
     def components(self, experiment: str | None = None):
         """Outcome components in long form (``run_key``, ``name``, ``value``)."""
         where = "WHERE r.experiment = ?" if experiment else ""
         return self.query(f"SELECT c.* FROM components c JOIN runs r USING (run_key) {where} ORDER BY ALL",
-                          [experiment] if experiment else [])
+                          [experiment] if experiment else [], experiment=experiment)
 
     def metrics(self, experiment: str | None = None):
         """Every metric beyond J of every run, J or not (imported runs included), long: the ``metrics`` view
@@ -112,7 +118,7 @@ class Registry:
         return self.query("SELECT m.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, r.variant, "
                           "r.seed, r.split, r.origin, m.name, m.value FROM metrics m JOIN runs r USING (run_key) "
                           f"{where} ORDER BY r.experiment, r.benchmark, r.field, r.objective, r.method, r.seed, "
-                          "m.name", [experiment] if experiment else [])
+                          "m.name", [experiment] if experiment else [], experiment=experiment)
 
     def items(self, run_key: str):
         """A run's per-item values (``metric``, ``index``, ``value``: per-item NLLs under the model and theta_0,

@@ -8,7 +8,7 @@ import contextlib
 import os
 import sys
 
-from supportbench.errors import SupportbenchError
+from supportbench.errors import RegistryError, SupportbenchError
 from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
 from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_HYPERPARAMETERS, MODEL_DEFAULTS, RunSpec
 
@@ -363,18 +363,61 @@ def _cmd_calibrate(args) -> int:
     return 0
 
 
+# registry.imports.FORMATS and registry.store.QUERY_FORMATS: spelled here, imported by neither
+IMPORT_FORMATS = ("supportbench-csv", "tofu-logs", "ou-eval", "lacuna-summary")
+QUERY_FORMATS = ("table", "csv", "json")
+
+
+def registry_path(args) -> str:
+    """The registry a ``registry`` command reads or writes: --registry, else the registry of its
+    results folder, ``<folder>/registry.duckdb``: ingest's folder is DIR (default ./results); every
+    other action's is the default results folder, ./results (where ``run``, ``sweep``, ``audit``
+    and ``report`` look too)."""
+    if args.registry is not None:
+        return args.registry
+    if args.action == "ingest":
+        return str(ResultsDir(args.path or DEFAULT_RESULTS.root).registry)
+    return str(DEFAULT_RESULTS.registry)
+
+
+def _check_registry_args(args) -> None:
+    """Options that mean nothing to the action, or a --format of another action: refused, named."""
+    if args.format is not None:
+        allowed = {"query": QUERY_FORMATS, "import": IMPORT_FORMATS}.get(args.action)
+        if allowed is None:
+            raise RegistryError(f"--format {args.format}: registry {args.action} takes no --format"
+                                + (" (the output file's suffix, .csv or .parquet, is its format)"
+                                   if args.action == "export" else ""))
+        if args.format not in allowed:
+            raise RegistryError(f"--format {args.format}: not a registry {args.action} format; "
+                                f"allowed: {', '.join(allowed)}")
+    if args.action == "query":
+        if args.path:
+            raise RegistryError(f"registry query takes no PATH (got {args.path!r}); name the "
+                                "registry with --registry FILE")
+        if args.command_sql is not None and not args.command_sql.strip():
+            raise RegistryError(f"-c {args.command_sql!r}: an empty query; give one read statement "
+                                "(-c 'SELECT ...'), or leave -c out for the interactive prompt")
+    elif args.command_sql is not None:
+        raise RegistryError(f"-c is the SQL of registry query; registry {args.action} takes none")
+    if args.allow_unknown and args.action not in ("ingest", "import"):
+        raise RegistryError(f"--allow-unknown is for registry ingest and import, not {args.action}")
+
+
 def _cmd_registry(args) -> int:
     from supportbench.registry import ingest as ing
     from supportbench.registry import tables
-    from supportbench.registry.store import connect
+    from supportbench.registry.store import connect, write_session
 
+    _check_registry_args(args)
+    db = registry_path(args)
     if args.action == "query":
-        from supportbench.registry.store import query_connection
-
-        return _query(query_connection(args.registry), args.command_sql)
+        return _query(db, args.command_sql, args.format or "table")
     if args.action == "ingest":
-        con = connect(args.registry)
-        rep = ing.ingest(con, args.path or DEFAULT_RESULTS.root, replace_reruns=args.replace_reruns)
+        source = args.path or str(DEFAULT_RESULTS.root)
+        rep = write_session(db, lambda con: ing.ingest(
+            con, source, replace_reruns=args.replace_reruns, allow_unknown=args.allow_unknown))
+        print(f"ingested {source} into registry {db}")
         print(rep.summary())
         return 1 if rep.conflicts or rep.decision_conflicts else 0
     if args.action == "import":
@@ -387,31 +430,51 @@ def _cmd_registry(args) -> int:
         options = {k: getattr(args, k) for k in (*imports.CELL, "model")}
         # read and check everything before the registry is opened: a failed import creates no file or folder
         runs = imports.read(args.path, args.format, options, args.retain)
-        con = connect(args.registry)
-        rep = imports.store(con, runs, args.path, results_root=Path(args.registry).parent)
-        print(f"{len(runs)} imported runs from {args.path}: {rep.new} new, {rep.unchanged} unchanged, "
-              f"{len(rep.conflicts)} conflicts")
+        imports.check_names(runs, args.path, args.allow_unknown)
+        rep = write_session(db, lambda con: imports.store(
+            con, runs, args.path, results_root=Path(db).parent, allow_unknown=args.allow_unknown))
+        print(f"{len(runs)} imported runs from {args.path} into registry {db}: {rep.new} new, "
+              f"{rep.unchanged} unchanged, {len(rep.conflicts)} conflicts")
         for c in rep.conflicts[:10]:
             print(f"  conflict: run {c['run_key'][:12]} is stored with other content (not overwritten)")
         for r in runs:
             if r.skipped:
                 print(f"  not stored (no finite value): {', '.join(r.skipped)}")
+        if rep.unknown:
+            print(f"  {rep.unknown}")
         return 1 if rep.conflicts else 0
     if not args.path:
         raise SupportbenchError("registry export needs an output file (.csv or .parquet)")
     tables.check_table_path(args.path)
-    con = connect(args.registry, read_only=True)    # export reads an existing registry; it never creates one
-    n = tables.export_table(con, args.path, args.experiment)
-    print(f"wrote {n} rows to {args.path}")
+    con = connect(db, read_only=True)    # export reads an existing registry; it never creates one
+    try:
+        n = tables.export_table(con, args.path, args.experiment)
+    finally:
+        con.close()
+    print(f"wrote {n} rows to {args.path} (from registry {db})")
     return 0
 
 
-def _query(con, sql: str | None) -> int:
-    from supportbench.registry.store import run_query
+def _query(path: str, sql: str | None, fmt: str = "table") -> int:
+    """``registry query``: one statement (-c) or a prompt. Each statement opens its own read-only
+    connection and closes it when done, so a prompt waiting for input holds no lock and never
+    blocks an ingest."""
+    from supportbench.registry.store import close, cut_note, query_connection, render, run_query
 
-    if sql:
-        print(run_query(con, sql))
+    def answer(text: str) -> None:
+        con = query_connection(path)
+        try:
+            res = run_query(con, text)
+        finally:
+            close(con, path)
+        print(render(res, fmt))
+        if res.cut and fmt != "table":   # stdout stays machine-readable
+            print(cut_note(res), file=sys.stderr)
+
+    if sql is not None:
+        answer(sql)
         return 0
+    close(query_connection(path), path)   # the registry is there and readable: then the prompt
     print("read-only SQL prompt; end statements with ';', Ctrl-D to quit. Tables: runs, outcomes, components, "
           "supports, decisions, gate_events, candidates, calibration, provenance; views: results, results_all, metrics")
     buf = ""
@@ -423,7 +486,7 @@ def _query(con, sql: str | None) -> int:
         buf += line + "\n"
         if buf.strip().endswith(";"):
             try:
-                print(run_query(con, buf))
+                answer(buf)
             except SupportbenchError as exc:  # keep the prompt alive on a bad or refused query
                 print(f"error: {exc}")
             buf = ""
@@ -750,20 +813,35 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=_cmd_calibrate)
     g = sub.add_parser("registry", help="the DuckDB results registry: ingest | import | export | query")
     g.add_argument("action", choices=["ingest", "import", "export", "query"])
-    g.add_argument("path", nargs="?", help="ingest: results directory; export: .csv or .parquet file; import: an "
-                   "outcome table, TOFU eval logs, open-unlearning EVAL/SUMMARY files or a LACUNA run folder")
-    g.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file")
+    g.add_argument("path", nargs="?",
+                   help="ingest: results directory (default ./results); export: .csv or .parquet "
+                        "file; import: an outcome table, TOFU eval logs, open-unlearning "
+                        "EVAL/SUMMARY files or a LACUNA run folder")
+    g.add_argument("--registry", default=None,
+                   help="the DuckDB registry file. Default: the registry of the results folder, "
+                        "<folder>/registry.duckdb: for ingest, DIR's (DIR/registry.duckdb); for "
+                        "import, export and query, the default results folder's "
+                        "(./results/registry.duckdb). Ingest and import print the registry they "
+                        "wrote")
     g.add_argument("--experiment", default=None, help="export: only this experiment; import: the imported run's")
-    g.add_argument("--format", default=None, choices=["supportbench-csv", "tofu-logs", "ou-eval", "lacuna-summary"],
-                   help="import: the source's format (default: detected from PATH)")
+    g.add_argument("--format", default=None, choices=[*IMPORT_FORMATS, *QUERY_FORMATS],
+                   help="import: the source's format (default: detected from PATH); query: how "
+                        "rows are printed, table (default), csv or json (machine-readable, to "
+                        "stdout)")
     g.add_argument("--retain", default=None, metavar="DIR",
                    help="import tofu-logs: the retain model's TOFU logs; ou-eval: its TOFU_EVAL.json (forget "
                    "quality's reference)")
     for opt in ("benchmark", "field", "objective", "method", "seed", "variant", "split", "model"):
         g.add_argument(f"--{opt}", default=None, help=f"import (single-run formats): the run's {opt}")
-    g.add_argument("-c", dest="command_sql", default=None, help="query: run this SQL and exit")
+    g.add_argument("-c", dest="command_sql", default=None,
+                   help="query: run this SQL and exit (every row up to 10,000; a line says when "
+                        "more were cut)")
     g.add_argument("--replace-reruns", dest="replace_reruns", action="store_true",
                    help="ingest: let records rerun by changed code replace stored outcomes (each logged)")
+    g.add_argument("--allow-unknown", dest="allow_unknown", action="store_true",
+                   help="ingest, import: store benchmark, method and objective names that are not "
+                        "registered here (e.g. another project's method), and say how many; "
+                        "without it they are refused")
     g.set_defaults(func=_cmd_registry)
     a = sub.add_parser("audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions")
     a.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file")

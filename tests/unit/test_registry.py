@@ -146,7 +146,8 @@ ROW = ["p", "lacuna", "Email_Address", "npo", "wagle", "static", 4099, "final", 
 
 @pytest.mark.parametrize("mutate,msg", [
     (lambda h, r: (h[:-1], [x[:-1] for x in r]), r"missing column\(s\) \['status'\]"),
-    (lambda h, r: (h, [r[0], r[1][:8] + ["abc"] + r[1][9:]]), r"bad\.csv row 2: 'J' must be numeric, got 'abc'"),
+    (lambda h, r: (h, [r[0], r[1][:8] + ["abc"] + r[1][9:]]),
+     r"bad\.csv row 2, column 'J': 'abc' is not allowed"),
     (lambda h, r: (h, [r[0], r[1][:11] + ["lost"]]), r"bad\.csv row 2: unknown status 'lost'"),
 ])
 def test_bad_outcome_tables_write_nothing(tmp_path, mutate, msg):

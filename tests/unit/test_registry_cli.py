@@ -37,7 +37,8 @@ def test_registry_and_audit_cli(tmp_path):
 
 def test_query_is_read_only(tmp_path):
     db = tmp_path / "r.duckdb"
-    run("registry", "ingest", str(tmp_path), "--registry", str(db))
+    syn.write(tmp_path / "res", syn.record(experiment="e"))
+    assert run("registry", "ingest", str(tmp_path / "res"), "--registry", str(db)).returncode == 0
     out = run("registry", "query", "--registry", str(db), "-c", "DELETE FROM runs")
     assert out.returncode != 0 and "read-only" in (out.stderr + out.stdout).lower()
 

@@ -173,10 +173,18 @@ def _check_claim(raw: dict, source: str, k: int) -> Claim:
 
 def parse(text: str, source: str = "claims file") -> Claims:
     """A checked ``Claims``: every claim's keys, types and ranges, before anything runs."""
+    from supportbench._io import MAX_DEPTH, nesting_depth
+
+    deep = SpecError(f"cannot read claims file '{source}': arrays, tables or dotted keys nested "
+                     f"more than {MAX_DEPTH} levels deep; a claims file nests a few")
     try:
+        if nesting_depth(text, toml=True) > MAX_DEPTH:   # before tomllib runs out of stack
+            raise deep
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"cannot read claims file '{source}': {exc}") from None
+    except RecursionError:
+        raise deep from None
     unknown = sorted(set(raw) - {"version", "defaults", "claim"})
     if unknown:
         raise SpecError(f"{source}: unknown key(s) {unknown}; a claims file has version, [defaults], [[claim]]")

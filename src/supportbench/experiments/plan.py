@@ -172,15 +172,27 @@ class ExperimentSpec:
     @classmethod
     def from_toml(cls, path: str | Path) -> ExperimentSpec:
         """Load a spec from a TOML file, or from a shipped spec's name (``mini-paper``; see ``shipped_specs``)."""
+        from supportbench._io import MAX_DEPTH, nesting_depth
+
         path = resolve_spec_path(path)
+        deep = SpecError(f"cannot read experiment spec '{path}': arrays, tables or dotted keys "
+                         f"nested more than {MAX_DEPTH} levels deep; a spec nests a few")
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            if nesting_depth(text, toml=True) > MAX_DEPTH:   # before tomllib runs out of stack
+                raise deep
+            raw = tomllib.loads(text)
         except UnicodeDecodeError as exc:
             raise SpecError(f"cannot read experiment spec '{path}': not UTF-8 (byte 0x{exc.object[exc.start]:02x} "
                             f"at offset {exc.start}); a TOML file is UTF-8") from None
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SpecError(f"cannot read experiment spec '{path}': {exc}") from None
-        return cls.from_dict(raw, source=str(path))
+        except RecursionError:
+            raise deep from None
+        try:
+            return cls.from_dict(raw, source=str(path))
+        except RecursionError:   # e.g. a dotted key a.b.c... thousands of tables deep
+            raise deep from None
 
     @classmethod
     def from_dict(cls, raw: dict, source: str = "experiment spec") -> ExperimentSpec:

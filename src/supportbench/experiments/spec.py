@@ -174,6 +174,9 @@ class RunSpec:
             v = getattr(self, name)
             if not isinstance(v, str) or not v.strip():
                 raise SpecError(f"{name} must be a non-empty string, got {v!r}")
+            if bad := [c for c in v if ord(c) < 32 or 127 <= ord(c) < 160]:   # prints as another
+                raise SpecError(f"{name} {v!r} holds a control character (U+{ord(bad[0]):04X}); "
+                                "names are printable text")
         # resolve: every setting left out takes its one default
         defaults = model_defaults(self.model)
         for name in ("T", "t", "d", "rho_p"):

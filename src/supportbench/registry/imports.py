@@ -30,6 +30,7 @@ from supportbench.experiments.record import RecordError, check_levels
 from supportbench.experiments.results import ResultsDir
 from supportbench.registry import ledger
 from supportbench.registry.ingest import IngestReport
+from supportbench.registry.names import NameCheck, check_text
 from supportbench.registry.store import one, scalar
 
 FORMATS = ("supportbench-csv", "tofu-logs", "ou-eval", "lacuna-summary")
@@ -111,15 +112,44 @@ def identity(options: dict, fmt: str, source: Path, inferred: dict | None = None
                             f"{', '.join('--' + c for c in missing)} (its cell: --experiment, --benchmark, --field, "
                             f"--objective, --method, --seed; --variant {DEFAULTS['variant']} and --split "
                             f"{DEFAULTS['split']} by default)")
-    try:
-        cell["seed"] = int(cell["seed"])
-    except (TypeError, ValueError):
-        raise RegistryError(f"--seed must be a whole number, got {cell['seed']!r}") from None
+    cell["seed"] = whole(cell["seed"], "--seed")
     try:
         check_levels(str(source), variant=cell["variant"], split=cell["split"])
     except RecordError as exc:
         raise RegistryError(str(exc)) from None
     return cell
+
+
+MAX_SEED = 2**63 - 1
+
+
+def whole(v, what: str) -> int:
+    """A seed or build: a whole number in 0..2^63-1 written as digits (an int as it is), or a
+    ``RegistryError`` naming ``what`` and the value (no sign, underscores, exponent or blanks)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        n = v
+    elif isinstance(v, str) and v.isascii() and v.isdigit():
+        n = int(v)
+    else:
+        raise RegistryError(f"{what} must be a whole number in 0..2^63-1 written as digits, got "
+                            f"{v!r}")
+    if not 0 <= n <= MAX_SEED:
+        raise RegistryError(f"{what} {v!r} is out of range; allowed: a whole number in 0..2^63-1")
+    return n
+
+
+def check_names(runs: list[ImportedRun], source: str | Path,
+                allow_unknown: bool = False) -> NameCheck:
+    """Every imported run's names (``names.NameCheck``): no control characters; benchmark, method
+    and objective known (imports also know open-unlearning's MUSE benchmark), or kept with
+    ``allow_unknown``."""
+    check = NameCheck(allow_unknown, extra={"benchmark": IMPORT_ONLY_BENCHMARKS})
+    for i, r in enumerate(runs, 1):
+        where = f"{source}" + (f" row {i}" if len(runs) > 1 else "")
+        check.check({**r.cell, "model": r.model}, where)
+        for name in (*r.metrics, *r.items):
+            check_text(name, "metric name", where)
+    return check
 
 
 def finite(v, what: str) -> float:
@@ -208,9 +238,13 @@ def to_components(metrics: dict[str, float], names: dict[str, str], where: str) 
     return out
 
 
-def store(con, runs: list[ImportedRun], source: str | Path, results_root: str | Path | None = None) -> IngestReport:
+def store(con, runs: list[ImportedRun], source: str | Path,
+          results_root: str | Path | None = None, *, allow_unknown: bool = False) -> IngestReport:
     """Store imported runs in one transaction: new ones are inserted (and their per-item values written under
-    ``results_root``), unchanged ones counted, a stored run with other content is a conflict (never overwritten)."""
+    ``results_root``), unchanged ones counted, a stored run with other content is a conflict (never
+    overwritten). Unknown benchmark, method or objective names are refused unless ``allow_unknown``
+    (``check_names``)."""
+    check = check_names(runs, source, allow_unknown)
     names = component_names(con)
     rows = []
     for r in runs:
@@ -263,11 +297,13 @@ def store(con, runs: list[ImportedRun], source: str | Path, results_root: str | 
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    rep.unknown = check.summary()
     return rep
 
 
 def import_results(con, path: str | Path, fmt: str | None = None, options: dict | None = None,
-                   retain: str | Path | None = None, results_root: str | Path | None = None) -> IngestReport:
+                   retain: str | Path | None = None, results_root: str | Path | None = None, *,
+                   allow_unknown: bool = False) -> IngestReport:
     """Read PATH (format ``fmt``, detected when None) and store its runs (``store``)."""
     runs = read(path, fmt, options, retain)
-    return store(con, runs, path, results_root)
+    return store(con, runs, path, results_root, allow_unknown=allow_unknown)

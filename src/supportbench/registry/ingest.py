@@ -36,6 +36,7 @@ from supportbench.experiments.record import RecordError, RunRecord
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.registry import ledger
+from supportbench.registry.names import NameCheck, check_text
 from supportbench.registry.store import one, scalar
 
 
@@ -85,6 +86,7 @@ class IngestReport:
     # what this ingest accepted, by kind (for the ingest log, ``registry.ledger``)
     accepted: dict[str, list[str]] = field(default_factory=lambda: {"decision": [], "replacement": [], "run": []},
                                            repr=False)
+    unknown: str | None = None   # unknown names kept with --allow-unknown (NameCheck.summary)
 
     def summary(self) -> str:
         s = (f"{self.files} record files: {self.new} new, {self.unchanged} unchanged, {len(self.conflicts)} conflicts; "
@@ -98,6 +100,8 @@ class IngestReport:
                   "(not overwritten; if it is a rerun by changed code, --replace-reruns replaces it, logged)")
         for c in self.decision_conflicts[:10]:
             s += f"\n  conflict: decision {c['hash'][:12]} in {c['source']} differs from the stored one"
+        if self.unknown:
+            s += f"\n  {self.unknown}"
         return s
 
 
@@ -106,11 +110,14 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def _read_all(names: list[str]) -> list[bytes]:
-    """Read and check one chunk (on the reader thread, while DuckDB ingests the previous chunk)."""
+def _read_all(names: list[str], check: NameCheck | None = None) -> list[bytes]:
+    """Read and check one chunk (on the reader thread, while DuckDB ingests the previous chunk):
+    each record against ``RunRecord``, and its names (``check``: printable, known or allowed)."""
     texts = [_read(n) for n in names]
     for n, t in zip(names, texts):
-        check_record(n, t)
+        rec = check_record(n, t)
+        if check is not None:
+            check.check(rec.spec, n, texts=False)   # RunSpec refused control characters
     return texts
 
 
@@ -122,14 +129,17 @@ def check_record(name: str, text: bytes) -> RunRecord:
         raise RegistryError(f"truncated or invalid record file, nothing ingested: {exc}") from None
 
 
-def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns: bool = False) -> IngestReport:
+def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns: bool = False,
+           allow_unknown: bool = False) -> IngestReport:
     """Ingest a results directory's decisions and run records (``ResultsDir``) into ``con``.
 
     A stored record is replaced, and the replacement logged in ``replacements``, when the file is the same
     run done again: a retried failure (no outcome was stored), or a declared post-hoc completion that
     reproduces J. A rerun by other code (another fingerprint, possibly another outcome) replaces a stored
     outcome only when asked (``replace_reruns``; ``registry ingest --replace-reruns``); otherwise it is a
-    conflict, kept aside and reported."""
+    conflict, kept aside and reported. A record whose benchmark, method or objective is not a
+    known name is refused unless ``allow_unknown`` (then kept, and counted in the report); a name
+    with a control character is always refused (``names``)."""
     results = ResultsDir(results_dir)
     if not results.root.is_dir():
         raise RegistryError(f"no results directory '{results.root}' (expected {results.runs}/*.json)")
@@ -139,16 +149,18 @@ def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns:
     run_files = results.record_files()
     dec_files = results.decision_files()
     rep.files = len(run_files)
+    check = NameCheck(allow_unknown)
     con.execute("BEGIN TRANSACTION")
     try:
         _ingest_decisions(con, dec_files, rep)
         # Read chunk k+1 on a thread while DuckDB (which releases the GIL) ingests chunk k.
         chunks = [run_files[s:s + chunk] for s in range(0, len(run_files), chunk)]
         with ThreadPoolExecutor(max_workers=1) as reader:
-            pending = reader.submit(_read_all, chunks[0]) if chunks else None
+            pending = reader.submit(_read_all, chunks[0], check) if chunks else None
             for k, names in enumerate(chunks):
                 texts = pending.result()
-                pending = reader.submit(_read_all, chunks[k + 1]) if k + 1 < len(chunks) else None
+                pending = (reader.submit(_read_all, chunks[k + 1], check) if k + 1 < len(chunks)
+                           else None)
                 _ingest_chunk(con, names, texts, rep, replace_reruns)
         _derive(con)
         replaced = set(rep.accepted["replacement"])   # re-inserted as new rows, logged once, as replacements
@@ -158,6 +170,7 @@ def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    rep.unknown = check.summary()
     return rep
 
 
@@ -173,6 +186,7 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
                 verify_claims(dec, source=f)
             else:
                 verify_decision(dec, source=f)
+            _check_decision_extras(dec, f, dirr=not (is_controlled(dec) or is_claims(dec)))
         except UnicodeDecodeError:
             raise RegistryError(f"decision file {f} is not UTF-8 text") from None
         except StrictJSONError as exc:
@@ -204,6 +218,47 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
                         [dec["hash"], inst["run_key"], inst.get("field"), inst.get("seed"), inst["s"], inst["gamma"]])
         rep.decisions_new += 1
         rep.accepted["decision"].append(dec["hash"])
+
+
+def _check_decision_extras(dec: dict, source: str, dirr: bool = True) -> None:
+    """What ingest reads from a decision beyond its hashed items (the calibration instances, the
+    experiment) and its names: each a ``RegistryError`` naming the file and the field, not an
+    internal error later."""
+    import math
+
+    for key in ("benchmark", "objective", "experiment", "selection"):
+        if key in dec and dec[key] is not None:
+            if not isinstance(dec[key], str) or not dec[key]:
+                raise RegistryError(f"decision file {source}: {key} = {dec[key]!r} must be a name "
+                                    "(text)")
+            check_text(dec[key], key, f"decision file {source}")
+    cal = dec.get("calibration")
+    if cal is None or not dirr:   # only a DIR-R decision's calibration instances are read
+        return
+    insts = cal.get("instances", []) if isinstance(cal, dict) else None
+    if not isinstance(insts, list):
+        raise RegistryError(f"decision file {source}: calibration = {cal!r:.80} must be an object "
+                            "whose instances are a list of {run_key, field, seed, s, gamma}")
+
+    def finite(x) -> bool:
+        return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
+
+    for i, inst in enumerate(insts):
+        at = f"decision file {source}: calibration.instances[{i}]"
+        if not isinstance(inst, dict):
+            raise RegistryError(f"{at} = {inst!r:.80} must be an object "
+                                "{run_key, field, seed, s, gamma}")
+        if not isinstance(inst.get("run_key"), str) or not inst["run_key"]:
+            raise RegistryError(f"{at}.run_key = {inst.get('run_key')!r} must be a run key (text)")
+        for key in ("s", "gamma"):
+            if not finite(inst.get(key)):
+                raise RegistryError(f"{at}.{key} = {inst.get(key)!r} must be a finite number")
+        seed = inst.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
+                                 or not 0 <= seed < 2**63):
+            raise RegistryError(f"{at}.seed = {seed!r} must be a whole number in 0..2^63-1")
+        if inst.get("field") is not None and not isinstance(inst["field"], str):
+            raise RegistryError(f"{at}.field = {inst['field']!r} must be a name (text)")
 
 
 def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport, replace_reruns: bool = False) -> None:

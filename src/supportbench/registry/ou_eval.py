@@ -50,6 +50,9 @@ def read_object(path: Path) -> dict:
         x = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise RegistryError(f"{path}: arrays or objects nested too deeply to read (a summary nests "
+                            "a few levels)") from None
     if not isinstance(x, dict):
         raise RegistryError(f"{path}: must hold a JSON object, got {type(x).__name__}")
     return x

@@ -1,8 +1,13 @@
 """The DuckDB results registry: one file, plain-SQL schema with a migration table.
 
 Many workers write run-record files; exactly one process ingests them (``ingest.py``). A second
-process that opens the file while another holds its lock waits (``SUPPORTBENCH_LOCK_TIMEOUT`` seconds,
-default 120) and then stops with a clear message; it never dies on DuckDB's raw lock error.
+process that opens the file while another holds its lock waits (``SUPPORTBENCH_LOCK_TIMEOUT``
+seconds, default 120) and then stops with a message naming the holder; it never dies on DuckDB's
+raw lock error. Who holds the lock: a process that opens the registry for writing, or for one
+statement of a query session, leaves an owner note ``<registry>.owner`` (JSON: pid, host, command
+line, mode, since; written atomically, removed when it closes; a note whose pid is dead is
+ignored), and DuckDB's own lock error names the holding pid, whose command line is read from
+``/proc`` when no note describes it.
 ``query_connection`` is the locked-down connection behind ``registry query``: read-only, no access to
 other files, configuration locked, one read statement at a time. Nothing here imports torch or
 transformers.
@@ -10,13 +15,25 @@ transformers.
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import io
+import json
 import math
 import os
+import re
+import shlex
+import socket
+import sys
 import threading
 import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -24,6 +41,7 @@ from supportbench.errors import RegistryError
 from supportbench.experiments.results import DEFAULT_RESULTS
 
 SCHEMA_VERSION = 1
+T = TypeVar("T")
 DEFAULT_PATH = DEFAULT_RESULTS.registry
 
 
@@ -31,10 +49,118 @@ def _schema_sql() -> str:
     return resources.files("supportbench.registry").joinpath("schema.sql").read_text()
 
 
+_DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def strict_float(text: str) -> float | None:
+    """A finite decimal number written as one (``1``, ``-0.5``, ``2e3``), or None: no underscores
+    (Python's ``float`` takes ``1_000``), no hex, no inf or nan, no surrounding blanks."""
+    if not isinstance(text, str) or not _DECIMAL.fullmatch(text):
+        return None
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+LOCK_TIMEOUT = "SUPPORTBENCH_LOCK_TIMEOUT"
+
+
+def lock_timeout() -> float:
+    """How long to wait for another process's lock: ``SUPPORTBENCH_LOCK_TIMEOUT`` seconds (120)."""
+    raw = os.environ.get(LOCK_TIMEOUT)
+    if raw is None:
+        return 120.0
+    value = strict_float(raw)
+    if value is None or value < 0:
+        raise RegistryError(f"{LOCK_TIMEOUT}={raw!r} is not allowed: it is the seconds to wait for "
+                            "another process's lock, a finite decimal number >= 0 (default 120)")
+    return value
+
+
+# ---- the lock owner's note ----------------------------------------------------------------------
+def owner_path(path: str | Path) -> Path:
+    """The owner note of a registry file: ``<registry>.owner``."""
+    path = Path(path)
+    return path.with_name(path.name + ".owner")
+
+
+def _write_owner(path: Path, mode: str) -> None:
+    """Say who holds the registry (best effort: a folder the process cannot write gets no note)."""
+    from supportbench._io import write_json_atomic
+
+    note = {"pid": os.getpid(), "host": socket.gethostname(), "mode": mode,
+            "command": shlex.join(getattr(sys, "orig_argv", sys.argv)),
+            "since": datetime.now(UTC).isoformat(timespec="seconds")}
+    with contextlib.suppress(OSError):
+        write_json_atomic(owner_path(path), note)
+
+
+def release_owner(path: str | Path) -> None:
+    """Remove the owner note when it is this process's (another may have written its own since)."""
+    note = owner_path(path)
+    try:
+        mine = json.loads(note.read_text(encoding="utf-8"))
+        if mine.get("pid") == os.getpid() and mine.get("host") == socket.gethostname():
+            note.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _alive(pid) -> bool:
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:      # it exists, owned by another user
+        return True
+    return True
+
+
+def _proc_command(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return shlex.join(a.decode(errors="replace") for a in raw.split(b"\0") if a) or None
+
+
+def _one_line(text, limit: int = 300) -> str:
+    """A command line as one line of a message: blanks and control characters collapsed, cut."""
+    text = " ".join(re.sub(r"[\x00-\x1f\x7f]", " ", str(text)).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def lock_holder(path: str | Path, duckdb_message: str = "") -> str:
+    """Who holds the registry's lock, in words: its owner note, else the pid DuckDB names (with its
+    command line from /proc), else 'another process'. A note is believed when its pid is the one
+    DuckDB names, or (DuckDB naming none) when that pid is alive; one from another host is shown."""
+    m = re.search(r"PID (\d+)", duckdb_message)
+    pid = int(m.group(1)) if m else None
+    try:
+        note = json.loads(owner_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        note = None
+    if isinstance(note, dict):
+        here = note.get("host") == socket.gethostname()
+        pid_holds = note.get("pid") == pid if pid is not None else _alive(note.get("pid"))
+        if pid_holds or not here:
+            mode = note.get("mode")
+            what = {"write": "writing", "query": "running a query"}.get(mode, str(mode))
+            where = "" if here else f" on host {note.get('host')}"
+            return (f"pid {note.get('pid')}{where} ({what} since {note.get('since')}): "
+                    f"{_one_line(note.get('command'))}")
+    if pid is not None:
+        cmd = _proc_command(pid)
+        return f"pid {pid}" + (f": {_one_line(cmd)}" if cmd else " (it left no owner note)")
+    return "another process (it left no owner note)"
+
+
 def _open(path: Path, read_only: bool, config: dict | None = None,
           timeout: float | None = None) -> duckdb.DuckDBPyConnection:
-    """duckdb.connect, waiting while another process holds the file's lock; errors name the file."""
-    timeout = float(os.environ.get("SUPPORTBENCH_LOCK_TIMEOUT", 120)) if timeout is None else timeout
+    """duckdb.connect, waiting while another process holds the file's lock; errors name the file
+    and the lock's holder."""
+    timeout = lock_timeout() if timeout is None else timeout
     deadline, delay = time.monotonic() + timeout, 0.05
     while True:
         try:
@@ -43,15 +169,29 @@ def _open(path: Path, read_only: bool, config: dict | None = None,
             msg = str(exc)
             if "lock" in msg.lower():
                 if time.monotonic() < deadline:
-                    time.sleep(delay)
+                    time.sleep(min(delay, max(deadline - time.monotonic(), 0.01)))
                     delay = min(delay * 2, 1.0)
                     continue
-                raise RegistryError(f"registry '{path}' is locked by another process (an ingest?); waited "
-                                    f"{timeout:.0f} s (SUPPORTBENCH_LOCK_TIMEOUT). Retry when it has "
-                                    "finished") from None
+                raise RegistryError(f"registry '{path}' is locked by another process, "
+                                    f"{lock_holder(path, msg)}; waited {timeout:g} s "
+                                    f"({LOCK_TIMEOUT}). Retry when it has finished") from None
             raise RegistryError(f"'{path}' is not a DuckDB registry file: {msg.splitlines()[0]}") from None
         except duckdb.Error as exc:
             raise RegistryError(f"'{path}' cannot be opened as a DuckDB registry: {str(exc).splitlines()[0]}") from None
+
+
+def _own(con: duckdb.DuckDBPyConnection, path: Path, mode: str) -> duckdb.DuckDBPyConnection:
+    """Leave the owner note while ``con`` is open: removed by ``close``, or when ``con`` is
+    collected (or the process exits)."""
+    _write_owner(path, mode)
+    weakref.finalize(con, release_owner, path)
+    return con
+
+
+def close(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
+    """Close a connection ``connect`` or ``query_connection`` opened; its owner note goes."""
+    release_owner(path)
+    con.close()
 
 
 def connect(path: str | Path = DEFAULT_PATH, *, read_only: bool = False,
@@ -70,71 +210,132 @@ def connect(path: str | Path = DEFAULT_PATH, *, read_only: bool = False,
     if not path.exists():
         _create(path)
     con = _open(path, False, timeout=timeout)
-    migrate(con)
+    _own(con, path, "write")
+    try:
+        migrate(con)
+    except BaseException:
+        close(con, path)
+        raise
     return con
 
 
-def _create(path: Path) -> None:
+def write_session(path: str | Path, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """``work(con)`` on the registry at ``path``, opened for writing and closed after. A registry
+    that does not exist yet is built under a private name and published only when ``work`` succeeds
+    (as ``_create`` publishes), and folders made for it are removed when it fails: a refused ingest
+    or import leaves no file behind. When another process publishes the registry meanwhile, the
+    work is done again in that one."""
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise RegistryError(f"registry path '{path}' is a directory, not a DuckDB file")
+    if path.exists():
+        con = connect(path)
+        try:
+            return work(con)
+        finally:
+            close(con, path)
+    made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ok = False
+    try:
+        result = _create(path, work)
+        ok = True
+    finally:
+        for d in made if not ok else ():
+            with contextlib.suppress(OSError):
+                d.rmdir()
+    if result is _RACED:
+        return write_session(path, work)
+    return result
+
+
+_RACED = object()   # ``_create``: another process published the registry first
+
+
+def _create(path: Path, work: Callable | None = None):
     """Create the registry whole, then publish it: built and migrated under a private name, closed
     (checkpointed, no WAL left), then hard-linked to ``path``. Another process that opens ``path``
     meanwhile sees either no file or a complete registry, never DuckDB's half-written header. When two
     processes race to create it, the first link wins and the other's copy is dropped."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.creating")
+    result = None
     try:
         con = _open(tmp, False)
         try:
             migrate(con)
+            if work is not None:
+                result = work(con)
         finally:
             con.close()
         try:
             os.link(tmp, path)
         except FileExistsError:
-            pass
-        except OSError:   # a file system without hard links: a rename, not atomic against a racing creator
-            if not path.exists():
-                os.replace(tmp, path)
+            return _RACED if work is not None else None
+        except OSError:   # no hard links here: a rename, not atomic against a racing creator
+            if path.exists():
+                return _RACED if work is not None else None
+            os.replace(tmp, path)
     finally:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             leftover.unlink(missing_ok=True)
+    return result
 
 
 READ_STATEMENTS = ("SELECT",)
+QUERY_FORMATS = ("table", "csv", "json")
+MAX_ROWS = 10_000
 
 
 def query_connection(path: str | Path) -> duckdb.DuckDBPyConnection:
     """A connection for user SQL: read-only, no file or network access beyond this registry
-    (``enable_external_access = false``), and ``lock_configuration`` so the query cannot undo either."""
+    (``enable_external_access = false``), and ``lock_configuration`` so the query cannot undo
+    either. It leaves an owner note (mode 'query') while open: ``close(con, path)`` when the
+    statement is done (the prompt opens one per statement, so an idle prompt holds no lock)."""
     path = Path(path)
     if not path.is_file():
         raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
-    con = _open(path, True, config={"enable_external_access": False})
-    _check_version(con, path)
     memory = os.environ.get("SUPPORTBENCH_QUERY_MEMORY", "2GB")
+    con = _open(path, True, config={"enable_external_access": False})
     try:
-        con.execute(f"SET memory_limit = '{memory}'")   # an unbounded recursive CTE stops at it
-    except duckdb.Error:
-        raise RegistryError(f"SUPPORTBENCH_QUERY_MEMORY={memory!r} is not a memory size (e.g. 2GB, 500MB)") from None
-    con.execute("SET lock_configuration = true")
-    return con
+        _check_version(con, path)
+        try:
+            con.execute(f"SET memory_limit = '{memory}'")   # an unbounded recursive CTE stops at it
+        except duckdb.Error:
+            raise RegistryError(f"SUPPORTBENCH_QUERY_MEMORY={memory!r} is not a memory size "
+                                "(e.g. 2GB, 500MB)") from None
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return _own(con, path, "query")
 
 
 def query_seconds() -> float:
     """The time limit of one user query: ``SUPPORTBENCH_QUERY_SECONDS`` (default 30)."""
     raw = os.environ.get("SUPPORTBENCH_QUERY_SECONDS", "30")
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
+    value = strict_float(raw)
+    if value is None or value <= 0:
         raise RegistryError(f"SUPPORTBENCH_QUERY_SECONDS={raw!r} must be a number of seconds > 0")
     return value
 
 
+@dataclass
+class QueryResult:
+    """A read query's first ``max_rows`` rows (``rows``, an Arrow table), and whether it had more
+    (``cut``)."""
+    rows: Any
+    cut: bool
+    max_rows: int
+
+
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, *, seconds: float | None = None,
-              max_rows: int = 10_000) -> str:
-    """Run one read statement (SELECT, WITH ... SELECT, VALUES, a table function) and render its first
-    ``max_rows`` rows; refuse anything else: several statements, COPY, EXPORT, ATTACH, SET, PRAGMA, writes. A
-    query still running after ``seconds`` (``query_seconds()``) is interrupted: a one-line error, not a hang."""
+              max_rows: int = MAX_ROWS) -> QueryResult:
+    """Run one read statement (SELECT, WITH ... SELECT, VALUES, a table function) and keep its
+    first ``max_rows`` rows; refuse anything else: several statements, COPY, EXPORT, ATTACH, SET,
+    PRAGMA, writes. A query still running after ``seconds`` (``query_seconds()``) is interrupted:
+    a one-line error, not a hang."""
+    if not sql.strip():
+        raise RegistryError("the query is empty; give one read statement (SELECT ...)")
     try:
         statements = con.extract_statements(sql)
     except duckdb.Error as exc:
@@ -149,7 +350,7 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, *, seconds: float | None
     timer = threading.Timer(limit, con.interrupt)
     timer.start()
     try:
-        return str(con.sql(sql).limit(max_rows))
+        table = con.sql(sql).limit(max_rows + 1).to_arrow_table()
     except duckdb.InterruptException:
         raise RegistryError(f"query stopped at its time limit of {limit:g} s (SUPPORTBENCH_QUERY_SECONDS)") from None
     except duckdb.OutOfMemoryException:
@@ -158,6 +359,71 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, *, seconds: float | None
         raise RegistryError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
         timer.cancel()
+    return QueryResult(table.slice(0, max_rows), table.num_rows > max_rows, max_rows)
+
+
+def render(result: QueryResult, fmt: str = "table") -> str:
+    """A query's rows as text: ``table`` (DuckDB's box, every row kept, a line saying when
+    ``max_rows`` cut the result), ``csv`` (a header row, then the rows; NULL is empty, NaN nan;
+    lists and structs as JSON) or ``json`` (a list of objects; NaN and infinities as null, as JSON
+    has no such numbers). csv and json carry rows only: the caller says on stderr when the limit
+    cut them (``cut_note``)."""
+    if fmt not in QUERY_FORMATS:
+        raise RegistryError(f"--format {fmt!r} is not a query format; allowed: "
+                            f"{', '.join(QUERY_FORMATS)}")
+    t = result.rows
+    if fmt == "table":
+        buf = io.StringIO()
+        mem = duckdb.connect()
+        try:
+            with contextlib.redirect_stdout(buf):
+                mem.from_arrow(t).show(max_rows=t.num_rows + 1, max_width=1_000_000)
+        finally:
+            mem.close()
+        text = buf.getvalue().rstrip("\n")
+        return text + ("\n" + cut_note(result) if result.cut else "")
+    if fmt == "json":
+        records = [{k: _plain(v) for k, v in row.items()} for row in t.to_pylist()]
+        return json.dumps(records, ensure_ascii=False, allow_nan=False)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(t.column_names)
+    for row in t.to_pylist():   # numbers as Python writes them (nan, inf), nested values as JSON
+        w.writerow([json.dumps(_plain(v), ensure_ascii=False) if isinstance(v, list | dict)
+                    else v for v in row.values()])
+    return buf.getvalue().rstrip("\n")
+
+
+def cut_note(result: QueryResult) -> str:
+    return (f"(the first {result.max_rows:,} rows are shown: the query returned more; narrow it "
+            "with WHERE or LIMIT)")
+
+
+def _plain(v):
+    """A query value as JSON can carry it: finite numbers, text, lists, objects, null."""
+    import datetime as dt
+    import decimal
+    import uuid
+
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, decimal.Decimal):
+        return _plain(float(v))
+    if isinstance(v, dt.datetime | dt.date | dt.time):
+        return v.isoformat()
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        if v and all(isinstance(p, tuple) and len(p) == 2 for p in v):   # a MAP: (key, value)s
+            return {str(k): _plain(x) for k, x in v}
+        return [_plain(x) for x in v]
+    return v
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> None:
@@ -184,6 +450,16 @@ def _check_version(con, path) -> None:
         raise RegistryError(f"'{path}' is not a supportbench registry (no schema_migrations table)") from None
     if have != SCHEMA_VERSION:
         raise RegistryError(f"registry '{path}' has schema version {have}; this supportbench reads {SCHEMA_VERSION}")
+
+
+def check_experiment(con, experiment: str, label: str = "--experiment") -> None:
+    """``RegistryError`` unless the registry holds runs of ``experiment``; the message lists those
+    it holds (``registry export --experiment`` and the Python API's frames say the same)."""
+    present = [r[0] for r in
+               con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
+    if experiment not in present:
+        raise RegistryError(f"{label} {experiment!r}: no such experiment in the registry; it "
+                            f"holds: {', '.join(present) or 'none (the registry is empty)'}")
 
 
 def one(con, sql: str, params=None):

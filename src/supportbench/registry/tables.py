@@ -6,7 +6,6 @@ from its identity columns (an imported run has no RunSpec).
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
@@ -21,11 +20,11 @@ DIRR_COLUMNS = ("triggered", "probe_signal", "chosen_rho", "available_gain", "st
 METRIC = "metric:"   # a column per outcome component (forget quality, model utility, precision, ...): metric:<name>
 
 
-def import_table(con, path: str | Path) -> IngestReport:
+def import_table(con, path: str | Path, *, allow_unknown: bool = False) -> IngestReport:
     """Import an outcome table (CSV or Parquet), one row per run, validated before anything is written."""
     from supportbench.registry.imports import store
 
-    return store(con, read_table(path), path)
+    return store(con, read_table(path), path, allow_unknown=allow_unknown)
 
 
 def read_table(path: str | Path) -> list:
@@ -34,7 +33,8 @@ def read_table(path: str | Path) -> list:
     least one ``metric:<name>`` value."""
     import polars as pl
 
-    from supportbench.registry.imports import CELL, ImportedRun
+    from supportbench.registry.imports import CELL, MAX_SEED, ImportedRun
+    from supportbench.registry.store import strict_float
 
     path = Path(path)
     if not path.exists():
@@ -66,18 +66,21 @@ def read_table(path: str | Path) -> list:
     rows = df.to_dicts()
 
     def num(v, col, i, kind=float):
+        """A cell as a number, strictly: a seed or build is digits (0..2^63-1), anything else a
+        finite decimal number (no underscores, hex, inf or nan); the error names file, row, column
+        and value."""
         if v is None or v == "":
             return None
-        try:
-            x = float(v)
-        except (TypeError, ValueError):
-            raise RegistryError(f"{path.name} row {i}: '{col}' must be numeric, got {v!r}") from None
-        if not math.isfinite(x):
-            raise RegistryError(f"{path.name} row {i}: '{col}' must be a finite number, got {v!r}")
         if kind is int:
-            if x != int(x):
-                raise RegistryError(f"{path.name} row {i}: '{col}' must be a whole number, got {v!r}")
-            return int(x)
+            if not (isinstance(v, str) and v.isascii() and v.isdigit()) or int(v) > MAX_SEED:
+                raise RegistryError(f"{path.name} row {i}, column '{col}': {v!r} is not allowed; a "
+                                    f"{col} is a whole number in 0..2^63-1 written as digits")
+            return int(v)
+        x = strict_float(v)
+        if x is None:
+            raise RegistryError(f"{path.name} row {i}, column '{col}': {v!r} is not allowed; it "
+                                "must be a finite decimal number (e.g. 0.25, -1e-3; no "
+                                "underscores, hex, inf or nan)")
         return x
 
     def boolean(v, i):
@@ -106,8 +109,6 @@ def read_table(path: str | Path) -> list:
             raise RegistryError(f"{path.name} row {i}: 'seed' is empty")
         cell["seed"] = seed
         build = num(r.get("build"), "build", i, int)
-        if build is not None and build < 0:
-            raise RegistryError(f"{path.name} row {i}: 'build' must be a whole number >= 0, got {r.get('build')!r}")
         cell = {c: cell[c] for c in CELL} | ({"build": build} if build else {})
         outcome = {col: num(r.get(col), col, i) for col in ("J", "G_F", "D_coll")}
         metrics = {c[len(METRIC):]: x for c in metric_cols if (x := num(r.get(c), c, i)) is not None}
@@ -140,10 +141,9 @@ def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     import polars as pl
 
     if experiment is not None:
-        present = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
-        if experiment not in present:
-            raise RegistryError(f"--experiment '{experiment}': no such experiment in the registry; it holds: "
-                                f"{', '.join(present) or 'none (the registry is empty)'}")
+        from supportbench.registry.store import check_experiment
+
+        check_experiment(con, experiment)
     cols = ", ".join(OUTCOME_COLUMNS + DIRR_COLUMNS)
     where = "WHERE experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None

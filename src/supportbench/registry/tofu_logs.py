@@ -78,6 +78,9 @@ def _json(path: Path, hint: str = ""):
         return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}{hint}") from None
+    except RecursionError:
+        raise RegistryError(f"{path}: arrays or objects nested too deeply to read (TOFU's logs "
+                            "nest a few levels)") from None
 
 
 def _object(x, where: str) -> dict:

@@ -1,0 +1,118 @@
+"""The names a registry stores: printable text; registered benchmark, method and objective names.
+
+A name with a control character (NUL, a newline, an escape) is refused wherever the registry takes
+one in (experiment, benchmark, field, objective, method, variant, split, model, metric names): it
+would print as something else, or cut a line of a report in two. An unknown benchmark, method or
+objective name is refused too (a typo would be a new cell of the grid, silently), unless
+``--allow-unknown``: then it is stored and counted. Known names are read without importing torch:
+the built-ins from their source files, plugins by their entry-point names, the interfaces a
+benchmark defines itself (a controlled run's method), the objectives ``unlearning/objectives.py``
+registers, and whatever this process registered at run time in registries it has already loaded.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+import sys
+
+from supportbench.errors import RegistryError
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+KINDS = ("benchmark", "method", "objective")
+_GROUPS = {"benchmark": "supportbench.benchmarks", "method": "supportbench.methods"}
+_LOADED = {"benchmark": ("supportbench.benchmarks.base", "BENCHMARKS"),
+           "method": ("supportbench.methods.base", "METHODS"),
+           "objective": ("supportbench.unlearning.objectives", "OBJECTIVES")}
+
+
+def check_text(value, what: str, where: str) -> None:
+    """``RegistryError`` when ``value`` (a name) holds a control character."""
+    if isinstance(value, str) and (m := CONTROL.search(value)):
+        raise RegistryError(f"{where}: {what} {value!r} holds a control character "
+                            f"(U+{ord(m.group()):04X} at position {m.start()}); names are "
+                            "printable text")
+
+
+@functools.cache
+def _declared() -> dict[str, frozenset[str]]:
+    """Built-in names read from source (cached: the package's files do not change as it runs)."""
+    import ast
+
+    from supportbench import _registry as reg
+
+    benchmarks = set(reg.declared_names("supportbench.benchmarks", "register_benchmark",
+                                        recursive=True))
+    methods = set(reg.declared_names("supportbench.methods", "register_method",
+                                     exclude=("base", "diagnostics")))
+    interfaces = reg.declared_class_attrs("supportbench.benchmarks", "register_benchmark",
+                                          "INTERFACES")
+    for itf in interfaces.values():
+        methods.update(itf or ())
+    objectives = set()
+    src = reg.module_source("supportbench.unlearning.objectives")
+    for node in ast.walk(reg.parse_source(src)) if src else ():   # OBJECTIVES.register("npo", ...)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register"
+                and getattr(node.func.value, "id", None) == "OBJECTIVES" and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            objectives.add(node.args[0].value)
+    return {"benchmark": frozenset(benchmarks), "method": frozenset(methods),
+            "objective": frozenset(objectives)}
+
+
+def known(kind: str) -> set[str]:
+    """Known ``kind`` ('benchmark', 'method', 'objective') names: built-ins, plugins, and the
+    run-time registrations of registries this process has already imported (nothing is imported)."""
+    from supportbench._registry import plugin_class_attrs, plugin_names
+
+    names = set(_declared()[kind])
+    if kind in _GROUPS:
+        names |= set(plugin_names(_GROUPS[kind]))
+    module, attr = _LOADED[kind]
+    names |= set(getattr(getattr(sys.modules.get(module), attr, None), "_items", {}))
+    if kind == "method":   # a benchmark's own interfaces: plugins' from source, loaded ones as are
+        for itf in plugin_class_attrs(_GROUPS["benchmark"], "INTERFACES").values():
+            names.update(itf if isinstance(itf, tuple | list) else ())
+        module, attr = _LOADED["benchmark"]
+        for cls in getattr(getattr(sys.modules.get(module), attr, None), "_items", {}).values():
+            names.update(getattr(cls, "INTERFACES", ()) or ())
+    return names
+
+
+class NameCheck:
+    """Checks the names of the runs a registry is about to store: control characters always refused;
+    unknown benchmark, method and objective names refused, or (``allow_unknown``) kept, counted."""
+
+    def __init__(self, allow_unknown: bool = False,
+                 extra: dict[str, tuple[str, ...]] | None = None):
+        self.allow_unknown = allow_unknown
+        self._known = {k: known(k) | set((extra or {}).get(k, ())) for k in KINDS}
+        self.unknown: dict[tuple[str, str], str] = {}   # (kind, name) -> where it was first seen
+
+    def check(self, cell: dict, where: str, texts: bool = True) -> None:
+        """Every name of ``cell`` (a spec, an imported run's cell) that is text (``texts``: a
+        record's spec was checked by ``RunSpec`` already); the kinds' names against the known."""
+        for what in (*KINDS, "experiment", "field", "variant", "split", "model") if texts else ():
+            check_text(cell.get(what), what, where)
+        for kind in KINDS:
+            name = cell.get(kind)
+            if not isinstance(name, str) or name in self._known[kind]:
+                continue
+            if not self.allow_unknown:
+                allowed = sorted(self._known[kind])
+                near = difflib.get_close_matches(name, allowed, n=1)
+                hint = f" Did you mean '{near[0]}'?" if near else ""
+                raise RegistryError(f"{where}: unknown {kind} {name!r}.{hint} Known: "
+                                    f"{', '.join(allowed)}; nothing stored. --allow-unknown stores "
+                                    f"it anyway (another project's {kind}, say)")
+            self.unknown.setdefault((kind, name), where)
+
+    def summary(self) -> str | None:
+        """A line naming the unknown names stored (with ``allow_unknown``), or None."""
+        if not self.unknown:
+            return None
+        shown = ", ".join(f"{k} {n!r}" for k, n in sorted(self.unknown)[:10])
+        more = f" and {len(self.unknown) - 10} more" if len(self.unknown) > 10 else ""
+        return f"{len(self.unknown)} unknown name(s) stored (--allow-unknown): {shown}{more}"

@@ -1,0 +1,506 @@
+"""`supportbench registry ...` refuses bad input with exit 2 and one line naming the value and what
+is allowed, and writes nothing: one row per case (issue 33); the registry's content and the results
+folder are hashed before and after each. Then what the refusals protect: the registry each command
+writes (and says so), every row a query returns (table, csv, json), unknown names stored only when
+allowed, and the lock: an idle query prompt never blocks an ingest, and a blocked writer is told who
+holds the registry."""
+
+import csv
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from supportbench.cli import main
+from supportbench.errors import RegistryError
+from supportbench.experiments.decisions import decision_hash, freeze_decision
+from supportbench.experiments.spec import spec_key
+from supportbench.registry import synthetic as syn
+
+CLI = [sys.executable, "-m", "supportbench.cli"]
+ROW = {"experiment": "e", "benchmark": "tofu", "field": "forget10", "objective": "npo",
+       "method": "wagle", "variant": "static", "seed": "1", "split": "final", "J": "0.5",
+       "status": "ok"}
+LACUNA = ["--experiment", "lac", "--objective", "ga", "--allow-unknown"]
+
+
+# ---- what a case starts from, and how "nothing written" is checked -------------------------------
+def _registry_digest(path: Path) -> str:
+    """The registry's content (every table's rows), not its bytes: opening a file writable
+    rewrites its header."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        h = hashlib.sha256()
+        tables = con.execute("SELECT table_name FROM information_schema.tables "
+                             "WHERE table_type = 'BASE TABLE' ORDER BY 1").fetchall()
+        for (t,) in tables:
+            rows = con.execute(f'SELECT * FROM "{t}"').fetchall()
+            h.update(t.encode() + repr(sorted(map(repr, rows))).encode())
+        return h.hexdigest()
+    finally:
+        con.close()
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        out[rel] = ("dir" if p.is_dir() else _registry_digest(p) if p.suffix == ".duckdb"
+                    else hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+@pytest.fixture()
+def world(tmp_path, capsys):
+    """res/: two records and their registry res/registry.duckdb (`registry ingest res` wrote it)."""
+    res = tmp_path / "res"
+    for seed, method in ((1, "wagle"), (2, "random")):
+        syn.write(res, syn.record(experiment="e", method=method, seed=seed, J=float(seed)))
+    assert main(["registry", "ingest", str(res)]) == 0
+    capsys.readouterr()
+    return tmp_path
+
+
+def table(tmp: Path, **cells) -> str:
+    """An outcome table of one row: ROW with ``cells`` changed (metric:NAME adds a column)."""
+    row = {**ROW, **cells}
+    path = tmp / "in" / "t.csv"
+    path.parent.mkdir(exist_ok=True)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(row)
+    w.writerow(row.values())
+    path.write_text(buf.getvalue())
+    return str(path)
+
+
+def lacuna(tmp: Path) -> str:
+    d = tmp / "in" / "unlearned_models" / "Email_Address" / "GradientAscent"
+    d.mkdir(parents=True)
+    (d / "Panorama_SUMMARY.json").write_text(json.dumps({"forget_Q_A_Prob": 0.12}))
+    (d / "lm_eval.json").write_text(json.dumps({"arc_easy": 0.6, "_mean": 0.6}))
+    return str(d)
+
+
+def record(tmp: Path, edit=None, raw: str | None = None, **kw) -> None:
+    """A record added to res/runs: syn.record(**kw), edited by ``edit`` (its key recomputed from
+    its spec), or ``raw`` text."""
+    rec = syn.record(experiment="e", seed=9, **kw)
+    if edit:
+        edit(rec)
+        if isinstance(rec.get("spec"), dict):
+            rec["run_key"] = spec_key(rec["spec"])
+    (tmp / "res" / "runs" / "bad.json").write_text(raw if raw is not None else json.dumps(rec))
+
+
+def decision(tmp: Path, key: str, value) -> None:
+    """A frozen decision in res/decisions with ``key`` set to ``value`` (its hash recomputed)."""
+    dec = freeze_decision(tmp / "in", tau=0.02, rho_p=0.01, d=20, t=160, T=200, actions=[0, 0.01],
+                          admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=["random"],
+                          benchmark="natural_tofu", objective="npo", selection="evaluation",
+                          experiment="e", calibration_runs=[])
+    dec[key] = value
+    dec["hash"] = decision_hash(dec)
+    (tmp / "res" / "decisions").mkdir()
+    (tmp / "res" / "decisions" / "bad.json").write_text(json.dumps(dec))
+
+
+def deep_toml(tmp: Path, body: str) -> str:
+    path = tmp / "in" / "deep.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f'[experiment]\nname = "x"\n{body}\n')
+    return str(path)
+
+
+def T(**cells):    # noqa: N802 -- the case table's short names
+    return lambda t: {"table": table(t, **cells)}
+
+
+def R(edit=None, raw=None, **kw):   # noqa: N802
+    return lambda t: record(t, edit, raw, **kw)
+
+
+def spec(key, value):
+    return lambda rec: rec["spec"].__setitem__(key, value)
+
+
+def top(key, value):
+    return lambda rec: rec.__setitem__(key, value)
+
+
+def D(key, value):   # noqa: N802
+    return lambda t: decision(t, key, value)
+
+
+def L(t):   # noqa: N802
+    return {"src": lacuna(t)}
+
+
+DB = ["--registry", "{db}"]
+QUERY = ["registry", "query", *DB]
+INGEST = ["registry", "ingest", "{res}"]
+FRESH = [*INGEST, "--registry", "{tmp}/new/r.duckdb"]   # no registry and no folder there yet
+IMPORT = ["registry", "import", "{table}", *DB]
+SRC = ["registry", "import", "{src}", *DB]
+LOCK = "SUPPORTBENCH_LOCK_TIMEOUT"
+N = 50_000
+LOCK_MSG = ("is not allowed: it is the seconds to wait for another process's lock, a finite "
+            "decimal number >= 0")
+SEED_MSG = "is not allowed; a seed is a whole number in 0..2^63-1 written as digits"
+J_MSG = "is not allowed; it must be a finite decimal number"
+TOML_MSG = "deep.toml': arrays, tables or dotted keys nested more than 100 levels deep"
+INSTANCES = [{"run_key": "k", "s": "x", "gamma": 0.1}]
+
+# (id, prepare(tmp) -> {placeholder: value} or None, argv, env, message fragment)
+# every case: exit 2, one line on stderr, nothing written, nothing lost
+CASES = [
+    # 1. an empty -c; options of another action
+    ("query -c empty", None, [*QUERY, "-c", ""], {}, "-c '': an empty query"),
+    ("query -c blank", None, [*QUERY, "-c", " \n\t"], {}, "an empty query; give one read"),
+    ("query PATH", None, ["registry", "query", "{db}"], {}, "registry query takes no PATH"),
+    ("query --format tofu-logs", None, [*QUERY, "--format", "tofu-logs", "-c", "SELECT 1"], {},
+     "--format tofu-logs: not a registry query format; allowed: table, csv, json"),
+    ("import --format json", T(), [*IMPORT, "--format", "json"], {},
+     "--format json: not a registry import format"),
+    ("ingest --format", None, [*INGEST, "--format", "csv"], {},
+     "registry ingest takes no --format"),
+    ("ingest -c", None, [*INGEST, "-c", "SELECT 1"], {}, "-c is the SQL of registry query"),
+    ("query --allow-unknown", None, [*QUERY, "-c", "SELECT 1", "--allow-unknown"], {},
+     "--allow-unknown is for registry ingest and import"),
+    # 3. the lock timeout's value
+    *[(f"{LOCK}={v}", None, INGEST, {LOCK: v}, f"{LOCK}={v!r} {LOCK_MSG}")
+      for v in ("abc", "-1", "nan", "inf", "1_0", "0x10", "")],
+    (f"{LOCK} query", None, [*QUERY, "-c", "SELECT 1"], {LOCK: "-5"}, f"{LOCK}='-5' {LOCK_MSG}"),
+    # 5. strict numbers in an outcome table
+    *[(f"table seed {v}", T(seed=v), IMPORT, {}, f"t.csv row 1, column 'seed': {v!r} {SEED_MSG}")
+      for v in ("-1", "1_000", "9e99", str(2**63), str(2**70), "7.0", " 7", "+7", "0x10")],
+    ("table build -1", T(build="-1"), IMPORT, {}, "t.csv row 1, column 'build': '-1' is not"),
+    *[(f"table J {v}", T(J=v), IMPORT, {}, f"t.csv row 1, column 'J': {v!r} {J_MSG}")
+      for v in ("1_000", "0x10", "inf", "-Infinity", "nan", "1e999", "abc", " 1")],
+    ("table metric 1_0", T(**{"metric:forget_quality": "1_0"}), IMPORT, {},
+     "column 'metric:forget_quality': '1_0' is not allowed"),
+    # 5. the strict seed of a single-run import
+    ("import --seed -1", L, [*SRC, *LACUNA, "--seed", "-1"], {},
+     "--seed must be a whole number in 0..2^63-1 written as digits, got '-1'"),
+    ("import --seed 1_0", L, [*SRC, *LACUNA, "--seed", "1_0"], {}, "digits, got '1_0'"),
+    ("import --seed 9e99", L, [*SRC, *LACUNA, "--seed", "9e99"], {}, "digits, got '9e99'"),
+    ("import --seed 2^63", L, [*SRC, *LACUNA, "--seed", str(2**63)], {},
+     f"--seed '{2**63}' is out of range; allowed: a whole number in 0..2^63-1"),
+    # 6. unknown names, control characters
+    ("table unknown method", T(method="wagel"), IMPORT, {},
+     "t.csv: unknown method 'wagel'. Did you mean 'wagle'? Known: activation"),
+    ("table unknown benchmark", T(benchmark="tofuu"), IMPORT, {},
+     "unknown benchmark 'tofuu'. Did you mean 'tofu'?"),
+    ("table unknown objective", T(objective="npo2"), IMPORT, {},
+     "unknown objective 'npo2'. Did you mean 'npo'?"),
+    ("import unknown method", L, [*SRC, *LACUNA[:4], "--seed", "1"], {},
+     "unknown method 'GradientAscent'"),
+    ("table experiment ESC", T(experiment="a\x1bb"), [*IMPORT, "--allow-unknown"], {},
+     "experiment 'a\\x1bb' holds a control character (U+001B at position 1)"),
+    ("table field BEL", T(field="f\x07"), IMPORT, {}, "field 'f\\x07' holds a control character"),
+    ("table metric name", T(**{"metric:a\x01": "1"}), IMPORT, {},
+     "metric name 'a\\x01' holds a control character"),
+    ("import --experiment NUL", L, [*SRC, *LACUNA, "--seed", "1", "--experiment", "a\x00b"], {},
+     "experiment 'a\\x00b' holds a control character (U+0000"),
+    ("record unknown method", R(method="wagel"), INGEST, {},
+     "bad.json: unknown method 'wagel'. Did you mean 'wagle'?"),
+    ("record unknown objective", R(objective="npoo"), FRESH, {}, "unknown objective 'npoo'"),
+    ("record unknown benchmark", R(spec("benchmark", "tofuu")), INGEST, {},
+     "unknown benchmark 'tofuu'"),
+    ("record NUL experiment", R(spec("experiment", "a\x00b")), [*INGEST, "--allow-unknown"], {},
+     "experiment 'a\\x00b' holds a control character (U+0000)"),
+    ("record newline field", R(spec("field", "forget10\n")), FRESH, {},
+     "field 'forget10\\n' holds a control character (U+000A)"),
+    # 7. nesting; malformed fields
+    ("record nested arrays", R(raw="[" * N + "]" * N), INGEST, {},
+     "bad.json: nested more than 100 levels deep"),
+    ("record nested objects", R(raw='{"a":' * N + "1" + "}" * N), FRESH, {},
+     "nested more than 100 levels deep"),
+    ("record 101 levels", R(raw="[" * 101 + "]" * 101), INGEST, {}, "nested more than 100 levels"),
+    ("record spec []", R(top("spec", [])), INGEST, {},
+     "bad.json: a record needs a run_key and a spec object"),
+    ("record outcome x", R(top("outcome", "x")), INGEST, {},
+     "bad.json: status 'ok' but J, G_F, D_coll not a finite number ('x')"),
+    ("record compute 5", R(top("compute", 5)), INGEST, {},
+     "bad.json: Expected `object`, got `int` - at `$.compute`"),
+    ("decision frozen_at 5", D("frozen_at", 5), INGEST, {},
+     "bad.json: no frozen_at timestamp (got 5)"),
+    ("decision calibration x", D("calibration", "x"), FRESH, {},
+     "bad.json: calibration = 'x' must be an object whose instances are a list"),
+    ("decision instance s", D("calibration", {"instances": INSTANCES}), INGEST, {},
+     "calibration.instances[0].s = 'x' must be a finite number"),
+    ("decision instance run_key", D("calibration", {"instances": [{"s": 1.0, "gamma": 0.1}]}),
+     INGEST, {}, "calibration.instances[0].run_key = None must be a run key"),
+    ("decision experiment []", D("experiment", []), INGEST, {},
+     "bad.json: experiment = [] must be a name (text)"),
+    ("decision benchmark NUL", D("benchmark", "a\x00"), INGEST, {},
+     "benchmark 'a\\x00' holds a control character"),
+    *[(f"toml {what}", lambda t, body=body: {"spec": deep_toml(t, body)},
+       ["sweep", "--dry-run", "{spec}"], {}, TOML_MSG)
+      for what, body in (("arrays", "fields = " + "[" * N + "]" * N),
+                         ("inline tables", "x = " + "{a=" * N + "1" + "}" * N),
+                         ("dotted key", "a" + ".a" * N + " = 1"),
+                         ("quoted dotted key", '"a"' + '."a"' * N + " = 1"),
+                         ("101 levels", "fields = " + "[" * 101 + "]" * 101))],
+]
+
+
+@pytest.mark.parametrize(("prepare", "argv", "env", "message"), [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_bad_registry_input_is_refused_and_nothing_is_written(world, capsys, monkeypatch, prepare,
+                                                              argv, env, message):
+    res = world / "res"
+    values = {"tmp": str(world), "res": str(res), "db": str(res / "registry.duckdb"),
+              **((prepare(world) or {}) if prepare else {})}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    before = snapshot(world)
+    try:
+        rc = main([a.format(**values) for a in argv])
+    except SystemExit as exc:   # argparse's own refusal
+        rc = exc.code
+    out, err = capsys.readouterr()
+    assert rc == 2, (out, err)
+    assert message in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err and "internal error" not in err, err
+    assert snapshot(world) == before                      # nothing written, nothing lost
+    assert not list(world.rglob("*.owner"))               # no owner note left behind
+
+
+def test_api_results_of_an_unknown_experiment_is_the_clis_error(world, capsys):
+    import supportbench as sb
+
+    db = world / "res" / "registry.duckdb"
+    reg = sb.open_registry(db)
+    for frame in (reg.results, reg.components, reg.metrics):
+        with pytest.raises(RegistryError, match=r"experiment 'nope': no such experiment in the "
+                                                r"registry; it holds: e$"):
+            frame("nope")
+    assert reg.results("e").height == 2
+    rc = main(["registry", "export", str(world / "o.csv"), "--registry", str(db),
+               "--experiment", "nope"])
+    assert rc == 2 and "no such experiment in the registry; it holds: e" in capsys.readouterr().err
+
+
+# ---- 4. which registry, said every time --------------------------------------------------------
+def test_ingest_writes_beside_its_folder_and_import_into_the_default_folder(tmp_path, capsys,
+                                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    syn.write(tmp_path / "elsewhere", syn.record(experiment="e"))
+    assert main(["registry", "ingest", "elsewhere"]) == 0
+    out = capsys.readouterr().out
+    assert "into registry elsewhere/registry.duckdb" in out
+    assert (tmp_path / "elsewhere" / "registry.duckdb").is_file()
+    assert not (tmp_path / "results").exists()           # never ./results when DIR is named
+    assert main(["registry", "import", table(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "into registry results/registry.duckdb" in out
+    assert (tmp_path / "results" / "registry.duckdb").is_file()
+    assert main(["registry", "export", "o.csv"]) == 0
+    assert "(from registry results/registry.duckdb)" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["registry", "--help"])
+    assert "for ingest, DIR's (DIR/registry.duckdb)" in " ".join(capsys.readouterr().out.split())
+
+
+# ---- 6. unknown names stored when allowed, and counted ------------------------------------------
+def test_allow_unknown_stores_and_counts_unknown_names(world, capsys):
+    record(world, method="wagel", objective="npoo")
+    db = world / "res" / "registry.duckdb"
+    assert main(["registry", "ingest", str(world / "res"), "--allow-unknown"]) == 0
+    out = capsys.readouterr().out
+    assert "2 unknown name(s) stored (--allow-unknown): method 'wagel', objective 'npoo'" in out
+    assert main(["registry", "import", lacuna(world), "--registry", str(db), *LACUNA,
+                 "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "1 unknown name(s) stored (--allow-unknown): method 'GradientAscent'" in out
+    con = duckdb.connect(str(db), read_only=True)
+    n = con.execute("SELECT count(*) FROM runs WHERE method IN ('wagel', 'GradientAscent')")
+    assert n.fetchone()[0] == 2
+    con.close()
+
+
+def test_known_names_are_read_without_torch_and_include_run_time_ones(world):
+    code = ("import sys; from supportbench.registry.names import known; "
+            "print(sorted(known('benchmark')), sorted(known('objective')), "
+            "{'lora', 'backbone', 'wagle'} <= known('method'), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split("] ")[-1].strip() == "True False", out.stderr
+    assert "'controlled', 'lacuna', 'natural_tofu', 'tofu'" in out.stdout
+    assert "['ga', 'graddiff', 'npo', 'simnpo']" in out.stdout
+    from supportbench.methods.base import METHODS
+    from supportbench.registry.names import known
+
+    METHODS.register("my_runtime_method", type("Fake", (), {}))
+    try:
+        assert "my_runtime_method" in known("method")
+        record(world, method="my_runtime_method")
+        assert main(["registry", "ingest", str(world / "res")]) == 0
+    finally:
+        METHODS.unregister("my_runtime_method")
+
+
+# ---- 2. every row, three formats ----------------------------------------------------------------
+@pytest.fixture()
+def many(tmp_path, capsys):
+    res = tmp_path / "res"
+    for rec in syn.grid(75, experiment="e"):
+        syn.write(res, rec)
+    assert main(["registry", "ingest", str(res)]) == 0
+    capsys.readouterr()
+    return res / "registry.duckdb"
+
+
+def test_query_prints_every_row_in_each_format(many, capsys):
+    sql = ("SELECT method, seed, J, [1, 2] AS l, 'a,\"b' AS q, 'nan'::DOUBLE AS n FROM results "
+           "ORDER BY J")
+    query = ["registry", "query", "--registry", str(many), "-c", sql]
+    assert main(query) == 0
+    out = capsys.readouterr().out
+    assert "75 rows" in out
+    assert sum(line.startswith("│") for line in out.splitlines()) == 75 + 2   # + name, type rows
+    assert main([*query, "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 75 and rows[0]["q"] == 'a,"b' and rows[0]["l"] == "[1, 2]"
+    assert rows[0]["n"] == "nan"
+    assert main([*query, "--format", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert len(got) == 75 and got[0]["l"] == [1, 2] and got[0]["q"] == 'a,"b'
+    assert got[0]["n"] is None
+    assert [r["J"] for r in got] == sorted(r["J"] for r in got)
+
+
+def test_query_says_when_the_row_limit_cut_the_result(many, capsys):
+    query = ["registry", "query", "--registry", str(many), "-c"]
+    assert main([*query, "SELECT range AS i FROM range(10005)", "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == "i" and len(lines) == 10_001 and lines[-1] == "9999"
+    assert "the first 10,000 rows are shown: the query returned more" in err
+    assert main([*query, "SELECT range FROM range(10000)", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 10_000 and err == ""
+    assert main([*query, "SELECT range FROM range(10001)"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("narrow it with WHERE or LIMIT)")
+
+
+# ---- 3. the lock -------------------------------------------------------------------------------
+def _owner_mode(db: Path):
+    try:
+        return json.loads((db.parent / (db.name + ".owner")).read_text())["mode"]
+    except (OSError, ValueError):
+        return None
+
+
+def test_an_idle_query_prompt_never_blocks_an_ingest(many):
+    env = {**os.environ, LOCK: "5"}
+    res = many.parent
+    prompt = subprocess.Popen(CLI + ["registry", "query", "--registry", str(many)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        prompt.stdin.write("SELECT count(*) AS n FROM runs;\n")
+        prompt.stdin.flush()
+        seen = []
+        while not seen or "└" not in seen[-1]:   # its answer printed: the prompt waits for input
+            seen.append(prompt.stdout.readline())
+            assert seen[-1], prompt.stderr.read()
+        assert any("75" in line for line in seen)
+        assert _owner_mode(many) is None          # no statement running: nothing open, no note
+        syn.write(res, syn.record(experiment="e", method="wagle", seed=99))
+        out = subprocess.run(CLI + ["registry", "ingest", str(res)], capture_output=True,
+                             text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "1 new" in out.stdout
+        assert prompt.poll() is None              # the prompt is still there, idle
+        prompt.stdin.write("SELECT count(*) AS n FROM runs;\n")
+        prompt.stdin.close()
+        answer = prompt.stdout.read()
+        assert prompt.wait(timeout=60) == 0
+        assert "76" in answer                     # the next statement sees the ingest's run
+    finally:
+        if prompt.poll() is None:
+            prompt.kill()
+            prompt.wait()
+    assert _owner_mode(many) is None
+
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from supportbench.registry.store import connect
+    con = connect(sys.argv[1])   # holder-marker
+    print("holding", flush=True)
+    time.sleep(120)
+""")
+
+
+def _ingest(res: Path, timeout: str):
+    return subprocess.run(CLI + ["registry", "ingest", str(res)], capture_output=True, text=True,
+                          env={**os.environ, LOCK: timeout}, timeout=120)
+
+
+def test_a_blocked_writer_is_told_who_holds_the_registry(many):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(many)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        note = json.loads((many.parent / "registry.duckdb.owner").read_text())
+        assert note["pid"] == holder.pid and note["mode"] == "write"
+        assert "holder-marker" in note["command"]
+        out = _ingest(many.parent, "1")
+        assert out.returncode == 2, out.stderr
+        err = out.stderr.strip()
+        assert len(err.splitlines()) == 1
+        assert f"is locked by another process, pid {holder.pid} (writing since " in err
+        assert "holder-marker" in err and f"waited 1 s ({LOCK})" in err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_stale_owner_note_is_ignored(many):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (many.parent / "registry.duckdb.owner").write_text(json.dumps({
+        "pid": dead.pid, "host": os.uname().nodename, "mode": "write", "command": "stale-marker",
+        "since": "2000-01-01T00:00:00+00:00"}))
+    raw = textwrap.dedent("""
+        import sys, time, duckdb
+        con = duckdb.connect(sys.argv[1])   # raw-holder: no owner note of its own
+        print("holding", flush=True)
+        time.sleep(120)
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", raw, str(many)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        out = _ingest(many.parent, "0")
+        assert out.returncode == 2 and "stale-marker" not in out.stderr, out.stderr
+        assert f"pid {holder.pid}" in out.stderr     # as DuckDB names it,
+        assert "raw-holder" in out.stderr            # its command line from /proc
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_owner_note_lives_as_long_as_the_writable_connection(tmp_path):
+    from supportbench.registry.store import close, connect, owner_path
+
+    db = tmp_path / "r.duckdb"
+    con = connect(db)
+    assert json.loads(owner_path(db).read_text())["pid"] == os.getpid()
+    close(con, db)
+    assert not owner_path(db).exists()
+    con = connect(db)
+    del con                                       # collected: its note goes with it
+    assert not owner_path(db).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
