@@ -8,23 +8,24 @@ import contextlib
 import os
 import sys
 
+from supportbench._options import help_line
 from supportbench.errors import SupportbenchError
 from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
-from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_HYPERPARAMETERS, MODEL_DEFAULTS, RunSpec
+from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_HYPERPARAMETERS, MODEL_DEFAULTS, RUN_SETTINGS, RunSpec
 
 
 def _cmd_geometry(args) -> int:
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    from supportbench.unlearning.models import PRESETS, check_model_dir, preset_config
+    from supportbench.unlearning.models import PRESETS, check_model_dir, preset_config, read_config
     from supportbench.unlearning.support import discover_geometry
 
     if args.model in PRESETS:   # a preset or a local folder, as every other command takes it; from the config
         cfg = preset_config(PRESETS[args.model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
     else:
         check_model_dir(args.model)
-        cfg = AutoConfig.from_pretrained(args.model, local_files_only=True)
+        cfg = read_config(args.model)
     with torch.device("meta"):   # nothing is allocated or loaded
         model = AutoModelForCausalLM.from_config(cfg)
     geo = discover_geometry(model)
@@ -72,15 +73,14 @@ def _cmd_benchmarks(args) -> int:
 
 
 def _cmd_objectives(args) -> int:
-    import dataclasses
+    from supportbench.unlearning.objectives import OBJECTIVES, objective_options
 
-    from supportbench.unlearning.objectives import OBJECTIVES, get_objective
-
-    print("name      options (objective.<name> = value in --set or [hyperparameters]; defaults shown)")
+    print("Objectives and their options (objective.<option> = value in --set or [hyperparameters]), each with its "
+          "allowed range, unit and default:")
     for n in OBJECTIVES.names():
-        o = get_objective(n)
-        opts = ", ".join(f"{f.name}={getattr(o, f.name)!r}" for f in dataclasses.fields(o) if f.name != "name")
-        print(f"{n:<9} {opts}")
+        print(f"\n{n}")
+        for k, (hint, default) in objective_options(n).items():
+            print(f"  {help_line(k, hint, default)}")
     return 0
 
 
@@ -168,8 +168,20 @@ def _writable_dir(path: str | None, flag: str) -> None:
                 raise SupportbenchError(f"{flag} '{path}' lies under '{parent}', which is a file")
             break
     existing = p if p.exists() else next(q for q in p.parents if q.exists())
-    if not os.access(existing, os.W_OK | os.X_OK):
+    if not os.access(existing, os.W_OK | os.X_OK) or not _can_create_in(existing):
         raise SupportbenchError(f"{flag} '{path}': '{existing}' is not writable")
+
+
+def _can_create_in(folder) -> bool:
+    """Whether a file can really be made in ``folder`` (os.access says yes to root on a read-only or
+    immutable file system): a probe file, removed at once."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".supportbench-probe-"):
+            return True
+    except OSError:
+        return False
 
 
 def run_spec(args) -> RunSpec:
@@ -267,6 +279,9 @@ def _run_controlled(args) -> int:
                                           for k, v in frozen.items())
                                 + " (docs/benchmarks.md, 'Frozen before the final runs'): leave it out")
     one = run_spec(args)  # the first target's spec: what every target's run shares
+    from supportbench.harness.validate import validate_spec
+
+    validate_spec(one)    # names and options before theta_0 is built (minutes)
     done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,
                           split=one.split, experiment=one.experiment, budget=one.budget, T=one.T, model=one.model,
                           hyperparameters=dict(one.hyperparameters), cache_dir=args.cache, force=args.force,
@@ -467,6 +482,9 @@ def _cmd_report(args) -> int:
 
 
 def _executor(args):
+    if args.slurm and args.executor != "slurm":   # a parameter the local executor would ignore without a word
+        raise SupportbenchError(f"--slurm {args.slurm[0]} is a Slurm parameter, but the executor is "
+                                f"'{args.executor}': add --executor slurm, or leave --slurm out")
     if args.executor == "slurm":
         from supportbench.harness.executors.slurm import SlurmExecutor
 
@@ -685,8 +703,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="editable scalars, or a fraction (< 1) of the total (default %(default)s)")
     r.add_argument("--T", type=POSITIVE_INT, default=None,
                    help=f"unlearning steps (default by model: {_defaults('T')})")
-    r.add_argument("--t", type=POSITIVE_INT, default=None, help=f"DIR-R decision checkpoint (default {_defaults('t')})")
-    r.add_argument("--d", type=POSITIVE_INT, default=None, help=f"DIR-R probe length (default {_defaults('d')})")
+    r.add_argument("--t", type=POSITIVE_INT, default=None,
+                   help="DIR-R decision checkpoint (default floor(0.8 T): 32 of 40, 160 of 200)")
+    r.add_argument("--d", type=POSITIVE_INT, default=None,
+                   help="DIR-R probe length (default max(1, floor(0.1 T)): 4 of 40, 20 of 200)")
     r.add_argument("--rho-p", dest="rho_p", type=float, default=None,
                    help=f"DIR-R probe action (default {_defaults('rho_p')})")
     r.add_argument("--model", default=None,
@@ -704,9 +724,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TOFU: a ready retain model folder for forget quality (e.g. ..._retain90 for forget10; = "
                         "--set benchmark.retain_model=PATH) instead of one trained here")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="a setting (repeatable): " + ", ".join(sorted(DEFAULT_HYPERPARAMETERS)) + "; or an option "
-                        "of the objective, method or benchmark: objective.beta=0.2, method.eps=1e-6, "
-                        "benchmark.size=full (see `supportbench objectives`, `methods`, `benchmarks`)")
+                   help="a setting (repeatable): " + "; ".join(
+                       help_line(k, h, DEFAULT_HYPERPARAMETERS.get(k)) for k, h in RUN_SETTINGS.items())
+                   + ". Or an option of the objective, method or benchmark: objective.beta=0.2, method.eps=1e-6, "
+                     "benchmark.size=full (`supportbench objectives`, `methods --options`, `benchmarks --options` "
+                     "list each one's range and unit)")
     r.add_argument("--results", default=str(DEFAULT_RESULTS.root),
                    help="the results folder the run record is written to")
     r.add_argument("--cache", default=None,
