@@ -57,7 +57,14 @@ def _cmd_plan_memory(args) -> int:
 
 
 def _cmd_benchmarks(args) -> int:
-    from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS
+
+    if args.options:
+        from supportbench._options import declared
+
+        _print_options("benchmark", BENCHMARKS.names(), lambda n: {
+            k: v for k, v in declared(BENCHMARKS.get(n)).items() if k not in SHARED_KEYWORDS})
+        return 0
 
     plugins = set(BENCHMARKS.plugins())
     print(f"{'name':<16} {'default model':<14} {'default field':<16} {'interfaces':<16} fields")
@@ -84,7 +91,22 @@ def _cmd_objectives(args) -> int:
     return 0
 
 
+def _print_options(kind: str, names, options_of) -> None:
+    """Each name's declared options with range, unit, default and meaning (``_options.help_line``)."""
+    print(f"{kind} options ({kind.split()[0]}.<option> = value in --set or [hyperparameters]):")
+    for n in names:
+        opts = options_of(n)
+        print(f"\n{n}" + ("" if opts else "  (no options)"))
+        for k, (hint, default) in opts.items():
+            print(f"  {help_line(k, hint, default)}")
+
+
 def _cmd_methods(args) -> int:
+    if args.options:
+        from supportbench.methods.base import METHODS, method_options
+
+        _print_options("method", METHODS.names(), method_options)
+        return 0
     rows = _method_rows_light()
     broken: dict[str, str] = {}
     if rows is None:   # plugins are installed: they are imported, so that one that fails to load is reported
@@ -680,11 +702,13 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--gpu-gib", dest="gpu_gib", type=POSITIVE, nargs="*", default=[80.0])
     pm.set_defaults(func=_cmd_plan_memory)
     bl = sub.add_parser("benchmarks", help="list benchmarks: default model and field, interfaces, fields")
+    bl.add_argument("--options", action="store_true", help="each benchmark's options with range, unit and default")
     bl.set_defaults(func=_cmd_benchmarks)
     ol = sub.add_parser("objectives", help="list unlearning objectives and their options with defaults")
     ol.set_defaults(func=_cmd_objectives)
     m = sub.add_parser("methods", help="list selection methods: name, what data they need, provenance")
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
+    m.add_argument("--options", action="store_true", help="each method's options with range, unit and default")
     m.set_defaults(func=_cmd_methods)
     r = sub.add_parser("run", help="run one cell (benchmark x field x objective x method x seed) and print its outcome")
     r.add_argument("--benchmark", default="natural_tofu", help="the benchmark (`supportbench benchmarks` lists them)")
