@@ -8,23 +8,24 @@ import contextlib
 import os
 import sys
 
+from supportbench._options import help_line
 from supportbench.errors import RegistryError, SupportbenchError
 from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
-from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_HYPERPARAMETERS, MODEL_DEFAULTS, RunSpec
+from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_HYPERPARAMETERS, MODEL_DEFAULTS, RUN_SETTINGS, RunSpec
 
 
 def _cmd_geometry(args) -> int:
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    from supportbench.unlearning.models import PRESETS, check_model_dir, preset_config
+    from supportbench.unlearning.models import PRESETS, check_model_dir, preset_config, read_config
     from supportbench.unlearning.support import discover_geometry
 
     if args.model in PRESETS:   # a preset or a local folder, as every other command takes it; from the config
         cfg = preset_config(PRESETS[args.model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
     else:
         check_model_dir(args.model)
-        cfg = AutoConfig.from_pretrained(args.model, local_files_only=True)
+        cfg = read_config(args.model)
     with torch.device("meta"):   # nothing is allocated or loaded
         model = AutoModelForCausalLM.from_config(cfg)
     geo = discover_geometry(model)
@@ -71,7 +72,14 @@ def _cmd_plan_memory(args) -> int:
 
 
 def _cmd_benchmarks(args) -> int:
-    from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS
+
+    if args.options:
+        from supportbench._options import declared
+
+        _print_options("benchmark", BENCHMARKS.names(), lambda n: {
+            k: v for k, v in declared(BENCHMARKS.get(n)).items() if k not in SHARED_KEYWORDS})
+        return 0
 
     plugins = set(BENCHMARKS.plugins())
     print(f"{'name':<16} {'default model':<14} {'default field':<16} {'interfaces':<16} fields")
@@ -87,19 +95,33 @@ def _cmd_benchmarks(args) -> int:
 
 
 def _cmd_objectives(args) -> int:
-    import dataclasses
+    from supportbench.unlearning.objectives import OBJECTIVES, objective_options
 
-    from supportbench.unlearning.objectives import OBJECTIVES, get_objective
-
-    print("name      options (objective.<name> = value in --set or [hyperparameters]; defaults shown)")
+    print("Objectives and their options (objective.<option> = value in --set or [hyperparameters]), each with its "
+          "allowed range, unit and default:")
     for n in OBJECTIVES.names():
-        o = get_objective(n)
-        opts = ", ".join(f"{f.name}={getattr(o, f.name)!r}" for f in dataclasses.fields(o) if f.name != "name")
-        print(f"{n:<9} {opts}")
+        print(f"\n{n}")
+        for k, (hint, default) in objective_options(n).items():
+            print(f"  {help_line(k, hint, default)}")
     return 0
 
 
+def _print_options(kind: str, names, options_of) -> None:
+    """Each name's declared options with range, unit, default and meaning (``_options.help_line``)."""
+    print(f"{kind} options ({kind.split()[0]}.<option> = value in --set or [hyperparameters]):")
+    for n in names:
+        opts = options_of(n)
+        print(f"\n{n}" + ("" if opts else "  (no options)"))
+        for k, (hint, default) in opts.items():
+            print(f"  {help_line(k, hint, default)}")
+
+
 def _cmd_methods(args) -> int:
+    if args.options:
+        from supportbench.methods.base import METHODS, method_options
+
+        _print_options("method", METHODS.names(), method_options)
+        return 0
     rows = _method_rows_light()
     broken: dict[str, str] = {}
     if rows is None:   # plugins are installed: they are imported, so that one that fails to load is reported
@@ -283,6 +305,9 @@ def _run_controlled(args) -> int:
                                           for k, v in frozen.items())
                                 + " (docs/benchmarks.md, 'Frozen before the final runs'): leave it out")
     one = run_spec(args)  # the first target's spec: what every target's run shares
+    from supportbench.harness.validate import validate_spec
+
+    validate_spec(one)    # names and options before theta_0 is built (minutes)
     done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,
                           split=one.split, experiment=one.experiment, budget=one.budget, T=one.T, model=one.model,
                           hyperparameters=dict(one.hyperparameters), cache_dir=args.cache, force=args.force,
@@ -546,6 +571,9 @@ def _cmd_report(args) -> int:
 
 
 def _executor(args):
+    if args.slurm and args.executor != "slurm":   # a parameter the local executor would ignore without a word
+        raise SupportbenchError(f"--slurm {args.slurm[0]} is a Slurm parameter, but the executor is "
+                                f"'{args.executor}': add --executor slurm, or leave --slurm out")
     if args.executor == "slurm":
         from supportbench.harness.executors.slurm import SlurmExecutor
 
@@ -741,11 +769,13 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--gpu-gib", dest="gpu_gib", type=POSITIVE, nargs="*", default=[80.0])
     pm.set_defaults(func=_cmd_plan_memory)
     bl = sub.add_parser("benchmarks", help="list benchmarks: default model and field, interfaces, fields")
+    bl.add_argument("--options", action="store_true", help="each benchmark's options with range, unit and default")
     bl.set_defaults(func=_cmd_benchmarks)
     ol = sub.add_parser("objectives", help="list unlearning objectives and their options with defaults")
     ol.set_defaults(func=_cmd_objectives)
     m = sub.add_parser("methods", help="list selection methods: name, what data they need, provenance")
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
+    m.add_argument("--options", action="store_true", help="each method's options with range, unit and default")
     m.set_defaults(func=_cmd_methods)
     r = sub.add_parser("run", help="run one cell (benchmark x field x objective x method x seed) and print its outcome")
     r.add_argument("--benchmark", default="natural_tofu", help="the benchmark (`supportbench benchmarks` lists them)")
@@ -764,8 +794,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="editable scalars, or a fraction (< 1) of the total (default %(default)s)")
     r.add_argument("--T", type=POSITIVE_INT, default=None,
                    help=f"unlearning steps (default by model: {_defaults('T')})")
-    r.add_argument("--t", type=POSITIVE_INT, default=None, help=f"DIR-R decision checkpoint (default {_defaults('t')})")
-    r.add_argument("--d", type=POSITIVE_INT, default=None, help=f"DIR-R probe length (default {_defaults('d')})")
+    r.add_argument("--t", type=POSITIVE_INT, default=None,
+                   help="DIR-R decision checkpoint (default floor(0.8 T): 32 of 40, 160 of 200)")
+    r.add_argument("--d", type=POSITIVE_INT, default=None,
+                   help="DIR-R probe length (default max(1, floor(0.1 T)): 4 of 40, 20 of 200)")
     r.add_argument("--rho-p", dest="rho_p", type=float, default=None,
                    help=f"DIR-R probe action (default {_defaults('rho_p')})")
     r.add_argument("--model", default=None,
@@ -783,9 +815,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TOFU: a ready retain model folder for forget quality (e.g. ..._retain90 for forget10; = "
                         "--set benchmark.retain_model=PATH) instead of one trained here")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="a setting (repeatable): " + ", ".join(sorted(DEFAULT_HYPERPARAMETERS)) + "; or an option "
-                        "of the objective, method or benchmark: objective.beta=0.2, method.eps=1e-6, "
-                        "benchmark.size=full (see `supportbench objectives`, `methods`, `benchmarks`)")
+                   help="a setting (repeatable): " + "; ".join(
+                       help_line(k, h, DEFAULT_HYPERPARAMETERS.get(k)) for k, h in RUN_SETTINGS.items())
+                   + ". Or an option of the objective, method or benchmark: objective.beta=0.2, method.eps=1e-6, "
+                     "benchmark.size=full (`supportbench objectives`, `methods --options`, `benchmarks --options` "
+                     "list each one's range and unit)")
     r.add_argument("--results", default=str(DEFAULT_RESULTS.root),
                    help="the results folder the run record is written to")
     r.add_argument("--cache", default=None,

@@ -7,6 +7,8 @@ import torch
 from supportbench.cli import main
 
 RUN = ["run", "--benchmark", "tofu", "--method", "random"]
+IS = ["run", "--benchmark", "tofu", "--method", "intervention_score"]
+LACUNA = ["run", "--benchmark", "lacuna", "--field", "Email_Address"]
 CASES = [
     (RUN + ["--threads", "0"], "'0' is out of range; allowed: a whole number >= 1"),
     (RUN + ["--seed", "100000000000000000000"], "out of range; allowed: a whole number in 0..2^63-1"),
@@ -16,31 +18,55 @@ CASES = [
     (RUN + ["--budget", "nan"], "'nan' is not finite"),
     (RUN + ["--budget", "-1"], "'-1' is out of range; allowed: a number > 0"),
     (RUN + ["--set", "warmup_steps=50"], "warmup_steps = 50 must be < T = 40"),
-    (RUN + ["--set", "lr=abc"], "hyperparameter lr = 'abc': must be a finite number > 0"),
-    (["run", "--benchmark", "tofu", "--method", "intervention_score", "--set", "method.eps=abc"],
-     "method 'intervention_score': method.eps = 'abc' must be float"),
+    (RUN + ["--set", "lr=abc"], "hyperparameter lr = 'abc': must be a number in (0, 1]"),
+    # issue 33: every option's range from its one declaration, before any model loads
+    (RUN + ["--set", "lr=1e300"], "hyperparameter lr = 1e+300: must be a number in (0, 1]"),
+    (RUN + ["--set", "objective.beta=-5"], "objective.beta = -5: must be a number in (0, 1000] (1/nat)"),
+    (RUN + ["--set", "objective.beta=0"], "objective.beta = 0: must be a number in (0, 1000]"),
+    (RUN + ["--objective", "graddiff", "--set", "objective.beta=1"],
+     "objective 'graddiff' has no option 'beta'; allowed: objective.forget_coef (a number > 0), "
+     "objective.retain_coef (a number >= 0)"),
+    (IS + ["--set", "method.eps=-1"], "method.eps = -1: must be a number in (0, 1]"),
+    (IS + ["--set", "method.eps=abc"], "method.eps = 'abc': must be a number in (0, 1]"),
+    (IS + ["--set", "method.epsilon=1e-6"],
+     "method 'intervention_score' has no option 'epsilon' (did you mean 'method.eps'?)"),
     (["run", "--benchmark", "tofu", "--method", "fila", "--set", "method.batch_size=2.5"],
-     "method.batch_size = 2.5 must be int"),
-    (RUN + ["--set", "objective.beta=abc"], "objective 'npo': objective.beta = 'abc' must be float"),
-    (RUN + ["--set", "benchmark.finetune.epochs=abc"], "benchmark.finetune.epochs = 'abc' must be int"),
-    (RUN + ["--set", "benchmark.finetune.epoch=2"], "unknown option(s) benchmark.finetune.epoch"),
-    (RUN + ["--set", "benchmark.max_new_tokens=many"], "benchmark.max_new_tokens = 'many' must be int"),
-    (RUN + ["--set", "benchmark.size=huge"], "benchmark.size = 'huge' must be one of 'mini', 'full'"),
+     "method.batch_size = 2.5: must be a whole number in 1..4096"),
+    (RUN + ["--set", "objective.beta=abc"], "objective.beta = 'abc': must be a number in (0, 1000]"),
+    (RUN + ["--set", "benchmark.finetune.epochs=-1"], "benchmark.finetune.epochs = -1: must be a whole number in "
+                                                     "1..100000"),
+    (RUN + ["--set", "benchmark.finetune.epochs=abc"], "benchmark.finetune.epochs = 'abc': must be a whole number"),
+    (RUN + ["--set", "benchmark.finetune.epoch=2"],
+     "no option 'benchmark.finetune.epoch' (did you mean 'benchmark.finetune.epochs'?)"),
+    (RUN + ["--set", "benchmark.max_new_tokens=many"], "benchmark.max_new_tokens = 'many': must be a whole number"),
+    (RUN + ["--set", "benchmark.size=huge"], "benchmark.size = 'huge': must be one of 'mini', 'full'"),
     (RUN + ["--set", "benchmark.chat_template=maybe"],
-     "benchmark.chat_template = 'maybe' must be one of 'auto', 'on', 'off'"),
-    (["run", "--benchmark", "lacuna", "--field", "Email_Address", "--set", "benchmark.mask_mode=neuron"],
-     "benchmark.mask_mode = 'neuron' must be one of 'element', 'component'"),
+     "benchmark.chat_template = 'maybe': must be one of 'auto', 'on', 'off'"),
+    (RUN + ["--set", "benchmark.seed=1"], "benchmark.seed is not a benchmark option: the construction's seed is the "
+                                          "run's theta_0 build"),
+    (LACUNA + ["--set", "benchmark.mask_mode=neuron"],
+     "benchmark.mask_mode = 'neuron': must be one of 'element', 'component'"),
+    (LACUNA + ["--set", "benchmark.group_dropout=1.5"], "benchmark.group_dropout = 1.5: must be a number in [0, 1)"),
+    # names before theta_0 is built (it takes minutes for the controlled separation)
+    (["run", "--benchmark", "controlled", "--objective", "nosuch"], "no objective 'nosuch'"),
     # the controlled decision owns these: a user's value would be replaced without a word (found by review)
     (["run", "--benchmark", "controlled", "--set", "benchmark.primary_locator=nope"],
      "--set benchmark.primary_locator=nope: the primary locator is the one with the best calibration AUROC"),
     (["run", "--benchmark", "controlled", "--set", "lr=0.5"], "--set lr=0.5: each interface's lr is chosen"),
     (["sweep", "mini-paper", "--workers", "-1"], "'-1' is out of range"),
     (["sweep", "mini-paper", "--step-seconds", "nan"], "'nan' is not finite"),
+    (["sweep", "mini-paper", "--slurm", "partition=cpu"],
+     "--slurm partition=cpu is a Slurm parameter, but the executor is 'local'"),
     (["plan-memory", "--model", "tiny-llama", "--budget", "0"], "'0' is out of range; allowed: a number > 0"),
+    (["plan-memory", "--model", "tiny-llama", "--budget", "1e30"], "--budget 1e+30 = "),
+    (["plan-memory", "--model", "tiny-llama", "--budget", "1.5"],
+     "--budget 1.5 is neither a fraction (0 < b < 1) nor a whole number of scalars"),
+    (["plan-memory", "--model", "tiny-llama", "--budget", "3"], "allowed: at least one group"),
     (["plan-memory", "--model", "tiny-llama", "--budget", "64", "--batch", "0"], "'0' is out of range"),
     (["plan-memory", "--model", "tiny-llama", "--budget", "64", "--gpu-gib", "nan"], "'nan' is not finite"),
     (["plan-memory", "--model", "meta-llama/Llama-3-8B", "--budget", "1e6"],   # a hub name: never downloaded
      "model 'meta-llama/Llama-3-8B' is not a known architecture (llama3-8b"),
+    (RUN + ["--results", "/proc/supportbench/res"], "--results '/proc/supportbench/res': '/proc' is not writable"),
 ]
 import shutil  # noqa: E402
 
@@ -54,7 +80,8 @@ if not torch.cuda.is_available():
 
 @pytest.mark.parametrize(("argv", "message"), CASES, ids=[" ".join(c[0][-2:]) for c in CASES])
 def test_bad_value_is_refused_up_front(tmp_path, capsys, argv, message):
-    argv = [*argv, "--results", str(tmp_path / "res")] if argv[0] in ("run", "sweep") else argv
+    if argv[0] in ("run", "sweep") and "--results" not in argv:
+        argv = [*argv, "--results", str(tmp_path / "res")]
     try:
         rc = main(argv)
     except SystemExit as exc:   # argparse's own refusal
@@ -142,3 +169,71 @@ def test_a_toml_that_is_not_utf8_is_named(tmp_path, capsys):
     assert main(["sweep", "--dry-run", str(spec)]) == 2
     err = capsys.readouterr().err
     assert "latin1.toml': not UTF-8 (byte 0xe9 at offset 24)" in err and "Traceback" not in err
+
+
+def _tofu_dir(t, truncate: bool = False):
+    """A TOFU folder in the upstream layout (the generator's files); ``truncate`` cuts full.json mid-line."""
+    from supportbench.benchmarks.tofu import generator
+
+    d = t / "tofu"
+    generator.generate(d, size="mini", seed=0)
+    if truncate:
+        text = (d / "full.json").read_text()
+        (d / "full.json").write_text(text[: len(text) // 2])
+    return d
+
+
+def _theta0(t):
+    """A ready local theta_0 folder (a tiny Llama saved as transformers writes it)."""
+    from supportbench.unlearning.models import build_model, save_model, train_tokenizer
+
+    tok = train_tokenizer(["a b c d e f"] * 5, 300)
+    return save_model(build_model("tiny-llama", tok, seed=0), tok, t / "theta0")
+
+
+def _spec(t, body: str):
+    p = t / "e.toml"
+    p.write_text(body)
+    return p
+
+
+SPEC = ('[experiment]\nname = "x"\nbenchmarks = ["tofu"]\nfields = ["forget01"]\nobjectives = ["npo"]\n'
+        'methods = ["random"]\n[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n')
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda t: RUN + ["--data-dir", str((t / "empty").mkdir() or t / "empty")],
+     "TOFU config 'full' not found in"),
+    (lambda t: RUN + ["--data-dir", str(_tofu_dir(t, truncate=True))], "full.json line"),
+    (lambda t: ["run", "--benchmark", "lacuna", "--data-dir", str((t / "empty").mkdir() or t / "empty")],
+     "LACUNA"),
+    (lambda t: ["run", "--benchmark", "tofu", "--theta0", str(_theta0(t)), "--set", "eval_full=true"],
+     "name one with --retain-model PATH"),
+    (lambda t: ["sweep", str(_spec(t, SPEC + '[hyperparameters]\n"objective.beta" = -1\n'))],
+     "objective.beta = -1: must be a number in (0, 1000]"),
+    (lambda t: ["sweep", str(_spec(t, 'experiment = "x"\n'))], "is a value, not a table"),
+    (lambda t: ["plan-memory", "--budget", "0.1", "--model",
+                str((t / "m").mkdir() or (t / "m" / "config.json").write_text('{"model_type": "llama", '
+                                                                              '"hidden_size": "big"}') and t / "m")],
+     "is not a usable transformers config"),
+], ids=["empty-data-dir", "truncated-data-dir", "lacuna-empty-data-dir", "given-theta0-eval-full-no-retain",
+        "toml-beta-negative", "toml-experiment-not-a-table", "plan-memory-bad-config"])
+def test_inputs_are_read_before_any_work(tmp_path, capsys, build, message):
+    argv = build(tmp_path)
+    if argv[0] in ("run", "sweep"):
+        argv = [*argv, "--results", str(tmp_path / "res")]
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert message in err and "Traceback" not in err and "internal error" not in err
+    assert not (tmp_path / "res").exists()          # nothing written
+
+
+def test_t_and_d_follow_T_and_are_recorded():
+    from supportbench.experiments.spec import RunSpec
+
+    s = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=8)
+    assert (s.t, s.d) == (6, 1) and s.canonical()["t"] == 6 and s.canonical()["d"] == 1
+    paper = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", model="local:x")
+    assert (paper.T, paper.t, paper.d) == (200, 160, 20)
+    assert RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=8, t=5).t == 5

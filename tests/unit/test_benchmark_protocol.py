@@ -52,6 +52,9 @@ class Good:
     def field_names(cls, options):
         return ("a", "b")
 
+    @classmethod
+    def check_inputs(cls, options, field, settings): ...
+
     def prepare(self, model_preset): ...
 
     def roles(self, field, seed): ...

@@ -30,6 +30,14 @@ SPEC = ExperimentSpec.from_dict({
     "hyperparameters": {"lr": 0.01}, "dirr": {"admissible_range": [0.2, 0.8]}})
 
 
+def _now() -> str:
+    """A run's start: now, after the decision just frozen and before the ingest that follows (the audit flags
+    dates in the future of the registry's clock)."""
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
 def _cands(gain: float) -> dict:
     return {r: 1.0 + (gain if r == "0.05" else 0.0) for r in syn.ACTIONS}
 
@@ -42,7 +50,8 @@ def honest(res: Path) -> dict:
     cal = []
     for k, seed in enumerate(CAL_SEEDS):
         rec = syn.record(experiment="e", benchmark="tofu", variant="dirr", split="calibration", seed=seed,
-                         probe_signal=0.1 * (k + 1), candidates=_cands(1.0 if k >= 2 else 0.0), triggered=True)
+                         probe_signal=0.1 * (k + 1), candidates=_cands(1.0 if k >= 2 else 0.0), triggered=True,
+                         selection="development")
         syn.write(res, rec)
         cal.append(RunRecord.from_dict(rec))
     _, dec = calibrate_and_freeze(cal, ResultsDir(res).decisions, baselines=["random"], admissible=(0.2, 0.8),
@@ -50,10 +59,10 @@ def honest(res: Path) -> dict:
     for seed in FINAL_SEEDS:
         for method in ("intervention_score", "random"):
             syn.write(res, syn.record(experiment="e", benchmark="tofu", method=method, seed=seed,
-                                      started_at="2999-01-01T00:00:00+00:00"))
+                                      started_at=_now()))
         syn.write(res, syn.record(experiment="e", benchmark="tofu", variant="dirr", seed=seed, tau=dec["tau"],
                                   decision_hash=dec["hash"], probe_signal=0.5, triggered=True,
-                                  candidates=_cands(0.5), started_at="2999-01-01T00:00:00+00:00"))
+                                  candidates=_cands(0.5), started_at=_now(), selection="development"))
     return dec
 
 
@@ -188,7 +197,27 @@ def test_claims_changed_or_registered_late_fail_the_audit(tmp_path, forge, reaso
     assert any(reason in r["reason"] for r in rep.claims), rep.text()
 
 
+def backdate_decision_before_its_evidence(res, dec, con):
+    """The decision re-dated one day before the calibration runs it cites (and the final records rewritten to
+    name the re-hashed decision): issue 33's forgery that the registry's records contradict."""
+    from datetime import datetime, timedelta
+
+    first = min(json.loads(Path(f).read_text())["provenance"]["started_at"] for f in _records(res, split="calibration"))
+    _reissue(res, dec, frozen_at=(datetime.fromisoformat(first) - timedelta(days=1)).isoformat())
+
+
+def date_runs_in_the_future(res, dec, con):
+    """Final runs dated a year ahead (so that they look started after any decision): the registry's clock at
+    their ingest says otherwise."""
+    for f in _records(res, variant="static"):
+        r = json.loads(f.read_text())
+        r["provenance"]["started_at"] = r["provenance"]["finished_at"] = "2999-01-01T00:00:00+00:00"
+        f.write_text(json.dumps(r))
+
+
 CASES = [
+    (backdate_decision_before_its_evidence, "clock", "before the calibration run"),
+    (date_runs_in_the_future, "clock", "in the future of the registry's clock"),
     (forge_tau, "decision_evidence", "is not what the calibration rule gives on the cited records"),
     (forge_final_seeds_as_calibration, "decision_evidence", "cited run is not a calibration DIR-R run"),
     (forge_another_objectives_decision, "undeclared_decisions", "frozen for another benchmark, objective"),

@@ -104,6 +104,14 @@ class Benchmark(Protocol):
         """The fields a run may name, given the benchmark's options (``benchmark.*`` without the prefix)."""
         ...
 
+    @classmethod
+    def check_inputs(cls, options: dict, field: str, settings: dict) -> None:
+        """Read what a run of these options needs from disk -- data files, model folders -- and refuse (a
+        ``SupportbenchError`` naming the file and what is wrong) what is missing, empty or truncated, or a
+        combination the run could not finish (``settings``: the run's resolved settings, e.g. eval_full);
+        before any model is built (``harness.validate``). A benchmark that reads nothing checks nothing."""
+        ...
+
     def prepare(self, model_preset: str) -> Prepared: ...
 
     def roles(self, field: str, seed: int) -> Roles: ...
@@ -121,10 +129,13 @@ class InterfaceBenchmark(Benchmark, Protocol):
         ...
 
 
+# the constructor keywords the runner passes every benchmark: never a user's benchmark.* option
+SHARED_KEYWORDS = ("cache_dir", "progress", "device", "build")
 _MISSING = object()
 _CLASS_ATTRS = (("DEFAULT_MODEL", "the model preset used when a run names no model"),
                 ("DEFAULT_FIELD", "the field used when a run names none"))
-_METHODS = ("field_names(cls, options) -> tuple[str, ...]", "prepare(self, model_preset) -> Prepared",
+_METHODS = ("field_names(cls, options) -> tuple[str, ...]", "check_inputs(cls, options, field, settings)",
+            "prepare(self, model_preset) -> Prepared",
             "roles(self, field, seed) -> Roles", "evaluate(self, model, roles, which='eval', full=False) -> Outcome")
 
 
@@ -155,8 +166,9 @@ def check_benchmark_class(name: str, cls) -> None:
         method = signature.split("(")[0]
         if not callable(getattr(cls, method, None)):
             refuse(f"lacks the method {signature}")
-    if not isinstance(inspect.getattr_static(cls, "field_names"), (classmethod, staticmethod)):
-        refuse("field_names must be a classmethod: fields are checked before any benchmark is built")
+    for member in ("field_names", "check_inputs"):
+        if not isinstance(inspect.getattr_static(cls, member), (classmethod, staticmethod)):
+            refuse(f"{member} must be a classmethod: it is checked before any benchmark is built")
     if interfaces and not callable(getattr(cls, "intervene", None)):
         refuse(f"declares INTERFACES {interfaces!r} but lacks the method "
                "intervene(self, spec, model, roles, objective, data, config) -> dict")

@@ -21,7 +21,7 @@
     lr = 0.01
     [dirr]
     admissible_range = [0.2, 0.8]
-    selection = "evaluation"
+    selection = "development"
 
 Calibration seeds run DIR-R only (to calibrate tau*); final and replication seeds run every method
 statically plus DIR-R. No torch here: the audit reads the same grid.
@@ -37,7 +37,14 @@ from pathlib import Path
 from supportbench.errors import SpecError
 from supportbench.experiments.claims import load as load_claims
 from supportbench.experiments.decisions import SELECTIONS
-from supportbench.experiments.spec import DEFAULT_BUDGET, SPLITS, RunSpec, default_model, model_defaults
+from supportbench.experiments.spec import (
+    DEFAULT_BUDGET,
+    SPLITS,
+    RunSpec,
+    checkpoint_of,
+    default_model,
+    model_defaults,
+)
 
 
 def shipped_specs() -> dict[str, Path]:
@@ -147,7 +154,7 @@ class ExperimentSpec:
     rho_p: float | None = None
     hyperparameters: dict = field(default_factory=dict)
     admissible_range: tuple[float, float] = (0.2, 0.8)
-    selection: str = "evaluation"
+    selection: str = "development"   # DIR-R's candidates on development records (docs/dirr.md)
     # per-benchmark overrides ([experiment.benchmark.<name>]): fields, objectives, model, budget, T, t, d,
     # rho_p, seeds, replication_fields, replication_objectives, hyperparameters
     benchmark_settings: dict = field(default_factory=dict)
@@ -165,8 +172,11 @@ class ExperimentSpec:
         if out["model"] is None:
             out["model"] = default_model(benchmark)
         for k, v in model_defaults(out["model"]).items():  # the one source of defaults, as RunSpec resolves them
-            if k in ("T", "t", "d", "rho_p") and out[k] is None:
+            if k in ("T", "rho_p") and out[k] is None:
                 out[k] = v
+        t, d = checkpoint_of(out["T"]) if isinstance(out["T"], int) and not isinstance(out["T"], bool) else (None,) * 2
+        out["t"] = t if out["t"] is None else out["t"]
+        out["d"] = d if out["d"] is None else out["d"]
         return out
 
     @classmethod
@@ -201,9 +211,11 @@ class ExperimentSpec:
         bad value fails here, before anything runs. Registry names (methods, objectives, benchmarks) are
         checked by ``harness.validate`` (they need the plugin registries)."""
         _known(raw, SECTIONS, source, "", "section")
-        e = dict(raw.get("experiment") or {})
         if not isinstance(raw.get("experiment"), dict):
-            raise SpecError(f"{source}: no [experiment] section")
+            got = raw.get("experiment")
+            raise SpecError(f"{source}: no [experiment] section" + ("" if got is None else
+                            f" (experiment = {got!r} is a value, not a table: write [experiment] and its keys)"))
+        e = dict(raw["experiment"])
         _known(e, EXPERIMENT_KEYS, source, "experiment.", "[experiment] key")
         per_bench = e.pop("benchmark", None) if isinstance(e.get("benchmark"), dict) else None
         need = ["name", "fields", "objectives", "methods", "seeds"]
@@ -232,7 +244,7 @@ class ExperimentSpec:
         if (not isinstance(rng, list | tuple) or len(rng) != 2 or not all(_isnum(x) for x in rng)
                 or not 0 <= rng[0] <= rng[1] <= 1):
             raise SpecError(f"{source}: dirr.admissible_range must be [lo, hi] with 0 <= lo <= hi <= 1, got {rng!r}")
-        selection = dirr.get("selection", "evaluation")
+        selection = dirr.get("selection", "development")
         if selection not in SELECTIONS:
             raise SpecError(f"{source}: dirr.selection {selection!r} is not allowed; allowed: {', '.join(SELECTIONS)}")
         _check_run_settings(e, source, "experiment")

@@ -16,10 +16,11 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
+from supportbench._options import check, option
 from supportbench.errors import SpecError
-from supportbench.experiments.decisions import ACTIONS, SELECTIONS
+from supportbench.experiments.decisions import ACTIONS
 
 VARIANTS = ("static", "dirr")
 SPLITS = ("calibration", "final", "replication")
@@ -37,22 +38,31 @@ DEFAULT_BUDGET = 0.1
 DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "lr": None,  # by kind of model: MODEL_DEFAULTS
     "batch_size": 8, "weight_decay": 0.01, "warmup_steps": 0, "diag_batch_size": 16,
-    "eval_full": False, "selection": "evaluation", "tau": None,
+    # DIR-R selects on development records: on the evaluation split, over a candidate set holding rho = 0, it
+    # could never lose to Static-IV (docs/dirr.md)
+    "eval_full": False, "selection": "development", "tau": None,
     # the weights' dtype during a run (frozen coordinates stay in it; the support trains in fp32) and
     # activation checkpointing
     "dtype": "float32", "activation_checkpointing": False,
 }
 # Settings that depend on the kind of model (docs/sweeps.md, "Defaults"):
 #   preset  the tiny CPU presets, trained here from scratch: lr 1e-2 (their weights are O(1e-1) and they
-#           unlearn in tens of steps); T = 40, t = 32, d = 4 (the paper's 200/160/20 scaled by 1/5 for the
-#           CPU); rho_p = 0.05, because their supports have tens of columns and the paper's 0.01 would swap
-#           floor(0.01 M) = 0 of them (a probe that compares S0 with itself).
+#           unlearn in tens of steps); T = 40 (the paper's 200 scaled by 1/5 for the CPU); rho_p = 0.05,
+#           because their supports have tens of columns and the paper's 0.01 would swap floor(0.01 M) = 0
+#           of them (a probe that compares S0 with itself).
 #   local   a local Hugging Face model (the paper's 2-8B models): open-unlearning's lr 1e-5 and the paper's
-#           T = 200, t = 160, d = 20, rho_p = 0.01.
+#           T = 200, rho_p = 0.01.
+# t and d follow T when a spec leaves them out (``checkpoint_of``): the paper's 160 and 20 of 200.
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
-    "preset": {"T": 40, "t": 32, "d": 4, "rho_p": 0.05, "lr": 1e-2},
-    "local": {"T": 200, "t": 160, "d": 20, "rho_p": 0.01, "lr": 1e-5},
+    "preset": {"T": 40, "rho_p": 0.05, "lr": 1e-2},
+    "local": {"T": 200, "rho_p": 0.01, "lr": 1e-5},
 }
+
+
+def checkpoint_of(T: int) -> tuple[int, int]:
+    """(t, d) of a run that names only T: t = floor(0.8 T), d = max(1, floor(0.1 T)) -- the paper's 160 and 20
+    of 200, and the presets' 32 and 4 of 40."""
+    return T * 4 // 5, max(1, T // 10)
 
 
 def model_kind(model: str) -> str:
@@ -124,17 +134,20 @@ def _num(x) -> bool:
     return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
 
 
-HYPERPARAMETER_CHECKS = {
-    "lr": (lambda x: _num(x) and x > 0, "a finite number > 0"),
-    "batch_size": (lambda x: not isinstance(x, bool) and isinstance(x, int) and x >= 1, "a whole number >= 1"),
-    "diag_batch_size": (lambda x: not isinstance(x, bool) and isinstance(x, int) and x >= 1, "a whole number >= 1"),
-    "warmup_steps": (lambda x: not isinstance(x, bool) and isinstance(x, int) and x >= 0, "a whole number >= 0"),
-    "weight_decay": (lambda x: _num(x) and x >= 0, "a finite number >= 0"),
-    "eval_full": (lambda x: isinstance(x, bool), "true or false"),
-    "selection": (lambda x: x in SELECTIONS, f"one of {', '.join(SELECTIONS)}"),
-    "tau": (_num, "a finite number (below 0: always trigger)"),
-    "dtype": (lambda x: x in DTYPES, f"one of {', '.join(DTYPES)}"),
-    "activation_checkpointing": (lambda x: isinstance(x, bool), "true or false"),
+# Every run setting's one declaration (``_options``): read by RunSpec, the CLI's --help and the docs.
+RUN_SETTINGS: dict[str, Any] = {
+    "lr": option(float, gt=0, le=1, doc="the support's AdamW learning rate (default: by kind of model)"),
+    "batch_size": option(int, ge=1, le=65_536, unit="rows", doc="forget (and retain) rows per step"),
+    "weight_decay": option(float, ge=0, le=1, doc="AdamW's decoupled weight decay on the support"),
+    "warmup_steps": option(int, ge=0, le=MAX_STEPS, unit="steps", doc="linear warm-up (must be < T)"),
+    "diag_batch_size": option(int, ge=1, le=65_536, unit="rows", doc="rows per diagnostics pass"),
+    "eval_full": option(bool, doc="also TOFU's forget quality and model utility (needs a retain model)"),
+    "selection": option(Literal["evaluation", "development"],
+                        doc="the records DIR-R picks its candidate on (evaluation: it cannot lose to Static-IV)"),
+    "tau": option(float | None, ge=-1e12, le=1e12, doc="an unfrozen DIR-R threshold (below 0: always trigger)"),
+    "dtype": option(Literal["float32", "bfloat16", "float16"], doc="the frozen weights' dtype (the support "
+                                                                   "trains in float32)"),
+    "activation_checkpointing": option(bool, doc="recompute activations in the backward pass (memory)"),
 }
 
 
@@ -179,9 +192,13 @@ class RunSpec:
                                 "names are printable text")
         # resolve: every setting left out takes its one default
         defaults = model_defaults(self.model)
-        for name in ("T", "t", "d", "rho_p"):
+        for name in ("T", "rho_p"):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, defaults[name])
+        if isinstance(self.T, int) and not isinstance(self.T, bool):
+            t, d = checkpoint_of(self.T)
+            object.__setattr__(self, "t", t if self.t is None else self.t)
+            object.__setattr__(self, "d", d if self.d is None else self.d)
         given = dict(hp)
         if given.get("lr", 0) is None:
             given.pop("lr")
@@ -231,9 +248,9 @@ class RunSpec:
                             + f"; allowed: {', '.join(sorted(DEFAULT_HYPERPARAMETERS))}, "
                             + ", ".join(f"{p}<name>" for p in PREFIXES))
         hp = dict(self.hyperparameters)
-        for key, kind in HYPERPARAMETER_CHECKS.items():
-            if key in hp and hp[key] is not None and not kind[0](hp[key]):
-                raise SpecError(f"hyperparameter {key} = {hp[key]!r}: must be {kind[1]}")
+        for key, hint in RUN_SETTINGS.items():
+            if key in hp and hp[key] is not None:
+                check(f"hyperparameter {key}", hp[key], hint)
         if hp["warmup_steps"] >= self.T:
             raise SpecError(f"hyperparameter warmup_steps = {hp['warmup_steps']} must be < T = {self.T} (a run that "
                             "never leaves warm-up)")

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from supportbench._io import read_json_object
 from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.errors import SpecError
@@ -120,7 +122,8 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
                                experiment: str, budget: float, T: int, model: str, hyperparameters: dict[str, Any],
                                cache_dir: str | None = None, device: str | None = "auto", force: bool = False,
                                reuse_stale: bool = False, lr_grid: tuple[float, ...] = LR_GRID,
-                               split: str = "final", build: int = 0, claims_hash: str | None = None) -> dict:
+                               split: str = "final", build: int = 0, claims_hash: str | None = None,
+                               progress: bool = False) -> dict:
     """The controlled decision (module docstring), frozen from the calibration targets, or the existing one.
     The calibration runs that are recorded already (e.g. run by a sweep's executor) are read, not rerun."""
     del split  # the final runs' split: calibration runs are always split 'calibration'
@@ -130,7 +133,7 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
     fields = tuple(dict.fromkeys(f for _, _, f in grid))
     hp = {k: v for k, v in hyperparameters.items() if k not in ("benchmark.primary_locator", "benchmark.decision")}
     runner = Runner(ResultsDir(results_dir).controlled_calibration, cache_dir=cache_dir, force=force, device=device,
-                    reuse_stale=reuse_stale, progress=False)
+                    reuse_stale=reuse_stale, progress=progress)
     first = next(iter(grid.values()))
     runner.theta0(first)
     bench = runner.benchmark(first)
@@ -147,7 +150,7 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
     aurocs = bench.calibration_aurocs()
     per: dict[str, dict[str, dict[str, float]]] = {m: {repr(lr): {} for lr in lr_grid} for m in cls.INTERFACES}
     records = []
-    for (m, lr, f), spec in grid.items():
+    for (m, lr, f), spec in tqdm(grid.items(), desc="controlled calibration runs", unit="run", disable=not progress):
         rec = runner.run(spec).record
         records.append(rec)
         if rec.status == "ok":
@@ -173,10 +176,11 @@ def run_controlled(results_dir: str | Path, *, benchmark: str = "controlled", ca
     """Freeze (or reuse) the controlled decision, run every (final target, interface) under it, then ingest the
     records and the decision into the results directory's registry."""
     decision = freeze_controlled_decision(results_dir, benchmark=benchmark, cache_dir=cache_dir, device=device,
-                                          reuse_stale=reuse_stale, **spec_items)
+                                          reuse_stale=reuse_stale, progress=True, **spec_items)
     specs = controlled_specs(benchmark, decision=decision, **spec_items)
     runner = Runner(results_dir, cache_dir=cache_dir, force=force, device=device, reuse_stale=reuse_stale)
-    bad = sum(runner.run(spec).record.status != "ok" for spec in specs)
+    bad = sum(runner.run(spec).record.status != "ok"
+              for spec in tqdm(specs, desc="controlled final runs", unit="run"))
     con = connect(runner.results.registry)
     try:
         ingest(con, runner.results.root)

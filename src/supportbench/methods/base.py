@@ -7,6 +7,10 @@ another package through the entry-point group ``supportbench.methods``::
 
     [project.entry-points."supportbench.methods"]
     my_method = "my_pkg.my_module:MyMethod"
+
+Its hyperparameters are dataclass fields, each declared once with ``option`` (type, range, unit, meaning):
+``eps: option(float, gt=0, doc="stabiliser") = 1e-8``; ``--set method.eps=...`` is checked against it before
+any work, and ``supportbench methods --options`` lists it.
 """
 
 from __future__ import annotations
@@ -16,8 +20,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from supportbench._options import (
+    allowed_list,
+    check,
+    declared,
+    did_you_mean,
+    option,  # noqa: F401 -- re-exported: a method file declares its options with it
+)
 from supportbench._registry import Registry, package_modules
-from supportbench.errors import MethodOutputError, UnknownMethodError
+from supportbench.errors import MethodOutputError, SpecError, UnknownMethodError
 
 # The paper's eleven (Intervention Score and the ten baselines). Every other file of this package is a
 # built-in too: the registry scans the package (``package_modules``), so a new method is one new file.
@@ -87,15 +98,28 @@ def register_method(name: str):
     return add
 
 
+def method_options(name: str) -> dict[str, tuple]:
+    """The options method ``name`` declares: option -> (declaration, default) (``_options.declared``)."""
+    return declared(METHODS.get(name))
+
+
 def get_method(name: str, **hyperparameters) -> SelectionMethod:
-    """An instance of the named method with its source defaults, optionally overridden."""
+    """An instance of the named method with its source defaults, optionally overridden; an option it does not
+    declare, or a value outside its declaration, is refused naming it and what is allowed."""
     cls = METHODS.get(name)
     try:  # again here: @dataclass applied above @register_method adds its fields after the first check ran
         check_method_class(name, cls)
     except TypeError as exc:
         raise MethodOutputError(str(exc)) from None
+    allowed = declared(cls)
+    checked = {}
+    for k, v in hyperparameters.items():
+        if k not in allowed:
+            hint = did_you_mean(k, allowed, "method.")
+            raise SpecError(f"method '{name}' has no option '{k}'{hint}; " + allowed_list(allowed, "method."))
+        checked[k] = check(f"method.{k}", v, allowed[k][0])
     try:
-        return cls(**hyperparameters)
+        return cls(**checked)
     except TypeError as exc:
         raise MethodOutputError(f"method '{name}' rejected hyperparameters {hyperparameters}: {exc}") from None
 

@@ -3,15 +3,15 @@ F = sum over micro-batches of n_tokens * grad^2 (micro-batch 4, upstream's); col
 
 from dataclasses import dataclass
 
-from supportbench.methods.base import MethodBase, register_method
+from supportbench.methods.base import MethodBase, option, register_method
 from supportbench.methods.diagnostics import FISHER_BATCH
 
 
 @register_method("fila")
 @dataclass
 class Fila(MethodBase):
-    eps: float = 1e-5
-    batch_size: int = FISHER_BATCH
+    eps: option(float, gt=0, le=1, doc="stabiliser of the retain Fisher in the ratio") = 1e-5
+    batch_size: option(int, ge=1, le=4096, doc="Fisher micro-batch size (upstream: 4)") = FISHER_BATCH
     display_name = "FILA"   # how reports name it
     provenance = ("code: csm9493/efficient-llm-unlearning TOFU/measure_importance.py, TOFU/forget.py: relative "
                   "Fisher (F_f/N_f)/(1e-5 + F_r/N_r), F = sum_batches n_tokens * grad^2 at upstream's batch size "

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from supportbench.methods.base import MethodBase, demote, register_method
+from supportbench.methods.base import MethodBase, demote, option, register_method
 
 
 def column_abs_z(geometry, grads) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,7 +35,7 @@ def top_per_tensor(geometry, x: torch.Tensor, degenerate: torch.Tensor, frac: fl
 @register_method("grail")
 @dataclass
 class Grail(MethodBase):
-    unlearn_ratio: float = 0.1
+    unlearn_ratio: option(float, gt=0, le=1, doc="share of each tensor's top-attributed scalars frozen") = 0.1
     display_name = "GRAIL"   # how reports name it
     provenance = ("code: piso7/GRAIL llm_localization/grail_parameter_wise_localization.py "
                   "(get_top_indices_zscore): per-tensor z-score of the random-label mean signed gradients "

@@ -4,14 +4,14 @@ Eligible columns rank first, by mean |g_u|; the rest follow in the same order.""
 
 from dataclasses import dataclass
 
-from supportbench.methods.base import MethodBase, demote, register_method
+from supportbench.methods.base import MethodBase, demote, option, register_method
 
 
 @register_method("memflex")
 @dataclass
 class MemFlex(MethodBase):
-    mu: float = 0.92
-    sigma: float = 6e-4
+    mu: option(float, ge=-1, le=1, doc="cosine threshold: eligible when cos(g_u, g_r) < mu") = 0.92
+    sigma: option(float, ge=0, le=1, doc="magnitude threshold on mean |g_u| (rescaled to columns)") = 6e-4
     display_name = "MemFlex"   # how reports name it
     provenance = ("code: zjunlp/KnowUnDo pretrain/localization.py: eligible iff cos(g_u, g_r) < mu=0.92 and "
                   "mean|g_u| > sigma=6e-4 on random-label gradients (3 copies, ~half the answer tokens "

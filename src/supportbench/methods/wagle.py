@@ -4,13 +4,13 @@ column's elements."""
 
 from dataclasses import dataclass
 
-from supportbench.methods.base import MethodBase, register_method
+from supportbench.methods.base import MethodBase, option, register_method
 
 
 @register_method("wagle")
 @dataclass
 class Wagle(MethodBase):
-    mu: float = 1e-6
+    mu: option(float, gt=0, le=1, doc="weight of the retain gradient: |(theta - g_r/mu) g_f|") = 1e-6
     display_name = "WAGLE"   # how reports name it
     provenance = ("code: OPTML-Group/WAGLE src/unlearn/generate_mask.py (snip_advanced): element score "
                   "|(theta - g_r/mu) * g_f|, mu=1e-6, gradients summed over batches of size 1 as its TOFU configs "

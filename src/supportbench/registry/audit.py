@@ -41,6 +41,7 @@ class AuditReport:
     decision_evidence: list[dict] = field(default_factory=list)
     ledger: list[dict] = field(default_factory=list)
     claims: list[dict] = field(default_factory=list)
+    clock: list[dict] = field(default_factory=list)
     head: dict = field(default_factory=dict)   # the ingest log's last entry: note it to pin this registry
 
     @property
@@ -48,7 +49,8 @@ class AuditReport:
         return not (self.missing or self.duplicates or self.failed or self.wrong_split or self.post_hoc_decisions
                     or self.conflicts or self.mixed_fingerprints or self.unfrozen or self.undeclared_decisions
                     or self.decisions_after_baselines or self.undated or self.controlled_unfrozen
-                    or self.competing_decisions or self.decision_evidence or self.ledger or self.claims)
+                    or self.competing_decisions or self.decision_evidence or self.ledger or self.claims
+                    or self.clock)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
@@ -74,7 +76,8 @@ class AuditReport:
                     ("experiments whose final DIR-R runs follow more than one decision", self.competing_decisions),
                     ("decisions not borne out by the calibration records they cite", self.decision_evidence),
                     ("registry rows that disagree with its ingest log (edited after ingest)", self.ledger),
-                    ("claims not registered before the outcomes they judge, or changed since", self.claims)]
+                    ("claims not registered before the outcomes they judge, or changed since", self.claims),
+                    ("decisions and runs whose dates contradict their evidence or the registry's clock", self.clock)]
         for title, rows in sections:
             lines.append(f"{title}: {len(rows)}")
             for r in rows[:20]:
@@ -163,6 +166,33 @@ def _claims(con, spec: ExperimentSpec | None) -> list[dict]:
               AND json_extract_string(content, '$.claims_hash') IS DISTINCT FROM $c ORDER BY 1""",
                                                    {"exp": exp, "c": first["claims_hash"]}).fetchall()]
     return out
+
+
+SKEW = "INTERVAL 5 MINUTE"   # clock skew allowed between the machine that wrote a file and the registry's
+
+
+def _clock(con) -> list[dict]:
+    """Dates that cannot be true: a DIR-R decision frozen before the calibration runs it cites had finished
+    (by their own records), and a decision frozen, or a run started or finished, later than the registry's own
+    clock when ingest accepted it (the ingest log's ``logged_at``)."""
+    return _rows(con, f"""
+        SELECT d.hash AS key, 'decision frozen at ' || d.frozen_at || ', before the calibration run '
+               || c.run_key[:12] || ' it cites finished (' || max(p.finished_at) || ')' AS reason
+        FROM decisions d JOIN calibration c ON c.decision_hash = d.hash JOIN provenance p ON p.run_key = c.run_key
+        WHERE d.hash IN (SELECT DISTINCT g.decision_hash FROM arun a JOIN gate_events g USING (run_key))
+        GROUP BY d.hash, d.frozen_at, c.run_key HAVING max(p.finished_at) > d.frozen_at
+        UNION ALL
+        SELECT d.hash, 'decision frozen at ' || d.frozen_at || ', in the future of the registry''s clock when it '
+               || 'was ingested (' || min(l.logged_at) || ')'
+        FROM decisions d JOIN ingest_log l ON l.key = d.hash AND l.kind = 'decision'
+        GROUP BY d.hash, d.frozen_at HAVING d.frozen_at > min(l.logged_at) + {SKEW}
+        UNION ALL
+        SELECT a.run_key, 'run dated ' || greatest(p.started_at, p.finished_at) || ', in the future of the '
+               || 'registry''s clock when it was ingested (' || min(l.logged_at) || ')'
+        FROM arun a JOIN provenance p USING (run_key) JOIN ingest_log l ON l.key = a.run_key AND l.kind <> 'decision'
+        GROUP BY a.run_key, p.started_at, p.finished_at
+        HAVING greatest(p.started_at, p.finished_at) > min(l.logged_at) + {SKEW}
+        ORDER BY ALL""")
 
 
 def _claims_order(con, experiment: str, claims: dict) -> list[str]:
@@ -357,6 +387,7 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
               AND (d.admissible_lo <> $lo OR d.admissible_hi <> $hi OR d.selection <> $sel) ORDER BY 1""",
                                        {"lo": lo, "hi": hi, "sel": spec.selection})
     rep.claims = _claims(con, spec)
+    rep.clock = _clock(con)
     rep.ledger = ledger.verify(con)   # the whole registry: an edit anywhere is evidence
     rep.head = ledger.head(con)
     rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "

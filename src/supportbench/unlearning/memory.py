@@ -68,16 +68,16 @@ def arch_config(name: str):
 
 def meta_model(model: str):
     """A model built on the meta device from a config: an ``ARCH_CONFIGS`` name, a preset, or a local folder."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
-    from supportbench.unlearning.models import PRESETS, preset_config
+    from supportbench.unlearning.models import PRESETS, preset_config, read_config
 
     if model in ARCH_CONFIGS:
         cfg = arch_config(model)
     elif model in PRESETS:
         cfg = preset_config(PRESETS[model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
     elif (Path(model) / "config.json").is_file():
-        cfg = AutoConfig.from_pretrained(model, local_files_only=True)
+        cfg = read_config(model)
     else:   # never a hub name: nothing is downloaded
         raise SpecError(f"model {model!r} is not a known architecture ({', '.join(ARCH_CONFIGS)}), a preset "
                         f"({', '.join(PRESETS)}) or a local model folder with a config.json")
@@ -118,8 +118,15 @@ def plan_memory(model: str, budget: float, *, dtype: str = "bfloat16", batch: in
     cfg = m.config
     geo = discover_geometry(m)
     n_params = sum(p.numel() for p in m.parameters())
+    group = int(geo.costs.min())
+    if budget >= 1 and budget != int(budget):
+        raise SpecError(f"--budget {budget:g} is neither a fraction (0 < b < 1) nor a whole number of scalars (>= 1)")
     scalars = int(budget) if budget >= 1 else int(budget * geo.total_cost)
-    scalars -= scalars % int(geo.costs.min())  # whole groups (columns)
+    if not group <= scalars <= geo.total_cost:
+        raise SpecError(f"--budget {budget:g} = {scalars:,} editable scalars of {model}; allowed: at least one "
+                        f"group ({group:,} scalars, a fraction >= {group / geo.total_cost:.3g}) and at most all "
+                        f"{geo.total_cost:,} of its down-projection geometry")
+    scalars -= scalars % group  # whole groups (columns)
     wb = DTYPE_BYTES[dtype]
     d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
     tokens = batch * length

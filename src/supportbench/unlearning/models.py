@@ -225,10 +225,25 @@ def check_model_dir(path: str | Path) -> None:
         raise SupportbenchError(f"model directory '{path}' has no tokenizer (looked for {', '.join(TOKENIZER_FILES)})")
 
 
+def read_config(path: str | Path):
+    """A local model folder's transformers config, or a ``SupportbenchError`` naming config.json and what is
+    wrong with it (not JSON, no model_type, a value transformers refuses)."""
+    from transformers import AutoConfig
+
+    cfg = Path(path) / "config.json"
+    if not cfg.is_file():
+        raise SupportbenchError(f"'{path}' is not a Hugging Face model directory: no config.json")
+    try:
+        return AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except Exception as exc:   # noqa: BLE001 -- transformers raises ValueError, KeyError, OSError, JSON errors
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SupportbenchError(f"'{cfg}' is not a usable transformers config: {first}") from None
+
+
 def geometry_shape(model: str) -> tuple[int, int]:
     """(smallest group cost, total editable cost) of a preset or a local model's geometry, from its config
     alone: the model is built on the meta device, nothing is allocated or loaded."""
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
 
     from supportbench.unlearning.support import discover_geometry
 
@@ -236,7 +251,7 @@ def geometry_shape(model: str) -> tuple[int, int]:
         cfg = preset_config(PRESETS[model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
     else:
         check_model_dir(model)
-        cfg = AutoConfig.from_pretrained(model, local_files_only=True)
+        cfg = read_config(model)
     with torch.device("meta"):
         m = AutoModelForCausalLM.from_config(cfg)
     geo = discover_geometry(m)

@@ -13,11 +13,12 @@ Minimising each loss raises the forget NLL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
 
+from supportbench._options import allowed_list, check, declared, did_you_mean, option
 from supportbench._registry import Registry
 from supportbench.errors import SpecError, UnknownObjectiveError
 from supportbench.unlearning.data import TokenizedSet, sequence_nll
@@ -39,11 +40,16 @@ def mean_token_nll(nll_sum: torch.Tensor, n_tokens: torch.Tensor) -> torch.Tenso
 
 @dataclass(frozen=True)
 class Objective:
+    """An objective and its settings; ``options`` are the settings it reads (the only ones a user may set:
+    ``objective.<name>`` in ``--set`` or ``[hyperparameters]``), each declared once below."""
+
     name: str
-    forget_coef: float = 1.0     # gamma
-    retain_coef: float = 1.0     # alpha
-    beta: float = 0.0
-    delta: float = 0.0
+    forget_coef: option(float, gt=0, doc="gamma, the forget term's weight") = 1.0
+    retain_coef: option(float, ge=0, doc="alpha, the retain NLL's weight (0: no retain term)") = 1.0
+    beta: option(float, gt=0, le=1000, unit="1/nat",
+                 doc="inverse temperature of the log-sigmoid (NPO, SimNPO)") = 1.0
+    delta: option(float, ge=0, le=1000, unit="nat/token", doc="SimNPO's margin on the mean token NLL") = 0.0
+    options: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def needs_reference(self) -> bool:
@@ -73,24 +79,38 @@ class Objective:
         return total
 
     def hyperparameters(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "name"}
+        return {k: getattr(self, k) for k in self.options}
 
 
 OBJECTIVES: Registry[Objective] = Registry("objective", error=UnknownObjectiveError)
-OBJECTIVES.register("npo", Objective("npo", forget_coef=1.0, retain_coef=1.0, beta=0.1))
-OBJECTIVES.register("simnpo", Objective("simnpo", forget_coef=0.125, retain_coef=1.0, beta=4.5, delta=0.0))
-OBJECTIVES.register("graddiff", Objective("graddiff", forget_coef=1.0, retain_coef=1.0))
-OBJECTIVES.register("ga", Objective("ga", forget_coef=1.0, retain_coef=0.0))
+OBJECTIVES.register("npo", Objective("npo", forget_coef=1.0, retain_coef=1.0, beta=0.1,
+                                     options=("forget_coef", "retain_coef", "beta")))
+OBJECTIVES.register("simnpo", Objective("simnpo", forget_coef=0.125, retain_coef=1.0, beta=4.5, delta=0.0,
+                                        options=("forget_coef", "retain_coef", "beta", "delta")))
+OBJECTIVES.register("graddiff", Objective("graddiff", forget_coef=1.0, retain_coef=1.0,
+                                          options=("forget_coef", "retain_coef")))
+OBJECTIVES.register("ga", Objective("ga", forget_coef=1.0, retain_coef=0.0, options=("forget_coef",)))
+
+
+def objective_options(name: str) -> dict[str, tuple]:
+    """The options objective ``name`` reads: option -> (declaration, its default for this objective)."""
+    base = OBJECTIVES.get(name)
+    decl = declared(Objective)
+    return {k: (decl[k][0], getattr(base, k)) for k in base.options}
 
 
 def get_objective(name: str, **overrides) -> Objective:
-    """The named objective with its reference defaults, optionally overridden (e.g. beta=0.2)."""
+    """The named objective with its reference defaults, optionally overridden (e.g. beta=0.2); an option it
+    does not read, or a value outside its declaration, is refused naming it and what is allowed."""
     base = OBJECTIVES.get(name)
-    allowed = {f.name for f in fields(Objective)} - {"name"}
-    bad = set(overrides) - allowed
-    if bad:
-        raise SpecError(f"unknown objective hyperparameter(s) {sorted(bad)} for '{name}'; allowed: {sorted(allowed)}")
-    return replace(base, **overrides) if overrides else base
+    allowed = objective_options(name)
+    checked = {}
+    for k, v in overrides.items():
+        if k not in allowed:
+            hint = did_you_mean(k, allowed, "objective.")
+            raise SpecError(f"objective '{name}' has no option '{k}'{hint}; " + allowed_list(allowed, "objective."))
+        checked[k] = check(f"objective.{k}", v, allowed[k][0])
+    return replace(base, **checked) if checked else base
 
 
 @torch.no_grad()

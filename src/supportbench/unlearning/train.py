@@ -19,6 +19,7 @@ from typing import Protocol
 import torch
 from tqdm.auto import tqdm
 
+from supportbench._options import option
 from supportbench.errors import DivergenceError, SpecError
 from supportbench.unlearning import schedules
 from supportbench.unlearning.checkpoint import Checkpoint, OptimizerSlot, capture_rng, restore_rng
@@ -315,12 +316,12 @@ class SupportTrainer:
 class FinetuneConfig:
     """Full-parameter training used by benchmarks to inject their facts into a base model."""
 
-    epochs: int = 40
-    lr: float = 3e-3
-    batch_size: int = 16
-    weight_decay: float = 0.0
-    warmup_frac: float = 0.05
-    seed: int = 0
+    epochs: option(int, ge=1, le=100_000, doc="passes over the data") = 40
+    lr: option(float, gt=0, le=1, doc="AdamW's peak learning rate") = 3e-3
+    batch_size: option(int, ge=1, le=65_536, doc="rows per step") = 16
+    weight_decay: option(float, ge=0, le=1, doc="AdamW's decoupled weight decay") = 0.0
+    warmup_frac: option(float, ge=0, lt=1, doc="share of the steps spent warming up linearly") = 0.05
+    seed: option(int, ge=0, le=2**63 - 1, doc="the seed of the batch order") = 0
 
 
 def finetune(model, data: TokenizedSet, config: FinetuneConfig, *, progress: bool = True,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from supportbench._options import option
 from supportbench.benchmarks import evaluators as ev
 from supportbench.benchmarks.base import (
     EvalSplit,
@@ -76,9 +77,16 @@ class Controlled:
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=8)
 
     def __init__(self, cache_dir: str | Path | None = None, progress: bool = True, device: str | None = None,
-                 n_targets: int = 36, rank: int = 12, layer: int = -1, build: int = 0, inject_epochs: int = 100,
-                 inject_lr: float = 1e-2, adapter: str | None = None, primary_locator: str = "first_order",
-                 n_calibration_targets: int = 12, decision: str | None = None):
+                 n_targets: option(int, ge=2, le=1000, doc="final targets (an even number: blind pairs)") = 36,
+                 rank: option(int, ge=1, le=4096, doc="the LoRA's rank (sets both interfaces' size)") = 12,
+                 layer: option(int, ge=-1024, le=1023, doc="the layer of both interfaces (-1: the last)") = -1,
+                 build: int = 0,
+                 inject_epochs: option(int, ge=1, le=100_000, doc="epochs of each injection phase") = 100,
+                 inject_lr: option(float, gt=0, le=1, doc="the injections' learning rate") = 1e-2,
+                 adapter: option(str | None, doc="a ready LoRA adapter folder (identified by content)") = None,
+                 primary_locator: option(str, doc="the locator whose score is storage_score") = "first_order",
+                 n_calibration_targets: option(int, ge=0, le=1000, doc="targets for the frozen decision") = 12,
+                 decision: option(str | None, doc="the frozen controlled decision's hash (set by it)") = None):
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.progress, self.device = progress, resolve_device(device)
         # the build seeds the whole construction: targets, pairs, background, interfaces, LoRA init, theta_pre
@@ -115,6 +123,13 @@ class Controlled:
         """The targets t00 ... of ``benchmark.n_targets`` (default 36), then the calibration targets c00 ... of
         ``benchmark.n_calibration_targets`` (default 12; runs only for the frozen decision)."""
         return tuple(f"t{k:02d}" for k in range(int(options.get("n_targets", 36)))) + cls.calibration_fields(options)
+
+    @classmethod
+    def check_inputs(cls, options: dict, field: str, settings: dict) -> None:
+        """The controlled separation generates its data; a given adapter must be a folder."""
+        adapter = options.get("adapter")
+        if adapter is not None and not Path(adapter).is_dir():
+            raise SpecError(f"benchmark.adapter '{adapter}' is not a folder (a saved LoRA adapter)")
 
     @classmethod
     def calibration_fields(cls, options: dict) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from typing import Literal
 
 import torch
 
+from supportbench._options import option
 from supportbench.benchmarks import base as B
 from supportbench.benchmarks import evaluators as ev
 from supportbench.benchmarks.base import EvalSplit, Prepared, Roles, register_benchmark
@@ -83,14 +84,27 @@ class Lacuna:
     finetune_config = FinetuneConfig(epochs=120, lr=3e-3, batch_size=8, weight_decay=0.1)
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16, weight_decay=0.1)
 
-    def __init__(self, data_dir: str | None = None, cache_dir: str | Path | None = None, progress: bool = True,
-                 device: str | None = None, people: int = 24,
-                 mask_mode: Literal["element", "component"] = "element", mask_ratio: float = 0.1,
-                 mask: str | None = None, lacuna_size: str | None = None, regime: str = "masked",
-                 forget_groups: tuple[int, ...] | list[int] = gen.FORGET_GROUPS, max_new_tokens: int = 24,
-                 precision_max_exact: int = 1 << 24, finetune: dict | None = None, build: int = 0,
-                 resurface: bool = False, relearn_steps: int = 10, relearn_lr: float = 1e-4,
-                 group_dropout: float = 0.25, unowned_frozen: bool = True):
+    def __init__(self, data_dir: option(str | None, doc="LACUNA's artifact root or data folder; none: generated "
+                                                    "here") = None,
+                 cache_dir: str | Path | None = None, progress: bool = True, device: str | None = None,
+                 people: option(int, ge=6, le=100_000, doc="generated people per field") = 24,
+                 mask_mode: option(Literal["element", "component"], doc="the generated masks' unit") = "element",
+                 mask_ratio: option(float, gt=0, le=1, doc="share of scalars each group's mask owns") = 0.1,
+                 mask: option(str | None, doc="a mask.pt to use (identified by content)") = None,
+                 lacuna_size: option(str | None, doc="the model-size folder of the artifact root") = None,
+                 regime: option(Literal["masked", "unmasked"], doc="the artifact regime") = "masked",
+                 forget_groups: option(tuple[int, ...], doc="the groups whose facts are forgotten") = gen.FORGET_GROUPS,
+                 max_new_tokens: option(int, ge=1, le=4096, unit="tokens", doc="generation length") = 24,
+                 precision_max_exact: option(int, ge=1, unit="scalars",
+                                             doc="largest tensor ranked exactly for precision") = 1 << 24,
+                 finetune: option(dict | None, doc="the injection recipe: benchmark.finetune.<option>") = None,
+                 build: int = 0,
+                 resurface: option(bool, doc="run upstream's relearning attack at evaluation") = False,
+                 relearn_steps: option(int, ge=1, le=100_000, unit="steps", doc="the attack's steps") = 10,
+                 relearn_lr: option(float, gt=0, le=1, doc="the attack's learning rate") = 1e-4,
+                 group_dropout: option(float, ge=0, lt=1, doc="probability of dropping another group's delta "
+                                                              "in a group's injection step") = 0.25,
+                 unowned_frozen: option(bool, doc="scalars no group owns never move in the injection") = True):
         if mask_mode not in ("element", "component"):
             raise SpecError(f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}")
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
@@ -128,6 +142,20 @@ class Lacuna:
     def field_names(cls, options: dict) -> tuple[str, ...]:
         """The fields a run may name (checked before any work); the same for every option."""
         return FIELDS
+
+    @classmethod
+    def check_inputs(cls, options: dict, field: str, settings: dict) -> None:
+        """A given artifact root's layout and the splits a run of ``field`` reads (every file parsed: an empty
+        or truncated one is named); a given mask file must exist."""
+        data_dir = options.get("data_dir")
+        if data_dir is not None:
+            layout = resolve_layout(data_dir, options.get("lacuna_size"), options.get("regime", "masked"))
+            for f in FIELDS:
+                for split in ("full", "forget", "retain", "forget_paraphrased", "retain_paraphrased"):
+                    read_split(layout.data_dir, f, split)
+        mask = options.get("mask")
+        if mask is not None and not Path(mask).is_file():
+            raise SpecError(f"benchmark.mask '{mask}' is not a file (LACUNA's mask.pt)")
 
     # ---- data ----------------------------------------------------------------------------------------
     def rows(self, field: str, split: str) -> list[dict]:

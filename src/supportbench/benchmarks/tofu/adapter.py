@@ -34,6 +34,7 @@ from typing import Literal
 
 import torch
 
+from supportbench._options import option
 from supportbench.benchmarks import base as B
 from supportbench.benchmarks import evaluators as ev
 from supportbench.benchmarks.base import EvalSplit, Prepared, Roles, register_benchmark
@@ -78,12 +79,22 @@ class Tofu:
     # pretrained local models: TOFU's fine-tuning recipe (Maini et al. 2024)
     pretrained_finetune_config = FinetuneConfig(epochs=5, lr=1e-5, batch_size=32, weight_decay=0.01, warmup_frac=0.2)
 
-    def __init__(self, data_dir: str | Path | None = None, size: Literal["mini", "full"] = "mini",
-                 cache_dir: str | Path | None = None,
-                 progress: bool = True, max_new_tokens: int = 200, finetune: dict | None = None,
-                 device: str | None = None, chat_template: Literal["auto", "on", "off"] = "auto",
-                 theta0: Literal["finetune", "given"] = "finetune", retain_model: str | None = None,
-                 template: dict | None = None, build: int = 0):
+    def __init__(self, data_dir: option(str | None, doc="a local folder of TOFU's files (upstream layout); none: "
+                                                    "generated here") = None,
+                 size: option(Literal["mini", "full"], doc="the generated data: 20 or 200 authors") = "mini",
+                 cache_dir: str | Path | None = None, progress: bool = True,
+                 max_new_tokens: option(int, ge=1, le=4096, unit="tokens",
+                                        doc="generation length for TOFU's ROUGE-L") = 200,
+                 finetune: option(dict | None, doc="theta_0's fine-tuning recipe: benchmark.finetune.<option> "
+                                                   "(epochs, lr, batch_size, weight_decay, warmup_frac)") = None,
+                 device: str | None = None,
+                 chat_template: option(Literal["auto", "on", "off"],
+                                       doc="prompts through the tokenizer's chat template") = "auto",
+                 theta0: option(Literal["finetune", "given"],
+                                doc="fine-tune theta_0 here, or use the model as given") = "finetune",
+                 retain_model: option(str | None, doc="a ready retain model folder for forget quality") = None,
+                 template: option(dict | None, doc="open-unlearning's template_args: benchmark.template.<arg>")
+                 = None, build: int = 0):
         if size not in gen.SIZES:
             raise SpecError(f"benchmark.size={size!r}; allowed: {', '.join(gen.SIZES)}")
         if chat_template not in CHAT_TEMPLATE_CHOICES:
@@ -139,6 +150,23 @@ class Tofu:
     def field_names(cls, options: dict) -> tuple[str, ...]:
         """The fields a run may name (checked before any work); the same for every option."""
         return FIELDS
+
+    @classmethod
+    def check_inputs(cls, options: dict, field: str, settings: dict) -> None:
+        """A given data folder's files a run of ``field`` reads (every row parsed: a truncated file is named),
+        and, with a given theta_0, the retain model that TOFU's metrics need."""
+        data_dir = options.get("data_dir")
+        if data_dir is not None:
+            background = () if M.is_model_dir(settings.get("model", "")) else ("real_authors", "world_facts")
+            for config in ("full", *PROTECTED, "retain_perturbed", f"{field}_perturbed", *background):
+                read_config(data_dir, config)
+            read_pair(data_dir, field)
+        if (options.get("theta0") == "given" and settings.get("eval_full")
+                and options.get("retain_model") is None):
+            raise SpecError(f"eval_full computes TOFU's forget quality against the retain model of {field}, and none "
+                            f"can be trained from a given theta_0: name one with --retain-model PATH (= "
+                            f"benchmark.retain_model; open-unlearning's tofu_<model>_retain{100 - int(field[-2:])}), "
+                            "or leave eval_full out")
 
     def rows(self, config: str) -> list[dict]:
         if config not in self._rows:

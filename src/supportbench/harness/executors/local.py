@@ -81,7 +81,26 @@ class LocalExecutor:
             for t in tasks:
                 yield run_group(*t)
             return
-        with self.pool() as pool:
-            futures = [pool.submit(run_group, *t) for t in tasks]
+        pool, futures = self.pool(), []
+        try:
+            futures += [pool.submit(run_group, *t) for t in tasks]
             for f in as_completed(futures):
                 yield f.result()
+        except BaseException:
+            # Ctrl-C (or any stop): do not wait for the running groups -- each may take minutes -- but stop the
+            # workers now; a run they were in leaves no record (records are written whole or not at all) and
+            # the next sweep reruns exactly it
+            for f in futures:
+                f.cancel()
+            _stop_workers(pool)
+            raise
+        else:
+            pool.shutdown(wait=True)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate a pool's worker processes and release it without waiting for their tasks."""
+    for proc in list((pool._processes or {}).values()):   # CPython's pool keeps its workers here
+        if proc.is_alive():
+            proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
