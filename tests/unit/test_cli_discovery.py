@@ -16,7 +16,12 @@ def test_benchmarks_and_objectives_are_listed(capsys):
     assert "backbone, lora" in out
     assert main(["objectives"]) == 0
     out = capsys.readouterr().out
-    assert "npo       forget_coef=1.0, retain_coef=1.0, beta=0.1" in out and "simnpo" in out
+    blocks = {b.split("\n", 1)[0]: b for b in out.split("\n\n")[1:]}   # one block per objective
+    assert set(blocks) >= {"npo", "simnpo", "graddiff", "ga"}
+    npo = blocks["npo"]
+    for line in ("forget_coef: a number > 0, default 1.0", "retain_coef: a number >= 0, default 1.0",
+                 "beta: a number in (0, 1000] (1/nat), default 0.1"):
+        assert line in npo, (line, npo)
 
 
 def test_help_shows_defaults_and_the_set_keys():
@@ -87,4 +92,5 @@ def test_path_and_name_options_show_their_defaults(command, options):
 
     text = " ".join(build_parser()._subparsers._group_actions[0].choices[command].format_help().split())
     for opt in options:
-        assert re.search(re.escape(opt) + r" [A-Z_]+ [^-]*\(default: [^)]+\)", text), (opt, text)
+        # "(default: X)", or a "Default:" sentence where the default depends on the subcommand (registry)
+        assert re.search(re.escape(opt) + r" [A-Z_]+ [^-]*(\(default: [^)]+\)|Default: \S)", text), (opt, text)

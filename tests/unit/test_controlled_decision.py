@@ -1,6 +1,7 @@
 """The controlled separation's frozen decision: its rules, its hash, and the audit that holds final runs to it."""
 
 import json
+from datetime import UTC
 
 import pytest
 
@@ -38,6 +39,12 @@ def test_an_edited_decision_no_longer_matches_its_hash(tmp_path):
         cd.verify_controlled({**dec, "primary_locator": "b"})
 
 
+def _now() -> str:
+    from datetime import datetime
+
+    return datetime.now(UTC).isoformat()
+
+
 def _runs(tmp_path, started_at, decision):
     for f in ("t00", "t01"):
         for m in ("backbone", "lora"):
@@ -51,7 +58,8 @@ def _runs(tmp_path, started_at, decision):
 
 def test_audit_passes_final_runs_started_after_their_decision(tmp_path):
     dec = _freeze(tmp_path)
-    rep = _runs(tmp_path, "2999-01-01T00:00:00+00:00", dec["hash"])
+    # after the decision and before the ingest (a run dated in the registry's future fails the clock check)
+    rep = _runs(tmp_path, _now(), dec["hash"])
     assert rep.controlled_unfrozen == [] and rep.ok, rep.text()
 
 
@@ -63,7 +71,7 @@ def test_audit_fails_runs_started_before_their_decision(tmp_path):
 
 
 def test_audit_fails_runs_without_a_decision(tmp_path):
-    rep = _runs(tmp_path, "2999-01-01T00:00:00+00:00", None)
+    rep = _runs(tmp_path, _now(), None)
     assert {r["reason"] for r in rep.controlled_unfrozen} == {"no frozen controlled decision"} and not rep.ok
     assert "final controlled runs without a controlled decision frozen before they started: 4" in rep.text()
 

@@ -95,7 +95,8 @@ def test_replace_resolves_the_defaults_again_under_the_change(tmp_path):
     (d / "config.json").write_text("{}")
     tiny = RunSpec("tofu", "forget10", "npo", "wagle", T=12, hyperparameters={"batch_size": 4})
     local = tiny.replace(model=str(d))
-    assert local.hp("lr") == 1e-5 and local.t == 160 and local.T == 12 and local.hp("batch_size") == 4
+    # t and d follow the T given (floor(0.8 T), max(1, floor(0.1 T))), not the model default T = 200's 160
+    assert local.hp("lr") == 1e-5 and (local.t, local.d) == (9, 1) and local.T == 12 and local.hp("batch_size") == 4
     assert local.run_key == RunSpec("tofu", "forget10", "npo", "wagle", T=12, model=str(d),
                                     hyperparameters={"batch_size": 4}).run_key
     assert tiny.replace(benchmark="lacuna", field="Phone_Number").model == "tiny-olmo3"
