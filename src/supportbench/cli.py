@@ -304,10 +304,14 @@ def _run_controlled(args) -> int:
         raise SupportbenchError("; ".join(f"--set {k}={v}: {_DECIDED_BY_THE_CONTROLLED_DECISION[k]}"
                                           for k, v in frozen.items())
                                 + " (docs/benchmarks.md, 'Frozen before the final runs'): leave it out")
-    one = run_spec(args)  # the first target's spec: what every target's run shares
+    from supportbench.benchmarks.base import BENCHMARKS
     from supportbench.harness.validate import validate_spec
 
-    validate_spec(one)    # names and options before theta_0 is built (minutes)
+    interfaces = BENCHMARKS.get(args.benchmark).INTERFACES
+    args.method = interfaces[0]
+    one = run_spec(args)  # the first target's spec: what every target's run shares
+    for m in interfaces:  # names and options before theta_0 is built (minutes), for each interface
+        validate_spec(one.replace(method=m))
     done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,
                           split=one.split, experiment=one.experiment, budget=one.budget, T=one.T, model=one.model,
                           hyperparameters=dict(one.hyperparameters), cache_dir=args.cache, force=args.force,

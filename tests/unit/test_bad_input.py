@@ -49,6 +49,13 @@ CASES = [
     (LACUNA + ["--set", "benchmark.group_dropout=1.5"], "benchmark.group_dropout = 1.5: must be a number in [0, 1)"),
     # names before theta_0 is built (it takes minutes for the controlled separation)
     (["run", "--benchmark", "controlled", "--objective", "nosuch"], "no objective 'nosuch'"),
+    # found by the independent review of issue 33: refused before work, not inside the run
+    (["run", "--benchmark", "controlled", "--method", "backbone", "--set", "benchmark.n_targets=3"],
+     "n_targets must be a positive even number, got 3"),
+    (["run", "--benchmark", "controlled", "--set", "benchmark.n_targets=3"],
+     "n_targets must be a positive even number, got 3"),
+    (RUN + ["--rho-p", "-1"], "rho_p -1.0 is not a probe action"),       # a static run records what it is given
+    (RUN + ["--t", "999"], "DIR-R checkpoint t must satisfy 0 < t < T=40, got 999"),
     # the controlled decision owns these: a user's value would be replaced without a word (found by review)
     (["run", "--benchmark", "controlled", "--set", "benchmark.primary_locator=nope"],
      "--set benchmark.primary_locator=nope: the primary locator is the one with the best calibration AUROC"),

@@ -139,6 +139,14 @@ def D(key, value):   # noqa: N802
     return lambda t: decision(t, key, value)
 
 
+def AFILE(t):   # noqa: N802 -- a plain file where a folder would have to be
+    (t / "afile").write_text("not a folder")
+    return {}
+
+
+LONG = "x" * 300
+
+
 def L(t):   # noqa: N802
     return {"src": lacuna(t)}
 
@@ -249,6 +257,19 @@ CASES = [
                          ("dotted key", "a" + ".a" * N + " = 1"),
                          ("quoted dotted key", '"a"' + '."a"' * N + " = 1"),
                          ("101 levels", "fields = " + "[" * 101 + "]" * 101))],
+    # 8. paths the file system cannot use: under a file, a name over 255 bytes (the review's cases)
+    ("ingest --registry under a file", AFILE, [*INGEST, "--registry", "{tmp}/afile/r.duckdb"], {},
+     "/afile/r.duckdb' lies under"),
+    ("import --registry under a file", lambda t: {**AFILE(t), **T()(t)},
+     ["registry", "import", "{table}", "--registry", "{tmp}/afile/r.duckdb"], {}, "which is a file"),
+    ("export under a file", AFILE, ["registry", "export", "{tmp}/afile/o.csv", *DB], {},
+     "outcome table '"),
+    ("ingest DIR a file", AFILE, ["registry", "ingest", "{tmp}/afile"], {}, "which is a file"),
+    ("ingest --registry too long", None, [*INGEST, "--registry", "{tmp}/" + LONG + ".duckdb"], {},
+     "is longer than 255 bytes"),
+    ("query --registry too long", None, ["registry", "query", "--registry", "{tmp}/" + LONG + "/r.duckdb",
+                                         "-c", "SELECT 1"], {}, "is longer than 255 bytes"),
+    ("ingest DIR too long", None, ["registry", "ingest", "{tmp}/" + LONG], {}, "is longer than 255 bytes"),
 ]
 
 

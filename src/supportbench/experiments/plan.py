@@ -174,6 +174,8 @@ class ExperimentSpec:
         for k, v in model_defaults(out["model"]).items():  # the one source of defaults, as RunSpec resolves them
             if k in ("T", "rho_p") and out[k] is None:
                 out[k] = v
+        if "T" in own:   # a benchmark's own T: its t and d follow it, not the experiment's T's, unless it names them
+            out["t"], out["d"] = own.get("t"), own.get("d")
         t, d = checkpoint_of(out["T"]) if isinstance(out["T"], int) and not isinstance(out["T"], bool) else (None,) * 2
         out["t"] = t if out["t"] is None else out["t"]
         out["d"] = d if out["d"] is None else out["d"]

@@ -231,7 +231,9 @@ class RunSpec:
             raise SpecError(f"seed must be a whole number in 0..2^63-1, got {self.seed!r}")
         if not 0 <= self.build <= MAX_SEED:
             raise SpecError(f"build must be a whole number in 0..2^63-1, got {self.build!r}")
-        if self.variant == "dirr":
+        # a static run never reads them, but one given (and so in the run key) must still be one DIR-R could
+        # run with: a value that would be refused for DIR-R is not silently recorded for a static run
+        if self.variant == "dirr" or any(k in self._given for k in ("rho_p", "t", "d")):
             if isinstance(self.rho_p, bool) or self.rho_p not in ACTIONS or self.rho_p == 0:
                 raise SpecError(f"rho_p {self.rho_p!r} is not a probe action; allowed: "
                                 f"{', '.join(str(a) for a in ACTIONS if a > 0)} (the action set A without 0)")

@@ -140,7 +140,9 @@ def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns:
     conflict, kept aside and reported. A record whose benchmark, method or objective is not a
     known name is refused unless ``allow_unknown`` (then kept, and counted in the report); a name
     with a control character is always refused (``names``)."""
-    results = ResultsDir(results_dir)
+    from supportbench.registry.store import check_path
+
+    results = ResultsDir(check_path(results_dir, "results directory"))
     if not results.root.is_dir():
         raise RegistryError(f"no results directory '{results.root}' (expected {results.runs}/*.json)")
     if not results.is_results_dir():

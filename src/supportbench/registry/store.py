@@ -194,10 +194,30 @@ def close(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
     con.close()
 
 
+def check_path(path: str | Path, what: str = "registry path", *, writing: bool = False) -> Path:
+    """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a name
+    too long for it, a place under a file, or (``writing``) a nearest existing folder nothing can be made
+    in. Asked before the path is looked up at all (a too long name fails even ``exists``)."""
+    from supportbench import _io
+
+    path = Path(path)
+    why = _io.too_long(path)
+    if why:
+        raise RegistryError(f"{what} '{path}': {why}")
+    above = _io.file_ancestor(path)
+    if above is not None:
+        raise RegistryError(f"{what} '{path}' lies under '{above}', which is a file")
+    if writing and not path.exists():
+        why = _io.cannot_write_in(_io.nearest_existing(path))
+        if why:
+            raise RegistryError(f"{what} '{path}': '{_io.nearest_existing(path)}' is not writable ({why})")
+    return path
+
+
 def connect(path: str | Path = DEFAULT_PATH, *, read_only: bool = False,
             timeout: float | None = None) -> duckdb.DuckDBPyConnection:
     """Open (and, when writable, create or migrate) the registry at ``path``."""
-    path = Path(path)
+    path = check_path(path, writing=not read_only)
     if path.exists() and not path.is_file():
         raise RegistryError(f"registry path '{path}' is a directory, not a DuckDB file")
     if read_only:
@@ -225,7 +245,7 @@ def write_session(path: str | Path, work: Callable[[duckdb.DuckDBPyConnection], 
     (as ``_create`` publishes), and folders made for it are removed when it fails: a refused ingest
     or import leaves no file behind. When another process publishes the registry meanwhile, the
     work is done again in that one."""
-    path = Path(path)
+    path = check_path(path, writing=True)
     if path.exists() and not path.is_file():
         raise RegistryError(f"registry path '{path}' is a directory, not a DuckDB file")
     if path.exists():
@@ -291,7 +311,7 @@ def query_connection(path: str | Path) -> duckdb.DuckDBPyConnection:
     (``enable_external_access = false``), and ``lock_configuration`` so the query cannot undo
     either. It leaves an owner note (mode 'query') while open: ``close(con, path)`` when the
     statement is done (the prompt opens one per statement, so an idle prompt holds no lock)."""
-    path = Path(path)
+    path = check_path(path)
     if not path.is_file():
         raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
     memory = os.environ.get("SUPPORTBENCH_QUERY_MEMORY", "2GB")

@@ -127,7 +127,9 @@ def read_table(path: str | Path) -> list:
 
 def check_table_path(path: str | Path) -> Path:
     """An outcome table's path: a .csv or .parquet file name (a ``RegistryError`` naming it otherwise)."""
-    path = Path(path)
+    from supportbench.registry.store import check_path
+
+    path = check_path(path, "outcome table")
     if path.suffix not in (".csv", ".parquet") or path.is_dir():
         what = "a folder" if path.is_dir() else f"format '{path.suffix}'" if path.suffix else "no suffix"
         raise RegistryError(f"outcome table '{path}': {what}; it must be a .csv or .parquet file")
@@ -137,7 +139,9 @@ def check_table_path(path: str | Path) -> Path:
 def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     """Write the outcome table (one row per run: the outcome and DIR-R columns, and every numeric outcome
     component as a ``metric:<name>`` column) as CSV or Parquet; ``import_table`` reads it back whole."""
-    path = check_table_path(path)
+    from supportbench.registry.store import check_path
+
+    path = check_path(check_table_path(path), "outcome table", writing=True)
     import polars as pl
 
     if experiment is not None:

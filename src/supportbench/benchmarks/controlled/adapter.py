@@ -126,7 +126,12 @@ class Controlled:
 
     @classmethod
     def check_inputs(cls, options: dict, field: str, settings: dict) -> None:
-        """The controlled separation generates its data; a given adapter must be a folder."""
+        """The controlled separation generates its data; its targets come in blind pairs; a given adapter must be
+        a folder."""
+        n = options.get("n_targets", 36)
+        if isinstance(n, int) and not isinstance(n, bool) and n % 2:
+            raise SpecError(f"benchmark.n_targets: targets come in blind pairs: n_targets must be a positive even "
+                            f"number, got {n}")
         adapter = options.get("adapter")
         if adapter is not None and not Path(adapter).is_dir():
             raise SpecError(f"benchmark.adapter '{adapter}' is not a folder (a saved LoRA adapter)")
