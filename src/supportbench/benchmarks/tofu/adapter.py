@@ -157,6 +157,10 @@ class Tofu:
         and, with a given theta_0, the retain model that TOFU's metrics need."""
         data_dir = options.get("data_dir")
         if data_dir is not None:
+            if not Path(data_dir).exists():
+                raise SpecError(f"benchmark.data_dir '{data_dir}' does not exist (a folder of TOFU's files)")
+            if not Path(data_dir).is_dir():
+                raise SpecError(f"benchmark.data_dir '{data_dir}' is a file, not a folder of TOFU's files")
             background = () if M.is_model_dir(settings.get("model", "")) else ("real_authors", "world_facts")
             for config in ("full", *PROTECTED, "retain_perturbed", f"{field}_perturbed", *background):
                 read_config(data_dir, config)
