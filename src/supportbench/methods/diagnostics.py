@@ -383,7 +383,7 @@ class _Accumulators:
                 if shared:
                     self.u0[k] += c[0] * g
                 del g
-            elif c is not None:
+            if c is not None and not shared:  # per-row weights (e.g. SimNPO): a contraction of its own
                 self.u0[k] += self._outer_one(t, d, a, c)
             if "sum" in b.stats:
                 self.stats[b.name]["sum"][k] += self._outer_one(t, d, a, per_record)
