@@ -332,3 +332,27 @@ def _key(k):
     from supportbench.methods.diagnostics import _cache_key
 
     return _cache_key(k)
+
+
+@pytest.mark.parametrize("objective", ["npo", "simnpo", "graddiff"])
+def test_objective_direction_is_the_autograd_gradient_beside_a_role_gradient(tiny_model, diag_records, objective):
+    """u0 taken in the same pass as grad:F (the F block then holds both) equals the autograd gradient of the
+    objective at theta_0. (SimNPO weighs each row differently unless its sigmoid saturates, as it does on this
+    tiny model: the streamed contraction once dropped the per-row term beside a role gradient, and only a
+    LACUNA theta_0 showed it -- docs/scaling.md; this test does not reach that case.)"""
+    from supportbench.unlearning.objectives import get_objective
+
+    diag = Diagnostics(tiny_model, diag_records, objective, batch_size=3)
+    diag.prepare(["objective_direction", "grad:F"])
+    got = diag.objective_direction()
+    obj = get_objective(objective)
+    params = [t.param for t in diag.geometry.tensors]
+    _frozen_except(tiny_model, params)
+    s, n = sequence_nll(tiny_model, diag_records.F)
+    rs, rn = sequence_nll(tiny_model, diag_records.R)
+    loss = obj.forget_coef * obj.forget_term(s, n, s.detach()) + obj.retain_coef * rs.sum() / rn.sum()
+    want = torch.autograd.grad(loss, params)
+    for p in tiny_model.parameters():
+        p.requires_grad_(False)
+    for t, w in zip(diag.geometry.tensors, want):
+        torch.testing.assert_close(got[t.name], w, rtol=1e-4, atol=1e-7)
