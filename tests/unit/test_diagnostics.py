@@ -339,7 +339,7 @@ def test_objective_direction_is_the_autograd_gradient_beside_a_role_gradient(tin
     """u0 taken in the same pass as grad:F (the F block then holds both) equals the autograd gradient of the
     objective at theta_0. (SimNPO weighs each row differently unless its sigmoid saturates, as it does on this
     tiny model: the streamed contraction once dropped the per-row term beside a role gradient, and only a
-    LACUNA theta_0 showed it -- docs/scaling.md; this test does not reach that case.)"""
+    LACUNA theta_0 showed it; this test does not reach that case.)"""
     from supportbench.unlearning.objectives import get_objective
 
     diag = Diagnostics(tiny_model, diag_records, objective, batch_size=3)
