@@ -10,8 +10,17 @@ import sys
 
 from supportbench._options import help_line
 from supportbench.errors import RegistryError, SupportbenchError
+from supportbench.experiments.decisions import ACTIONS
 from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
-from supportbench.experiments.spec import DEFAULT_BUDGET, DEFAULT_HYPERPARAMETERS, MODEL_DEFAULTS, RUN_SETTINGS, RunSpec
+from supportbench.experiments.spec import (
+    DEFAULT_BUDGET,
+    DEFAULT_HYPERPARAMETERS,
+    MAX_SEED,
+    MAX_STEPS,
+    MODEL_DEFAULTS,
+    RUN_SETTINGS,
+    RunSpec,
+)
 
 
 def _cmd_geometry(args) -> int:
@@ -733,7 +742,22 @@ def _ranged(kind, lo=None, hi=None, what="a value"):
 
 POSITIVE_INT = _ranged(int, 1, None, "a whole number >= 1")
 POSITIVE = _ranged(float, 1e-300, None, "a number > 0")
-SEED = _ranged(int, 0, 2**63 - 1, "a whole number in 0..2^63-1")
+SEED = _ranged(int, 0, MAX_SEED, "a whole number in 0..2^63-1")
+STEPS = _ranged(int, 1, MAX_STEPS, f"a whole number in 1..{MAX_STEPS:,}")
+PROBES = tuple(a for a in ACTIONS if a > 0)   # the action set A without 0 (RunSpec's rule)
+
+
+def _probe(text: str) -> float:
+    """--rho-p: one of the probe actions, named in the refusal."""
+    allowed = ", ".join(str(a) for a in PROBES)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; allowed: {allowed}") from None
+    if value not in PROBES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a probe action; allowed: {allowed} "
+                                         "(the action set A without 0)")
+    return value
 
 
 class _Help(argparse.HelpFormatter):
@@ -787,23 +811,27 @@ def build_parser() -> argparse.ArgumentParser:
                    "controlled: every target")
     r.add_argument("--objective", default="npo", help="npo, simnpo, graddiff or ga (`supportbench objectives`)")
     r.add_argument("--method", default=None, help="default: intervention_score; controlled: both interfaces")
-    r.add_argument("--seed", type=SEED, default=0, help="the run's seed (batches, random choices)")
+    r.add_argument("--seed", type=SEED, default=0,
+                   help="the run's seed (batches, random choices); a whole number in 0..2^63-1")
     r.add_argument("--build", type=SEED, default=0,
                    help="the theta_0 build: the seed of the benchmark's construction (generated data, "
-                        "initialisation, batch order, interfaces, masks); each build has its own theta_0")
+                        "initialisation, batch order, interfaces, masks); each build has its own theta_0; a whole "
+                        "number in 0..2^63-1")
     r.add_argument("--variant", default="static", help="static or dirr")
     r.add_argument("--split", default="final", help="calibration, final or replication")
     r.add_argument("--experiment", default="adhoc", help="the experiment the run is recorded under")
     r.add_argument("--budget", type=POSITIVE, default=DEFAULT_BUDGET,
-                   help="editable scalars, or a fraction (< 1) of the total (default %(default)s)")
-    r.add_argument("--T", type=POSITIVE_INT, default=None,
-                   help=f"unlearning steps (default by model: {_defaults('T')})")
+                   help="editable scalars: a fraction in (0, 1) of the total, or a whole number of scalars >= 1 "
+                        "(default %(default)s)")
+    r.add_argument("--T", type=STEPS, default=None,
+                   help=f"unlearning steps, a whole number in 1..{MAX_STEPS:,} (default by model: {_defaults('T')})")
     r.add_argument("--t", type=POSITIVE_INT, default=None,
-                   help="DIR-R decision checkpoint (default floor(0.8 T): 32 of 40, 160 of 200)")
+                   help="DIR-R decision checkpoint (steps), 0 < t < T (default floor(0.8 T): 32 of 40, 160 of 200)")
     r.add_argument("--d", type=POSITIVE_INT, default=None,
-                   help="DIR-R probe length (default max(1, floor(0.1 T)): 4 of 40, 20 of 200)")
-    r.add_argument("--rho-p", dest="rho_p", type=float, default=None,
-                   help=f"DIR-R probe action (default {_defaults('rho_p')})")
+                   help="DIR-R probe length (steps), 0 < d <= T - t (default max(1, floor(0.1 T)): 4 of 40, 20 of "
+                        "200)")
+    r.add_argument("--rho-p", dest="rho_p", type=_probe, default=None,
+                   help=f"DIR-R probe action, one of {', '.join(map(str, PROBES))} (default {_defaults('rho_p')})")
     r.add_argument("--model", default=None,
                    help="model preset (tiny-llama, small-llama, tiny-olmo3, tiny-qwen2) or a local Hugging Face model "
                         "directory; default: the benchmark's (tiny-llama for TOFU, tiny-olmo3 for LACUNA, tiny-qwen2 "
@@ -833,7 +861,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="rerun even if the record exists")
     r.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
                    help="keep a record computed by older code (its fingerprint differs); the audit flags the mix")
-    r.add_argument("--threads", type=POSITIVE_INT, default=1, help="torch threads (one per worker process)")
+    r.add_argument("--threads", type=POSITIVE_INT, default=1,
+                   help="torch threads (one per worker process), a whole number >= 1")
     r.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="weights' dtype during the run (part of the run key); the support trains in fp32")
     r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")

@@ -31,6 +31,25 @@ def test_help_shows_defaults_and_the_set_keys():
     assert "batch_size" in flat and "weight_decay" in flat and "objective.beta=0.2" in flat
 
 
+def _run_help() -> dict[str, str]:
+    """run --help's text per option (its flag -> its help, whitespace folded)."""
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    return {a.option_strings[-1]: " ".join((a.help or "").split()) for a in run._actions if a.option_strings}
+
+
+@pytest.mark.parametrize(("flag", "allowed", "bad"), [
+    ("--seed", "0..2^63-1", "-1"), ("--build", "0..2^63-1", "-3"),
+    ("--budget", "a fraction in (0, 1)", "0"), ("--T", "1..1,000,000", "1000001"),
+    ("--t", "0 < t < T", "0"), ("--d", "0 < d <= T - t", "0"),
+    ("--rho-p", "one of 0.01, 0.025, 0.05, 0.1", "0.3"), ("--threads", ">= 1", "0")])
+def test_each_numeric_run_flag_shows_its_range_and_refuses_outside_it(capsys, tmp_path, flag, allowed, bad):
+    assert allowed in _run_help()[flag]
+    with pytest.raises(SystemExit) as exc:
+        main(["run", flag, bad, "--results", str(tmp_path / "r")])
+    assert exc.value.code == 2 and f"argument {flag}" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("extra", [[], ["--allow-unfrozen"]])
 def test_a_dirr_run_without_a_threshold_names_every_way_out(tmp_path, capsys, extra):
     rc = main(["run", "--benchmark", "tofu", "--variant", "dirr", "--results", str(tmp_path / "r"), *extra])

@@ -270,6 +270,9 @@ CASES = [
     ("query --registry too long", None, ["registry", "query", "--registry", "{tmp}/" + LONG + "/r.duckdb",
                                          "-c", "SELECT 1"], {}, "is longer than 255 bytes"),
     ("ingest DIR too long", None, ["registry", "ingest", "{tmp}/" + LONG], {}, "is longer than 255 bytes"),
+    # a name the file system holds, but not with DuckDB's '.wal' (or a temp name) beside it
+    ("ingest --registry 252-byte name", None, [*INGEST, "--registry", "{tmp}/" + "r" * 245 + ".duckdb"],
+     {}, "too long for DuckDB's '.wal' file"),
 ]
 
 

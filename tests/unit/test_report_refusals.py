@@ -176,7 +176,13 @@ CASES = [
      lambda t: (_mkdir(t, "rep") / own.MARKER).write_text('{"format": 2, "entries": "all"}'),
      ["--out", "rep"], 2, "not a report this command wrote", []),
     ("out-legacy-marker-folder-with-runs", lambda t: _legacy_report_folder(t, "runs"),
-     ["--out", "rep"], 2, "holds what no report writes: runs/", ["rep/runs/a.json"]),
+     ["--out", "rep"], 2, "from before manifests", ["rep/runs/a.json"]),
+    # a one-line marker proves nothing about the files beside it: a hand-edited report.md is kept
+    ("out-legacy-marker-folder-with-an-edited-report",
+     lambda t: (_legacy_report_folder(t, None), (t / "rep" / "report.md").write_text("my notes")),
+     ["--out", "rep"], 2, "from before manifests", ["rep/report.md"]),
+    ("out-legacy-marker-folder-as-the-report-left-it", lambda t: _legacy_report_folder(t, None),
+     ["--out", "rep"], 2, "move or delete it", ["rep/report.md", "rep/findings.md"]),
     # 4. what used to be an internal error (exit 1)
     ("out-under-a-file", None, ["--out", "notes.txt/rep"], 2, "lies under", ["notes.txt"]),
     ("out-name-over-255-bytes", None, ["--out", LONG], 2, "longer than 255 bytes", []),
@@ -270,14 +276,6 @@ def test_an_unchanged_report_folder_is_replaced_whole(work):
     assert not (rep / "tables" / "tab-gone.tex").exists() and (rep / "report.md").is_file()
     assert own.why_not_ours(rep) is None
     assert (work / "f.md").read_text() == (rep / "findings.md").read_text()
-
-
-def test_a_legacy_report_folder_holding_only_report_files_is_replaced(work):
-    _legacy_report_folder(work, None)
-    assert own.why_not_ours(work / "rep") is None
-    assert main(["report", "--registry", REG, "--out", "rep"]) == 0
-    assert own.why_not_ours(work / "rep") is None
-    assert (work / "rep" / own.MARKER).read_text() != own.LEGACY_MARKER_TEXT   # now a manifest
 
 
 # ---- kill -9 leftovers --------------------------------------------------------------------------

@@ -194,6 +194,9 @@ def close(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
     con.close()
 
 
+WAL = ".wal"   # the write-ahead log DuckDB keeps beside a registry while it is open
+
+
 def check_path(path: str | Path, what: str = "registry path", *, writing: bool = False) -> Path:
     """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a name
     too long for it, a place under a file, or (``writing``) a nearest existing folder nothing can be made
@@ -204,6 +207,9 @@ def check_path(path: str | Path, what: str = "registry path", *, writing: bool =
     why = _io.too_long(path)
     if why:
         raise RegistryError(f"{what} '{path}': {why}")
+    if path.name and _io.too_long(path.with_name(path.name + WAL)):   # DuckDB's log beside it
+        raise RegistryError(f"{what} '{path}': the name is too long for DuckDB's '{WAL}' file "
+                            f"beside it (at most {_io.NAME_MAX - len(WAL)} bytes)")
     above = _io.file_ancestor(path)
     if above is not None:
         raise RegistryError(f"{what} '{path}' lies under '{above}', which is a file")
@@ -277,7 +283,8 @@ def _create(path: Path, work: Callable | None = None):
     (checkpointed, no WAL left), then hard-linked to ``path``. Another process that opens ``path``
     meanwhile sees either no file or a complete registry, never DuckDB's half-written header. When two
     processes race to create it, the first link wins and the other's copy is dropped."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.creating")
+    # a short private name: the registry's own may already be near the file system's limit
+    tmp = path.with_name(f".supportbench-{os.getpid()}-{threading.get_ident()}.creating")
     result = None
     try:
         con = _open(tmp, False)
@@ -296,7 +303,7 @@ def _create(path: Path, work: Callable | None = None):
                 return _RACED if work is not None else None
             os.replace(tmp, path)
     finally:
-        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+        for leftover in (tmp, tmp.with_name(tmp.name + WAL)):
             leftover.unlink(missing_ok=True)
     return result
 

@@ -21,17 +21,14 @@ from pathlib import Path
 
 from supportbench import _io
 from supportbench.errors import RegistryError, ReportError
+from supportbench.registry.store import check_path
 from supportbench.reports.findings import read_stamp
 
 MARKER = ".supportbench-report"   # the manifest of a report folder, inside it
 MANIFEST_FORMAT = 2
-# the whole marker before manifests (format 1): it said nothing about the folder's content
+# the whole marker before manifests (format 1): it said nothing about the folder's content, so a
+# folder carrying it is never replaced (a hand-edited report.md under it would be lost unseen)
 LEGACY_MARKER_TEXT = "written by `supportbench report`; the next report replaces this folder\n"
-# what a format-1 report folder could hold: it is replaceable only while it holds nothing else
-LEGACY_TOP_FILES = frozenset({"report.md", "findings.md", "paper.tex", "paper.pdf", "paper.aux",
-                              "paper.log", "paper.out", MARKER})
-LEGACY_SUBFOLDERS = {"tables": (".tex",), "figures": (".png", ".pdf")}
-LEGACY_DIRS = frozenset(f"{d}/" for d in LEGACY_SUBFOLDERS)
 SHOWN = 3               # entries a refusal names; the rest are counted
 MAX_MARKER = 16 << 20   # a marker or findings.md larger than this is no report's: not read
 
@@ -108,7 +105,7 @@ def why_not_ours(folder: Path) -> str | None:
     first few entries that are not the report's. A changed or missing file counts too: the folder
     is no longer as the report left it (a hand-edited report.md is the user's now)."""
     manifest = _read_manifest(folder)
-    within = frozenset() if manifest is None else LEGACY_DIRS if manifest == "legacy" else manifest
+    within = manifest if isinstance(manifest, dict) else frozenset()
     try:
         found = listing(folder, within)
     except OSError as exc:
@@ -118,7 +115,8 @@ def why_not_ours(folder: Path) -> str | None:
     if manifest is None:
         return f"not a report this command wrote: it holds {_named(list(found))}"
     if manifest == "legacy":
-        return _why_not_legacy(found)
+        return ("written by a report from before manifests, so whether anyone changed its files "
+                "since cannot be told; move or delete it to write a report here")
     extra = [rel for rel, kind in found.items()
              if rel != MARKER and (rel not in manifest or kind == "other")]
     if extra:
@@ -132,26 +130,6 @@ def why_not_ours(folder: Path) -> str | None:
     parts = ([f"changed since: {_named(changed)}"] if changed else []) + (
         [f"missing: {_named(missing)}"] if missing else [])
     return "it is no longer as the report left it, " + "; ".join(parts) if parts else None
-
-
-def _why_not_legacy(found: dict[str, str]) -> str | None:
-    """A folder marked by a report from before manifests: what the report wrote is not known, so
-    it is replaceable only while every entry is one a report writes (its files, tables/*.tex,
-    figures/*.png|pdf). Anything else — a runs/ folder, a registry — came from someone else."""
-    extra = [rel for rel, kind in found.items() if not _legacy_report_entry(rel, kind)]
-    return f"it holds what no report writes: {_named(extra)}" if extra else None
-
-
-def _legacy_report_entry(rel: str, kind: str) -> bool:
-    if kind == "dir":
-        return rel in LEGACY_DIRS
-    if kind != "file":
-        return False
-    top, _, name = rel.rpartition("/")
-    if not top:
-        return name in LEGACY_TOP_FILES
-    suffixes = LEGACY_SUBFOLDERS.get(top)
-    return suffixes is not None and name.endswith(suffixes)
 
 
 # ---- the arguments ------------------------------------------------------------------------------
@@ -174,15 +152,9 @@ def _same(a: Path, b: Path) -> bool:
 
 def check_registry(registry: str | Path) -> Path:
     """The registry's resolved path, if it is an existing file; a one-line error otherwise (checked
-    before anything is created: a report of a registry that is not there writes nothing)."""
-    given = Path(registry)
-    why = _io.too_long(given)
-    if why:
-        raise RegistryError(f"--registry '{_short(given)}': {why}")
-    parent = _io.file_ancestor(given)
-    if parent is not None:
-        raise RegistryError(f"--registry '{given}' lies under '{parent}', which is a file, not a "
-                            "folder")
+    before anything is created: a report of a registry that is not there writes nothing). The
+    names the file system cannot hold are the registry's own rule (``store.check_path``)."""
+    given = check_path(registry, "--registry")
     if given.is_dir():
         raise RegistryError(f"registry path '{given}' is a directory, not a DuckDB file")
     if not given.is_file():
