@@ -112,7 +112,12 @@ def _num(v: float) -> str:
 def check(name: str, value: Any, hint: Any) -> Any:
     """``value`` converted to the declared type (an int for a float option becomes a float), or a ``SpecError``
     naming ``name``, the value and what is allowed."""
-    base, _ = _split(hint)
+    base, meta = _split(hint)
+    inner, nullable = _optional(base)
+    if nullable and value is None:
+        return None
+    if nullable and meta is not None:   # msgspec takes a range only on the bare numeric type
+        hint = Annotated[inner, meta]
     try:
         out = msgspec.convert(value, hint, strict=True)
     except msgspec.ValidationError:

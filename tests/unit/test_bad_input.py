@@ -13,7 +13,7 @@ CASES = [
     (RUN + ["--threads", "0"], "'0' is out of range; allowed: a whole number >= 1"),
     (RUN + ["--seed", "100000000000000000000"], "out of range; allowed: a whole number in 0..2^63-1"),
     (RUN + ["--seed", "-1"], "out of range; allowed: a whole number in 0..2^63-1"),
-    (RUN + ["--T", "9223372036854775807"], "T must be a whole number in 1..1,000,000"),
+    (RUN + ["--T", "9223372036854775807"], "out of range; allowed: a whole number in 1..1,000,000"),
     (RUN + ["--T", "0"], "'0' is out of range"),
     (RUN + ["--budget", "nan"], "'nan' is not finite"),
     (RUN + ["--budget", "-1"], "'-1' is out of range; allowed: a number > 0"),
@@ -21,6 +21,9 @@ CASES = [
     (RUN + ["--set", "lr=abc"], "hyperparameter lr = 'abc': must be a number in (0, 1]"),
     # issue 33: every option's range from its one declaration, before any model loads
     (RUN + ["--set", "lr=1e300"], "hyperparameter lr = 1e+300: must be a number in (0, 1]"),
+    # an option that may also be none keeps its range (msgspec takes none with a range only this way)
+    (RUN + ["--set", "tau=1e300"], "hyperparameter tau = 1e+300: must be a number in [-1e+12, 1e+12]"),
+    (RUN + ["--set", "tau=nan"], "hyperparameter tau = 'nan': must be a number in [-1e+12, 1e+12]"),
     (RUN + ["--set", "objective.beta=-5"], "objective.beta = -5: must be a number in (0, 1000] (1/nat)"),
     (RUN + ["--set", "objective.beta=0"], "objective.beta = 0: must be a number in (0, 1000]"),
     (RUN + ["--objective", "graddiff", "--set", "objective.beta=1"],
@@ -54,7 +57,7 @@ CASES = [
      "n_targets must be a positive even number, got 3"),
     (["run", "--benchmark", "controlled", "--set", "benchmark.n_targets=3"],
      "n_targets must be a positive even number, got 3"),
-    (RUN + ["--rho-p", "-1"], "rho_p -1.0 is not a probe action"),       # a static run records what it is given
+    (RUN + ["--rho-p", "-1"], "argument --rho-p: '-1' is not a probe action"),       # a static run records what it is given
     (RUN + ["--t", "999"], "DIR-R checkpoint t must satisfy 0 < t < T=40, got 999"),
     # the controlled decision owns these: a user's value would be replaced without a word (found by review)
     (["run", "--benchmark", "controlled", "--set", "benchmark.primary_locator=nope"],

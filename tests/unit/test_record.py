@@ -111,3 +111,95 @@ def test_synthetic_records_are_valid_records(tmp_path):
     for r in (synthetic.record(), synthetic.record(variant="dirr", candidates={"0.0": 1.0, "0.01": 2.0}),
               synthetic.record(status="failed")):
         assert RunRecord.from_dict(json.loads(json.dumps(r))).to_dict() == r
+
+
+# ---- the fast path of from_json (issue 39) and the strict parser it stands in for ------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from supportbench._io import StrictJSONError, loads_json  # noqa: E402
+from supportbench.experiments import record as record_module  # noqa: E402
+
+_KEYS = st.sampled_from(["a", "b", "J", "k:", 'q"', "\"\":", " ", "é"])
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(['":', '" :', "x", '\\"', "é"]))
+_PAIRS = st.recursive(st.lists(st.tuples(_KEYS, _SCALARS), max_size=4),
+                      lambda inner: st.lists(st.tuples(_KEYS, st.one_of(_SCALARS, inner)), max_size=4), max_leaves=12)
+
+
+def _text(pairs, ascii_only: bool, spaced: bool) -> str:
+    """JSON text of an object written pair by pair: a key may repeat, as a hand-edited file's may."""
+    colon = " : " if spaced else ": "
+    out = []
+    for k, v in pairs:
+        val = _text(v, ascii_only, spaced) if isinstance(v, list) else json.dumps(v, ensure_ascii=ascii_only)
+        out.append(json.dumps(k, ensure_ascii=ascii_only) + colon + val)
+    return "{" + ", ".join(out) + "}"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pairs=_PAIRS, ascii_only=st.booleans(), spaced=st.booleans())
+def test_the_fast_parse_reads_only_what_the_strict_parser_reads_the_same(pairs, ascii_only, spaced):
+    """Whatever the fast path accepts, ``loads_json`` (duplicate keys refused, NaN kept) reads to the equal
+    object; a repeated key at any depth is never accepted by it."""
+    text = _text(pairs, ascii_only, spaced)
+    fast = record_module._parse_plain(text)
+    try:
+        strict = loads_json(text, nonfinite=True)
+    except StrictJSONError:
+        assert fast is None
+        return
+    if fast is not None:
+        assert json.dumps(fast, sort_keys=True) == json.dumps(strict, sort_keys=True)
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "a": 2}', '{"x": {"a": 1, "a": 2}}', '{"x": [{"a": ":", "a": 2}]}', '{"a" : 1, "a" : 2}',
+    '{"\\u0061": 1, "a": 2}', '{"a": "\\":", "a": "\\":"}'])
+def test_a_repeated_key_always_takes_the_strict_path(text):
+    assert record_module._parse_plain(text) is None
+    with pytest.raises(StrictJSONError, match="duplicate key"):
+        loads_json(text, nonfinite=True)
+
+
+def test_a_checked_spec_stands_only_for_other_valid_seeds_and_builds(monkeypatch):
+    """``_check_resolved`` checks a spec once per shape (all but its seed and build); a spec that differs
+    in anything else, or whose seed or build is not valid, is checked in full."""
+    full = []
+    monkeypatch.setattr(record_module, "_RESOLVED", set())
+    real = record_module._check_resolved_in_full
+    monkeypatch.setattr(record_module, "_check_resolved_in_full", lambda s, src: (full.append(s), real(s, src)))
+    spec = RunSpec("tofu", "forget10", "npo", "wagle", seed=3).canonical()
+    for seed in (3, 4, 2**63 - 1):
+        record_module._check_resolved({**spec, "seed": seed}, "r")
+    record_module._check_resolved({**spec, "build": 7}, "r")
+    record_module._check_resolved({**spec, "build": 9}, "r")
+    assert len(full) == 2   # one per shape: without a build, with a non-zero build
+    for bad, message in (({**spec, "seed": -1}, "seed must be a whole number in 0..2"),
+                         ({**spec, "seed": True}, "seed must be a whole number"),
+                         ({**spec, "build": 0}, "not fully resolved"),
+                         ({**spec, "build": 2**63}, "build must be a whole number"),
+                         ({**spec, "T": 0}, "T must be a whole number in 1.."),
+                         ({**spec, "variant": "dirr"}, "not fully resolved|DIR-R"),
+                         ({**spec, "hyperparameters": {**spec["hyperparameters"], "lr": -1.0}}, "lr")):
+        with pytest.raises(RecordError, match=message):
+            record_module._check_resolved(bad, "r")
+
+
+def test_a_spec_with_a_non_finite_number_is_never_taken_for_one_with_none(monkeypatch):
+    """msgspec writes NaN as null: a NaN spec must not share a cached shape with the None spec."""
+    monkeypatch.setattr(record_module, "_RESOLVED", set())
+    spec = RunSpec("tofu", "forget10", "npo", "wagle", seed=3).canonical()
+    record_module._check_resolved(spec, "r")   # tau None: checked and cached
+    assert record_module._shape({**spec, "hyperparameters": {**spec["hyperparameters"], "tau": math.nan}}) is None
+    with pytest.raises(RecordError, match="tau"):
+        record_module._check_resolved({**spec, "hyperparameters": {**spec["hyperparameters"], "tau": math.nan}}, "r")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (b'{"run_key": "\xe9"}', "not UTF-8 text"), (b'{"a": NaN}', "a record needs a run_key"),
+    (b"[" * 5000 + b"]" * 5000, "nested more than 100 levels"), (b'{"a": 1', "not valid JSON")])
+def test_what_the_fast_path_leaves_gets_the_strict_paths_message(text, message):
+    assert record_module._parse_plain(text) is None
+    with pytest.raises(RecordError, match=message):
+        RunRecord.from_json(text, "runs/x.json")

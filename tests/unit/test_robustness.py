@@ -46,7 +46,7 @@ def nothing_written(*dirs: Path) -> bool:
     (["--benchmark", "tofuu"], "Did you mean 'tofu'"),
     (["--objective", "npoo"], "Did you mean 'npo'"),
     (["--field", "forget11"], "Did you mean 'forget10'"),
-    (["--variant", "dirr", "--rho-p", "0.07", "--allow-unfrozen"], "rho_p 0.07 is not a probe action"),
+    (["--variant", "dirr", "--rho-p", "0.07", "--allow-unfrozen"], "'0.07' is not a probe action"),
     (["--budget", "1.5"], "neither a fraction"),
     (["--budget", "nan"], "'nan' is not finite"),
     (["--budget", "inf"], "'inf' is not finite"),

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Literal
 
 import msgspec
 
 from supportbench._io import StrictJSONError, loads_json
 from supportbench.errors import SpecError, SupportbenchError
-from supportbench.experiments.spec import SCHEMA, SPLITS, VARIANTS, RunSpec, spec_key
+from supportbench.experiments.spec import MAX_SEED, SCHEMA, SPLITS, VARIANTS, RunSpec, spec_key
 
 STATUSES = ("ok", "failed", "diverged")
 Status = Literal["ok", "failed", "diverged"]
@@ -153,6 +154,9 @@ class RunRecord(_Struct):
 
     @classmethod
     def from_json(cls, text: str | bytes, source: str = "run record") -> RunRecord:
+        obj = _parse_plain(text)
+        if obj is not None:   # the common case, decided in C; anything unusual takes the strict path
+            return cls.from_dict(obj, source)
         try:
             obj = loads_json(text.decode("utf-8") if isinstance(text, bytes) else text, nonfinite=True)
         except UnicodeDecodeError as exc:
@@ -184,9 +188,84 @@ def _finite(x) -> bool:
     return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
 
 
+# ---- the fast path of from_json (issue 39: an ingest checks every record) ------------------------
+_SPACED_KEY_END = re.compile(rb'"[ \t\n\r]+:')   # a quote, white space, a colon: rare, left to the strict path
+_MAX_BRACKETS = 100    # no more brackets than MAX_DEPTH: the text cannot nest deeper (nesting_depth)
+
+
+def _parse_plain(text: str | bytes) -> Any:
+    """The parsed record when its text is plain JSON that ``loads_json`` would read the same way: UTF-8,
+    few enough brackets that it cannot nest too deep, no NaN/Infinity or out-of-range number (msgspec
+    refuses them), and no key twice in one object (msgspec would keep the last silently). None means
+    "not proven": the strict, slower parser decides, and names what is wrong.
+
+    No repeated key is proven by counting '":' (the end of every key, and of any string value that
+    ends in a colon-quote pair) in the text and in msgspec's re-encoding of what it parsed: a repeated
+    key's end, and its dropped value, are in the text only. The counts agree on everything else when
+    the text escapes no character as \\uXXXX (msgspec writes a quote as \\") and never puts white
+    space between a quote and a colon; any other text is not proven."""
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    if (raw.count(b"[") + raw.count(b"{") > _MAX_BRACKETS or b"\\u" in raw
+            or _SPACED_KEY_END.search(raw)):
+        return None
+    try:
+        obj = msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):   # the strict path names why
+        return None
+    if raw.count(b'":') != msgspec.json.encode(obj).count(b'":'):
+        return None
+    return obj
+
+
+_RESOLVED: set[bytes] = set()   # specs already checked, up to their seed and build (see _check_resolved)
+_RESOLVED_MAX = 100_000
+
+
 def _check_resolved(spec: dict, source: str) -> None:
     """The stored spec is a RunSpec as resolved: rebuilt through ``RunSpec`` (its types, ranges and known
-    hyperparameters) it comes back unchanged, so no setting is missing, unknown or out of range."""
+    hyperparameters) it comes back unchanged, so no setting is missing, unknown or out of range.
+
+    A sweep's records differ mostly in their seed, and RunSpec reads a seed or a build only to range-check
+    it and to store it back (a build of 0 is left out). So a spec that passed stands for every spec that
+    differs from it only in a valid seed or a valid non-zero build: checked once (an ingest of 100,000
+    records rebuilt the same few hundred RunSpecs). A spec that fails is checked in full, every time."""
+    shape = _shape(spec)
+    if shape is not None and shape in _RESOLVED:
+        return
+    _check_resolved_in_full(spec, source)
+    if shape is not None:
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED.add(shape)
+
+
+def _shape(spec: dict) -> bytes | None:
+    """``spec`` with a valid seed and a valid non-zero build replaced by placeholders, as JSON bytes; None
+    when either is not a plain whole number in range, or a number in it is not finite (msgspec writes
+    NaN as null, which would give it None's shape), and then nothing is cached. Not sorted: equal bytes
+    still mean an equal spec (another key order is only a miss)."""
+    seed, build = spec.get("seed"), spec.get("build", 1)
+    if not all(type(v) is int and 0 <= v <= MAX_SEED for v in (seed, build)) or build == 0:
+        return None
+    if not (_finite_leaves(spec.values()) and _finite_leaves((spec.get("hyperparameters") or {}).values())):
+        return None
+    try:
+        return msgspec.json.encode({**spec, "seed": 0, "build": 1 if "build" in spec else None})
+    except (TypeError, msgspec.EncodeError):
+        return None
+
+
+def _finite_leaves(values) -> bool:
+    """No float among ``values`` (and within any list or dict among them) is NaN or infinite."""
+    for v in values:
+        if type(v) is float and not math.isfinite(v):
+            return False
+        if isinstance(v, list | dict) and not _finite_leaves(v.values() if isinstance(v, dict) else v):
+            return False
+    return True
+
+
+def _check_resolved_in_full(spec: dict, source: str) -> None:
     try:
         again = RunSpec.from_dict(spec).canonical()
     except (SpecError, TypeError) as exc:
