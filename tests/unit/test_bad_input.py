@@ -57,7 +57,7 @@ CASES = [
      "n_targets must be a positive even number, got 3"),
     (["run", "--benchmark", "controlled", "--set", "benchmark.n_targets=3"],
      "n_targets must be a positive even number, got 3"),
-    (RUN + ["--rho-p", "-1"], "argument --rho-p: '-1' is not a probe action"),       # a static run records what it is given
+    (RUN + ["--rho-p", "-1"], "argument --rho-p: '-1' is not a probe action"),   # a static run too
     (RUN + ["--t", "999"], "DIR-R checkpoint t must satisfy 0 < t < T=40, got 999"),
     # the controlled decision owns these: a user's value would be replaced without a word (found by review)
     (["run", "--benchmark", "controlled", "--set", "benchmark.primary_locator=nope"],
