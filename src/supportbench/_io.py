@@ -99,6 +99,10 @@ def loads_json(text: str, *, nonfinite: bool = False):
     except RecursionError:
         raise StrictJSONError(f"nested too deeply to parse (more than {MAX_DEPTH} levels)", "",
                               0) from None
+    except ValueError as exc:   # not a JSONDecodeError: a number Python will not convert (> 4300 digits)
+        if isinstance(exc, json.JSONDecodeError):
+            raise
+        raise StrictJSONError(f"a value it cannot read: {exc}", "", 0) from None
 
 
 def read_json_object(path: str | Path, error: type[Exception], what: str) -> dict:

@@ -248,9 +248,17 @@ def run_spec(args) -> RunSpec:
                    model=model, hyperparameters=hp, build=args.build)
 
 
+def _cache_flag(args) -> tuple[str | None, str]:
+    """The cache folder a command will write into and the name to blame: --cache, else $SUPPORTBENCH_CACHE."""
+    if args.cache is None and os.environ.get("SUPPORTBENCH_CACHE"):
+        return os.environ["SUPPORTBENCH_CACHE"], "$SUPPORTBENCH_CACHE"
+    return args.cache, "--cache"
+
+
 def _cmd_run(args) -> int:
     _writable_dir(args.results, "--results")
-    _writable_dir(args.cache, "--cache")
+    _writable_dir(str(ResultsDir(args.results).runs), "--results")   # where the record goes: runs/ itself
+    _writable_dir(*_cache_flag(args))
     import torch
 
     torch.set_num_threads(args.threads)
@@ -386,6 +394,13 @@ def _cmd_calibrate(args) -> int:
     from supportbench.harness.calibration import calibrate_and_freeze
 
     results = ResultsDir(args.results)
+    _writable_dir(str(args.out or results.decisions), "--out" if args.out else "--results")   # before any work
+    from supportbench.registry.names import check_text
+
+    for b in args.baselines or []:   # written into the decision: what ingest would refuse is refused here
+        if not b.strip():
+            raise SupportbenchError(f"--baselines {b!r}: a baseline identity is a non-empty name")
+        check_text(b, "--baselines", "calibrate")
     recs = [r for r in results.records()
             if (r.spec.get("split"), r.spec.get("variant"), r.spec.get("experiment"), r.spec.get("benchmark"),
                 r.spec.get("objective")) == ("calibration", "dirr", args.experiment, args.benchmark, args.objective)]
@@ -649,7 +664,7 @@ def _dry_run(spec, step_seconds: float | None) -> int:
 def _cmd_sweep(args) -> int:
     if not args.dry_run:
         _writable_dir(args.results, "--results")
-        _writable_dir(args.cache, "--cache")
+        _writable_dir(*_cache_flag(args))
     from supportbench.experiments.plan import ExperimentSpec
 
     spec = ExperimentSpec.from_toml(args.spec)
@@ -744,6 +759,8 @@ POSITIVE_INT = _ranged(int, 1, None, "a whole number >= 1")
 POSITIVE = _ranged(float, 1e-300, None, "a number > 0")
 SEED = _ranged(int, 0, MAX_SEED, "a whole number in 0..2^63-1")
 STEPS = _ranged(int, 1, MAX_STEPS, f"a whole number in 1..{MAX_STEPS:,}")
+MAX_THREADS = 1024   # more torch threads than any machine has cores is a typo (and fails inside torch)
+THREADS = _ranged(int, 1, MAX_THREADS, f"a whole number in 1..{MAX_THREADS}")
 PROBES = tuple(a for a in ACTIONS if a > 0)   # the action set A without 0 (RunSpec's rule)
 
 
@@ -861,8 +878,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="rerun even if the record exists")
     r.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
                    help="keep a record computed by older code (its fingerprint differs); the audit flags the mix")
-    r.add_argument("--threads", type=POSITIVE_INT, default=1,
-                   help="torch threads (one per worker process), a whole number >= 1")
+    r.add_argument("--threads", type=THREADS, default=1,
+                   help=f"torch threads (one per worker process), a whole number in 1..{MAX_THREADS}")
     r.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="weights' dtype during the run (part of the run key); the support trains in fp32")
     r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")

@@ -41,7 +41,7 @@ def _run_help() -> dict[str, str]:
     ("--seed", "0..2^63-1", "-1"), ("--build", "0..2^63-1", "-3"),
     ("--budget", "a fraction in (0, 1)", "0"), ("--T", "1..1,000,000", "1000001"),
     ("--t", "0 < t < T", "0"), ("--d", "0 < d <= T - t", "0"),
-    ("--rho-p", "one of 0.01, 0.025, 0.05, 0.1", "0.3"), ("--threads", ">= 1", "0")])
+    ("--rho-p", "one of 0.01, 0.025, 0.05, 0.1", "0.3"), ("--threads", "1..1024", "100000")])
 def test_each_numeric_run_flag_shows_its_range_and_refuses_outside_it(capsys, tmp_path, flag, allowed, bad):
     assert allowed in _run_help()[flag]
     with pytest.raises(SystemExit) as exc:

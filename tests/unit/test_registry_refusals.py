@@ -159,8 +159,8 @@ IMPORT = ["registry", "import", "{table}", *DB]
 SRC = ["registry", "import", "{src}", *DB]
 LOCK = "SUPPORTBENCH_LOCK_TIMEOUT"
 N = 50_000
-LOCK_MSG = ("is not allowed: it is the seconds to wait for another process's lock, a finite "
-            "decimal number >= 0")
+LOCK_MSG = ("is not allowed: it is the seconds to wait for another process's lock, a decimal number in "
+            "0..604800")
 SEED_MSG = "is not allowed; a seed is a whole number in 0..2^63-1 written as digits"
 J_MSG = "is not allowed; it must be a finite decimal number"
 TOML_MSG = "deep.toml': arrays, tables or dotted keys nested more than 100 levels deep"
@@ -270,6 +270,21 @@ CASES = [
     ("query --registry too long", None, ["registry", "query", "--registry", "{tmp}/" + LONG + "/r.duckdb",
                                          "-c", "SELECT 1"], {}, "is longer than 255 bytes"),
     ("ingest DIR too long", None, ["registry", "ingest", "{tmp}/" + LONG], {}, "is longer than 255 bytes"),
+    # numbers no timer or parser holds (issue 33's second review)
+    (f"{LOCK}=1e308", None, INGEST, {LOCK: "1e308"}, f"{LOCK}='1e308' {LOCK_MSG}"),
+    ("query seconds 1e308", None, [*QUERY, "-c", "SELECT 1"], {"SUPPORTBENCH_QUERY_SECONDS": "1e308"},
+     "must be a number of seconds in (0, 604800]"),
+    ("record with a 5000-digit number", R(raw='{"run_key": "k", "spec": {"seed": ' + "1" * 5000 + "}}"), INGEST,
+     {}, "a value it cannot read"),
+    # calibrate: where its decision goes, and what goes into it, are checked before any work
+    *[(f"calibrate --out {what}", prep, ["calibrate", "--results", "{res}", "--benchmark", "lacuna", "--objective",
+                                         "graddiff", "--out", out], {}, msg)
+      for what, prep, out, msg in (("a file", AFILE, "{tmp}/afile", "is a file, not a folder"),
+                                   ("under a file", AFILE, "{tmp}/afile/sub", "lies under"),
+                                   ("too long", None, "{tmp}/" + LONG, "is longer than 255 bytes"))],
+    ("calibrate --baselines control character", None, ["calibrate", "--results", "{res}", "--benchmark", "lacuna",
+                                                       "--objective", "graddiff", "--baselines", "a\x01"], {},
+     "holds a control character"),
     # a name the file system holds, but not with DuckDB's '.wal' (or a temp name) beside it
     ("ingest --registry 252-byte name", None, [*INGEST, "--registry", "{tmp}/" + "r" * 245 + ".duckdb"],
      {}, "too long for DuckDB's '.wal' file"),
@@ -528,3 +543,21 @@ def test_the_owner_note_lives_as_long_as_the_writable_connection(tmp_path):
     del con                                       # collected: its note goes with it
     assert not owner_path(db).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
+
+
+def test_a_killed_creators_private_copy_is_removed_by_the_next_creator(tmp_path):
+    """kill -9 during the first ingest leaves '.supportbench-PID-TID.creating' (and its .wal): the next
+    creation in that folder removes those whose process is gone, and leaves a live one's alone."""
+    import subprocess
+    import sys
+
+    from supportbench.registry.store import connect
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    dead = [tmp_path / f".supportbench-{p.pid}-1.creating", tmp_path / f".supportbench-{p.pid}-1.creating.wal"]
+    live = tmp_path / f".supportbench-{os.getpid()}-2.creating"
+    for f in (*dead, live):
+        f.write_bytes(b"x")
+    connect(tmp_path / "r.duckdb").close()
+    assert not any(f.exists() for f in dead) and live.exists()

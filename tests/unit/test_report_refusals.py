@@ -152,6 +152,17 @@ CASES = [
      ["--out", "rep", "--findings", "link.md"], 2, "is a symbolic link", ["notes.txt"]),
     ("findings-in-an-unwritable-folder", "lock", ["--out", "rep", "--findings", "locked/f.md"],
      2, "nothing can be created in", []),
+    # a stamped findings.md a person edited since is theirs now; one stamped before body hashes is unprovable
+    ("findings-stamped-then-edited-by-hand",
+     lambda t: (main(["report", "--registry", REG, "--out", "rep0", "--findings", "f.md"]),
+                (t / "f.md").write_text((t / "f.md").read_text().replace("# Findings", "# My findings"))),
+     ["--out", "rep", "--findings", "f.md"], 2, "edited since the report wrote it", ["f.md"]),
+    ("findings-stamped-without-a-body-hash",
+     lambda t: (t / "old.md").write_text('# Findings\n\n<!-- supportbench-stamp {"records": 1} -->\n'),
+     ["--out", "rep", "--findings", "old.md"], 2, "from before stamps held the text's hash", ["old.md"]),
+    ("findings-with-a-stamp-nested-deep",
+     lambda t: (t / "deep.md").write_text("<!-- supportbench-stamp " + "[" * 200_000 + "]" * 200_000 + " -->\n"),
+     ["--out", "rep", "--findings", "deep.md"], 2, "without the provenance stamp", ["deep.md"]),
     # 1. --out: never the registry or a folder holding it
     ("out-is-the-registry", None, ["--out", REG], 2, "is the registry", [REG]),
     ("out-holds-the-registry", None, ["--out", "res"], 2, "holds the registry", [REG]),

@@ -66,6 +66,32 @@ def test_bad_run_input_exits_2_and_writes_nothing(tmp_path, capsys, args, says):
     assert nothing_written(res, cache)
 
 
+@pytest.mark.parametrize("where", ["env-cache-is-a-file", "env-cache-under-a-file", "runs-not-writable"])
+def test_where_a_run_writes_is_checked_before_it_trains(tmp_path, capsys, monkeypatch, where):
+    """$SUPPORTBENCH_CACHE is checked as --cache is, and the results' runs/ folder itself (issue 33's second
+    review: both failed after training, with an internal error)."""
+    res = tmp_path / "results"
+    (tmp_path / "afile").write_text("x")
+    if where == "runs-not-writable":
+        (res / "runs").mkdir(parents=True)
+        if os.geteuid() == 0:
+            if subprocess.run(["chattr", "+i", str(res / "runs")], capture_output=True).returncode:
+                pytest.skip("chattr +i is not available here")
+        else:
+            (res / "runs").chmod(0o555)
+    else:
+        monkeypatch.setenv("SUPPORTBENCH_CACHE", str(tmp_path / "afile" / ("sub" if "under" in where else "")))
+    try:
+        rc = main(["run", "--benchmark", "tofu", "--method", "random", "--T", "2", "--results", str(res)])
+    finally:
+        if where == "runs-not-writable" and os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(res / "runs")], check=True)
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and "internal error" not in err, err
+    assert ("$SUPPORTBENCH_CACHE" in err) if where.startswith("env") else ("is not writable" in err), err
+    assert not list((res / "runs").glob("*.json")) if (res / "runs").exists() else True
+
+
 def test_model_folder_without_weights_exits_2_before_training(tmp_path, capsys):
     folder = tmp_path / "model"
     folder.mkdir()

@@ -62,6 +62,7 @@ def strict_float(text: str) -> float | None:
 
 
 LOCK_TIMEOUT = "SUPPORTBENCH_LOCK_TIMEOUT"
+MAX_WAIT = 7 * 24 * 3600.0   # a week: any longer wait or query limit is a typo (a timer cannot hold 1e308 s)
 
 
 def lock_timeout() -> float:
@@ -70,9 +71,9 @@ def lock_timeout() -> float:
     if raw is None:
         return 120.0
     value = strict_float(raw)
-    if value is None or value < 0:
+    if value is None or not 0 <= value <= MAX_WAIT:
         raise RegistryError(f"{LOCK_TIMEOUT}={raw!r} is not allowed: it is the seconds to wait for "
-                            "another process's lock, a finite decimal number >= 0 (default 120)")
+                            f"another process's lock, a decimal number in 0..{MAX_WAIT:.0f} (default 120)")
     return value
 
 
@@ -285,6 +286,7 @@ def _create(path: Path, work: Callable | None = None):
     processes race to create it, the first link wins and the other's copy is dropped."""
     # a short private name: the registry's own may already be near the file system's limit
     tmp = path.with_name(f".supportbench-{os.getpid()}-{threading.get_ident()}.creating")
+    _remove_dead_creations(path.parent)
     result = None
     try:
         con = _open(tmp, False)
@@ -306,6 +308,29 @@ def _create(path: Path, work: Callable | None = None):
         for leftover in (tmp, tmp.with_name(tmp.name + WAL)):
             leftover.unlink(missing_ok=True)
     return result
+
+
+_CREATING = re.compile(r"\.supportbench-(\d+)-\d+\.creating(\.wal)?")
+
+
+def _remove_dead_creations(folder: Path) -> None:
+    """Remove the private copies (and their logs) that a creator killed with -9 left in ``folder``: those
+    whose process is gone. A live creator's copy is left alone."""
+    try:
+        names = [e.name for e in os.scandir(folder) if _CREATING.fullmatch(e.name)]
+    except OSError:
+        return
+    for name in names:
+        pid = int(_CREATING.fullmatch(name).group(1))
+        try:
+            os.kill(pid, 0)
+            continue            # alive (or not ours to signal): not a leftover
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
 
 
 READ_STATEMENTS = ("SELECT",)
@@ -341,8 +366,9 @@ def query_seconds() -> float:
     """The time limit of one user query: ``SUPPORTBENCH_QUERY_SECONDS`` (default 30)."""
     raw = os.environ.get("SUPPORTBENCH_QUERY_SECONDS", "30")
     value = strict_float(raw)
-    if value is None or value <= 0:
-        raise RegistryError(f"SUPPORTBENCH_QUERY_SECONDS={raw!r} must be a number of seconds > 0")
+    if value is None or not 0 < value <= MAX_WAIT:
+        raise RegistryError(f"SUPPORTBENCH_QUERY_SECONDS={raw!r} must be a number of seconds in "
+                            f"(0, {MAX_WAIT:.0f}] (default 30)")
     return value
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+from supportbench._io import loads_json
 from supportbench.experiments.claims import Claims
 from supportbench.experiments.claims import load as load_claims
 from supportbench.experiments.claims import parse as parse_claims
@@ -99,7 +100,19 @@ def findings(ctx: T.Context, con=None, experiment: str | None = None, registry: 
     if stamp:
         stamp["claims"] = claims.hash
         out += ["", "## Provenance", "", stamp_text(stamp)]
+        # the stamp vouches for the text around it: a findings.md edited by hand is no longer the report's
+        stamp["body"] = body_hash("\n".join(out) + "\n")
+        out[-1] = stamp_text(stamp)
     return "\n".join(out) + "\n"
+
+
+def _is_stamp_line(line: str) -> bool:
+    return line.startswith(f"<!-- {STAMP_MARK} ") and line.endswith(" -->")
+
+
+def body_hash(text: str) -> str:
+    """sha256 of a findings.md's every line but its stamp line (which holds this hash)."""
+    return hashlib.sha256("\n".join(ln for ln in text.splitlines() if not _is_stamp_line(ln)).encode()).hexdigest()
 
 
 STAMP_MARK = "supportbench-stamp"
@@ -114,9 +127,15 @@ def stamp_text(stamp: dict) -> str:
 
 
 def read_stamp(text: str) -> dict | None:
+    """The stamp's fields, or None when there is none or it is not a JSON object (read strictly: a
+    hand-made stamp nested 200,000 deep is not one)."""
     for line in text.splitlines():
-        if line.startswith(f"<!-- {STAMP_MARK} ") and line.endswith(" -->"):
-            return json.loads(line[len(f"<!-- {STAMP_MARK} "):-len(" -->")])
+        if _is_stamp_line(line):
+            try:
+                stamp = loads_json(line[len(f"<!-- {STAMP_MARK} "):-len(" -->")])
+            except ValueError:
+                return None
+            return stamp if isinstance(stamp, dict) else None
     return None
 
 

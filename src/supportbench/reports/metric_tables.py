@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from supportbench.reports.latex import OBJECTIVE_NAMES, environment, template_text, tex
-from supportbench.reports.overview import arm_key, arm_name, objectives, slug, splits
+from supportbench.reports.overview import _dag, _note, arm_key, arm_name, objectives, slug, splits
 
 FIRST = ("forget_quality", "model_utility")   # TOFU's two headline numbers lead; the rest in name order
 SOURCES = {"record": "record", "import": "imported"}
@@ -39,8 +39,8 @@ def load(con, experiment: str | None) -> pl.DataFrame:
     """Long frame of the ok runs' metrics: the cell, the run's origin, name, value (one row per run and metric)."""
     where = "AND r.experiment = $exp" if experiment else ""
     return con.sql(f"""SELECT r.run_key, r.benchmark, r.field, r.objective, r.method, r.variant, r.seed, r.split,
-                              r.origin, m.name, m.value
-                       FROM metrics m JOIN results_all r USING (run_key)
+                              r.origin, m.name, m.value, g.selection
+                       FROM metrics m JOIN results_all r USING (run_key) LEFT JOIN gate_events g USING (run_key)
                        WHERE r.status = 'ok' {where} ORDER BY r.ingest_seq, m.name""",
                    params={"exp": experiment} if experiment else None).pl()
 
@@ -76,8 +76,10 @@ def metric_tables(long: pl.DataFrame) -> list[MetricTable]:
                     cells = {}
                     for (name,), g in a.group_by("name"):
                         cells[name] = (float(g["value"].median()), g["run_key"].n_unique())
+                    ev = a.filter((pl.col("variant") == "dirr") & (pl.col("selection") == "evaluation"))
                     rows.append({"arm": arm, "name": arm_name(arm), "source": " + ".join(origins),
-                                 "n": a["run_key"].n_unique(), "cells": cells})
+                                 "n": a["run_key"].n_unique(), "cells": cells,
+                                 "evaluation": ev["run_key"].n_unique()})
                 where = f"{tex(bench)}, {OBJECTIVE_NAMES.get(obj, tex(obj))}" + (
                     "" if split == "final" else f", {tex(split)} split")
                 suffix = "" if split == "final" else f":{slug(split)}"
@@ -86,7 +88,8 @@ def metric_tables(long: pl.DataFrame) -> list[MetricTable]:
                     objective=obj, metrics=metrics, rows=rows,
                     caption=(f"Metrics beyond $J$ on {where}: the median over each method's runs (seeds and fields "
                              "pooled), $n$ runs, in brackets the runs carrying a metric where fewer; source: "
-                             "record (this harness's runs) or imported (\\texttt{registry import})."))
+                             "record (this harness's runs) or imported (\\texttt{registry import})."
+                             + _note(rows, d.unique("run_key"))))
                 )
     return out
 
@@ -101,7 +104,7 @@ def _cell(cell, n: int, fmt) -> str:
 def render_tex(t: MetricTable) -> str:
     from supportbench.reports.latex import fixed
 
-    rows = [{"name": r["name"], "source": r["source"], "n": r["n"],
+    rows = [{"name": r["name"], "evaluation": r["evaluation"], "source": r["source"], "n": r["n"],
              "cells": [_cell(r["cells"].get(m), r["n"], lambda v: fixed(v, 4)) for m in t.metrics]}
             for r in t.rows]
     return environment().from_string(template_text("tab-metrics.tex.j2")).render(
@@ -112,5 +115,5 @@ def render_markdown(t: MetricTable) -> list[str]:
     md = ["| method | source | n | " + " | ".join(t.metrics) + " |", "|---|---|---|" + "---|" * len(t.metrics)]
     for r in t.rows:
         cells = [_cell(r["cells"].get(m), r["n"], lambda v: f"{v:.4g}") for m in t.metrics]
-        md.append(f"| {r['name']} | {r['source']} | {r['n']} | " + " | ".join(cells) + " |")
+        md.append(f"| {r['name']}{_dag(r)} | {r['source']} | {r['n']} | " + " | ".join(cells) + " |")
     return md

@@ -125,7 +125,7 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
         runs = S.pick(d, *split_arm(a))
         row = {"arm": a, "name": arm_name(a), "n": runs.height, "mean": float(runs["J"].mean()),
                "median": float(runs["J"].median()), "is_ref": a == ref.key, "gap": None, "median_gap": None,
-               "wtl": None, "note": None}
+               "wtl": None, "note": None, "evaluation": _evaluation_selected(runs)}
         if a == ref.key:
             row["note"] = "reference"
         elif ref_runs.is_empty():
@@ -138,6 +138,24 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
                 row["note"] = "no matched units"
         rows.append(row)
     return rows
+
+
+def _evaluation_selected(runs: pl.DataFrame) -> int:
+    """DIR-R runs that selected their candidate on the evaluation split (they cannot lose to Static-IV)."""
+    if "selection" not in runs.columns or runs.is_empty():
+        return 0
+    return int(((runs["variant"] == "dirr") & (runs["selection"] == "evaluation")).sum())
+
+
+EVALUATION_NOTE = (" $^\\dagger$ Rows with DIR-R runs that selected their candidate on the evaluation split ({k} of "
+                   "{n} DIR-R runs), where DIR-R cannot lose to \\textsc{{Static-IV}}: their gains are not evidence.")
+
+
+def _note(rows: list[dict], d: pl.DataFrame) -> str:
+    """The caption's mark for the daggered rows, when any."""
+    k = sum(r.get("evaluation", 0) for r in rows)
+    n = int((d["variant"] == "dirr").sum()) if "variant" in d.columns else 0
+    return EVALUATION_NOTE.format(k=k, n=n) if k else ""
 
 
 def method_tables(ctx: Context) -> list[MethodTable]:
@@ -158,7 +176,7 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                 label=f"tab:methods:{slug(bench)}" + ("" if split == "final" else f":{slug(split)}"),
                 caption=(f"Every method of this experiment on {where}: mean and median $J$ over its runs, and the "
                          f"paired gap reference$-$method on matched units (positive favours the reference, "
-                         f"{tex(ref.name)}), its median and the reference's W/T/L."),
+                         f"{tex(ref.name)}), its median and the reference's W/T/L." + _note(rows, d)),
                 kind="methods", rows=rows))
     dirr = _dirr_rows(ok, ctx.tol)
     if dirr:
@@ -166,7 +184,9 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                                caption="DIR-R against the same method's static run on matched units, for every "
                                        "method run with DIR-R: the paired gap DIR-R$-$static, how often the gate "
                                        "triggered, the available gain (Eq.~20) and the captured fraction (Eq.~21); "
-                                       "N/A where a run lacks a complete candidate set."))
+                                       "N/A where a run lacks a complete candidate set."
+                                       + _note([{"evaluation": r["m"].evaluation_selected} for r in dirr],
+                                               ok.filter(pl.col("variant") == "dirr"))))
     return out
 
 
@@ -184,7 +204,7 @@ def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
             if m.n:
                 rows.append({"benchmark": bench + ("" if split == "final" else f" ({split})"), "objective": obj,
                              "name": arm_name(method), "m": m, "wtl": f"{m.wins}/{m.ties}/{m.losses}",
-                             "trig": f"{m.triggered}/{m.n}"})
+                             "trig": f"{m.triggered}/{m.n}", "evaluation": m.evaluation_selected})
     return rows
 
 
@@ -199,6 +219,11 @@ def _md_num(x, digits=4, sign=False) -> str:
     return "N/A" if x is None else f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
 
 
+def _dag(row: dict) -> str:
+    """† after a row with evaluation-selected DIR-R runs (the caption says what it means)."""
+    return " †" if row.get("evaluation") else ""
+
+
 def render_markdown(t: MethodTable) -> list[str]:
     """The table as Markdown lines (report.md)."""
     if t.kind == "methods":
@@ -206,7 +231,7 @@ def render_markdown(t: MethodTable) -> list[str]:
               "|---|---|---|---|---|---|---|---|"]
         for r in t.rows:
             gap = r["note"] if r["note"] else _md_num(r["gap"], sign=True)
-            md.append(f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']} | {r['n']} | "
+            md.append(f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']}{_dag(r)} | {r['n']} | "
                       f"{_md_num(r['mean'])} | {_md_num(r['median'])} | {gap} | "
                       f"{_md_num(r['median_gap'], sign=True) if not r['note'] else '-'} | {r['wtl'] or '-'} |")
         return md
@@ -215,7 +240,8 @@ def render_markdown(t: MethodTable) -> list[str]:
     for r in t.rows:
         m = r["m"]
         cap = "N/A" if m.captured is None else f"{100 * m.captured:.1f}%"
-        md.append(f"| {r['benchmark']} | {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']} | "
+        obj = OBJECTIVE_NAMES.get(r["objective"], r["objective"])
+        md.append(f"| {r['benchmark']} | {obj} | {r['name']}{_dag(r)} | "
                   f"{m.n} | {_md_num(m.delta, sign=True)} | {r['wtl']} | {r['trig']} | "
                   f"{_md_num(m.available_gain, sign=True)} | {cap} |")
     return md

@@ -22,7 +22,7 @@ from pathlib import Path
 from supportbench import _io
 from supportbench.errors import RegistryError, ReportError
 from supportbench.registry.store import check_path
-from supportbench.reports.findings import read_stamp
+from supportbench.reports.findings import body_hash, read_stamp
 
 MARKER = ".supportbench-report"   # the manifest of a report folder, inside it
 MANIFEST_FORMAT = 2
@@ -253,12 +253,20 @@ def _why_not_findings(path: Path) -> str | None:
     if path.stat().st_size > MAX_MARKER:
         return "too large to be a findings.md"
     try:
-        stamp = read_stamp(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, ValueError):
-        stamp = None
+        text = ""
     except OSError as exc:
         return f"that cannot be read ({exc.strerror})"
-    return None if isinstance(stamp, dict) else "without the provenance stamp a report writes"
+    stamp = read_stamp(text)
+    if not isinstance(stamp, dict):
+        return "without the provenance stamp a report writes"
+    if "body" not in stamp:
+        return ("written by a report from before stamps held the text's hash, so whether anyone edited it "
+                "since cannot be told (move or delete it)")
+    if stamp["body"] != body_hash(text):
+        return "edited since the report wrote it (its text no longer matches its stamp's hash)"
+    return None
 
 
 # ---- what a killed report left ------------------------------------------------------------------
