@@ -598,10 +598,14 @@ def _cmd_report(args) -> int:
     return 0
 
 
-def _executor(args):
+def _check_executor_flags(args) -> None:
     if args.slurm and args.executor != "slurm":   # a parameter the local executor would ignore without a word
         raise SupportbenchError(f"--slurm {args.slurm[0]} is a Slurm parameter, but the executor is "
                                 f"'{args.executor}': add --executor slurm, or leave --slurm out")
+
+
+def _executor(args):
+    _check_executor_flags(args)
     if args.executor == "slurm":
         from supportbench.harness.executors.slurm import SlurmExecutor
 
@@ -662,6 +666,7 @@ def _dry_run(spec, step_seconds: float | None) -> int:
 
 
 def _cmd_sweep(args) -> int:
+    _check_executor_flags(args)   # the dry run refuses what the sweep would
     if not args.dry_run:
         _writable_dir(args.results, "--results")
         _writable_dir(*_cache_flag(args))

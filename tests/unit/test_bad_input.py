@@ -67,6 +67,8 @@ CASES = [
     (["sweep", "mini-paper", "--step-seconds", "nan"], "'nan' is not finite"),
     (["sweep", "mini-paper", "--slurm", "partition=cpu"],
      "--slurm partition=cpu is a Slurm parameter, but the executor is 'local'"),
+    (["sweep", "mini-paper", "--dry-run", "--slurm", "partition=cpu"],   # the dry run refuses it too
+     "--slurm partition=cpu is a Slurm parameter, but the executor is 'local'"),
     (["plan-memory", "--model", "tiny-llama", "--budget", "0"], "'0' is out of range; allowed: a number > 0"),
     (["plan-memory", "--model", "tiny-llama", "--budget", "1e30"], "--budget 1e+30 = "),
     (["plan-memory", "--model", "tiny-llama", "--budget", "1.5"],
