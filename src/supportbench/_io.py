@@ -50,6 +50,11 @@ def _no_constant(name: str):
     raise StrictJSONError(f"{name} is not a JSON number", "", 0)
 
 
+# what a name may not hold: control characters, and the invisible ones that change how it prints: bidi
+# overrides and marks (U+202A-U+202E, U+2066-U+2069, U+200E/F), zero-width ones, line and paragraph
+# separators, the BOM
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
 MAX_DEPTH = 100   # nesting levels a file a user hands in may have (a record has fewer than ten)
 
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from supportbench._io import CONTROL
 from supportbench._options import check, option
 from supportbench.errors import SpecError
 from supportbench.experiments.decisions import ACTIONS
@@ -187,7 +188,7 @@ class RunSpec:
             v = getattr(self, name)
             if not isinstance(v, str) or not v.strip():
                 raise SpecError(f"{name} must be a non-empty string, got {v!r}")
-            if bad := [c for c in v if ord(c) < 32 or 127 <= ord(c) < 160]:   # prints as another
+            if bad := CONTROL.findall(v):   # prints as another name, or reorders what follows it
                 raise SpecError(f"{name} {v!r} holds a control character (U+{ord(bad[0]):04X}); "
                                 "names are printable text")
         # resolve: every setting left out takes its one default

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 import sys
 
+from supportbench._io import CONTROL  # the one definition of a name's forbidden characters
 from supportbench.errors import RegistryError
 
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 KINDS = ("benchmark", "method", "objective")
 _GROUPS = {"benchmark": "supportbench.benchmarks", "method": "supportbench.methods"}
 _LOADED = {"benchmark": ("supportbench.benchmarks.base", "BENCHMARKS"),
