@@ -274,6 +274,8 @@ CASES = [
     ("query --registry too long", None, ["registry", "query", "--registry", "{tmp}/" + LONG + "/r.duckdb",
                                          "-c", "SELECT 1"], {}, "is longer than 255 bytes"),
     ("ingest DIR too long", None, ["registry", "ingest", "{tmp}/" + LONG], {}, "is longer than 255 bytes"),
+    ("query --registry /dev/null", None, ["registry", "query", "--registry", "/dev/null", "-c", "SELECT 1"], {},
+     "is not a regular file (a device, FIFO or socket)"),
     # numbers no timer or parser holds (issue 33's second review)
     (f"{LOCK}=1e308", None, INGEST, {LOCK: "1e308"}, f"{LOCK}='1e308' {LOCK_MSG}"),
     ("query seconds 1e308", None, [*QUERY, "-c", "SELECT 1"], {"SUPPORTBENCH_QUERY_SECONDS": "1e308"},

@@ -221,12 +221,18 @@ def check_path(path: str | Path, what: str = "registry path", *, writing: bool =
     return path
 
 
+def not_a_file(path: Path) -> None:
+    """A ``RegistryError`` when something that is not a regular file is at the registry's path."""
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file (a device, FIFO or socket)"
+        raise RegistryError(f"registry path '{path}' is {kind}, not a DuckDB file")
+
+
 def connect(path: str | Path = DEFAULT_PATH, *, read_only: bool = False,
             timeout: float | None = None) -> duckdb.DuckDBPyConnection:
     """Open (and, when writable, create or migrate) the registry at ``path``."""
     path = check_path(path, writing=not read_only)
-    if path.exists() and not path.is_file():
-        raise RegistryError(f"registry path '{path}' is a directory, not a DuckDB file")
+    not_a_file(path)
     if read_only:
         if not path.exists():
             raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
@@ -253,8 +259,7 @@ def write_session(path: str | Path, work: Callable[[duckdb.DuckDBPyConnection], 
     or import leaves no file behind. When another process publishes the registry meanwhile, the
     work is done again in that one."""
     path = check_path(path, writing=True)
-    if path.exists() and not path.is_file():
-        raise RegistryError(f"registry path '{path}' is a directory, not a DuckDB file")
+    not_a_file(path)
     if path.exists():
         con = connect(path)
         try:
@@ -344,6 +349,7 @@ def query_connection(path: str | Path) -> duckdb.DuckDBPyConnection:
     either. It leaves an owner note (mode 'query') while open: ``close(con, path)`` when the
     statement is done (the prompt opens one per statement, so an idle prompt holds no lock)."""
     path = check_path(path)
+    not_a_file(path)
     if not path.is_file():
         raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
     memory = os.environ.get("SUPPORTBENCH_QUERY_MEMORY", "2GB")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from supportbench import _io
 from supportbench.errors import RegistryError, ReportError
-from supportbench.registry.store import check_path
+from supportbench.registry.store import check_path, not_a_file
 from supportbench.reports.findings import body_hash, read_stamp
 
 MARKER = ".supportbench-report"   # the manifest of a report folder, inside it
@@ -155,8 +155,7 @@ def check_registry(registry: str | Path) -> Path:
     before anything is created: a report of a registry that is not there writes nothing). The
     names the file system cannot hold are the registry's own rule (``store.check_path``)."""
     given = check_path(registry, "--registry")
-    if given.is_dir():
-        raise RegistryError(f"registry path '{given}' is a directory, not a DuckDB file")
+    not_a_file(given)
     if not given.is_file():
         raise RegistryError(f"no registry at '{given}' (create one with `supportbench registry "
                             "ingest`)")
