@@ -455,6 +455,15 @@ def _check_registry_args(args) -> None:
         raise RegistryError(f"-c is the SQL of registry query; registry {args.action} takes none")
     if args.allow_unknown and args.action not in ("ingest", "import"):
         raise RegistryError(f"--allow-unknown is for registry ingest and import, not {args.action}")
+    # every other option belongs to some actions only: one given to another would be ignored without a word
+    used_by = {"experiment": ("export", "import"), "retain": ("import",), "replace_reruns": ("ingest",),
+               **{k: ("import",) for k in ("benchmark", "field", "objective", "method", "seed", "variant",
+                                           "split", "model")}}
+    for key, actions in used_by.items():
+        if getattr(args, key) not in (None, False) and args.action not in actions:
+            flag = "--" + key.replace("_", "-")
+            raise RegistryError(f"{flag} is for registry {' and '.join(actions)}; registry {args.action} "
+                                "takes none (it would be ignored)")
 
 
 def _cmd_registry(args) -> int:

@@ -274,6 +274,11 @@ CASES = [
     ("query --registry too long", None, ["registry", "query", "--registry", "{tmp}/" + LONG + "/r.duckdb",
                                          "-c", "SELECT 1"], {}, "is longer than 255 bytes"),
     ("ingest DIR too long", None, ["registry", "ingest", "{tmp}/" + LONG], {}, "is longer than 255 bytes"),
+    ("ingest --experiment", None, [*INGEST, "--experiment", "foo"], {},
+     "--experiment is for registry export and import"),
+    ("ingest --seed", None, [*INGEST, "--seed", "5"], {}, "--seed is for registry import; registry ingest takes none"),
+    ("query --replace-reruns", None, [*QUERY, "-c", "SELECT 1", "--replace-reruns"], {},
+     "--replace-reruns is for registry ingest"),
     ("query --registry /dev/null", None, ["registry", "query", "--registry", "/dev/null", "-c", "SELECT 1"], {},
      "is not a regular file (a device, FIFO or socket)"),
     # numbers no timer or parser holds (issue 33's second review)
