@@ -123,6 +123,14 @@ class Registry:
     def items(self, run_key: str):
         """A run's per-item values (``metric``, ``index``, ``value``: per-item NLLs under the model and theta_0,
         token counts, TOFU's truth ratios), kept beside the registry in ``items/<run_key>.parquet``."""
+        import re
+
+        from supportbench.errors import RegistryError
+
+        if not isinstance(run_key, str) or not re.fullmatch(r"[0-9a-f]{64}", run_key):
+            raise RegistryError(f"run key {run_key!r:.80} is not a run key (64 hex digits, e.g. from results())")
+        if self.query("SELECT count(*) AS n FROM runs WHERE run_key = ?", [run_key])["n"][0] == 0:
+            raise RegistryError(f"no run {run_key[:12]}... in registry '{self.path}'")
         return ResultsDir(self.path.parent).read_items(run_key)
 
     def audit(self, experiment: str | None = None, spec=None):

@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -338,6 +339,11 @@ def test_api_results_of_an_unknown_experiment_is_the_clis_error(world, capsys):
     rc = main(["registry", "export", str(world / "o.csv"), "--registry", str(db),
                "--experiment", "nope"])
     assert rc == 2 and "no such experiment in the registry; it holds: e" in capsys.readouterr().err
+    # items(): a run key, of a run the registry holds (not a path: '../x' would leave the items folder)
+    for bad, message in (("nope", "is not a run key"), ("../" * 10 + "etc/passwd", "is not a run key"),
+                         ("0" * 64, "no run 000000000000... in registry")):
+        with pytest.raises(RegistryError, match=re.escape(message)):
+            reg.items(bad)
 
 
 # ---- 4. which registry, said every time --------------------------------------------------------
