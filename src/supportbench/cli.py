@@ -395,8 +395,17 @@ def _cmd_calibrate(args) -> int:
 
     results = ResultsDir(args.results)
     _writable_dir(str(args.out or results.decisions), "--out" if args.out else "--results")   # before any work
-    from supportbench.registry.names import check_text
+    import difflib
 
+    from supportbench.registry.names import check_text, known
+
+    for kind in ("benchmark", "objective"):   # a misspelt name would read as "no calibration records"
+        name, names = getattr(args, kind), sorted(known(kind))
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1)
+            raise SupportbenchError(f"--{kind} {name!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} here"
+                                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                                    + f"; allowed: {', '.join(names)}")
     for b in args.baselines or []:   # written into the decision: what ingest would refuse is refused here
         if not b.strip():
             raise SupportbenchError(f"--baselines {b!r}: a baseline identity is a non-empty name")

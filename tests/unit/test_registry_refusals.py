@@ -294,6 +294,10 @@ CASES = [
       for what, prep, out, msg in (("a file", AFILE, "{tmp}/afile", "is a file, not a folder"),
                                    ("under a file", AFILE, "{tmp}/afile/sub", "lies under"),
                                    ("too long", None, "{tmp}/" + LONG, "is longer than 255 bytes"))],
+    ("calibrate --benchmark misspelt", None, ["calibrate", "--results", "{res}", "--benchmark", "lacunaa",
+                                              "--objective", "graddiff"], {}, "(did you mean 'lacuna'?)"),
+    ("calibrate --objective unknown", None, ["calibrate", "--results", "{res}", "--benchmark", "lacuna",
+                                             "--objective", "dpo"], {}, "--objective 'dpo' is not an objective"),
     ("calibrate --baselines control character", None, ["calibrate", "--results", "{res}", "--benchmark", "lacuna",
                                                        "--objective", "graddiff", "--baselines", "a\x01"], {},
      "holds a control character"),
@@ -578,3 +582,19 @@ def test_a_killed_creators_private_copy_is_removed_by_the_next_creator(tmp_path)
         f.write_bytes(b"x")
     connect(tmp_path / "r.duckdb").close()
     assert not any(f.exists() for f in dead) and live.exists()
+
+
+def test_a_registry_that_cannot_be_written_is_named_so(world, capsys):
+    """An immutable registry file (as a read-only file system would be): 'cannot be written', not 'not a DuckDB
+    registry file' (issue 33's second review)."""
+    import subprocess
+
+    db = world / "res" / "registry.duckdb"
+    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode:
+        pytest.skip("needs root and chattr +i")
+    try:
+        rc = main(["registry", "ingest", str(world / "res")])
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot be written" in err and "read-only file or file system" in err, err

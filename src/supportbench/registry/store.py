@@ -176,6 +176,10 @@ def _open(path: Path, read_only: bool, config: dict | None = None,
                 raise RegistryError(f"registry '{path}' is locked by another process, "
                                     f"{lock_holder(path, msg)}; waited {timeout:g} s "
                                     f"({LOCK_TIMEOUT}). Retry when it has finished") from None
+            if not read_only and path.exists() and not os.access(path, os.W_OK) or "read-only" in msg.lower():
+                raise RegistryError(f"registry '{path}' cannot be written ({msg.splitlines()[0]}): a read-only "
+                                    "file or file system; reading it needs no write access (registry query, "
+                                    "report)") from None
             raise RegistryError(f"'{path}' is not a DuckDB registry file: {msg.splitlines()[0]}") from None
         except duckdb.Error as exc:
             raise RegistryError(f"'{path}' cannot be opened as a DuckDB registry: {str(exc).splitlines()[0]}") from None

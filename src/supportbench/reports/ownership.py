@@ -21,7 +21,7 @@ from pathlib import Path
 
 from supportbench import _io
 from supportbench.errors import RegistryError, ReportError
-from supportbench.registry.store import check_path, not_a_file
+from supportbench.registry.store import WAL, check_path, not_a_file, owner_path
 from supportbench.reports.findings import body_hash, read_stamp
 
 MARKER = ".supportbench-report"   # the manifest of a report folder, inside it
@@ -225,6 +225,10 @@ def check_findings_path(findings: str | Path, registry: Path | None = None,
     if registry is not None and _same(path, registry):
         raise ReportError(f"--findings '{given}' is the registry; it may only be a new file or a "
                           "findings.md a report wrote")
+    if registry is not None and path.parent == registry.parent and path.name in (
+            registry.name + WAL, owner_path(registry).name):   # DuckDB's log, the lock owner's note
+        raise ReportError(f"--findings '{given}' is the registry's own '{path.name[len(registry.name):]}' "
+                          "file, which DuckDB and the registry replace or delete: choose another path")
     if out is not None and path.is_relative_to(out):
         raise ReportError(f"--findings '{given}' is inside --out '{out}', which the report "
                           "replaces whole (findings.md is written there anyway): choose a path "
