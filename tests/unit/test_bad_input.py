@@ -57,6 +57,10 @@ CASES = [
      "n_targets must be a positive even number, got 3"),
     (["run", "--benchmark", "controlled", "--set", "benchmark.n_targets=3"],
      "n_targets must be a positive even number, got 3"),
+    (RUN + ["--set", "eval_full=true", "--retain-model", "/etc"], "'/etc' is not a Hugging Face model directory"),
+    # the option's range before the fields it makes (0 read as "no field t00"; 10^8 ran out of memory)
+    *[(["run", "--benchmark", "controlled", "--method", "backbone", "--set", f"benchmark.n_targets={v}"],
+       f"benchmark.n_targets = {v}: must be a whole number in 2..1000") for v in (0, -2, 100000000)],
     (RUN + ["--rho-p", "-1"], "argument --rho-p: '-1' is not a probe action"),   # a static run too
     (RUN + ["--t", "999"], "DIR-R checkpoint t must satisfy 0 < t < T=40, got 999"),
     # the controlled decision owns these: a user's value would be replaced without a word (found by review)

@@ -68,11 +68,6 @@ def _check_budget(spec: RunSpec) -> None:
 
 def _check_benchmark(spec: RunSpec) -> None:
     cls = BENCHMARKS.get(spec.benchmark)
-    fields = cls.field_names(spec.benchmark_options())
-    if spec.field not in fields:
-        from supportbench.errors import UnknownNameError
-
-        raise UnknownNameError(f"{spec.benchmark} field", spec.field, fields)
     options = spec.benchmark_options()
     shared = sorted(set(options) & {*SHARED_KEYWORDS, "seed"})
     if shared:
@@ -82,7 +77,16 @@ def _check_benchmark(spec: RunSpec) -> None:
                  "cache_dir": "--cache / $SUPPORTBENCH_CACHE", "device": "--device", "progress": "not a setting"}[k]
         raise SpecError(f"benchmark.{k} is not a benchmark option: {where}")
     check_options(f"benchmark '{spec.benchmark}'", cls, options, "benchmark.")
+    # the fields after the options: they may follow from an option (controlled: n_targets), which must be
+    # in its range first (n_targets = 0 read as "no field t00", 10^8 ran out of memory listing them)
+    fields = cls.field_names(options)
+    if spec.field not in fields:
+        from supportbench.errors import UnknownNameError
+
+        raise UnknownNameError(f"{spec.benchmark} field", spec.field, fields)
     cls.check_inputs(options, spec.field, {**dict(spec.hyperparameters), "model": spec.model})
+    if isinstance(options.get("retain_model"), str):   # loaded after unlearning: checked before it starts
+        check_model_dir(options["retain_model"])
     data_dir = options.get("data_dir")
     if data_dir is not None and not Path(data_dir).is_dir():
         raise SpecError(f"benchmark.data_dir '{data_dir}' does not exist or is not a directory")
