@@ -2,14 +2,17 @@
 governed by a decision frozen after its outcomes started (paper App. B: "Missing runs are not imputed,
 and DIR-R settings are frozen before final outcomes are read").
 
-Expected grid: from the experiment's spec when given; otherwise, per (experiment, benchmark, split), the
-full cross product of the levels the rows show: builds x fields x objectives x (method, variant) x seeds.
+Each check is an entry of ``CHECKS`` (name, summary line, the function that finds its rows); ``audit``
+builds the tables they read and runs them in order. Expected grid: from the experiment's spec when given;
+otherwise, per (experiment, benchmark, split), the full cross product of the levels the rows show: builds x
+fields x objectives x (method, variant) x seeds.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from supportbench.errors import CalibrationError, RegistryError
 from supportbench.experiments.calibration import calibrate
@@ -20,40 +23,49 @@ from supportbench.registry.store import scalar
 CELL_COLS = ", ".join(CELL)
 
 
+@dataclass(frozen=True)
+class Check:
+    """One audit check: its name (the report's key, ``rep.<name>``), the words of its summary line, and what
+    finds its rows (each row one problem; none is a pass). Checks are data, as the tables' ``TABLES``: a new
+    check is one entry of ``CHECKS`` and one function."""
+
+    name: str
+    title: str
+    rows: Callable[[Audited], list[dict]]
+
+
+@dataclass
+class Audited:
+    """What every check reads: the connection (with the temp tables ``arun``, ``expected`` and, with a spec,
+    ``declared``) and the experiment's spec, if given."""
+
+    con: object
+    spec: ExperimentSpec | None
+
+
 @dataclass
 class AuditReport:
+    """The audit's result: per check (``CHECKS``, in order) the rows it found; ``rep.missing`` etc. read them."""
+
     experiments: list[str]
     expected: int
     observed_cells: int
-    missing: list[dict] = field(default_factory=list)
-    duplicates: list[dict] = field(default_factory=list)
-    failed: list[dict] = field(default_factory=list)
-    wrong_split: list[dict] = field(default_factory=list)
-    post_hoc_decisions: list[dict] = field(default_factory=list)
-    conflicts: list[dict] = field(default_factory=list)
-    mixed_fingerprints: list[dict] = field(default_factory=list)
-    unfrozen: list[dict] = field(default_factory=list)
-    undeclared_decisions: list[dict] = field(default_factory=list)
-    decisions_after_baselines: list[dict] = field(default_factory=list)
-    undated: list[dict] = field(default_factory=list)
-    controlled_unfrozen: list[dict] = field(default_factory=list)
-    competing_decisions: list[dict] = field(default_factory=list)
-    decision_evidence: list[dict] = field(default_factory=list)
-    ledger: list[dict] = field(default_factory=list)
-    claims: list[dict] = field(default_factory=list)
-    clock: list[dict] = field(default_factory=list)
+    findings: dict[str, list[dict]] = field(default_factory=dict)
     head: dict = field(default_factory=dict)   # the ingest log's last entry: note it to pin this registry
+
+    def __getattr__(self, name: str) -> list[dict]:
+        findings = self.__dict__.get("findings", {})
+        if name in findings:
+            return findings[name]
+        raise AttributeError(f"AuditReport has no check {name!r}; checks: {', '.join(c.name for c in CHECKS)}")
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.duplicates or self.failed or self.wrong_split or self.post_hoc_decisions
-                    or self.conflicts or self.mixed_fingerprints or self.unfrozen or self.undeclared_decisions
-                    or self.decisions_after_baselines or self.undated or self.controlled_unfrozen
-                    or self.competing_decisions or self.decision_evidence or self.ledger or self.claims
-                    or self.clock)
+        return not any(self.findings.values())
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "ok": self.ok}
+        return {"experiments": self.experiments, "expected": self.expected, "observed_cells": self.observed_cells,
+                **self.findings, "head": self.head, "ok": self.ok}
 
     def text(self) -> str:
         lines = [f"audit of {', '.join(self.experiments) or '(no experiments)'}: {self.observed_cells} of "
@@ -61,25 +73,9 @@ class AuditReport:
         if self.head:
             lines.append(f"ingest log head: entry {self.head['seq']}, {self.head['hash']} (note it: a later audit "
                          "that shows another hash at this entry means the registry was rewritten)")
-        sections = [("missing cells (not imputed)", self.missing), ("duplicated cells", self.duplicates),
-                    ("failed runs", self.failed), ("runs from the wrong split", self.wrong_split),
-                    ("decisions frozen after the outcomes they govern", self.post_hoc_decisions),
-                    ("ingest conflicts", self.conflicts),
-                    ("methods whose records mix code fingerprints (stale records reused)", self.mixed_fingerprints),
-                    ("final DIR-R runs without a frozen decision (or without their dirr block)", self.unfrozen),
-                    ("DIR-R runs whose decision is not in the registry or disagrees with it",
-                     self.undeclared_decisions),
-                    ("decisions frozen after the baseline outcomes they name", self.decisions_after_baselines),
-                    ("records without a start time", self.undated),
-                    ("final controlled runs without a controlled decision frozen before they started",
-                     self.controlled_unfrozen),
-                    ("experiments whose final DIR-R runs follow more than one decision", self.competing_decisions),
-                    ("decisions not borne out by the calibration records they cite", self.decision_evidence),
-                    ("registry rows that disagree with its ingest log (edited after ingest)", self.ledger),
-                    ("claims not registered before the outcomes they judge, or changed since", self.claims),
-                    ("decisions and runs whose dates contradict their evidence or the registry's clock", self.clock)]
-        for title, rows in sections:
-            lines.append(f"{title}: {len(rows)}")
+        for check in CHECKS:
+            rows = self.findings.get(check.name, [])
+            lines.append(f"{check.title}: {len(rows)}")
             for r in rows[:20]:
                 lines.append("  " + ", ".join(f"{k}={v}" for k, v in r.items()))
             if len(rows) > 20:
@@ -214,6 +210,8 @@ def _claims_order(con, experiment: str, claims: dict) -> list[str]:
 
 
 def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None) -> AuditReport:
+    """Build the temp tables every check reads (the experiment's runs ``arun``, the ``expected`` grid, the
+    declared seeds), then run each of ``CHECKS``."""
     filt = "WHERE experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else {}
     # every run, J or not (an imported run may carry metrics only); a registry written before results_all
@@ -249,67 +247,45 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
                 JOIN bd USING (experiment, benchmark)""")
     expected = scalar(con, "SELECT count(*) FROM expected")
     observed = scalar(con, f"SELECT count(*) FROM (SELECT DISTINCT {CELL_COLS} FROM arun)")
-    rep = AuditReport(exps, expected, observed)
-    rep.missing = _rows(con, f"SELECT {CELL_COLS} FROM expected EXCEPT SELECT {CELL_COLS} FROM arun ORDER BY ALL")
-    rep.duplicates = _rows(con, f"SELECT {CELL_COLS}, count(*) AS n FROM arun GROUP BY ALL HAVING count(*) > 1 "
-                                "ORDER BY ALL")
-    rep.failed = _rows(con, f"SELECT run_key, {CELL_COLS}, status, error FROM arun WHERE status <> 'ok' ORDER BY ALL")
-    for r in rep.failed:
-        r["error"] = (r["error"] or "").splitlines()[0][:200] if r["error"] else None
-    if spec is not None:
+    if spec is not None:   # the seeds the experiment declares per benchmark and split (wrong_split)
         declared = [(b, s, seed) for b in spec.benchmarks for s, seeds in spec.settings(b)["seeds"].items()
                     for seed in seeds]
         con.execute("CREATE OR REPLACE TEMP TABLE declared (benchmark VARCHAR, split VARCHAR, seed BIGINT)")
         if declared:
             con.executemany("INSERT INTO declared VALUES (?, ?, ?)", declared)
-        rep.wrong_split = _rows(con, f"""SELECT run_key, {CELL_COLS}, 'seed not declared for this split' AS reason
+    audited = Audited(con, spec)
+    return AuditReport(exps, expected, observed, {c.name: c.rows(audited) for c in CHECKS}, ledger.head(con))
+
+
+# ---- the checks, in the order the report lists them -----------------------------------------------------
+def _sql(text: str) -> Callable[[Audited], list[dict]]:
+    """A check that is one query."""
+    return lambda a: _rows(a.con, text)
+
+
+def _failed(a: Audited) -> list[dict]:
+    rows = _rows(a.con, f"SELECT run_key, {CELL_COLS}, status, error FROM arun WHERE status <> 'ok' ORDER BY ALL")
+    for r in rows:
+        r["error"] = (r["error"] or "").splitlines()[0][:200] if r["error"] else None
+    return rows
+
+
+def _wrong_split(a: Audited) -> list[dict]:
+    if a.spec is not None:   # the seeds the spec declares for each split
+        return _rows(a.con, f"""SELECT run_key, {CELL_COLS}, 'seed not declared for this split' AS reason
             FROM arun a WHERE NOT EXISTS (SELECT 1 FROM declared d WHERE d.benchmark = a.benchmark
                 AND d.split = a.split AND d.seed = a.seed) ORDER BY ALL""")
-    else:
-        rep.wrong_split = _rows(con, f"""SELECT run_key, {CELL_COLS}, 'seed is a calibration seed' AS reason
-            FROM arun a WHERE split <> 'calibration' AND EXISTS (SELECT 1 FROM arun c WHERE c.split = 'calibration'
-              AND c.experiment = a.experiment AND c.benchmark = a.benchmark AND c.seed = a.seed) ORDER BY ALL""")
-    rep.post_hoc_decisions = _rows(con, """SELECT d.hash, d.tau, d.frozen_at::VARCHAR AS frozen_at,
-            min(p.started_at)::VARCHAR AS first_outcome_started, count(*) AS runs
-        FROM decisions d JOIN arun a ON a.decision_hash = d.hash JOIN provenance p ON p.run_key = a.run_key
-        GROUP BY d.hash, d.tau, d.frozen_at HAVING min(p.started_at) < d.frozen_at ORDER BY 1""")
-    # per variant: a DIR-R run's code includes DIR-R's orchestration, a static run's does not
-    rep.mixed_fingerprints = _rows(con, """SELECT a.experiment, a.benchmark, a.objective, a.method, a.variant,
-            count(DISTINCT p.fingerprint) AS fingerprints, count(*) AS runs
-        FROM arun a JOIN provenance p ON p.run_key = a.run_key WHERE p.fingerprint IS NOT NULL
-        GROUP BY ALL HAVING count(DISTINCT p.fingerprint) > 1 ORDER BY ALL""")
-    # a final DIR-R record must carry its gate (the dirr block) and name a frozen decision
-    rep.unfrozen = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)},
-            CASE WHEN g.run_key IS NULL THEN 'record has no dirr block' WHEN coalesce(g.unfrozen, false)
-                 THEN 'marked unfrozen' ELSE 'names no decision' END AS reason
-        FROM arun a LEFT JOIN gate_events g USING (run_key)
-        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND (g.run_key IS NULL OR coalesce(g.unfrozen, false)
-              OR g.decision_hash IS NULL) ORDER BY ALL""")
-    rep.undeclared_decisions = _rows(con, """SELECT a.run_key, a.experiment, a.benchmark, a.objective, a.seed,
-            g.decision_hash, g.tau AS run_tau, d.tau AS decision_tau,
-            CASE WHEN d.hash IS NULL THEN 'decision not in the registry (not in decisions/, or edited)'
-                 WHEN g.tau IS NOT NULL AND g.tau <> d.tau THEN 'tau differs from the decision'
-                 ELSE 'the decision was frozen for another benchmark, objective or T/t/d/rho_p' END AS reason
-        FROM arun a JOIN gate_events g USING (run_key) JOIN runs r USING (run_key)
-        LEFT JOIN decisions d ON d.hash = g.decision_hash
-        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL
-          AND (d.hash IS NULL OR (g.tau IS NOT NULL AND g.tau <> d.tau)
-               OR d.benchmark IS DISTINCT FROM a.benchmark OR d.objective IS DISTINCT FROM a.objective
-               OR d.horizon IS DISTINCT FROM r.horizon OR d.checkpoint IS DISTINCT FROM r.checkpoint
-               OR d.d IS DISTINCT FROM r.d OR d.rho_p IS DISTINCT FROM r.rho_p) ORDER BY ALL""")
-    # one (experiment, benchmark, objective): its final DIR-R runs follow one decision (a re-frozen decision
-    # reruns them all; two in the registry means records of a superseded decision were kept or forged)
-    rep.competing_decisions = _rows(con, """SELECT a.experiment, a.benchmark, a.objective,
-            count(DISTINCT g.decision_hash) AS decisions, list(DISTINCT g.decision_hash ORDER BY g.decision_hash)
-                AS hashes
-        FROM arun a JOIN gate_events g USING (run_key)
-        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL
-        GROUP BY ALL HAVING count(DISTINCT g.decision_hash) > 1 ORDER BY ALL""")
+    return _rows(a.con, f"""SELECT run_key, {CELL_COLS}, 'seed is a calibration seed' AS reason
+        FROM arun a WHERE split <> 'calibration' AND EXISTS (SELECT 1 FROM arun c WHERE c.split = 'calibration'
+          AND c.experiment = a.experiment AND c.benchmark = a.benchmark AND c.seed = a.seed) ORDER BY ALL""")
+
+
+def _decision_evidence(a: Audited) -> list[dict]:
     # a decision is checked against the calibration records it cites: each cited run is in the registry as a
     # calibration-split DIR-R run of the decision's benchmark and objective, ok, with the cited signal s and
     # gain gamma (recomputed from its candidates), the cited code fingerprint, a seed among the decision's
     # calibration seeds and no final or replication seed of the experiment; every calibration seed is cited
-    rep.decision_evidence = _rows(con, """WITH gov AS (
+    rows = _rows(a.con, """WITH gov AS (
             SELECT DISTINCT g.decision_hash AS hash, a.experiment FROM arun a JOIN gate_events g USING (run_key)
             WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL),
         dec AS (SELECT d.*, gov.experiment FROM decisions d JOIN gov USING (hash) WHERE d.tau IS NOT NULL),
@@ -350,7 +326,62 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
         WHERE EXISTS (SELECT 1 FROM (SELECT unnest(dec.calibration_seeds) AS s) u WHERE NOT EXISTS
                       (SELECT 1 FROM calibration c WHERE c.decision_hash = dec.hash AND c.seed = u.s))
         ORDER BY ALL""")
-    rep.decisions_after_baselines = _rows(con, """SELECT d.hash, d.benchmark, d.objective,
+    rows += _recomputed_tau(a.con)
+    if a.spec is not None:  # the rules the experiment declared, not ones chosen after seeing a tau
+        lo, hi = map(float, a.spec.admissible_range)
+        rows += _rows(a.con, """SELECT DISTINCT d.hash, NULL AS run_key,
+                'frozen under rules the experiment does not declare (admissible range ' || d.admissible_lo || '-'
+                || d.admissible_hi || ', selection ' || d.selection || ')' AS reason
+            FROM decisions d JOIN gate_events g ON g.decision_hash = d.hash JOIN arun a USING (run_key)
+            WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND d.tau IS NOT NULL
+              AND (d.admissible_lo <> $lo OR d.admissible_hi <> $hi OR d.selection <> $sel) ORDER BY 1""",
+                      {"lo": lo, "hi": hi, "sel": a.spec.selection})
+    return rows
+
+
+CHECKS: list[Check] = [
+    Check("missing", "missing cells (not imputed)",
+          _sql(f"SELECT {CELL_COLS} FROM expected EXCEPT SELECT {CELL_COLS} FROM arun ORDER BY ALL")),
+    Check("duplicates", "duplicated cells",
+          _sql(f"SELECT {CELL_COLS}, count(*) AS n FROM arun GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL")),
+    Check("failed", "failed runs", _failed),
+    Check("wrong_split", "runs from the wrong split", _wrong_split),
+    Check("post_hoc_decisions", "decisions frozen after the outcomes they govern",
+          _sql("""SELECT d.hash, d.tau, d.frozen_at::VARCHAR AS frozen_at,
+            min(p.started_at)::VARCHAR AS first_outcome_started, count(*) AS runs
+        FROM decisions d JOIN arun a ON a.decision_hash = d.hash JOIN provenance p ON p.run_key = a.run_key
+        GROUP BY d.hash, d.tau, d.frozen_at HAVING min(p.started_at) < d.frozen_at ORDER BY 1""")),
+    Check("conflicts", "ingest conflicts", _sql("SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "
+                                                "(SELECT 1 FROM arun a WHERE a.run_key = c.run_key) ORDER BY ALL")),
+    # per variant: a DIR-R run's code includes DIR-R's orchestration, a static run's does not
+    Check("mixed_fingerprints", "methods whose records mix code fingerprints (stale records reused)",
+          _sql("""SELECT a.experiment, a.benchmark, a.objective, a.method, a.variant,
+            count(DISTINCT p.fingerprint) AS fingerprints, count(*) AS runs
+        FROM arun a JOIN provenance p ON p.run_key = a.run_key WHERE p.fingerprint IS NOT NULL
+        GROUP BY ALL HAVING count(DISTINCT p.fingerprint) > 1 ORDER BY ALL""")),
+    # a final DIR-R record must carry its gate (the dirr block) and name a frozen decision
+    Check("unfrozen", "final DIR-R runs without a frozen decision (or without their dirr block)",
+          _sql(f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)},
+            CASE WHEN g.run_key IS NULL THEN 'record has no dirr block' WHEN coalesce(g.unfrozen, false)
+                 THEN 'marked unfrozen' ELSE 'names no decision' END AS reason
+        FROM arun a LEFT JOIN gate_events g USING (run_key)
+        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND (g.run_key IS NULL OR coalesce(g.unfrozen, false)
+              OR g.decision_hash IS NULL) ORDER BY ALL""")),
+    Check("undeclared_decisions", "DIR-R runs whose decision is not in the registry or disagrees with it",
+          _sql("""SELECT a.run_key, a.experiment, a.benchmark, a.objective, a.seed,
+            g.decision_hash, g.tau AS run_tau, d.tau AS decision_tau,
+            CASE WHEN d.hash IS NULL THEN 'decision not in the registry (not in decisions/, or edited)'
+                 WHEN g.tau IS NOT NULL AND g.tau <> d.tau THEN 'tau differs from the decision'
+                 ELSE 'the decision was frozen for another benchmark, objective or T/t/d/rho_p' END AS reason
+        FROM arun a JOIN gate_events g USING (run_key) JOIN runs r USING (run_key)
+        LEFT JOIN decisions d ON d.hash = g.decision_hash
+        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL
+          AND (d.hash IS NULL OR (g.tau IS NOT NULL AND g.tau <> d.tau)
+               OR d.benchmark IS DISTINCT FROM a.benchmark OR d.objective IS DISTINCT FROM a.objective
+               OR d.horizon IS DISTINCT FROM r.horizon OR d.checkpoint IS DISTINCT FROM r.checkpoint
+               OR d.d IS DISTINCT FROM r.d OR d.rho_p IS DISTINCT FROM r.rho_p) ORDER BY ALL""")),
+    Check("decisions_after_baselines", "decisions frozen after the baseline outcomes they name",
+          _sql("""SELECT d.hash, d.benchmark, d.objective,
             d.frozen_at::VARCHAR AS frozen_at, min(p.started_at)::VARCHAR AS first_baseline_started,
             count(*) AS baseline_runs_started_before
         FROM decisions d JOIN arun a ON a.benchmark = d.benchmark AND a.objective = d.objective
@@ -359,12 +390,14 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             AND a.experiment = coalesce(json_extract_string(d.content, '$.experiment'), a.experiment)
         JOIN provenance p ON p.run_key = a.run_key
         WHERE p.started_at < d.frozen_at
-        GROUP BY ALL ORDER BY 1""")
-    rep.undated = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)} FROM arun a
-        LEFT JOIN provenance p USING (run_key) WHERE a.origin = 'record' AND p.started_at IS NULL ORDER BY ALL""")
+        GROUP BY ALL ORDER BY 1""")),
+    Check("undated", "records without a start time",
+          _sql(f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)} FROM arun a
+        LEFT JOIN provenance p USING (run_key) WHERE a.origin = 'record' AND p.started_at IS NULL ORDER BY ALL""")),
     # the controlled separation: its primary locator and learning rates are frozen (on calibration targets)
     # before any final run starts; a final run names its decision in ``benchmark.decision``
-    rep.controlled_unfrozen = _rows(con, f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)},
+    Check("controlled_unfrozen", "final controlled runs without a controlled decision frozen before they started",
+          _sql(f"""SELECT a.run_key, {', '.join('a.' + c for c in CELL)},
             json_extract_string(r.hyperparameters, '$."benchmark.decision"') AS decision_hash,
             d.frozen_at::VARCHAR AS frozen_at, p.started_at::VARCHAR AS started_at,
             CASE WHEN json_extract_string(r.hyperparameters, '$."benchmark.decision"') IS NULL
@@ -375,21 +408,21 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
         LEFT JOIN decisions d ON d.hash = json_extract_string(r.hyperparameters, '$."benchmark.decision"')
             AND json_extract_string(d.content, '$.kind') = 'controlled'
         WHERE a.benchmark = 'controlled' AND a.split <> 'calibration'
-          AND (d.hash IS NULL OR p.started_at < d.frozen_at) ORDER BY ALL""")
-    rep.decision_evidence += _recomputed_tau(con)
-    if spec is not None:  # the rules the experiment declared, not ones chosen after seeing a tau
-        lo, hi = map(float, spec.admissible_range)
-        rep.decision_evidence += _rows(con, """SELECT DISTINCT d.hash, NULL AS run_key,
-                'frozen under rules the experiment does not declare (admissible range ' || d.admissible_lo || '-'
-                || d.admissible_hi || ', selection ' || d.selection || ')' AS reason
-            FROM decisions d JOIN gate_events g ON g.decision_hash = d.hash JOIN arun a USING (run_key)
-            WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND d.tau IS NOT NULL
-              AND (d.admissible_lo <> $lo OR d.admissible_hi <> $hi OR d.selection <> $sel) ORDER BY 1""",
-                                       {"lo": lo, "hi": hi, "sel": spec.selection})
-    rep.claims = _claims(con, spec)
-    rep.clock = _clock(con)
-    rep.ledger = ledger.verify(con)   # the whole registry: an edit anywhere is evidence
-    rep.head = ledger.head(con)
-    rep.conflicts = _rows(con, "SELECT run_key, source FROM ingest_conflicts c WHERE EXISTS "
-                               "(SELECT 1 FROM arun a WHERE a.run_key = c.run_key) ORDER BY ALL")
-    return rep
+          AND (d.hash IS NULL OR p.started_at < d.frozen_at) ORDER BY ALL""")),
+    # one (experiment, benchmark, objective): its final DIR-R runs follow one decision (a re-frozen decision
+    # reruns them all; two in the registry means records of a superseded decision were kept or forged)
+    Check("competing_decisions", "experiments whose final DIR-R runs follow more than one decision",
+          _sql("""SELECT a.experiment, a.benchmark, a.objective,
+            count(DISTINCT g.decision_hash) AS decisions, list(DISTINCT g.decision_hash ORDER BY g.decision_hash)
+                AS hashes
+        FROM arun a JOIN gate_events g USING (run_key)
+        WHERE a.variant = 'dirr' AND a.split <> 'calibration' AND g.decision_hash IS NOT NULL
+        GROUP BY ALL HAVING count(DISTINCT g.decision_hash) > 1 ORDER BY ALL""")),
+    Check("decision_evidence", "decisions not borne out by the calibration records they cite", _decision_evidence),
+    Check("ledger", "registry rows that disagree with its ingest log (edited after ingest)",
+          lambda a: ledger.verify(a.con)),   # the whole registry: an edit anywhere is evidence
+    Check("claims", "claims not registered before the outcomes they judge, or changed since",
+          lambda a: _claims(a.con, a.spec)),
+    Check("clock", "decisions and runs whose dates contradict their evidence or the registry's clock",
+          lambda a: _clock(a.con)),
+]
