@@ -356,3 +356,30 @@ def test_objective_direction_is_the_autograd_gradient_beside_a_role_gradient(tin
         p.requires_grad_(False)
     for t, w in zip(diag.geometry.tensors, want):
         torch.testing.assert_close(got[t.name], w, rtol=1e-4, atol=1e-7)
+
+
+def test_simnpo_direction_with_unequal_row_weights_beside_a_role_gradient(tiny_model, diag_records):
+    """The case the test above cannot reach: SimNPO's margin delta set to the forget rows' median mean-token NLL
+    and a steep beta, so its sigmoid does not saturate and each row has its own weight (checked), while grad:F
+    shares the pass.
+    The streamed contraction once dropped this per-row term (found only on LACUNA's theta_0)."""
+    s, n = sequence_nll(tiny_model, diag_records.F)
+    per_token = (s / n.clamp(min=1)).detach()
+    # the random tiny model's rows differ by ~0.02 nat/token: a steep sigmoid (beta = 200) spreads them
+    obj = get_objective("simnpo", beta=200.0, delta=float(per_token.median()))
+    weights = torch.sigmoid(-obj.beta * (per_token - obj.delta))   # d loss / d (nll/|y|) per row, up to -2/N
+    assert float(weights.max() - weights.min()) > 0.2, weights      # the rows really differ
+
+    diag = Diagnostics(tiny_model, diag_records, obj, batch_size=3)
+    diag.prepare(["objective_direction", "grad:F"])
+    got = diag.objective_direction()
+    params = [t.param for t in diag.geometry.tensors]
+    _frozen_except(tiny_model, params)
+    s, n = sequence_nll(tiny_model, diag_records.F)
+    rs, rn = sequence_nll(tiny_model, diag_records.R)
+    loss = obj.forget_coef * obj.forget_term(s, n, s.detach()) + obj.retain_coef * rs.sum() / rn.sum()
+    want = torch.autograd.grad(loss, params)
+    for p in tiny_model.parameters():
+        p.requires_grad_(False)
+    for t, w in zip(diag.geometry.tensors, want):
+        torch.testing.assert_close(got[t.name], w, rtol=1e-4, atol=1e-7)
