@@ -24,6 +24,27 @@ def median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+def gpu_peak(cuda: bool) -> float:
+    """Peak allocated GPU memory since the last reset, in bytes, after the queued work (nan without CUDA)."""
+    if not cuda:
+        return float("nan")
+    import torch
+
+    torch.cuda.synchronize()
+    return float(torch.cuda.max_memory_allocated())
+
+
+def reset_gpu_peak(cuda: bool, empty: bool = False) -> None:
+    """Start a new peak (``empty``: hand cached blocks back first, so the phase starts from what is held)."""
+    if cuda:
+        import torch
+
+        if empty:
+            torch.cuda.empty_cache()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+
 def result(name: str, value: float, op: str, target: float) -> str:
     ok = {"<=": value <= target, ">=": value >= target, "<": value < target, ">": value > target}[op]
     line = f"RESULT name={name} value={value:.4g} target={op}{target:g} {'PASS' if ok else 'FAIL'}"

@@ -16,7 +16,8 @@ phase's start; an outer phase's peak includes its inner phases'):
   evaluation          the final evaluation (forget, retain, protected splits)
 and the projected GPU-hours of ``sweep --dry-run paper`` from the measured step time, diagnostics pass and
 evaluation (``harness.compute.sweep_estimate``: step-equivalents x step time + cells x diagnostics + runs x
-evaluation). ``--arch tiny --device cpu`` is a dry run of the script on a small Llama.
+evaluation). ``--arch tiny --device cpu --budget 0.5 --rho-p 0.1`` is a dry run of the script on a small Llama
+(its support must be large enough for the probe to swap a group).
 """
 
 import argparse
@@ -30,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
+from _common import gpu_peak, reset_gpu_peak  # noqa: E402
 
 GIB = 2**30
 
@@ -44,23 +46,16 @@ class Phases:
         self.peak = defaultdict(float)
         self.calls = defaultdict(int)
 
-    def _read_peak(self) -> float:
-        if not self.cuda:
-            return float("nan")
-        torch.cuda.synchronize()
-        return float(torch.cuda.max_memory_allocated())
-
     def wrap(self, name: str, fn):
         def wrapped(*a, **k):
             if self.stack:  # the running phase keeps what it reached so far
-                self.stack[-1][2] = max(self.stack[-1][2], self._read_peak())
-            if self.cuda:
-                torch.cuda.reset_peak_memory_stats()
+                self.stack[-1][2] = max(self.stack[-1][2], gpu_peak(self.cuda))
+            reset_gpu_peak(self.cuda)
             self.stack.append([name, time.perf_counter(), 0.0])
             try:
                 return fn(*a, **k)
             finally:
-                pk = max(self._read_peak(), self.stack[-1][2])
+                pk = max(gpu_peak(self.cuda), self.stack[-1][2])
                 n, t0, _ = self.stack.pop()
                 self.seconds[n] += time.perf_counter() - t0
                 self.peak[n] = max(self.peak[n], pk)
@@ -110,7 +105,8 @@ def main():
     args = ap.parse_args()
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device: bench/gpu_cell.py measures nothing here (--arch tiny --device cpu: a dry run)")
+        print("no CUDA device: bench/gpu_cell.py measures nothing here (--arch tiny --device cpu --budget 0.5 "
+              "--rho-p 0.1: a dry run)")
         print("RESULT name=gpu_cell_runs_ok value=nan target=>=2 SKIP")
         return
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
-from _common import result  # noqa: E402
+from _common import gpu_peak, reset_gpu_peak, result  # noqa: E402
 
 GIB = 2**30
 
@@ -41,18 +41,13 @@ class Meter:
 
     def __enter__(self):
         gc.collect()
-        if self.cuda:
-            torch.cuda.empty_cache()
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
+        reset_gpu_peak(self.cuda, empty=True)
         self.t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
-        if self.cuda:
-            torch.cuda.synchronize()
+        self.peak = gpu_peak(self.cuda)   # synchronizes first: the phase's queued work is in its time
         self.seconds = time.perf_counter() - self.t0
-        self.peak = torch.cuda.max_memory_allocated() if self.cuda else float("nan")
         return False
 
 
