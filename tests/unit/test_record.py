@@ -203,3 +203,19 @@ def test_what_the_fast_path_leaves_gets_the_strict_paths_message(text, message):
     assert record_module._parse_plain(text) is None
     with pytest.raises(RecordError, match=message):
         RunRecord.from_json(text, "runs/x.json")
+
+
+@pytest.mark.parametrize("text", [
+    b'{"a":"x\ty"}', b'{"a":01}', b'{"a":+1}', b'{"a":[1,]}', b"{'a':1}", b'{"a":1.}', b'{"a":.5}',
+    b'\xef\xbb\xbf{"a":1}', b'{"a":1} ', b'{"a":1}x', b'{"a":123456789012345678901234567890}', b'{"a":-0}',
+    b'{"a":1E400}', b'{"a":true,"b":null}', b'{"a":"\x7f"}', b'  {"a":1}\n'])
+def test_the_fast_parse_agrees_with_the_strict_one_on_json_edge_cases(text):
+    """What JSON leaves to the parser (a raw tab, leading zeros, trailing commas, a BOM, huge numbers...): the
+    fast path either declines or reads exactly what the strict parser reads."""
+    fast = record_module._parse_plain(text)
+    try:
+        strict = loads_json(text.decode("utf-8"), nonfinite=True)
+    except ValueError:
+        assert fast is None
+        return
+    assert fast is None or json.dumps(fast) == json.dumps(strict)
