@@ -85,8 +85,9 @@ def _check_benchmark(spec: RunSpec) -> None:
 
         raise UnknownNameError(f"{spec.benchmark} field", spec.field, fields)
     cls.check_inputs(options, spec.field, {**dict(spec.hyperparameters), "model": spec.model})
-    if isinstance(options.get("retain_model"), str):   # loaded after unlearning: checked before it starts
-        check_model_dir(options["retain_model"])
+    retain = options.get("retain_model")
+    if isinstance(retain, str) and not retain.startswith("content:"):   # a folder (not a record's content id),
+        check_model_dir(retain)                                          # loaded after unlearning: checked now
     data_dir = options.get("data_dir")
     if data_dir is not None and not Path(data_dir).is_dir():
         raise SpecError(f"benchmark.data_dir '{data_dir}' does not exist or is not a directory")
