@@ -10,7 +10,7 @@ RUN = ["run", "--benchmark", "tofu", "--method", "random"]
 IS = ["run", "--benchmark", "tofu", "--method", "intervention_score"]
 LACUNA = ["run", "--benchmark", "lacuna", "--field", "Email_Address"]
 CASES = [
-    (RUN + ["--threads", "0"], "'0' is out of range; allowed: a whole number >= 1"),
+    (RUN + ["--threads", "0"], "'0' is out of range; allowed: a whole number in 1..1024"),
     (RUN + ["--seed", "100000000000000000000"], "out of range; allowed: a whole number in 0..2^63-1"),
     (RUN + ["--seed", "-1"], "out of range; allowed: a whole number in 0..2^63-1"),
     (RUN + ["--T", "9223372036854775807"], "out of range; allowed: a whole number in 1..1,000,000"),
