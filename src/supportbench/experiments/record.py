@@ -247,7 +247,7 @@ def _shape(spec: dict) -> bytes | None:
     seed, build = spec.get("seed"), spec.get("build", 1)
     if not all(type(v) is int and 0 <= v <= MAX_SEED for v in (seed, build)) or build == 0:
         return None
-    if not (_finite_leaves(spec.values()) and _finite_leaves((spec.get("hyperparameters") or {}).values())):
+    if not _finite_leaves(spec.values()):   # the hyperparameters dict among them
         return None
     try:
         return msgspec.json.encode({**spec, "seed": 0, "build": 1 if "build" in spec else None})

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from supportbench.reports.latex import OBJECTIVE_NAMES, environment, template_text, tex
-from supportbench.reports.overview import _dag, _note, arm_key, arm_name, objectives, slug, splits
+from supportbench.reports.overview import arm_key, arm_name, dagger, evaluation_caption, objectives, slug, splits
 
 FIRST = ("forget_quality", "model_utility")   # TOFU's two headline numbers lead; the rest in name order
 SOURCES = {"record": "record", "import": "imported"}
@@ -89,7 +89,7 @@ def metric_tables(long: pl.DataFrame) -> list[MetricTable]:
                     caption=(f"Metrics beyond $J$ on {where}: the median over each method's runs (seeds and fields "
                              "pooled), $n$ runs, in brackets the runs carrying a metric where fewer; source: "
                              "record (this harness's runs) or imported (\\texttt{registry import})."
-                             + _note(rows, d.unique("run_key"))))
+                             + evaluation_caption(rows, d.unique("run_key"))))
                 )
     return out
 
@@ -115,5 +115,5 @@ def render_markdown(t: MetricTable) -> list[str]:
     md = ["| method | source | n | " + " | ".join(t.metrics) + " |", "|---|---|---|" + "---|" * len(t.metrics)]
     for r in t.rows:
         cells = [_cell(r["cells"].get(m), r["n"], lambda v: f"{v:.4g}") for m in t.metrics]
-        md.append(f"| {r['name']}{_dag(r)} | {r['source']} | {r['n']} | " + " | ".join(cells) + " |")
+        md.append(f"| {r['name']}{dagger(r)} | {r['source']} | {r['n']} | " + " | ".join(cells) + " |")
     return md

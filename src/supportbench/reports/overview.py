@@ -151,7 +151,7 @@ EVALUATION_NOTE = (" $^\\dagger$ Rows with DIR-R runs that selected their candid
                    "{n} DIR-R runs), where DIR-R cannot lose to \\textsc{{Static-IV}}: their gains are not evidence.")
 
 
-def _note(rows: list[dict], d: pl.DataFrame) -> str:
+def evaluation_caption(rows: list[dict], d: pl.DataFrame) -> str:
     """The caption's mark for the daggered rows, when any."""
     k = sum(r.get("evaluation", 0) for r in rows)
     n = int((d["variant"] == "dirr").sum()) if "variant" in d.columns else 0
@@ -176,7 +176,7 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                 label=f"tab:methods:{slug(bench)}" + ("" if split == "final" else f":{slug(split)}"),
                 caption=(f"Every method of this experiment on {where}: mean and median $J$ over its runs, and the "
                          f"paired gap reference$-$method on matched units (positive favours the reference, "
-                         f"{tex(ref.name)}), its median and the reference's W/T/L." + _note(rows, d)),
+                         f"{tex(ref.name)}), its median and the reference's W/T/L." + evaluation_caption(rows, d)),
                 kind="methods", rows=rows))
     dirr = _dirr_rows(ok, ctx.tol)
     if dirr:
@@ -185,7 +185,7 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                                        "method run with DIR-R: the paired gap DIR-R$-$static, how often the gate "
                                        "triggered, the available gain (Eq.~20) and the captured fraction (Eq.~21); "
                                        "N/A where a run lacks a complete candidate set."
-                                       + _note([{"evaluation": r["m"].evaluation_selected} for r in dirr],
+                                       + evaluation_caption([{"evaluation": r["m"].evaluation_selected} for r in dirr],
                                                ok.filter(pl.col("variant") == "dirr"))))
     return out
 
@@ -219,7 +219,7 @@ def _md_num(x, digits=4, sign=False) -> str:
     return "N/A" if x is None else f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
 
 
-def _dag(row: dict) -> str:
+def dagger(row: dict) -> str:
     """† after a row with evaluation-selected DIR-R runs (the caption says what it means)."""
     return " †" if row.get("evaluation") else ""
 
@@ -231,7 +231,7 @@ def render_markdown(t: MethodTable) -> list[str]:
               "|---|---|---|---|---|---|---|---|"]
         for r in t.rows:
             gap = r["note"] if r["note"] else _md_num(r["gap"], sign=True)
-            md.append(f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']}{_dag(r)} | {r['n']} | "
+            md.append(f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']}{dagger(r)} | {r['n']} | "
                       f"{_md_num(r['mean'])} | {_md_num(r['median'])} | {gap} | "
                       f"{_md_num(r['median_gap'], sign=True) if not r['note'] else '-'} | {r['wtl'] or '-'} |")
         return md
@@ -241,7 +241,7 @@ def render_markdown(t: MethodTable) -> list[str]:
         m = r["m"]
         cap = "N/A" if m.captured is None else f"{100 * m.captured:.1f}%"
         obj = OBJECTIVE_NAMES.get(r["objective"], r["objective"])
-        md.append(f"| {r['benchmark']} | {obj} | {r['name']}{_dag(r)} | "
+        md.append(f"| {r['benchmark']} | {obj} | {r['name']}{dagger(r)} | "
                   f"{m.n} | {_md_num(m.delta, sign=True)} | {r['wtl']} | {r['trig']} | "
                   f"{_md_num(m.available_gain, sign=True)} | {cap} |")
     return md
