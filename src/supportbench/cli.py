@@ -823,9 +823,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     _add = sub.add_parser
     sub.add_parser = lambda *a, **k: _add(*a, formatter_class=_Help, **k)
+    # one function per command, in the order `--help` lists them
+    for add in (_parser_geometry, _parser_plan_memory, _parser_benchmarks, _parser_objectives, _parser_methods,
+                _parser_run, _parser_calibrate, _parser_registry, _parser_audit, _parser_lacuna, _parser_report,
+                _parser_sweep, _parser_demo):
+        add(sub)
+    return p
+
+
+def _parser_geometry(sub) -> None:
     g = sub.add_parser("geometry", help="show the editable geometry (down-proj columns) of a local model")
     g.add_argument("model", help="a model preset (tiny-llama, ...) or a local Hugging Face causal LM directory")
     g.set_defaults(func=_cmd_geometry)
+
+
+def _parser_plan_memory(sub) -> None:
     pm = sub.add_parser("plan-memory", help="bytes per component of a support-constrained run, from the config alone")
     pm.add_argument("--model", required=True,
                     help="llama3-8b, gemma2-2b, olmo3-7b, qwen2.5-7b, a preset, or a local model directory")
@@ -836,15 +848,27 @@ def build_parser() -> argparse.ArgumentParser:
     pm.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
     pm.add_argument("--gpu-gib", dest="gpu_gib", type=POSITIVE, nargs="*", default=[80.0])
     pm.set_defaults(func=_cmd_plan_memory)
+
+
+def _parser_benchmarks(sub) -> None:
     bl = sub.add_parser("benchmarks", help="list benchmarks: default model and field, interfaces, fields")
     bl.add_argument("--options", action="store_true", help="each benchmark's options with range, unit and default")
     bl.set_defaults(func=_cmd_benchmarks)
+
+
+def _parser_objectives(sub) -> None:
     ol = sub.add_parser("objectives", help="list unlearning objectives and their options with defaults")
     ol.set_defaults(func=_cmd_objectives)
+
+
+def _parser_methods(sub) -> None:
     m = sub.add_parser("methods", help="list selection methods: name, what data they need, provenance")
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
     m.add_argument("--options", action="store_true", help="each method's options with range, unit and default")
     m.set_defaults(func=_cmd_methods)
+
+
+def _parser_run(sub) -> None:
     r = sub.add_parser("run", help="run one cell (benchmark x field x objective x method x seed) and print its outcome")
     r.add_argument("--benchmark", default="natural_tofu", help="the benchmark (`supportbench benchmarks` lists them)")
     r.add_argument("--field", default=None, help="default: forget10 (TOFU), Email_Address (LACUNA); "
@@ -907,6 +931,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weights' dtype during the run (part of the run key); the support trains in fp32")
     r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
     r.set_defaults(func=_cmd_run)
+
+
+def _parser_calibrate(sub) -> None:
     c = sub.add_parser("calibrate", help="choose tau* on calibration-seed DIR-R runs and freeze the decision")
     c.add_argument("--results", default=str(DEFAULT_RESULTS.root),
                    help="the results folder holding the calibration runs")
@@ -918,6 +945,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--baselines", nargs="*", help="baseline identities frozen with the decision")
     c.add_argument("--out", default=None, help="where the decision is written (default: RESULTS/decisions)")
     c.set_defaults(func=_cmd_calibrate)
+
+
+def _parser_registry(sub) -> None:
     g = sub.add_parser("registry", help="the DuckDB results registry: ingest | import | export | query")
     g.add_argument("action", choices=["ingest", "import", "export", "query"])
     g.add_argument("path", nargs="?",
@@ -950,6 +980,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "registered here (e.g. another project's method), and say how many; "
                         "without it they are refused")
     g.set_defaults(func=_cmd_registry)
+
+
+def _parser_audit(sub) -> None:
     a = sub.add_parser("audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions")
     a.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file")
     a.add_argument("--experiment", default=None)
@@ -957,6 +990,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="experiment TOML or shipped spec name: the expected grid (default: observed levels)")
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_cmd_audit)
+
+
+def _parser_lacuna(sub) -> None:
     la = sub.add_parser("lacuna", help="LACUNA artifacts: precision = localization precision of upstream's "
                         "unlearned_models/<Field>/<Method>/ folders (streaming, read-only)")
     la.add_argument("action", choices=["precision"])
@@ -967,6 +1003,9 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--method", action="append", default=None, help="only this method folder (repeatable)")
     la.add_argument("--json", action="store_true", help="every metric of every folder as JSON")
     la.set_defaults(func=_cmd_lacuna)
+
+
+def _parser_report(sub) -> None:
     rp = sub.add_parser("report", help="per-method tables, every paper table (LaTeX), figures, report.md and "
                         "paper.tex from a registry")
     rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file to report on")
@@ -983,6 +1022,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--pdf", action="store_true",
                     help="also build paper.pdf with pdflatex (texlive-latex-base, -recommended, -extra)")
     rp.set_defaults(func=_cmd_report)
+
+
+def _parser_sweep(sub) -> None:
     sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
     sw.add_argument("spec", help="experiment TOML file, or the name of a shipped spec (mini-paper)")
     sw.add_argument("--results", default=str(DEFAULT_RESULTS.root),
@@ -1001,12 +1043,14 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--post-hoc", action="store_true",
                     help="complete non-triggered DIR-R candidate sets afterwards (available-gain denominator)")
     sw.set_defaults(func=_cmd_sweep)
+
+
+def _parser_demo(sub) -> None:
     dm = sub.add_parser("demo", help="the embedded mini-paper experiment end to end: sweep, registry, audit, report")
     dm.add_argument("--results", default=str(DEFAULT_RESULTS.root / "demo"), help="the demo's results folder")
     dm.add_argument("--cache", default=None)
     dm.add_argument("--workers", type=POSITIVE_INT, default=None)
     dm.set_defaults(func=_cmd_demo)
-    return p
 
 
 def _quiet_libraries() -> None:

@@ -12,14 +12,17 @@ from supportbench._registry import Registry
 from supportbench.benchmarks.base import (
     BENCHMARKS,
     Benchmark,
+    Calibrated,
     EvalSplit,
     InterfaceBenchmark,
     Roles,
     building,
+    calibration_fields,
     check_benchmark_class,
     check_disjoint,
     content_key,
     get_benchmark,
+    is_calibrated,
     j_components,
     record_theta0_nll,
     register_benchmark,
@@ -92,6 +95,12 @@ def test_a_class_missing_default_field_is_refused_by_name():
     ({"__init__": lambda self, cache_dir=None, progress=True: None},
      "must accept the keywords cache_dir=None, progress=True, device=None and build=0"),
     ({"field_names": classmethod(lambda cls, options: options["n"])}, r"field_names\(\{\}\) raised KeyError"),
+    ({"INTERFACES": ("lora",), "intervene": lambda *a: {}, "calibration_fields": classmethod(lambda cls, o: ())},
+     "declares calibration_fields but lacks calibration_aurocs: a benchmark that freezes its own decision"),
+    ({"calibration_fields": classmethod(lambda cls, o: ()), "calibration_aurocs": lambda self: {}},
+     "declares Calibrated's members but no INTERFACES"),
+    ({"INTERFACES": ("lora",), "intervene": lambda *a: {}, "calibration_aurocs": lambda self: {},
+      "calibration_fields": lambda self, o: ()}, "calibration_fields must be a classmethod"),
 ])
 def test_wrong_declarations_are_refused(changes, says):
     with pytest.raises(TypeError, match=says):
@@ -119,11 +128,31 @@ def test_the_builtins_pass_and_declare_their_defaults():
     assert ctl.calibration_fields({}) == tuple(f"c{k:02d}" for k in range(12))
 
 
+def test_registration_records_which_benchmarks_freeze_their_own_decision():
+    """The harness asks the registry whether a benchmark calibrates (``is_calibrated``), never the class: a
+    registered class that declares Calibrated's members is recorded, one that declares none is not, and an
+    unregistered class with the members is not either."""
+    assert is_calibrated(BENCHMARKS.get("controlled"))
+    assert not any(is_calibrated(BENCHMARKS.get(n)) for n in ("tofu", "natural_tofu", "lacuna"))
+    assert calibration_fields(BENCHMARKS.get("controlled"), {"n_calibration_targets": 2}) == ("c00", "c01")
+    assert calibration_fields(BENCHMARKS.get("tofu"), {}) == ()
+    members = {"INTERFACES": ("lora",), "intervene": lambda *a: {}, "calibration_aurocs": lambda self: {},
+               "calibration_fields": classmethod(lambda cls, o: ("b",))}
+    cls = variant(**members)
+    assert not is_calibrated(cls) and calibration_fields(cls, {}) == ()   # not registered: not known to calibrate
+    try:
+        register_benchmark("calibrated_probe")(cls)
+        assert is_calibrated(cls) and calibration_fields(cls, {}) == ("b",)
+    finally:
+        BENCHMARKS.unregister("calibrated_probe")
+
+
 def test_instances_satisfy_the_protocols(tmp_path):
     for name in ("tofu", "lacuna", "controlled"):
         b = get_benchmark(name, cache_dir=tmp_path, progress=False, device="cpu")  # the shared constructor
         assert isinstance(b, Benchmark) and b.name == name
         assert isinstance(b, InterfaceBenchmark) == bool(b.INTERFACES), name
+        assert isinstance(b, Calibrated) == (name == "controlled"), name
     assert not isinstance(Good(), Benchmark)   # unregistered: the registry gives a benchmark its name
 
 

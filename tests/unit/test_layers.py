@@ -43,6 +43,8 @@ def test_import_contracts_hold():
     ("benchmarks/base.py", "from supportbench.methods import diagnostics as _forbidden  # noqa"),
     ("registry/audit.py", "import torch as _forbidden  # noqa"),
     ("experiments/spec.py", "from supportbench.unlearning import data as _forbidden  # noqa"),
+    ("registry/tables.py", "from supportbench.registry import imports as _forbidden  # noqa"),
+    ("registry/imported.py", "from supportbench.registry import tofu_logs as _forbidden  # noqa"),
 ])
 def test_a_forbidden_import_breaks_the_contracts(tmp_path, where, line):
     src = tmp_path / "src"
@@ -53,3 +55,29 @@ def test_a_forbidden_import_breaks_the_contracts(tmp_path, where, line):
     r = _lint(src)
     assert r.returncode != 0, f"adding {line!r} to {where} was not caught:\n{r.stdout}"
     assert "BROKEN" in r.stdout
+
+
+MAX_FUNCTION_LINES = 100
+
+
+def long_functions(root: Path) -> list[str]:
+    """``path:line name (n lines)`` of every function or method under ``root`` longer than 100 lines."""
+    import ast
+
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({n} lines)")
+    return found
+
+
+def test_no_function_is_longer_than_a_screenful_and_a_half(tmp_path):
+    """A function over 100 lines does several jobs (issue 34: cli.build_parser had 195, ExperimentSpec.from_dict
+    104); the check itself finds one that is."""
+    assert long_functions(ROOT / "src") == []
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (tmp_path / "m.py").write_text(f"def f():\n{body}\n")
+    assert long_functions(tmp_path) == [f"m.py:1 f ({MAX_FUNCTION_LINES + 1} lines)"]

@@ -13,9 +13,9 @@ from supportbench.experiments.decisions import freeze_decision
 from supportbench.experiments.results import ResultsDir
 from supportbench.registry import ledger
 from supportbench.registry import synthetic as syn
+from supportbench.registry.imports import import_table
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
-from supportbench.registry.tables import import_table
 
 N, RETRIED, ADDED = 3000, 40, 500
 ENTRY = "SELECT seq, strftime(logged_at, '%Y-%m-%dT%H:%M:%S.%f'), kind, key, content_hash, prev, hash FROM ingest_log"

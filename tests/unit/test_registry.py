@@ -7,9 +7,10 @@ from supportbench.experiments.decisions import freeze_decision
 from supportbench.experiments.plan import ExperimentSpec
 from supportbench.registry import synthetic as syn
 from supportbench.registry.audit import audit
+from supportbench.registry.imports import import_table
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect, scalar
-from supportbench.registry.tables import export_table, import_table
+from supportbench.registry.tables import export_table
 
 FULL = {"0.0": 1.0, "0.01": 1.2, "0.025": 0.9, "0.05": 1.2, "0.1": 0.5}
 

@@ -21,9 +21,9 @@ from supportbench.experiments.plan import ExperimentSpec
 from supportbench.experiments.record import RecordError, RunRecord
 from supportbench.registry import synthetic as syn
 from supportbench.registry.audit import audit
+from supportbench.registry.imports import import_table
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect, scalar
-from supportbench.registry.tables import import_table
 
 CLI = [sys.executable, "-m", "supportbench.cli"]
 

@@ -12,7 +12,10 @@ and whose instances provide
                                 sets, and development / evaluation splits disjoint from the diagnostics
   evaluate(model, roles, which) Outcome(J, G_F, D_coll, components), paper Eq. 19, against theta_0's
                                 per-item NLLs that ``record_theta0_nll(theta_0, roles)`` stored first
-A benchmark with INTERFACES also provides ``intervene`` (``InterfaceBenchmark``).
+A benchmark with INTERFACES also provides ``intervene`` (``InterfaceBenchmark``); one that also freezes its
+own decision from calibration runs before its final runs (the controlled separation's primary locator and
+learning rates, ``harness.controlled``) declares ``Calibrated``'s members, which registration checks and
+records (``is_calibrated``): the harness asks the registry, never the class.
 Benchmarks register like methods: ``@register_benchmark("name")`` or the entry-point group
 ``supportbench.benchmarks``; registration checks the declared members (``check_benchmark_class``).
 
@@ -129,6 +132,25 @@ class InterfaceBenchmark(Benchmark, Protocol):
         ...
 
 
+@runtime_checkable
+class Calibrated(InterfaceBenchmark, Protocol):
+    """An interface benchmark that freezes its own decision before its final runs (``harness.controlled``):
+    the calibration fields are run through every interface on a grid of learning rates, the locators are
+    scored on them, and the decision is frozen before any final field runs. Registration records a class
+    that declares these members (``is_calibrated``); one that declares some of them but not all is refused."""
+
+    recall: dict[str, float]   # field -> how well theta_0 learned it (construction data), set by prepare()
+
+    @classmethod
+    def calibration_fields(cls, options: dict) -> tuple[str, ...]:
+        """The fields the decision is frozen from: in ``field_names(options)``, never a final run's field."""
+        ...
+
+    def calibration_aurocs(self) -> dict[str, float | None]:
+        """Every locator's AUROC on the calibration fields, computed by ``prepare`` (construction data)."""
+        ...
+
+
 # the constructor keywords the runner passes every benchmark: never a user's benchmark.* option
 SHARED_KEYWORDS = ("cache_dir", "progress", "device", "build")
 _MISSING = object()
@@ -190,11 +212,47 @@ def check_benchmark_class(name: str, cls) -> None:
     path_options = getattr(cls, "PATH_OPTIONS", ())
     if not isinstance(path_options, tuple) or not all(isinstance(o, str) for o in path_options):
         refuse(f"PATH_OPTIONS must be a tuple of option names (str), got {path_options!r}")
+    calibrated = _check_calibrated(cls, refuse)
     try:  # RunSpec resolves a run that names no model from this table (it cannot import benchmarks)
         register_default_model(name, cls.DEFAULT_MODEL)
     except SpecError as exc:
         refuse(str(exc))
     register_path_options(path_options)
+    if calibrated:
+        _CALIBRATED.add(cls)
+
+
+_CALIBRATED: set[type] = set()   # the registered classes that declare Calibrated (check_benchmark_class)
+_CALIBRATION_MEMBERS = ("calibration_fields", "calibration_aurocs")
+
+
+def _check_calibrated(cls, refuse) -> bool:
+    """Whether ``cls`` declares ``Calibrated``'s members; refuses a partial declaration or one without
+    interfaces to calibrate."""
+    declared = [m for m in _CALIBRATION_MEMBERS if callable(getattr(cls, m, None))]
+    if not declared:
+        return False
+    if len(declared) < len(_CALIBRATION_MEMBERS):
+        missing = sorted(set(_CALIBRATION_MEMBERS) - set(declared))
+        refuse(f"declares {', '.join(declared)} but lacks {', '.join(missing)}: a benchmark that freezes its own "
+               "decision declares every member of Calibrated")
+    if not cls.INTERFACES:
+        refuse("declares Calibrated's members but no INTERFACES: the calibration runs go through its interfaces")
+    if not isinstance(inspect.getattr_static(cls, "calibration_fields"), (classmethod, staticmethod)):
+        refuse("calibration_fields must be a classmethod: the calibration runs are planned before any benchmark "
+               "is built")
+    return True
+
+
+def is_calibrated(cls) -> bool:
+    """Whether the registered benchmark class ``cls`` freezes its own decision (``Calibrated``)."""
+    return cls in _CALIBRATED
+
+
+def calibration_fields(cls, options: dict) -> tuple[str, ...]:
+    """The calibration fields of a registered benchmark class under ``options``; () when it calibrates
+    nothing (every field is a final one)."""
+    return tuple(cls.calibration_fields(options)) if is_calibrated(cls) else ()
 
 
 BENCHMARKS: Registry = Registry(

@@ -135,6 +135,37 @@ def _check_run_settings(table: dict, source: str, where: str) -> None:
             _ints([table[k]], source, f"{where}.{k}")
 
 
+def _benchmark_tables(per_bench: dict, benchmarks: list[str], source: str) -> dict[str, dict]:
+    """The checked ``[experiment.benchmark.<name>]`` tables: each names a benchmark the experiment runs, and
+    every key, name list, seed table and build list in it is checked as the experiment's own are."""
+    settings = {}
+    for b, table in per_bench.items():
+        where = f"experiment.benchmark.{b}"
+        if b not in benchmarks:
+            raise SpecError(f"{source}: [{where}] names a benchmark the experiment does not run "
+                            f"(experiment.benchmarks = {list(benchmarks)})")
+        if not isinstance(table, dict):
+            raise SpecError(f"{source}: {where} must be a table")
+        _known(table, BENCHMARK_KEYS, source, where + ".", "per-benchmark key")
+        own = dict(table)
+        for k in ("fields", "objectives", "methods", "dirr_methods", "replication_fields",
+                  "replication_objectives"):
+            if k in own:
+                own[k] = tuple(_names(own[k], source, f"{where}.{k}", empty_ok=k == "dirr_methods"))
+        if "seeds" in own:
+            if not isinstance(own["seeds"], dict):
+                raise SpecError(f"{source}: {where}.seeds must be a table")
+            _known(own["seeds"], SPLITS, source, f"{where}.seeds.", "seed split")
+            own["seeds"] = {k: tuple(_ints(v, source, f"{where}.seeds.{k}")) for k, v in own["seeds"].items()}
+        _check_run_settings(own, source, where)
+        if "hyperparameters" in own and not isinstance(own["hyperparameters"], dict):
+            raise SpecError(f"{source}: {where}.hyperparameters must be a table")
+        if "builds" in own:
+            own["builds"] = _builds(own["builds"], source, f"{where}.builds")
+        settings[b] = own
+    return settings
+
+
 @dataclass(frozen=True)
 class ExperimentSpec:
     name: str
@@ -255,31 +286,7 @@ class ExperimentSpec:
                             f"got {e['model']!r}")
         if not isinstance(e["name"], str) or not e["name"].strip():
             raise SpecError(f"{source}: experiment.name must be a non-empty string, got {e['name']!r}")
-        settings = {}
-        for b, table in (per_bench or {}).items():
-            where = f"experiment.benchmark.{b}"
-            if b not in benchmarks:
-                raise SpecError(f"{source}: [{where}] names a benchmark the experiment does not run "
-                                f"(experiment.benchmarks = {list(benchmarks)})")
-            if not isinstance(table, dict):
-                raise SpecError(f"{source}: {where} must be a table")
-            _known(table, BENCHMARK_KEYS, source, where + ".", "per-benchmark key")
-            own = dict(table)
-            for k in ("fields", "objectives", "methods", "dirr_methods", "replication_fields",
-                      "replication_objectives"):
-                if k in own:
-                    own[k] = tuple(_names(own[k], source, f"{where}.{k}", empty_ok=k == "dirr_methods"))
-            if "seeds" in own:
-                if not isinstance(own["seeds"], dict):
-                    raise SpecError(f"{source}: {where}.seeds must be a table")
-                _known(own["seeds"], SPLITS, source, f"{where}.seeds.", "seed split")
-                own["seeds"] = {k: tuple(_ints(v, source, f"{where}.seeds.{k}")) for k, v in own["seeds"].items()}
-            _check_run_settings(own, source, where)
-            if "hyperparameters" in own and not isinstance(own["hyperparameters"], dict):
-                raise SpecError(f"{source}: {where}.hyperparameters must be a table")
-            if "builds" in own:
-                own["builds"] = _builds(own["builds"], source, f"{where}.builds")
-            settings[b] = own
+        settings = _benchmark_tables(per_bench or {}, benchmarks, source)
         claims = e.get("claims")
         if claims is not None and (not isinstance(claims, str) or not claims.strip()):
             raise SpecError(f"{source}: experiment.claims must name a claims file (a path or a shipped name), "

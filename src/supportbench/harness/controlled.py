@@ -19,7 +19,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from supportbench._io import read_json_object
-from supportbench.benchmarks.base import BENCHMARKS
+from supportbench.benchmarks.base import BENCHMARKS, calibration_fields
 from supportbench.errors import SpecError
 from supportbench.experiments.controlled_decision import (
     LR_GRID,
@@ -52,7 +52,7 @@ def _options(hyperparameters: dict[str, Any]) -> dict[str, Any]:
 
 
 def final_fields(cls, options: dict) -> tuple[str, ...]:
-    cal = set(cls.calibration_fields(options)) if hasattr(cls, "calibration_fields") else set()
+    cal = set(calibration_fields(cls, options))
     return tuple(f for f in cls.field_names(options) if f not in cal)
 
 
@@ -109,7 +109,7 @@ def calibration_grid(benchmark: str, *, objective: str, seed: int, experiment: s
     target) of ``benchmark``'s theta_0 build ``build``, recorded in ``<results>/calibration/controlled``."""
     cls = BENCHMARKS.get(benchmark)
     hp = {k: v for k, v in hyperparameters.items() if k not in ("benchmark.primary_locator", "benchmark.decision")}
-    fields = cls.calibration_fields(_options(hp)) if hasattr(cls, "calibration_fields") else ()
+    fields = calibration_fields(cls, _options(hp))
     if not fields:
         raise SpecError(f"benchmark '{benchmark}' has no calibration targets (benchmark.n_calibration_targets = 0): "
                         "the primary locator and the learning rates cannot be frozen before the final runs")
@@ -135,9 +135,9 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
     runner = Runner(ResultsDir(results_dir).controlled_calibration, cache_dir=cache_dir, force=force, device=device,
                     reuse_stale=reuse_stale, progress=progress)
     first = next(iter(grid.values()))
-    runner.theta0(first)
+    theta0_hash = runner.theta0_hash(first)
     bench = runner.benchmark(first)
-    theta0_hash = bench._prepared.model_hash
+
     def identity(spec: RunSpec) -> str:   # as the decision will record it: the record a run would reuse, if any
         rec = runner.reusable(spec)
         fp = rec.fingerprint.hash if rec is not None and rec.fingerprint else fingerprint(spec).hash

@@ -138,6 +138,12 @@ class Runner:
         """The model object runs of ``spec``'s benchmark and model use, as the last run left it."""
         return self._models[self.bench_key(spec)]
 
+    def theta0_hash(self, spec: RunSpec) -> str:
+        """The content hash of the run's theta_0 (prepared on first use)."""
+        if self.bench_key(spec) not in self._model_hash:
+            self.theta0(spec)
+        return self._model_hash[self.bench_key(spec)]
+
     def theta0(self, spec: RunSpec):
         """The run's model, reset to theta_0 (weights copied from the in-memory snapshot)."""
         key = self.bench_key(spec)

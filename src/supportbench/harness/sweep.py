@@ -211,12 +211,11 @@ def _complete_post_hoc(sw: _Sweep, final: list[RunSpec], decisions: dict) -> Non
 def _controlled_settings(final: list[RunSpec]) -> dict[tuple, RunSpec]:
     """One final run per controlled decision to freeze (benchmark that compares interfaces, objective, seed,
     build, budget, T, model, hyperparameters but lr), keyed by what the decision depends on."""
-    from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.benchmarks.base import BENCHMARKS, is_calibrated
 
     out = {}
     for s in final:
-        cls = BENCHMARKS.get(s.benchmark)
-        if cls.INTERFACES and hasattr(cls, "calibration_fields"):
+        if is_calibrated(BENCHMARKS.get(s.benchmark)):
             hp = {k: v for k, v in s.hyperparameters if k != "lr"}
             out.setdefault((s.benchmark, s.objective, s.seed, s.build, s.budget, s.T, s.model,
                             json.dumps(hp, sort_keys=True, default=str)), s)

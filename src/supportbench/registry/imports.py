@@ -20,122 +20,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from supportbench.errors import RegistryError
-from supportbench.experiments.record import RecordError, check_levels
 from supportbench.experiments.results import ResultsDir
-from supportbench.registry import ledger
+from supportbench.registry import lacuna_summary, ledger, ou_eval, tables, tofu_logs
+from supportbench.registry.imported import (  # noqa: F401 -- CELL, import_key, whole: part of this module's API
+    CELL,
+    IMPORT_ONLY_BENCHMARKS,
+    MAX_SEED,
+    ImportedRun,
+    check_benchmark,
+    finite,
+    identity,
+    import_key,
+    whole,
+)
 from supportbench.registry.ingest import IngestReport
 from supportbench.registry.names import NameCheck, check_text
 from supportbench.registry.store import one, scalar
 
 FORMATS = ("supportbench-csv", "tofu-logs", "ou-eval", "lacuna-summary")
-CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
-REQUIRED = ("experiment", "field", "objective", "method", "seed")    # benchmark: a format may know it
-DEFAULTS = {"variant": "static", "split": "final"}
-
-
-@dataclass
-class ImportedRun:
-    """One run as read from a source, before it is stored."""
-    cell: dict                      # CELL -> value
-    status: str = "ok"
-    J: float | None = None
-    G_F: float | None = None
-    D_coll: float | None = None
-    step_equivalents: float | None = None
-    gate: dict = field(default_factory=dict)      # triggered, probe_signal, chosen_rho, available_gain
-    metrics: dict[str, float] = field(default_factory=dict)   # metric name (open-unlearning's or own) -> value
-    items: dict[str, list[float]] = field(default_factory=dict)
-    model: str | None = None
-    occurrence: int = 0             # the n-th row of the same cell in one table (duplicates are kept)
-    skipped: list[str] = field(default_factory=list)   # source metrics with no finite value (named, not stored)
-
-    @property
-    def run_key(self) -> str:
-        return import_key(self.cell, self.occurrence)
-
-
-def import_key(cell: dict, occurrence: int = 0) -> str:
-    """An imported run's key: its cell (and its theta_0 build when not 0, so keys of build 0 are the ones
-    imports had before builds existed) and its occurrence among identical cells of one source."""
-    ident = json.dumps([cell[c] for c in CELL] + ([cell["build"]] if cell.get("build") else []))
-    return hashlib.sha256(f"import|{ident}|{occurrence}".encode()).hexdigest()
-
-
-# benchmarks a source may be imported under without being registered here (open-unlearning's MUSE evaluator)
-IMPORT_ONLY_BENCHMARKS = ("muse",)
-# an inferred benchmark and the explicit --benchmark values that agree with it (natural_tofu is TOFU's data)
-COMPATIBLE = {"tofu": ("tofu", "natural_tofu")}
-
-
-def benchmark_names() -> list[str]:
-    """Registered benchmark names (built-ins read from source, plugins' entry-point names; nothing imported)."""
-    from supportbench._registry import declared_names, plugin_names
-
-    return sorted(set(declared_names("supportbench.benchmarks", "register_benchmark", recursive=True))
-                  | set(plugin_names("supportbench.benchmarks")))
-
-
-def check_benchmark(given: str, inferred: str | None, fmt: str, source: Path) -> None:
-    """An explicit --benchmark must be a registered name and agree with what the format says the source is."""
-    known = benchmark_names()
-    if given not in known and given not in IMPORT_ONLY_BENCHMARKS:
-        import difflib
-
-        near = difflib.get_close_matches(given, known + list(IMPORT_ONLY_BENCHMARKS), n=1)
-        hint = f". Did you mean '{near[0]}'?" if near else "."
-        raise RegistryError(f"--benchmark '{given}': no such benchmark{hint} Allowed: {', '.join(known)} (and, for "
-                            f"imports only: {', '.join(IMPORT_ONLY_BENCHMARKS)})")
-    if inferred and given not in COMPATIBLE.get(inferred, (inferred,)):
-        raise RegistryError(f"--benchmark '{given}' contradicts the source: {source} is a {fmt} import of benchmark "
-                            f"'{inferred}' (allowed: {', '.join(COMPATIBLE.get(inferred, (inferred,)))}); drop "
-                            "--benchmark or fix it")
-
-
-def identity(options: dict, fmt: str, source: Path, inferred: dict | None = None) -> dict:
-    """The cell of a single-run import: options first, then what the format inferred from the source, then the
-    defaults; the error names every required option that is missing. An explicit --benchmark is checked
-    (``check_benchmark``)."""
-    inferred = inferred or {}
-    if options.get("benchmark") not in (None, ""):
-        check_benchmark(options["benchmark"], inferred.get("benchmark"), fmt, source)
-    cell = {c: options.get(c) if options.get(c) not in (None, "") else inferred.get(c, DEFAULTS.get(c))
-            for c in CELL}
-    missing = [c for c in ("benchmark", *REQUIRED) if cell[c] in (None, "")]
-    if missing:
-        raise RegistryError(f"{source}: a {fmt} import is one run; name it with "
-                            f"{', '.join('--' + c for c in missing)} (its cell: --experiment, --benchmark, --field, "
-                            f"--objective, --method, --seed; --variant {DEFAULTS['variant']} and --split "
-                            f"{DEFAULTS['split']} by default)")
-    cell["seed"] = whole(cell["seed"], "--seed")
-    try:
-        check_levels(str(source), variant=cell["variant"], split=cell["split"])
-    except RecordError as exc:
-        raise RegistryError(str(exc)) from None
-    return cell
-
-
-MAX_SEED = 2**63 - 1
-
-
-def whole(v, what: str) -> int:
-    """A seed or build: a whole number in 0..2^63-1 written as digits (an int as it is), or a
-    ``RegistryError`` naming ``what`` and the value (no sign, underscores, exponent or blanks)."""
-    if isinstance(v, int) and not isinstance(v, bool):
-        n = v
-    elif isinstance(v, str) and v.isascii() and v.isdigit():
-        n = int(v)
-    else:
-        raise RegistryError(f"{what} must be a whole number in 0..2^63-1 written as digits, got "
-                            f"{v!r}")
-    if not 0 <= n <= MAX_SEED:
-        raise RegistryError(f"{what} {v!r} is out of range; allowed: a whole number in 0..2^63-1")
-    return n
 
 
 def check_names(runs: list[ImportedRun], source: str | Path,
@@ -152,18 +58,9 @@ def check_names(runs: list[ImportedRun], source: str | Path,
     return check
 
 
-def finite(v, what: str) -> float:
-    """A finite float, or a ``RegistryError`` naming ``what``."""
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-        raise RegistryError(f"{what} must be a finite number, got {v!r}")
-    return float(v)
-
-
 # ---- format detection -----------------------------------------------------------------------------------
 def candidates(path: Path) -> list[str]:
     """The formats whose files PATH holds (``detect`` decides)."""
-    from supportbench.registry import lacuna_summary, ou_eval, tofu_logs
-
     found = []
     if path.is_file() and path.suffix in (".csv", ".parquet"):
         found.append("supportbench-csv")
@@ -198,8 +95,6 @@ def detect(path: Path) -> str:
 def read(path: str | Path, fmt: str | None = None, options: dict | None = None,
          retain: str | Path | None = None) -> list[ImportedRun]:
     """Every run PATH holds in format ``fmt`` (detected when None), checked; nothing is written."""
-    from supportbench.registry import lacuna_summary, ou_eval, tables, tofu_logs
-
     path, options = Path(path), {k: v for k, v in (options or {}).items() if v not in (None, "")}
     fmt = fmt or detect(path)
     if fmt not in FORMATS:
@@ -299,6 +194,11 @@ def store(con, runs: list[ImportedRun], source: str | Path,
         raise
     rep.unknown = check.summary()
     return rep
+
+
+def import_table(con, path: str | Path, *, allow_unknown: bool = False) -> IngestReport:
+    """Import an outcome table (CSV or Parquet), one row per run, validated before anything is written."""
+    return store(con, tables.read_table(path), path, allow_unknown=allow_unknown)
 
 
 def import_results(con, path: str | Path, fmt: str | None = None, options: dict | None = None,

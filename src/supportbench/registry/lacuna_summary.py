@@ -21,6 +21,7 @@ from pathlib import Path
 
 from supportbench.errors import RegistryError
 from supportbench.registry import ou_eval
+from supportbench.registry.imported import ImportedRun, identity
 
 SUMMARY, EVAL, LM_EVAL, LEAKAGE = ("Panorama_SUMMARY.json", "Panorama_EVAL.json", "lm_eval.json",
                                    "extraction_leakage.json")
@@ -45,8 +46,6 @@ def is_run_folder(path: Path) -> bool:
 
 
 def read(path: Path, options: dict):
-    from supportbench.registry.imports import ImportedRun, identity
-
     d = folder(path)
     present = [f for f in (SUMMARY, EVAL, LM_EVAL, LEAKAGE) if (d / f).is_file()]
     if not present:

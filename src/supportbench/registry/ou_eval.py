@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 
 from supportbench.errors import RegistryError
+from supportbench.registry.imported import ImportedRun, identity
 
 PATTERN = re.compile(r"^(?P<name>.+)_(?P<kind>EVAL|SUMMARY)\.json$")
 
@@ -157,8 +158,6 @@ def read(path: Path, options: dict, retain: str | Path | None = None):
     """One imported run from open-unlearning's files at PATH: every evaluator's there (TOFU, MUSE, LMEval, ...),
     merged; one metric name from two evaluators is refused. With ``retain`` (the retain model's TOFU_EVAL.json or
     its folder), forget quality is computed as open-unlearning does; a stored one must agree."""
-    from supportbench.registry.imports import ImportedRun, identity
-
     found = files(path)
     if not found:
         raise RegistryError(f"{path}: no open-unlearning <NAME>_EVAL.json or <NAME>_SUMMARY.json")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from supportbench.errors import RegistryError
 from supportbench.experiments.record import RecordError, check_levels
-from supportbench.registry.ingest import IngestReport
+from supportbench.registry.imported import CELL, MAX_SEED, ImportedRun
 
 OUTCOME_COLUMNS = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split", "J", "G_F",
                    "D_coll", "status", "build")   # build: the theta_0 build, optional on import (default 0)
@@ -20,20 +20,12 @@ DIRR_COLUMNS = ("triggered", "probe_signal", "chosen_rho", "available_gain", "st
 METRIC = "metric:"   # a column per outcome component (forget quality, model utility, precision, ...): metric:<name>
 
 
-def import_table(con, path: str | Path, *, allow_unknown: bool = False) -> IngestReport:
-    """Import an outcome table (CSV or Parquet), one row per run, validated before anything is written."""
-    from supportbench.registry.imports import store
-
-    return store(con, read_table(path), path, allow_unknown=allow_unknown)
-
-
 def read_table(path: str | Path) -> list:
-    """The runs of an outcome table (``imports.ImportedRun``), every row checked; the error names file and row.
+    """The runs of an outcome table (``imported.ImportedRun``), every row checked; the error names file and row.
     J, G_F and D_coll may be absent or empty (an imported run may carry metrics only); an ok row needs J or at
     least one ``metric:<name>`` value."""
     import polars as pl
 
-    from supportbench.registry.imports import CELL, MAX_SEED, ImportedRun
     from supportbench.registry.store import strict_float
 
     path = Path(path)
@@ -138,7 +130,7 @@ def check_table_path(path: str | Path) -> Path:
 
 def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     """Write the outcome table (one row per run: the outcome and DIR-R columns, and every numeric outcome
-    component as a ``metric:<name>`` column) as CSV or Parquet; ``import_table`` reads it back whole."""
+    component as a ``metric:<name>`` column) as CSV or Parquet; ``imports.import_table`` reads it back whole."""
     from supportbench.registry.store import check_path
 
     path = check_path(check_table_path(path), "outcome table", writing=True)

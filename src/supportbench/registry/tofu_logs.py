@@ -33,7 +33,7 @@ import json
 from pathlib import Path
 
 from supportbench.errors import RegistryError
-from supportbench.registry.imports import finite
+from supportbench.registry.imported import ImportedRun, finite, identity
 
 FILES = {"eval_log.json": "retain", "eval_real_author_wo_options.json": "real_authors",
          "eval_real_world_wo_options.json": "world_facts", "eval_log_forget.json": "forget"}
@@ -201,8 +201,6 @@ def _plain(v) -> bool:
 
 
 def read(path: Path, options: dict, retain: str | Path | None):
-    from supportbench.registry.imports import ImportedRun, identity
-
     if retain is None:
         raise RegistryError(f"{path}: tofu-logs needs --retain DIR, the retain model's TOFU logs (its "
                             "eval_log_forget.json): forget quality is the KS test of the unlearned model's forget "
