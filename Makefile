@@ -36,9 +36,12 @@ lint: $(STAMP)
 	$(PY) -m ruff check src tests bench examples
 	$(VENV)/bin/lint-imports --config pyproject.toml
 
-# pytest exits 5 when it collects no test; make treats any non-zero exit as failure.
+# pytest exits 5 when it collects no test; make treats any non-zero exit as failure. The suite runs on every
+# core (pytest-xdist, one torch thread per worker); tests that share a resource run on one worker, in turn
+# (``xdist_group``: the one-node Slurm, the process-killing tests). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= auto
 test: $(STAMP) lint
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	for b in bench/[!_]*.py; do echo "== $$b"; OMP_NUM_THREADS=1 $(PY) $$b || exit 1; done

@@ -67,3 +67,11 @@ def diag_records(tiny_tokenizer):
     names = ["Ada Quill", "Ada Quill", "Bo Tarrant", "Bo Tarrant"]
     return DiagnosticRecords(F=make(FACTS[:4], names), R=make(FACTS[4:6]), P=make(FACTS[6:]),
                              N=make([(n[:20], n[20:]) for n in NEUTRAL]))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs on every core), the tests that submit to the one-node Slurm run
+    on one worker, one after another: two of them at once would wait for each other's allocation."""
+    for item in items:
+        if item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
