@@ -70,8 +70,14 @@ def diag_records(tiny_tokenizer):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test`` runs on every core), the tests that submit to the one-node Slurm run
-    on one worker, one after another: two of them at once would wait for each other's allocation."""
+    """Under pytest-xdist (``make test`` runs on every core, ``--dist loadgroup``), tests that share something
+    costly run on one worker, one after another: the tests that submit to the one-node Slurm (two at once
+    would wait for each other's allocation), and each integration module (its module-scoped theta_0, minutes
+    to build, is built once instead of once per worker). Unit tests go to whichever worker is free."""
     for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
         if item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif "integration" in item.path.parts:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
