@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from supportbench.registry.imports import import_table
 from supportbench.registry.store import connect
-from supportbench.registry.tables import import_table
 from supportbench.reports.latex import tex
 from supportbench.reports.tables import TABLES, Context, file_name, render, render_all
 

@@ -79,9 +79,10 @@ def test_export_then_import_round_trips_every_metric(tmp_path):
 
     from supportbench.errors import RegistryError
     from supportbench.registry import synthetic as syn
+    from supportbench.registry.imports import import_table
     from supportbench.registry.ingest import ingest
     from supportbench.registry.store import connect
-    from supportbench.registry.tables import export_table, import_table
+    from supportbench.registry.tables import export_table
 
     res = tmp_path / "res"
     for k, method in enumerate(("random", "wagle")):

@@ -19,11 +19,11 @@ from supportbench.errors import RegistryError
 from supportbench.experiments.results import ResultsDir
 from supportbench.registry import synthetic as syn
 from supportbench.registry.audit import audit
-from supportbench.registry.imports import import_key
+from supportbench.registry.imports import import_key, import_table
 from supportbench.registry.imports import import_results as _import_results
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect, scalar
-from supportbench.registry.tables import export_table, import_table
+from supportbench.registry.tables import export_table
 
 TOFU_FILES = ("eval_log.json", "eval_real_author_wo_options.json", "eval_real_world_wo_options.json",
               "eval_log_forget.json")

@@ -252,7 +252,7 @@ def test_metric_only_imports_get_a_metric_table_and_are_counted(tmp_path):
     """A registry holding only imported runs without J (as `registry import` of TOFU's logs makes them) reports
     their metrics per benchmark x objective, one row per method marked as imported, and says they are left out
     of the J statistics."""
-    from supportbench.registry.tables import import_table
+    from supportbench.registry.imports import import_table
 
     (tmp_path / "t.csv").write_text(
         "experiment,benchmark,field,objective,method,variant,seed,split,status,metric:forget_quality,"
@@ -283,7 +283,7 @@ def test_metric_only_imports_get_a_metric_table_and_are_counted(tmp_path):
 
 def test_api_metrics_holds_imported_runs_that_results_leaves_out(tmp_path):
     import supportbench as sb
-    from supportbench.registry.tables import import_table
+    from supportbench.registry.imports import import_table
 
     (tmp_path / "t.csv").write_text(
         "experiment,benchmark,field,objective,method,variant,seed,split,status,metric:forget_quality\n"
