@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
-from supportbench.reports import stats as S  # noqa: E402
+from supportbench.reports import stats  # noqa: E402
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES  # noqa: E402
 from supportbench.reports.names import arm_display, method_display  # noqa: E402
 from supportbench.reports.overview import present_arms, reference_of, split_arm  # noqa: E402
@@ -48,17 +48,17 @@ def _comparison(ctx: Context) -> Comparison:
         for key in ("lacuna", "natural"):
             df = ctx.ok(key)
             for variant in ("dirr", "static"):
-                if not S.pick(df, DIRR_METHOD, variant).is_empty() and _baselines_present(df):
+                if not stats.pick(df, DIRR_METHOD, variant).is_empty() and _baselines_present(df):
                     return Comparison(ctx.bench[key], df, DIRR_METHOD, variant, _baselines_present(df))
     ref = reference_of(ctx)
     if ref.key is None:
         raise Missing("the experiment has no ok runs")
     method, variant = split_arm(ref.key)
-    ok = S.usable(ctx.results.filter(pl.col("split") == "final"))
+    ok = stats.usable(ctx.results.filter(pl.col("split") == "final"))
     for bench in sorted(ok["benchmark"].unique().to_list()):
         df = ok.filter(pl.col("benchmark") == bench)
         others = [a for a in present_arms(df) if ":" not in a and a != ref.key]
-        if not S.pick(df, method, variant).is_empty() and others:
+        if not stats.pick(df, method, variant).is_empty() and others:
             return Comparison(bench, df, method, variant, others)
     raise Missing(f"needs final-split runs of the reference ({ref.name}) and of another method on one benchmark")
 
@@ -86,11 +86,11 @@ def _empty(ax, message: str) -> None:
 
 def field_gap_heatmap(ctx: Context):
     c = _comparison(ctx)
-    ref = S.pick(c.runs, c.method, c.variant)
+    ref = stats.pick(c.runs, c.method, c.variant)
     fields = sorted(c.runs["field"].unique().to_list())
     M = np.full((len(c.baselines), len(fields)), np.nan)
     for i, b in enumerate(c.baselines):
-        fd = S.field_decomposition(S.paired(ref, S.pick(c.runs, b, "static")))
+        fd = stats.field_decomposition(stats.paired(ref, stats.pick(c.runs, b, "static")))
         for f, g in zip(fd["field"].to_list(), fd["mean_gap"].to_list()):
             M[i, fields.index(f)] = g
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(fields), 0.8 + 0.4 * len(c.baselines)))
@@ -108,10 +108,10 @@ def field_gap_heatmap(ctx: Context):
 
 def loo_forest(ctx: Context):
     c = _comparison(ctx)
-    ref = S.pick(c.runs, c.method, c.variant)
+    ref = stats.pick(c.runs, c.method, c.variant)
     rows = []
     for b in c.baselines:
-        s = S.summarize(S.paired(ref, S.pick(c.runs, b, "static")).diffs)
+        s = stats.summarize(stats.paired(ref, stats.pick(c.runs, b, "static")).diffs)
         if s.n:
             rows.append((method_display(b), s.mean, s.loo, s.n))
     if not rows:
@@ -139,7 +139,7 @@ def dirr_gain(ctx: Context):
     """Available vs captured gain per benchmark x objective (and method, for DIR-R of other methods). When no
     run triggered, DIR-R equals its static continuation and the axes say so."""
     rows, triggered, runs = [], 0, 0
-    ok = S.usable(ctx.results.filter(pl.col("split") == "final"))
+    ok = stats.usable(ctx.results.filter(pl.col("split") == "final"))
     present = set(ok["benchmark"].unique().to_list()) if ok.height else set()
     paper = [ctx.bench["natural"], ctx.bench["lacuna"]]
     benches = [b for b in paper if b in present] + sorted(present - set(paper))
@@ -153,7 +153,7 @@ def dirr_gain(ctx: Context):
         for m in methods:
             for obj in objs:
                 d = df.filter(pl.col("objective") == obj)
-                dm = S.dirr_metrics(S.pick(d, m, "dirr"), S.pick(d, m, "static"))
+                dm = stats.dirr_metrics(stats.pick(d, m, "dirr"), stats.pick(d, m, "static"))
                 if dm.n:
                     who = "" if m == DIRR_METHOD else f"\n{method_display(m)}"
                     rows.append((f"{bench}\n{OBJECTIVE_NAMES.get(obj, obj)}{who}", dm.available_gain, dm.delta,
@@ -204,7 +204,7 @@ def support_jaccard(ctx: Context, con=None):
     else:
         raise Missing(f"needs {' or '.join(method_display(m) for m in dict.fromkeys(candidates)) or 'a method'}'s "
                       "supports under at least two objectives")
-    m = S.support_jaccard(sup)
+    m = stats.support_jaccard(sup)
     objs = sorted(sup["objective"].unique().to_list())
     def cell(a, b):   # None (no common unit) is NaN; an overlap of 0.0 stays 0.0
         v = m.filter((pl.col("a") == a) & (pl.col("b") == b))["jaccard"][0]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from supportbench.errors import ReportError
-from supportbench.reports import stats as S
+from supportbench.reports import stats
 from supportbench.reports.latex import OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.names import arm_display
 from supportbench.reports.tables import Context
@@ -117,12 +117,12 @@ class MethodTable:
 
 def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
     rm, rv = split_arm(ref.key) if ref.key else (None, None)
-    ref_runs = S.pick(d, rm, rv) if ref.key else d.clear()
+    ref_runs = stats.pick(d, rm, rv) if ref.key else d.clear()
     arms = present_arms(d)
     arms = ([ref.key] if ref.key in arms else []) + [a for a in arms if a != ref.key]
     rows = []
     for a in arms:
-        runs = S.pick(d, *split_arm(a))
+        runs = stats.pick(d, *split_arm(a))
         row = {"arm": a, "name": arm_name(a), "n": runs.height, "mean": float(runs["J"].mean()),
                "median": float(runs["J"].median()), "is_ref": a == ref.key, "gap": None, "median_gap": None,
                "wtl": None, "note": None, "evaluation": _evaluation_selected(runs)}
@@ -131,7 +131,7 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
         elif ref_runs.is_empty():
             row["note"] = "no reference runs"
         else:
-            s = S.summarize(S.paired(ref_runs, runs).diffs, tol)
+            s = stats.summarize(stats.paired(ref_runs, runs).diffs, tol)
             if s.n:
                 row.update(gap=s.mean, median_gap=s.median, wtl=f"{s.wins}/{s.ties}/{s.losses}")
             else:
@@ -161,7 +161,7 @@ def evaluation_caption(rows: list[dict], d: pl.DataFrame) -> str:
 def method_tables(ctx: Context) -> list[MethodTable]:
     """One table per benchmark and split present (final first), and one for DIR-R when any arm ran it."""
     ref = reference_of(ctx)
-    ok = S.usable(ctx.results)
+    ok = stats.usable(ctx.results)
     out = []
     for bench in sorted(set(ok["benchmark"].unique().to_list()) if not ok.is_empty() else set()):
         for split in splits(ok):
@@ -200,7 +200,7 @@ def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
         d = ok.filter((pl.col("benchmark") == bench) & (pl.col("split") == split))
         for obj in objectives(d):
             do = d.filter(pl.col("objective") == obj)
-            m = S.dirr_metrics(S.pick(do, method, "dirr"), S.pick(do, method, "static"), tol)
+            m = stats.dirr_metrics(stats.pick(do, method, "dirr"), stats.pick(do, method, "static"), tol)
             if m.n:
                 rows.append({"benchmark": bench + ("" if split == "final" else f" ({split})"), "objective": obj,
                              "name": arm_name(method), "m": m, "wtl": f"{m.wins}/{m.ties}/{m.losses}",

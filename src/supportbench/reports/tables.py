@@ -21,7 +21,7 @@ from supportbench.experiments.controlled_decision import (
     construction_gates,
     residualization_covariates,
 )
-from supportbench.reports import stats as S
+from supportbench.reports import stats
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.stats import controlled_quantities, covariate_aurocs, locator_quantities
 
@@ -69,7 +69,7 @@ class Context:
 
     @classmethod
     def from_registry(cls, con, experiment: str | None = None, **kw) -> Context:
-        results = S.load(con, experiment)
+        results = stats.load(con, experiment)
         decisions = con.sql("SELECT hash, tau, benchmark, objective, baselines, frozen_at, content FROM decisions").pl()
         comps = con.sql("SELECT c.run_key, c.name, c.value FROM components c JOIN runs r USING (run_key) "
                         "WHERE r.benchmark = 'controlled'").pl()
@@ -90,7 +90,7 @@ class Context:
         """Deduplicated ok runs of one benchmark and split (memoised: every table reads them)."""
         key = (benchmark, split)
         if key not in self._ok:
-            self._ok[key] = S.usable(self.results.filter((pl.col("benchmark") == self.bench[benchmark]) &
+            self._ok[key] = stats.usable(self.results.filter((pl.col("benchmark") == self.bench[benchmark]) &
                                                          (pl.col("split") == split)))
         return self._ok[key]
 
@@ -106,8 +106,8 @@ def _require(df: pl.DataFrame, what: str) -> pl.DataFrame:
     return df
 
 
-def _gap(a: pl.DataFrame, b: pl.DataFrame, tol: float = 0.0) -> S.GapSummary:
-    return S.summarize(S.paired(a, b).diffs, tol)
+def _gap(a: pl.DataFrame, b: pl.DataFrame, tol: float = 0.0) -> stats.GapSummary:
+    return stats.summarize(stats.paired(a, b).diffs, tol)
 
 
 def per_objective(df: pl.DataFrame, objectives=("npo", "simnpo")):
@@ -120,16 +120,16 @@ def natural_complete(ctx: Context) -> dict:
     df = ctx.final("natural")
     rows = []
     for obj, d in per_objective(df):
-        static = S.pick(d, DIRR_METHOD, "static")
-        dirr = S.pick(d, DIRR_METHOD, "dirr")
-        dirr_gap = S.dirr_metrics(dirr, static).delta
+        static = stats.pick(d, DIRR_METHOD, "static")
+        dirr = stats.pick(d, DIRR_METHOD, "dirr")
+        dirr_gap = stats.dirr_metrics(dirr, static).delta
         if static.is_empty() or dirr_gap is None:
             continue
         for c in _baselines_present(d):
-            g = _gap(static, S.pick(d, c, "static")).mean
+            g = _gap(static, stats.pick(d, c, "static")).mean
             if g is not None:
                 rows.append({"objective": obj, "baseline": c, "static": g, "dirr": dirr_gap,
-                             "full": S.composed_margin(g, dirr_gap)})
+                             "full": stats.composed_margin(g, dirr_gap)})
     if not rows:
         raise Missing("needs Static-IV, DIR-R and baseline runs under NPO or SimNPO on Natural-TOFU")
     return {"rows": rows}
@@ -161,16 +161,16 @@ def lacuna_comparison(ctx: Context) -> dict:
     df = ctx.final("lacuna")
     rows = []
     for obj, d in per_objective(df):
-        dirr = S.pick(d, DIRR_METHOD, "dirr")
+        dirr = stats.pick(d, DIRR_METHOD, "dirr")
         if dirr.is_empty():
             continue
         for c in _selected_baselines(ctx, ctx.bench["lacuna"], obj, _baselines_present(d)):
-            p = S.paired(dirr, S.pick(d, c, "static"))
+            p = stats.paired(dirr, stats.pick(d, c, "static"))
             if p.frame.is_empty():
                 continue
-            s = S.summarize(p.diffs, ctx.tol)
+            s = stats.summarize(p.diffs, ctx.tol)
             rows.append({"objective": obj, "baseline": c, "ours": float(dirr["J"].mean()),
-                         "base": float(S.pick(d, c, "static")["J"].mean()), "gap": s.mean, "wins": s.wins,
+                         "base": float(stats.pick(d, c, "static")["J"].mean()), "gap": s.mean, "wins": s.wins,
                          "losses": s.losses})
     if not rows:
         raise Missing("needs DIR-R and baseline runs under NPO or SimNPO on LACUNA")
@@ -178,12 +178,12 @@ def lacuna_comparison(ctx: Context) -> dict:
 
 
 def _graddiff_panel(ctx: Context, d: pl.DataFrame) -> dict:
-    dirr = S.pick(d, DIRR_METHOD, "dirr")
+    dirr = stats.pick(d, DIRR_METHOD, "dirr")
     if dirr.is_empty():
         raise Missing("needs DIR-R GradDiff runs on LACUNA")
     rows = []
     for c in _baselines_present(d):
-        b = S.pick(d, c, "static")
+        b = stats.pick(d, c, "static")
         s = _gap(dirr, b, ctx.tol)
         if s.n:
             rows.append({"baseline": c, "mean": float(b["J"].mean()), "gap": s.mean, "median": s.median,
@@ -214,7 +214,7 @@ def static_dirr_ablation(ctx: Context) -> dict:
         df = ctx.ok(key)
         for obj in ("npo", "simnpo", "graddiff"):
             d = df.filter(pl.col("objective") == obj)
-            m = S.dirr_metrics(S.pick(d, DIRR_METHOD, "dirr"), S.pick(d, DIRR_METHOD, "static"), ctx.tol)
+            m = stats.dirr_metrics(stats.pick(d, DIRR_METHOD, "dirr"), stats.pick(d, DIRR_METHOD, "static"), ctx.tol)
             if m.n:
                 setting = OBJECTIVE_NAMES[obj] + (", four-field" if key == "lacuna" and obj == "graddiff" else "")
                 rows.append({"benchmark": label, "setting": setting, "m": m})
@@ -226,7 +226,7 @@ def static_dirr_ablation(ctx: Context) -> dict:
 def lacuna_selection_comparison(ctx: Context) -> dict:
     df = ctx.final("lacuna")
     st = df.filter(pl.col("variant") == "static")
-    means = S.method_means(st, ("objective",), deduplicate=False)  # ctx.ok is already deduplicated
+    means = stats.method_means(st, ("objective",), deduplicate=False)  # ctx.ok is already deduplicated
     rows, ns = [], set()
     for c in _baselines_present(st):
         r = {"baseline": c}
@@ -248,10 +248,10 @@ def _graddiff(ctx: Context, split: str = "final") -> pl.DataFrame:
 
 def graddiff_primary(ctx: Context) -> dict:
     d = _graddiff(ctx)
-    dirr = _require(S.pick(d, DIRR_METHOD, "dirr"), "needs DIR-R GradDiff runs on LACUNA")
+    dirr = _require(stats.pick(d, DIRR_METHOD, "dirr"), "needs DIR-R GradDiff runs on LACUNA")
     rows = []
     for c in [*_baselines_present(d), DIRR_METHOD]:
-        b = S.pick(d, c, "static")
+        b = stats.pick(d, c, "static")
         s = _gap(dirr, b, ctx.tol)
         if s.n:
             rows.append({"method": c, "mean": float(b["J"].mean()), "gap": s.mean, "median": s.median,
@@ -264,11 +264,11 @@ def graddiff_primary(ctx: Context) -> dict:
 
 def graddiff_fieldgap(ctx: Context) -> dict:
     d = _graddiff(ctx)
-    dirr = _require(S.pick(d, DIRR_METHOD, "dirr"), "needs DIR-R GradDiff runs on LACUNA")
+    dirr = _require(stats.pick(d, DIRR_METHOD, "dirr"), "needs DIR-R GradDiff runs on LACUNA")
     fields = sorted(d["field"].unique().to_list(), key=lambda f: FIELD_NAMES.get(f, f))
     rows = []
     for c in _baselines_present(d):
-        fd = S.field_decomposition(S.paired(dirr, S.pick(d, c, "static")))
+        fd = stats.field_decomposition(stats.paired(dirr, stats.pick(d, c, "static")))
         by = dict(zip(fd["field"].to_list(), fd["mean_gap"].to_list()))
         rows.append({"baseline": c, "gaps": [by.get(f) for f in fields]})
     return {"fields": fields, "rows": rows}
@@ -276,18 +276,18 @@ def graddiff_fieldgap(ctx: Context) -> dict:
 
 def graddiff_dirr_field(ctx: Context) -> dict:
     d = _graddiff(ctx)
-    static, dirr = S.pick(d, DIRR_METHOD, "static"), S.pick(d, DIRR_METHOD, "dirr")
+    static, dirr = stats.pick(d, DIRR_METHOD, "static"), stats.pick(d, DIRR_METHOD, "dirr")
     rows = []
     for f in sorted(d["field"].unique().to_list(), key=lambda f: FIELD_NAMES.get(f, f)):
-        m = S.dirr_metrics(dirr.filter(pl.col("field") == f), static.filter(pl.col("field") == f))
+        m = stats.dirr_metrics(dirr.filter(pl.col("field") == f), static.filter(pl.col("field") == f))
         if m.n:
-            p = S.paired(dirr.filter(pl.col("field") == f), static.filter(pl.col("field") == f)).frame
+            p = stats.paired(dirr.filter(pl.col("field") == f), static.filter(pl.col("field") == f)).frame
             rows.append({"field": f, "static": float(p["J_b"].mean()), "dirr": float(p["J_a"].mean()),
                          "gap": m.delta, "trig": f"{m.triggered}/{m.n}"})
-    m = S.dirr_metrics(dirr, static)
+    m = stats.dirr_metrics(dirr, static)
     if not m.n:
         raise Missing("needs paired DIR-R and Static-IV GradDiff runs on LACUNA")
-    p = S.paired(dirr, static).frame
+    p = stats.paired(dirr, static).frame
     return {"rows": rows, "overall": {"static": float(p["J_b"].mean()), "dirr": float(p["J_a"].mean()),
                                       "gap": m.delta, "trig": f"{m.triggered}/{m.n}"}}
 
@@ -316,9 +316,9 @@ def graddiff_replication(ctx: Context) -> dict:
             d = _graddiff(ctx, split).filter(pl.col("field") != "Birth_City")
         except Missing:
             continue
-        static, dirr = S.pick(d, DIRR_METHOD, "static"), S.pick(d, DIRR_METHOD, "dirr")
-        proj = S.pick(d, "projected_causal", "static")
-        m = S.dirr_metrics(dirr, static)
+        static, dirr = stats.pick(d, DIRR_METHOD, "static"), stats.pick(d, DIRR_METHOD, "dirr")
+        proj = stats.pick(d, "projected_causal", "static")
+        m = stats.dirr_metrics(dirr, static)
         s = _gap(dirr, proj, ctx.tol)
         if not m.n or not s.n:
             continue
@@ -334,15 +334,15 @@ def graddiff_replication(ctx: Context) -> dict:
 def lacuna_modern(ctx: Context) -> dict:
     df = ctx.final("lacuna")
     d = df.filter(pl.col("objective").is_in(["npo", "simnpo"]))
-    static = _require(S.pick(d, DIRR_METHOD, "static"), "needs Static-IV runs under NPO/SimNPO on LACUNA")
+    static = _require(stats.pick(d, DIRR_METHOD, "static"), "needs Static-IV runs under NPO/SimNPO on LACUNA")
     rows = []
     for c in MODERN:
-        b = S.pick(d, c, "static")
-        p = S.paired(static, b)
+        b = stats.pick(d, c, "static")
+        p = stats.paired(static, b)
         if p.frame.is_empty():
             continue
-        s = S.summarize(p.diffs, ctx.tol)
-        sw = S.setting_wins(p)
+        s = stats.summarize(p.diffs, ctx.tol)
+        sw = stats.setting_wins(p)
         rows.append({"baseline": c, "base": float(b["J"].mean()), "gap": s.mean, "wins": f"{s.wins}/{s.n}",
                      "settings": f"{sw['wins']}/{sw['n']}", "ci": sw["ci"]})
     if not rows:
@@ -358,10 +358,10 @@ def lacuna_dirr(ctx: Context) -> dict:
         d = ctx.ok("lacuna", split).filter(pl.col("objective") == obj)
         if split == "replication":
             d = d.filter(pl.col("field") != "Birth_City")
-        static, dirr = S.pick(d, DIRR_METHOD, "static"), S.pick(d, DIRR_METHOD, "dirr")
-        m = S.dirr_metrics(dirr, static)
+        static, dirr = stats.pick(d, DIRR_METHOD, "static"), stats.pick(d, DIRR_METHOD, "dirr")
+        m = stats.dirr_metrics(dirr, static)
         if m.n:
-            p = S.paired(dirr, static).frame
+            p = stats.paired(dirr, static).frame
             rows.append({"setting": label, "static": float(p["J_b"].mean()), "dirr": float(p["J_a"].mean()), "m": m})
     if not rows:
         raise Missing("needs paired DIR-R and Static-IV runs on LACUNA")
@@ -477,7 +477,8 @@ def controlled_main(ctx: Context) -> dict:
     excluded = [f"b{r['build']}:{r['field']}" for r in units.filter(~pl.col("learned")).iter_rows(named=True)]
     first = per_build[0]
     return {**q, "bounded": bounded, "per_build": per_build, "pooled": True,
-            "auroc_all": S.auroc(units["score"].to_numpy(), units["injected_backbone"].to_numpy().round().astype(int)),
+            "auroc_all": stats.auroc(units["score"].to_numpy(),
+                                     units["injected_backbone"].to_numpy().round().astype(int)),
             "resid_auroc": None, "residualized_on": [], "covariate_band": COVARIATE_BAND,
             "direction": f"{sum(int(b['direction'].split('/')[0]) for b in per_build)}/"
                          f"{sum(int(b['direction'].split('/')[1]) for b in per_build)}",
@@ -525,7 +526,7 @@ def controlled_build(ctx: Context, build: int) -> dict:
     primary = dec["primary_locator"] if dec else None
     col = f"locator:{primary}" if primary and f"locator:{primary}" in per.columns else "storage_score"
     every = learned.pop("every")   # the primary's AUROC on every final target, not-learned ones included
-    learned["auroc_all"] = S.auroc(every[col].to_numpy(), every["injected_backbone"].to_numpy().round().astype(int))
+    learned["auroc_all"] = stats.auroc(every[col].to_numpy(), every["injected_backbone"].to_numpy().round().astype(int))
     if "recall" in every.columns:   # the construction's validity gates, from theta_0 and the labels only
         recall = {w: every.filter((pl.col("injected_backbone") > 0.5) == (w == "backbone"))["recall"].to_list()
                   for w in ("backbone", "lora")}
@@ -566,7 +567,7 @@ def locators_of(ctx: Context, build: int) -> dict:
     return {"locators": locator_quantities(scores, y, _pair(per), X),
             "covariates": learned["covariates"], "residualized_on": used, "covariate_band": COVARIATE_BAND,
             "calibration": {name: cal.get(name) for name in sorted(scores)},
-            "every_target": {name: S.auroc(every[f"locator:{name}"].to_numpy(),
+            "every_target": {name: stats.auroc(every[f"locator:{name}"].to_numpy(),
                                            every["injected_backbone"].to_numpy().round().astype(int))
                              for name in sorted(scores)},
             "primary": dec["primary_locator"] if dec else None}

@@ -39,7 +39,7 @@ import polars as pl
 from scipy import stats as sps
 
 from supportbench.experiments.claims import Claim, Claims
-from supportbench.reports import stats as S
+from supportbench.reports import stats
 
 HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED = "holds", "does not hold", "inconclusive", "not tested"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED)
@@ -210,12 +210,12 @@ def combine(v: str, builds: list[dict], power: float | None, defaults: dict, n_b
 # ---- data ----------------------------------------------------------------------------------------------------
 def _arm(df: pl.DataFrame, arm: str) -> pl.DataFrame:
     method, _, variant = arm.partition(":")
-    return S.pick(df, method, variant or "static")
+    return stats.pick(df, method, variant or "static")
 
 
 def _paired(df: pl.DataFrame, ours: str, other: str, objective: str) -> pl.DataFrame:
     d = df.filter(pl.col("objective") == objective)
-    return S.paired(_arm(d, ours), _arm(d, other)).frame
+    return stats.paired(_arm(d, ours), _arm(d, other)).frame
 
 
 def _nested(frame: pl.DataFrame, unit: str | tuple = "field") -> Nested:
@@ -239,12 +239,12 @@ def agreement(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     """The controlled claim: storage's agreement with the better intervention against a threshold, with the
     best constant rule (exact McNemar), the storage x interface interaction and the score's correlation with
     the paired difference beside it, and the paper's direction stated."""
-    from supportbench.reports import tables as T
+    from supportbench.reports import tables
 
-    builds = T.controlled_builds(ctx)
+    builds = tables.controlled_builds(ctx)
     failed = [f"build {b}: {g['gate']} ({g['value']}; rule: {g['rule']})"
-              for b in builds for g in ctx.built_for(T.controlled_build, b).get("gates", []) if not g["passed"]]
-    units = T.controlled_units(ctx).filter(pl.col("learned"))
+              for b in builds for g in ctx.built_for(tables.controlled_build, b).get("gates", []) if not g["passed"]]
+    units = tables.controlled_units(ctx).filter(pl.col("learned"))
     bounded = units["Jb_backbone"].null_count() == 0
     jb, jl = ("Jb_backbone", "Jb_lora") if bounded else ("J_backbone", "J_lora")
     u = units.with_columns((pl.col(jl) - pl.col(jb)).alias("diff")).with_columns(
@@ -413,9 +413,9 @@ def contrast(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         if len(a) < 2 or len(b) < 2:
             short.append(f"build {build} {fld} ({o1}: {len(a)} seeds, {o2}: {len(b)})")
             continue
-        within = [S.jaccard(x[s], x[t]) for x in (a, b) for s in x for t in x if s < t]
-        across = [S.jaccard(a[s], b[t]) for s in a for t in b if s != t]
-        same += [S.jaccard(a[s], b[s]) for s in a if s in b]
+        within = [stats.jaccard(x[s], x[t]) for x in (a, b) for s in x for t in x if s < t]
+        across = [stats.jaccard(a[s], b[t]) for s in a for t in b if s != t]
+        same += [stats.jaccard(a[s], b[s]) for s in a if s in b]
         rows.append({"build": build, "field": fld, "seed": 0, "within": float(np.mean(within)),
                      "across": float(np.mean(across)), "value": float(np.mean(within) - np.mean(across))})
     if short or not rows:
@@ -450,12 +450,12 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     for k, obj in enumerate(claim["settings"]):
         d = df.filter(pl.col("objective") == obj)
         ours = _arm(d, claim["ours"])
-        fr = S.paired(ours, _arm(d, claim["reference"])).frame
+        fr = stats.paired(ours, _arm(d, claim["reference"])).frame
         if not fr.height:
             settings.append((obj, NOT_TESTED, "no paired runs"))
             continue
-        gate = ours.join(fr.select(list(S.UNIT)), on=list(S.UNIT), how="semi")
-        fr = fr.join(gate.select([*S.UNIT, "triggered", "selection"]), on=list(S.UNIT), how="left")
+        gate = ours.join(fr.select(list(stats.UNIT)), on=list(stats.UNIT), how="semi")
+        fr = fr.join(gate.select([*stats.UNIT, "triggered", "selection"]), on=list(stats.UNIT), how="left")
         evaluation = int((fr["selection"] == "evaluation").sum())
         trig = int(fr["triggered"].fill_null(False).sum())
         if evaluation:
