@@ -19,8 +19,9 @@ from supportbench.errors import RegistryError
 from supportbench.experiments.results import ResultsDir
 from supportbench.registry import synthetic as syn
 from supportbench.registry.audit import audit
-from supportbench.registry.imports import import_key, import_table
+from supportbench.registry.imported import import_key
 from supportbench.registry.imports import import_results as _import_results
+from supportbench.registry.imports import import_table
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect, scalar
 from supportbench.registry.tables import export_table

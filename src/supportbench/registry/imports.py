@@ -26,17 +26,7 @@ from pathlib import Path
 from supportbench.errors import RegistryError
 from supportbench.experiments.results import ResultsDir
 from supportbench.registry import lacuna_summary, ledger, ou_eval, tables, tofu_logs
-from supportbench.registry.imported import (  # noqa: F401 -- CELL, import_key, whole: part of this module's API
-    CELL,
-    IMPORT_ONLY_BENCHMARKS,
-    MAX_SEED,
-    ImportedRun,
-    check_benchmark,
-    finite,
-    identity,
-    import_key,
-    whole,
-)
+from supportbench.registry.imported import CELL, IMPORT_ONLY_BENCHMARKS, ImportedRun
 from supportbench.registry.ingest import IngestReport
 from supportbench.registry.names import NameCheck, check_text
 from supportbench.registry.store import one, scalar
