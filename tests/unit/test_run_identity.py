@@ -205,7 +205,8 @@ def _reusable_in(src: Path, results: Path, spec: RunSpec) -> str:
 @pytest.mark.parametrize(("edited", "old", "new"), [
     ("unlearning/train.py", "        loss.backward()\n        self.leaves.collect_grads()",
      "        (1.0 * loss).backward()\n        self.leaves.collect_grads()"),
-    ("benchmarks/evaluators.py", '"""', '"""Edited.\n'),
+    ("benchmarks/evaluators.py", "\nfrom __future__ import annotations\n",
+     "\nfrom __future__ import annotations\n_EDITED = True\n"),
     ("harness/runner.py", "def resolve_budget(", "def _edited():\n    pass\n\n\ndef resolve_budget("),
 ])
 def test_editing_the_code_that_trains_or_evaluates_makes_records_stale(tmp_path, edited, old, new):
@@ -227,3 +228,30 @@ def test_editing_the_code_that_trains_or_evaluates_makes_records_stale(tmp_path,
     assert old in text
     f.write_text(text.replace(old, new, 1))
     assert _reusable_in(copy, results.root, spec) == "stale"         # edited code: the cell reruns
+
+
+def test_a_source_hash_follows_what_the_code_does_not_its_layout(tmp_path):
+    """Comments, docstrings and line breaks leave a file's hash (so a record's fingerprint and a cached
+    theta_0's key) as it was; a changed constant, name or statement changes it."""
+    from supportbench.experiments.identity import source_hash
+
+    base = 'def f(x):\n    return x * 2 + 1\n'
+    variants = {
+        "same": base,
+        "comment": '# a comment\ndef f(x):  # trailing\n    return x * 2 + 1\n',
+        "docstring": '"""Module."""\ndef f(x):\n    """Doubles, then adds one."""\n    return x * 2 + 1\n',
+        "layout": 'def f(\n    x,\n):\n    return (\n        x * 2\n        + 1\n    )\n',
+        "constant": 'def f(x):\n    return x * 2 + 2\n',
+        "name": 'def f(y):\n    return y * 2 + 1\n',
+        "statement": 'def f(x):\n    x = x\n    return x * 2 + 1\n',
+        "string": 'def f(x):\n    s = "a"\n    return x * 2 + 1\n',
+    }
+    hashes = {}
+    for name, text in variants.items():
+        d = tmp_path / name
+        d.mkdir()
+        (d / "mod.py").write_text(text)
+        hashes[name] = source_hash(d)
+    assert hashes["comment"] == hashes["docstring"] == hashes["layout"] == hashes["same"]
+    changed = [hashes[k] for k in ("constant", "name", "statement", "string")]
+    assert len({hashes["same"], *changed}) == 5

@@ -281,8 +281,9 @@ def default_cache_dir() -> Path:
 
 
 def build_code(cls) -> str:
-    """What builds a benchmark's cached theta_0 and data: the source of the torch primitives that train it and
-    of the benchmark's own package, and the CPU kernels this process computes with (``models.cpu_mode``). Part
+    """What builds a benchmark's cached theta_0 and data: the code (``source_hash``: syntax trees, so
+    comments, docstrings and layout do not count) of the torch primitives that train it and of the
+    benchmark's own package, and the CPU kernels this process computes with (``models.cpu_mode``). Part
     of every cache key, so changed code, or a process under other kernels, builds its own entry instead of
     reusing a model it would not produce."""
     from supportbench.unlearning.models import cpu_mode
@@ -295,8 +296,8 @@ def build_code(cls) -> str:
 
 def content_key(*parts) -> str:
     """The cache key of everything that determines a cached artifact: 16 hex digits of the SHA-256 of the
-    parts as canonical JSON. Changing this changes every cached theta_0's path (a rebuild is not bitwise
-    reproducible), so it stays byte-identical to the keys already on disk."""
+    parts as canonical JSON. Changing this changes every cached theta_0's path (and a rebuild takes the
+    demo's better part), so it stays byte-identical to the keys already on disk."""
     return hashlib.sha256(json.dumps(list(parts), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

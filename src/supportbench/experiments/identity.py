@@ -9,6 +9,7 @@ its absolute path, size and modification time, and recomputed when any of them c
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import hashlib
@@ -24,8 +25,12 @@ PACKAGE = Path(__file__).resolve().parents[1]   # src/supportbench
 
 @functools.cache
 def source_hash(*paths: str | Path) -> str:
-    """sha256 (16 hex digits) of every ``.py`` file under ``paths`` (files or folders, relative to the
-    package or absolute), by name relative to the package: the same tree hashes the same in every process."""
+    """sha256 (16 hex digits) of what every ``.py`` file under ``paths`` (files or folders, relative to the
+    package or absolute) does, by name relative to the package: the same tree hashes the same in every process.
+
+    A file counts by its syntax tree without docstrings (``code_digest``): comments, docstrings, line breaks and
+    layout do not change a hash, so rewrapping code or its documentation keeps every record's fingerprint and
+    every cached theta_0's key; any change to what the code does changes them."""
     files = []
     for p in map(Path, paths):
         p = p if p.is_absolute() else PACKAGE / p
@@ -34,8 +39,26 @@ def source_hash(*paths: str | Path) -> str:
     for f in files:
         name = f.relative_to(PACKAGE) if f.is_relative_to(PACKAGE) else f.name
         h.update(f"{name}\0".encode())
-        h.update(f.read_bytes() if f.is_file() else b"<missing>")
+        h.update(code_digest(f) if f.is_file() else b"<missing>")
     return h.hexdigest()[:16]
+
+
+def code_digest(path: Path) -> bytes:
+    """The sha256 of a Python file's syntax tree with every docstring removed (a file that does not parse
+    counts by its bytes). ``ast.dump`` without positions is the tree alone; its text is Python's own and may
+    change between Python minor versions, which then rebuild cached theta_0s once (never reuse a wrong one)."""
+    source = Path(path).read_bytes()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return hashlib.sha256(source).digest()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+                    first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).digest()
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -122,4 +145,4 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-__all__ = ["clear_memo", "content_identity", "identity_files", "model_identity", "source_hash"]
+__all__ = ["clear_memo", "code_digest", "content_identity", "identity_files", "model_identity", "source_hash"]
