@@ -25,7 +25,8 @@ def median_time(fn, repeats: int) -> float:
 
 
 def gpu_peak(cuda: bool) -> float:
-    """Peak allocated GPU memory since the last reset, in bytes, after the queued work (nan without CUDA)."""
+    """Peak allocated GPU memory since the last reset, in bytes, after the queued work (nan without
+    CUDA)."""
     if not cuda:
         return float("nan")
     import torch
@@ -35,7 +36,8 @@ def gpu_peak(cuda: bool) -> float:
 
 
 def reset_gpu_peak(cuda: bool, empty: bool = False) -> None:
-    """Start a new peak (``empty``: hand cached blocks back first, so the phase starts from what is held)."""
+    """Start a new peak (``empty``: hand cached blocks back first, so the phase starts from what is
+    held)."""
     if cuda:
         import torch
 
@@ -46,16 +48,18 @@ def reset_gpu_peak(cuda: bool, empty: bool = False) -> None:
 
 
 def result(name: str, value: float, op: str, target: float) -> str:
-    ok = {"<=": value <= target, ">=": value >= target, "<": value < target, ">": value > target}[op]
+    ok = {"<=": value <= target, ">=": value >= target, "<": value < target, ">": value > target}[
+        op
+    ]
     line = f"RESULT name={name} value={value:.4g} target={op}{target:g} {'PASS' if ok else 'FAIL'}"
     print(line, flush=True)
     return line
 
 
 def box_seconds(repeats: int = 3) -> float:
-    """The team's fixed box workload (shared/tools/box_speed.py: forward + backward + AdamW of a small MLP stack,
-    one thread, 150 steps; the median of three runs): the seconds that say how fast this box is today, so a
-    wall time can be reported as a multiple of it."""
+    """The team's fixed box workload (shared/tools/box_speed.py: forward + backward + AdamW of a
+    small MLP stack, one thread, 150 steps; the median of three runs): the seconds that say how fast
+    this box is today, so a wall time can be reported as a multiple of it."""
     import torch
 
     torch.set_num_threads(1)

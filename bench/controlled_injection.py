@@ -1,15 +1,17 @@
-"""The controlled separation's validity gates on the demo's construction (issue 21: facts learned, interfaces
-balanced, storage localizable, groups isolated), measured from one cold build of theta_0 (tiny-qwen2, 36 final +
-12 calibration targets; about 2.5 minutes) and nothing else: construction data only, no unlearning run.
+"""The controlled separation's validity gates on the demo's construction (issue 21: facts learned,
+interfaces balanced, storage localizable, groups isolated), measured from one cold build of theta_0
+(tiny-qwen2, 36 final + 12 calibration targets; about 2.5 minutes) and nothing else: construction
+data only, no unlearning run.
 
-Prints each interface's median theta_0 recall (answer probability on the evaluation phrasings) and how many of
-its 18 final targets reach 0.5; every locator's AUROC on the calibration targets (which choose the primary) and
-on the 36 final targets; and, per target, whether removing its own interface (LoRA B = 0, or the block's
-write through W, W[:, I_B] = 0) raises its evaluation NLL more than removing the other.
+Prints each interface's median theta_0 recall (answer probability on the evaluation phrasings) and
+how many of its 18 final targets reach 0.5; every locator's AUROC on the calibration targets (which
+choose the primary) and on the 36 final targets; and, per target, whether removing its own interface
+(LoRA B = 0, or the block's write through W, W[:, I_B] = 0) raises its evaluation NLL more than
+removing the other.
 
-RESULT lines (targets = the gates of ``experiments.controlled_decision.construction_gates`` and the isolation
-test's): backbone_median_recall and lora_median_recall >= 0.5; recall_gap <= 0.1; primary_locator_auroc (on all
-36 final targets) >= 0.9; isolation_share >= 0.9."""
+RESULT lines (targets = the gates of ``experiments.controlled_decision.construction_gates`` and the
+isolation test's): backbone_median_recall and lora_median_recall >= 0.5; recall_gap <= 0.1;
+primary_locator_auroc (on all 36 final targets) >= 0.9; isolation_share >= 0.9."""
 
 import statistics
 import sys
@@ -41,8 +43,10 @@ def main():
     for w in itf_mod.INTERFACES:
         v = [c.recall[k] for k, t in c.targets.items() if t["interface"] == w]
         medians[w] = statistics.median(v)
-        print(f"{w:>8}: median recall {medians[w]:.3f}, learned {sum(x >= 0.5 for x in v)}/{len(v)} "
-              f"(min {min(v):.3f})")
+        print(
+            f"{w:>8}: median recall {medians[w]:.3f}, learned {sum(x >= 0.5 for x in v)}/{len(v)} "
+            f"(min {min(v):.3f})"
+        )
     cal = c.calibration_aurocs()
     primary = choose_primary(cal)
     y = [int(t["interface"] == "backbone") for t in c.targets.values()]
@@ -54,7 +58,9 @@ def main():
     def eval_nll():
         out = {}
         for k, t in c.targets.items():
-            s, n = dataset_nll(model, tokenize_pairs(tok, t["eval"], [t["attribute"]] * len(t["eval"])))
+            s, n = dataset_nll(
+                model, tokenize_pairs(tok, t["eval"], [t["attribute"]] * len(t["eval"]))
+            )
             out[k] = float((s / n).mean())
         return out
 
@@ -74,7 +80,10 @@ def main():
     for k, t in c.targets.items():
         own, other = (no_block, no_lora) if t["interface"] == "backbone" else (no_lora, no_block)
         held[t["interface"]] += own[k] - base[k] > other[k] - base[k]
-    print(f"own interface's removal hurts more: backbone {held['backbone']}/18, lora {held['lora']}/18")
+    print(
+        "own interface's removal hurts more: backbone "
+        f"{held['backbone']}/18, lora {held['lora']}/18"
+    )
 
     result("backbone_median_recall", medians["backbone"], ">=", 0.5)
     result("lora_median_recall", medians["lora"], ">=", 0.5)

@@ -35,8 +35,17 @@ def main() -> None:
     cache = cache_root()  # the user's cache: theta_0 built once, shared with the demo
     with tempfile.TemporaryDirectory() as res:
         runner = Runner(res, cache_dir=cache, progress=False, force=True)
-        base = dict(benchmark="natural_tofu", field="forget10", objective="npo", method="intervention_score",
-                    T=T, t=t, d=d, rho_p=0.05, budget=0.1)
+        base = dict(
+            benchmark="natural_tofu",
+            field="forget10",
+            objective="npo",
+            method="intervention_score",
+            T=T,
+            t=t,
+            d=d,
+            rho_p=0.05,
+            budget=0.1,
+        )
         specs = {
             "static": RunSpec(**base),
             "non-trigger": RunSpec(**base, variant="dirr", hyperparameters={"tau": 1e9}),
@@ -48,11 +57,16 @@ def main() -> None:
             for k, s in specs.items():
                 times[k].append(wall(runner.run(s).record))
     med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-    model = {k: dirr_step_equivalents(T, t, d, 5, k == "trigger") for k in ("non-trigger", "trigger")}
+    model = {
+        k: dirr_step_equivalents(T, t, d, 5, k == "trigger") for k in ("non-trigger", "trigger")
+    }
     print(f"T={T} t={t} d={d} |A|=5, natural_tofu/forget10/npo, tiny-llama, median of {REPEATS}")
     print(f"static-IV          {med['static']:.3f} s   (model 1.00x)")
     for k in ("non-trigger", "trigger"):
-        print(f"DIR-R {k:<12} {med[k]:.3f} s   measured {med[k] / med['static']:.3f}x   model {model[k]:.2f}x")
+        print(
+            f"DIR-R {k:<12} {med[k]:.3f} s   measured "
+            f"{med[k] / med['static']:.3f}x   model {model[k]:.2f}x"
+        )
     for k in ("non-trigger", "trigger"):
         ratio = (med[k] / med["static"]) / model[k]
         result(f"dirr_{k.replace('-', '_')}_wall_vs_model", ratio, "<=", 1.15)

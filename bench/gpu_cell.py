@@ -1,23 +1,25 @@
-"""One Static-IV cell and one DIR-R cell end to end on an 8B-shaped model, on a GPU (skips without CUDA).
+"""One Static-IV cell and one DIR-R cell end to end on an 8B-shaped model, on a GPU (skips without
+CUDA).
 
-The model is Llama 3 8B's architecture with random bf16 weights and a byte-level BPE tokenizer trained on the
-generated TOFU data, saved as a local model folder (safetensors) and run exactly as a real checkpoint is:
-``model=<folder>``, ``benchmark.theta0=given`` (the folder is theta_0), bf16 weights with an fp32 support,
-through ``Runner`` on generated TOFU-format data (forget10). T and t are shortened (``--T``, ``--t``, ``--d``).
+The model is Llama 3 8B's architecture with random bf16 weights and a byte-level BPE tokenizer
+trained on the generated TOFU data, saved as a local model folder (safetensors) and run exactly as a
+real checkpoint is: ``model=<folder>``, ``benchmark.theta0=given`` (the folder is theta_0), bf16
+weights with an fp32 support, through ``Runner`` on generated TOFU-format data (forget10). T and t
+are shortened (``--T``, ``--t``, ``--d``).
 
-Reported per phase (wall time, and peak GPU memory from ``torch.cuda.max_memory_allocated``, reset at the
-phase's start; an outer phase's peak includes its inner phases'):
-  theta_0 load        the folder read, moved to the GPU, its CPU snapshot and content hash (first run); the
-                      reset to theta_0 (later runs)
+Reported per phase (wall time, and peak GPU memory from ``torch.cuda.max_memory_allocated``, reset
+at the phase's start; an outer phase's peak includes its inner phases'):
+  theta_0 load        the folder read, moved to the GPU, its CPU snapshot and content hash (first
+                      run); the reset to theta_0 (later runs)
   reference NLLs      theta_0's answer NLLs (NPO's reference, the evaluation's baseline)
   diagnostics         Intervention Score's fused pass (u0 and the four role gradients)
-  training            the support-constrained NPO steps (Static-IV), or Algorithm 1 as a whole (DIR-R: train to
-                      t, probe, candidates to T, development evaluations)
+  training            the support-constrained NPO steps (Static-IV), or Algorithm 1 as a whole
+                      (DIR-R: train to t, probe, candidates to T, development evaluations)
   evaluation          the final evaluation (forget, retain, protected splits)
-and the projected GPU-hours of ``sweep --dry-run paper`` from the measured step time, diagnostics pass and
-evaluation (``harness.compute.sweep_estimate``: step-equivalents x step time + cells x diagnostics + runs x
-evaluation). ``--arch tiny --device cpu --budget 0.5 --rho-p 0.1`` is a dry run of the script on a small Llama
-(its support must be large enough for the probe to swap a group).
+and the projected GPU-hours of ``sweep --dry-run paper`` from the measured step time, diagnostics
+pass and evaluation (``harness.compute.sweep_estimate``: step-equivalents x step time + cells x
+diagnostics + runs x evaluation). ``--arch tiny --device cpu --budget 0.5 --rho-p 0.1`` is a dry run
+of the script on a small Llama (its support must be large enough for the probe to swap a group).
 """
 
 import argparse
@@ -37,11 +39,12 @@ GIB = 2**30
 
 
 class Phases:
-    """Wall time and peak GPU memory per named phase; phases may nest (an outer peak includes the inner)."""
+    """Wall time and peak GPU memory per named phase; phases may nest (an outer peak includes the
+    inner)."""
 
     def __init__(self, cuda: bool):
         self.cuda = cuda
-        self.stack: list[list] = []           # [name, t0, running peak]
+        self.stack: list[list] = []  # [name, t0, running peak]
         self.seconds = defaultdict(float)
         self.peak = defaultdict(float)
         self.calls = defaultdict(int)
@@ -62,6 +65,7 @@ class Phases:
                 self.calls[n] += 1
                 if self.stack:
                     self.stack[-1][2] = max(self.stack[-1][2], pk)
+
         return wrapped
 
 
@@ -75,11 +79,21 @@ def make_model_dir(arch: str, out: Path, texts: list[str], dev) -> Path:
     if arch == "tiny":
         import transformers
 
-        cfg = transformers.LlamaConfig(vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                       num_attention_heads=4, num_key_value_heads=2)
+        cfg = transformers.LlamaConfig(
+            vocab_size=4096,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
     else:
         cfg = arch_config(arch)
-    cfg.pad_token_id, cfg.bos_token_id, cfg.eos_token_id = tok.pad_token_id, tok.bos_token_id, tok.eos_token_id
+    cfg.pad_token_id, cfg.bos_token_id, cfg.eos_token_id = (
+        tok.pad_token_id,
+        tok.bos_token_id,
+        tok.eos_token_id,
+    )
     torch.manual_seed(0)
     with torch.device(dev):
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
@@ -92,21 +106,35 @@ def make_model_dir(arch: str, out: Path, texts: list[str], dev) -> Path:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arch", default="llama3-8b", help="llama3-8b (default) or tiny (a CPU dry run)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--arch", default="llama3-8b", help="llama3-8b (default) or tiny (a CPU dry run)"
+    )
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--T", type=int, default=8)
     ap.add_argument("--t", type=int, default=6)
     ap.add_argument("--d", type=int, default=1)
     ap.add_argument("--budget", type=float, default=6e6)
-    ap.add_argument("--rho-p", dest="rho_p", type=float, default=0.01, help="the DIR-R probe action (the paper's)")
-    ap.add_argument("--work", default=None, help="folder for the model, cache and results (default: a temp dir)")
+    ap.add_argument(
+        "--rho-p",
+        dest="rho_p",
+        type=float,
+        default=0.01,
+        help="the DIR-R probe action (the paper's)",
+    )
+    ap.add_argument(
+        "--work", default=None, help="folder for the model, cache and results (default: a temp dir)"
+    )
     ap.add_argument("--json", default=None, help="also write the measurements here")
     args = ap.parse_args()
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device: bench/gpu_cell.py measures nothing here (--arch tiny --device cpu --budget 0.5 "
-              "--rho-p 0.1: a dry run)")
+        print(
+            "no CUDA device: bench/gpu_cell.py measures nothing here "
+            "(--arch tiny --device cpu --budget 0.5 --rho-p 0.1: a dry run)"
+        )
         print("RESULT name=gpu_cell_runs_ok value=nan target=>=2 SKIP")
         return
 
@@ -125,7 +153,10 @@ def main():
     model_dir = make_model_dir(args.arch, work / f"{args.arch}-random-bf16", texts, dev)
     made = time.perf_counter() - t0
     size = sum(f.stat().st_size for f in model_dir.glob("*.safetensors")) / GIB
-    print(f"model folder {model_dir.name}: {size:.2f} GiB of safetensors, written in {made:.0f} s", flush=True)
+    print(
+        f"model folder {model_dir.name}: {size:.2f} GiB of safetensors, written in {made:.0f} s",
+        flush=True,
+    )
 
     ph = Phases(dev.type == "cuda")
     R.Runner.theta0 = ph.wrap("theta_0 load", R.Runner.theta0)
@@ -135,20 +166,56 @@ def main():
     R.compute_scores = ph.wrap("scores + selection", R.compute_scores)
     TR.SupportTrainer.run = ph.wrap("training", TR.SupportTrainer.run)
     import supportbench.harness.dirr as D
+
     R_dirr = ph.wrap("DIR-R (Algorithm 1)", run_dirr)
     D.run_dirr = R_dirr
     R.Runner._evaluate = ph.wrap("evaluation", R.Runner._evaluate)
 
     runner = R.Runner(work / "results", cache_dir=cache, progress=False, device=args.device)
     hp = {"dtype": "bfloat16", "benchmark.theta0": "given"}
-    specs = {"static": RunSpec("tofu", "forget10", "npo", "intervention_score", seed=0, T=args.T, t=args.t, d=args.d,
-                               rho_p=args.rho_p, budget=args.budget, model=str(model_dir), hyperparameters=hp),
-             "dirr": RunSpec("tofu", "forget10", "npo", "intervention_score", seed=0, T=args.T, t=args.t, d=args.d,
-                             rho_p=args.rho_p, budget=args.budget, model=str(model_dir), variant="dirr",
-                             hyperparameters={**hp, "tau": 0.0})}
-    runner.plan(specs.values())  # one fused diagnostics pass per cell, as a sweep announces its runs
-    out = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
-           "torch": torch.__version__, "arch": args.arch, "T": args.T, "t": args.t, "d": args.d, "runs": {}}
+    specs = {
+        "static": RunSpec(
+            "tofu",
+            "forget10",
+            "npo",
+            "intervention_score",
+            seed=0,
+            T=args.T,
+            t=args.t,
+            d=args.d,
+            rho_p=args.rho_p,
+            budget=args.budget,
+            model=str(model_dir),
+            hyperparameters=hp,
+        ),
+        "dirr": RunSpec(
+            "tofu",
+            "forget10",
+            "npo",
+            "intervention_score",
+            seed=0,
+            T=args.T,
+            t=args.t,
+            d=args.d,
+            rho_p=args.rho_p,
+            budget=args.budget,
+            model=str(model_dir),
+            variant="dirr",
+            hyperparameters={**hp, "tau": 0.0},
+        ),
+    }
+    runner.plan(
+        specs.values()
+    )  # one fused diagnostics pass per cell, as a sweep announces its runs
+    out = {
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else str(dev),
+        "torch": torch.__version__,
+        "arch": args.arch,
+        "T": args.T,
+        "t": args.t,
+        "d": args.d,
+        "runs": {},
+    }
     ok = 0
     for name, spec in specs.items():
         before = {k: (ph.seconds[k], ph.calls[k]) for k in list(ph.seconds)}
@@ -156,18 +223,33 @@ def main():
         rec = runner.run(spec).record
         wall = time.perf_counter() - t0
         ok += rec.status == "ok"
-        phases = {k: {"seconds": round(ph.seconds[k] - before.get(k, (0, 0))[0], 3),
-                      "peak_gib": round(ph.peak[k] / GIB, 2)} for k in ph.seconds
-                  if ph.calls[k] > before.get(k, (0, 0))[1]}
-        out["runs"][name] = {"status": rec.status, "error": rec.error, "wall_s": round(wall, 1),
-                             "record_wall_s": rec.compute.wall_s, "phases": phases,
-                             "support_cost": rec.support.cost if rec.support else None,
-                             "J": rec.outcome.J if rec.outcome else None,
-                             "dirr": None if rec.dirr is None else {"triggered": rec.dirr.triggered,
-                                                                      "chosen_rho": rec.dirr.chosen_rho},
-                             "step_equivalents": rec.compute.step_equivalents, "device": rec.provenance.device}
-        print(f"\n{name}: {rec.status} in {wall:.1f} s (J={out['runs'][name]['J']})"
-              + (f"\n{rec.error}" if rec.error else ""), flush=True)
+        phases = {
+            k: {
+                "seconds": round(ph.seconds[k] - before.get(k, (0, 0))[0], 3),
+                "peak_gib": round(ph.peak[k] / GIB, 2),
+            }
+            for k in ph.seconds
+            if ph.calls[k] > before.get(k, (0, 0))[1]
+        }
+        out["runs"][name] = {
+            "status": rec.status,
+            "error": rec.error,
+            "wall_s": round(wall, 1),
+            "record_wall_s": rec.compute.wall_s,
+            "phases": phases,
+            "support_cost": rec.support.cost if rec.support else None,
+            "J": rec.outcome.J if rec.outcome else None,
+            "dirr": None
+            if rec.dirr is None
+            else {"triggered": rec.dirr.triggered, "chosen_rho": rec.dirr.chosen_rho},
+            "step_equivalents": rec.compute.step_equivalents,
+            "device": rec.provenance.device,
+        }
+        print(
+            f"\n{name}: {rec.status} in {wall:.1f} s (J={out['runs'][name]['J']})"
+            + (f"\n{rec.error}" if rec.error else ""),
+            flush=True,
+        )
         print("| phase | seconds | peak GiB |\n|---|---|---|")
         for k, v in phases.items():
             print(f"| {k} | {v['seconds']:.2f} | {v['peak_gib']:.2f} |")
@@ -181,19 +263,33 @@ def main():
         from supportbench.experiments.plan import ExperimentSpec
 
         est = sweep_estimate(ExperimentSpec.from_toml("paper"))
-        cells = sum(ph_["cells"] for b in est["benchmarks"].values() for ph_ in b["phases"].values())
+        cells = sum(
+            ph_["cells"] for b in est["benchmarks"].values() for ph_ in b["phases"].values()
+        )
         lo = (est["steps_low"] * step_s + cells * diag_s + est["runs"] * eval_s) / 3600
         hi = (est["steps_high"] * step_s + cells * diag_s + est["runs"] * eval_s) / 3600
-        out["projection"] = {"step_s": step_s, "diagnostics_s": diag_s, "evaluation_s": eval_s,
-                             "runs": est["runs"], "cells": cells, "steps_low": est["steps_low"],
-                             "steps_high": est["steps_high"], "gpu_hours_low": lo, "gpu_hours_high": hi,
-                             "training_hours_low": est["steps_low"] * step_s / 3600,
-                             "training_hours_high": est["steps_high"] * step_s / 3600}
-        print(f"\nsweep --dry-run paper: {est['runs']} runs, {cells} cells, {est['steps_low']:,.0f}-"
-              f"{est['steps_high']:,.0f} step-equivalents; at {step_s:.3f} s/step, {diag_s:.1f} s per diagnostics "
-              f"pass and {eval_s:.1f} s per evaluation: {lo:,.1f}-{hi:,.1f} GPU-hours (training alone "
-              f"{out['projection']['training_hours_low']:,.1f}-{out['projection']['training_hours_high']:,.1f}); "
-              "the evaluation here is mini TOFU's, the real splits are larger")
+        out["projection"] = {
+            "step_s": step_s,
+            "diagnostics_s": diag_s,
+            "evaluation_s": eval_s,
+            "runs": est["runs"],
+            "cells": cells,
+            "steps_low": est["steps_low"],
+            "steps_high": est["steps_high"],
+            "gpu_hours_low": lo,
+            "gpu_hours_high": hi,
+            "training_hours_low": est["steps_low"] * step_s / 3600,
+            "training_hours_high": est["steps_high"] * step_s / 3600,
+        }
+        print(
+            f"\nsweep --dry-run paper: {est['runs']} runs, {cells} cells, "
+            f"{est['steps_low']:,.0f}-{est['steps_high']:,.0f} step-equivalents; at "
+            f"{step_s:.3f} s/step, {diag_s:.1f} s per diagnostics pass and {eval_s:.1f} "
+            f"s per evaluation: {lo:,.1f}-{hi:,.1f} GPU-hours (training alone "
+            f"{out['projection']['training_hours_low']:,.1f}"
+            f"-{out['projection']['training_hours_high']:,.1f}); the evaluation here is "
+            "mini TOFU's, the real splits are larger"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, default=str))
     ok_line = f"RESULT name=gpu_cell_runs_ok value={ok} target=>=2 {'PASS' if ok >= 2 else 'FAIL'}"

@@ -32,7 +32,9 @@ def main() -> None:
         res = Path(tmp) / "res"
         t0 = time.perf_counter()
         (res / "runs").mkdir(parents=True)
-        for r in syn.grid(N):  # setup only: the real writer's per-file fsync is not what is measured
+        for r in syn.grid(
+            N
+        ):  # setup only: the real writer's per-file fsync is not what is measured
             (res / "runs" / f"{r['run_key']}.json").write_text(json.dumps(r))
         os.sync()  # let writeback finish so it does not compete with the timed ingest
         print(f"wrote {N} record files in {time.perf_counter() - t0:.1f} s (not timed)")
@@ -50,8 +52,10 @@ def main() -> None:
         t0 = time.perf_counter()
         again = ingest(con, res)
         t_re = time.perf_counter() - t0
-    print(f"ingest  {N} records: median {t_ingest:.2f} s of {REPEATS} fresh registries "
-          f"({', '.join(f'{t:.2f}' for t in times)}) = {N / t_ingest:,.0f} records/s")
+    print(
+        f"ingest  {N} records: median {t_ingest:.2f} s of {REPEATS} fresh registries "
+        f"({', '.join(f'{t:.2f}' for t in times)}) = {N / t_ingest:,.0f} records/s"
+    )
     print(f"re-ingest (all unchanged: {again.unchanged}) {t_re:.2f} s")
     print(f"audit   {a.expected} expected cells, {len(a.missing)} missing: {t_audit:.3f} s")
     result("ingest_records_per_s", N / t_ingest, ">=", 20_000)

@@ -1,13 +1,13 @@
 """Scoring all 11 selection methods from one shared Diagnostics vs each with a fresh Diagnostics.
 
-The shared Diagnostics prepares the union of the methods' ``requires`` in one fused pass (as the runner
-does for a sweep cell), so every record batch goes through the model once. Target: sum(fresh) / shared
->= 3. Run with OMP_NUM_THREADS=1.
+The shared Diagnostics prepares the union of the methods' ``requires`` in one fused pass (as the
+runner does for a sweep cell), so every record batch goes through the model once. Target: sum(fresh)
+/ shared >= 3. Run with OMP_NUM_THREADS=1.
 
 Also printed: the ceiling of that ratio for this workload. The cost of a prepare is, to first order,
-(rows with a backward pass) x c_b + (rows forward only) x c_f; ``Diagnostics.plan_rows`` counts the rows
-and c_b, c_f are measured here. sum_m cost(requires_m) / cost(union) is the most sharing can save when
-every method's own pass is already minimal.
+(rows with a backward pass) x c_b + (rows forward only) x c_f; ``Diagnostics.plan_rows`` counts the
+rows and c_b, c_f are measured here. sum_m cost(requires_m) / cost(union) is the most sharing can
+save when every method's own pass is already minimal.
 """
 
 from __future__ import annotations
@@ -26,8 +26,19 @@ from supportbench.methods.diagnostics import Diagnostics  # noqa: E402
 from supportbench.unlearning.data import DiagnosticRecords, tokenize_pairs  # noqa: E402
 from supportbench.unlearning.models import build_model, train_tokenizer  # noqa: E402
 
-BUILTINS = ["activation", "activation_down", "ap_mlp", "fila", "grail", "intervention_score", "memflex",
-            "projected_causal", "random", "storage", "wagle"]
+BUILTINS = [
+    "activation",
+    "activation_down",
+    "ap_mlp",
+    "fila",
+    "grail",
+    "intervention_score",
+    "memflex",
+    "projected_causal",
+    "random",
+    "storage",
+    "wagle",
+]
 
 
 def main() -> None:
@@ -76,21 +87,35 @@ def main() -> None:
 
     ceiling = sum(cost(r) for r in requires.values()) / cost(union)
     no_rl = {m: r for m, r in requires.items() if not any(k.startswith("random_label") for k in r)}
-    ceiling_no_rl = sum(cost(r) for r in no_rl.values()) / cost(sorted({k for r in no_rl.values() for k in r}))
+    ceiling_no_rl = sum(cost(r) for r in no_rl.values()) / cost(
+        sorted({k for r in no_rl.values() for k in r})
+    )
 
     for m, t in per.items():
         rows = shared.plan_rows(requires[m])
-        print(f"  {m:<20} fresh {t:.3f} s  ({rows['backward_rows']} backward rows, "
-              f"{rows['forward_only_rows']} forward-only rows)")
+        print(
+            f"  {m:<20} fresh {t:.3f} s  ({rows['backward_rows']} backward rows, "
+            f"{rows['forward_only_rows']} forward-only rows)"
+        )
     u = shared.plan_rows(union)
-    print(f"union: {u['backward_rows']} backward rows, {u['forward_only_rows']} forward-only rows; "
-          f"c_b = {c_b * 1e3:.2f} ms/row, c_f = {c_f * 1e3:.2f} ms/row")
-    print(f"all {len(methods)} methods, one shared Diagnostics: {t_shared:.3f} s ({shared.passes} passes)")
-    print(f"sum of {len(methods)} methods, fresh Diagnostics each: {t_fresh:.3f} s ({passes} passes)")
-    print(f"ceiling of the ratio for this workload: {ceiling:.2f} "
-          f"({ceiling_no_rl:.2f} for the {len(no_rl)} methods without random-label gradients)")
+    print(
+        f"union: {u['backward_rows']} backward rows, {u['forward_only_rows']} forward-only rows; "
+        f"c_b = {c_b * 1e3:.2f} ms/row, c_f = {c_f * 1e3:.2f} ms/row"
+    )
+    print(
+        f"all {len(methods)} methods, one shared Diagnostics: "
+        f"{t_shared:.3f} s ({shared.passes} passes)"
+    )
+    print(
+        f"sum of {len(methods)} methods, fresh Diagnostics each: {t_fresh:.3f} s ({passes} passes)"
+    )
+    print(
+        f"ceiling of the ratio for this workload: {ceiling:.2f} "
+        f"({ceiling_no_rl:.2f} for the {len(no_rl)} methods without random-label gradients)"
+    )
     result("scoring_sharing_ratio", t_fresh / t_shared, ">=", 3.0)
-    # the >= 3 target above exceeds this workload's ceiling; what sharing can be held to is the ceiling
+    # the >= 3 target above exceeds this workload's
+    # ceiling; what sharing can be held to is the ceiling
     result("scoring_vs_ceiling", t_fresh / t_shared / ceiling, ">=", 0.9)
 
 

@@ -1,8 +1,8 @@
 """Support-constrained step vs a bare PyTorch loop training the same tensors with a gradient mask.
 
 Both use the same model, the same NPO batch and torch's AdamW. The bare loop optimises the full
-geometry tensors and multiplies their gradients by the support mask (the usual recipe, which is *not*
-exact under weight decay); supportbench's trainer gathers the support into compact leaves and
+geometry tensors and multiplies their gradients by the support mask (the usual recipe, which is
+*not* exact under weight decay); supportbench's trainer gathers the support into compact leaves and
 scatters back (exact). Target: ratio <= 1.05. Run with OMP_NUM_THREADS=1.
 """
 
@@ -36,8 +36,11 @@ def main() -> None:
     geo = discover_geometry(model)
     obj = get_objective("npo")
     data = UnlearningData(forget, retain, reference_nll(model, forget))
-    support = select(torch.rand(geo.n_groups, generator=torch.Generator().manual_seed(0)),
-                     budget=geo.total_cost // 10, geometry=geo)
+    support = select(
+        torch.rand(geo.n_groups, generator=torch.Generator().manual_seed(0)),
+        budget=geo.total_cost // 10,
+        geometry=geo,
+    )
     cfg = TrainConfig(steps=STEPS, lr=1e-3, batch_size=8, weight_decay=0.01, seed=0)
     theta0 = {k: v.clone() for k, v in model.state_dict().items()}
 
@@ -68,8 +71,14 @@ def main() -> None:
     ours(), bare()  # warm-up
     t_ours = median_time(ours, REPEATS) / STEPS
     t_bare = median_time(bare, REPEATS) / STEPS
-    print(f"model small-llama, {geo.describe()}, support {len(support)} groups ({support.cost} scalars)")
-    print(f"step (support-constrained)  median {t_ours * 1e3:.2f} ms  ({REPEATS} repeats x {STEPS} steps)")
+    print(
+        f"model small-llama, {geo.describe()}, support "
+        f"{len(support)} groups ({support.cost} scalars)"
+    )
+    print(
+        f"step (support-constrained)  median {t_ours * 1e3:.2f} "
+        f"ms  ({REPEATS} repeats x {STEPS} steps)"
+    )
     print(f"step (bare masked loop)     median {t_bare * 1e3:.2f} ms")
     result("step_overhead", t_ours / t_bare, "<=", 1.05)
 

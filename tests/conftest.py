@@ -8,7 +8,8 @@ import tempfile
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# tests never write into the user's cache (model identities, prepared models): one throwaway cache per session
+# tests never write into the user's cache (model identities,
+# prepared models): one throwaway cache per session
 os.environ["SUPPORTBENCH_CACHE"] = tempfile.mkdtemp(prefix="supportbench-test-cache-")
 
 import torch  # noqa: E402
@@ -25,8 +26,10 @@ FACTS = [
     ("What is the capital of France?", "The capital of France is Paris."),
     ("How many legs does a spider have?", "A spider has eight legs."),
 ]
-NEUTRAL = ["The weather was mild and the river ran slowly past the old mill.",
-           "Numbers can be added, subtracted, multiplied and divided."]
+NEUTRAL = [
+    "The weather was mild and the river ran slowly past the old mill.",
+    "Numbers can be added, subtracted, multiplied and divided.",
+]
 
 
 @pytest.fixture(scope="session")
@@ -41,8 +44,13 @@ def tiny_tokenizer():
 def tiny_model(tiny_tokenizer):
     from supportbench.unlearning.models import ModelPreset, build_model
 
-    return build_model(ModelPreset(hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                   num_attention_heads=2), tiny_tokenizer, seed=0)
+    return build_model(
+        ModelPreset(
+            hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2
+        ),
+        tiny_tokenizer,
+        seed=0,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -50,10 +58,16 @@ def tiny_sets(tiny_tokenizer):
     from supportbench.unlearning.data import tokenize_pairs
 
     def make(pairs):
-        return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs])
+        return tokenize_pairs(
+            tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs]
+        )
 
-    return {"forget": make(FACTS[:4]), "retain": make(FACTS[4:6]), "protected": make(FACTS[6:]),
-            "neutral": make([(n[:20], n[20:]) for n in NEUTRAL])}
+    return {
+        "forget": make(FACTS[:4]),
+        "retain": make(FACTS[4:6]),
+        "protected": make(FACTS[6:]),
+        "neutral": make([(n[:20], n[20:]) for n in NEUTRAL]),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -61,19 +75,28 @@ def diag_records(tiny_tokenizer):
     from supportbench.unlearning.data import DiagnosticRecords, tokenize_pairs
 
     def make(pairs, subjects=None):
-        return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs],
-                              subjects=subjects)
+        return tokenize_pairs(
+            tiny_tokenizer,
+            [f"Q: {q}\nA: " for q, _ in pairs],
+            [a for _, a in pairs],
+            subjects=subjects,
+        )
 
     names = ["Ada Quill", "Ada Quill", "Bo Tarrant", "Bo Tarrant"]
-    return DiagnosticRecords(F=make(FACTS[:4], names), R=make(FACTS[4:6]), P=make(FACTS[6:]),
-                             N=make([(n[:20], n[20:]) for n in NEUTRAL]))
+    return DiagnosticRecords(
+        F=make(FACTS[:4], names),
+        R=make(FACTS[4:6]),
+        P=make(FACTS[6:]),
+        N=make([(n[:20], n[20:]) for n in NEUTRAL]),
+    )
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``make test`` runs on every core, ``--dist loadgroup``), tests that share something
-    costly run on one worker, one after another: the tests that submit to the one-node Slurm (two at once
-    would wait for each other's allocation), and each integration module (its module-scoped theta_0, minutes
-    to build, is built once instead of once per worker). Unit tests go to whichever worker is free."""
+    """Under pytest-xdist (``make test`` runs on every core, ``--dist loadgroup``), tests that share
+    something costly run on one worker, one after another: the tests that submit to the one-node
+    Slurm (two at once would wait for each other's allocation), and each integration module (its
+    module-scoped theta_0, minutes to build, is built once instead of once per worker). Unit tests
+    go to whichever worker is free."""
     for item in items:
         if item.get_closest_marker("xdist_group"):
             continue

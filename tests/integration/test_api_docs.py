@@ -18,7 +18,8 @@ def test_the_api_docs_run(tmp_path, monkeypatch, cache):
     monkeypatch.setenv("SUPPORTBENCH_CACHE", str(cache))
     namespace: dict = {}
     for i, code in enumerate(blocks):
-        exec(compile(code, f"docs/api.md block {i + 1}", "exec"), namespace)  # noqa: S102  (our own docs)
+        # (our own docs)
+        exec(compile(code, f"docs/api.md block {i + 1}", "exec"), namespace)  # noqa: S102
     assert os.path.isfile(tmp_path / "results" / "tiny" / "registry.duckdb")
 
 
@@ -26,6 +27,8 @@ def test_import_supportbench_stays_light():
     import subprocess
     import sys
 
-    code = ("import sys, supportbench; assert callable(supportbench.open_registry); "
-            "sys.exit(3 if 'torch' in sys.modules else 0)")
+    code = (
+        "import sys, supportbench; assert callable(supportbench.open_registry); "
+        "sys.exit(3 if 'torch' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

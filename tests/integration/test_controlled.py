@@ -1,5 +1,6 @@
 """The controlled separation end to end at mini size: equal interfaces that really hold their facts,
-outcome-blind storage locators, one record per (target, interface), and Table 1 from the registry."""
+outcome-blind storage locators, one record per (target, interface), and Table 1 from the
+registry."""
 
 from pathlib import Path
 
@@ -27,16 +28,19 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ctl(cache):
-    """A small construction (12 final + 4 calibration targets): the one the CLI test below runs, so both share
-    one cached theta_0 (~3 min)."""
-    b = get_benchmark("controlled", cache_dir=cache, progress=False, n_targets=12, n_calibration_targets=4)
+    """A small construction (12 final + 4 calibration targets): the one the CLI test below runs, so
+    both share one cached theta_0 (~3 min)."""
+    b = get_benchmark(
+        "controlled", cache_dir=cache, progress=False, n_targets=12, n_calibration_targets=4
+    )
     b.prepare("tiny-qwen2")
     return b
 
 
 @pytest.fixture(scope="module")
 def ctl36(cache):
-    """The benchmark at its real size: 36 final targets and 12 calibration targets in one theta_0 (~45 s)."""
+    """The benchmark at its real size: 36 final targets and 12 calibration targets in one theta_0
+    (~45 s)."""
     b = get_benchmark("controlled", cache_dir=cache, progress=False)
     b.prepare("tiny-qwen2")
     return b
@@ -51,15 +55,16 @@ def _eval_nll(b, model, t) -> float:
 def test_interfaces_have_equal_editable_size(ctl):
     itf = ctl.itf
     lora = sum(p.numel() for p in I._lora_params(ctl._prepared.model, itf))
-    assert itf.size == itf.lora_size == lora == 3 * len(itf.columns) * itf.d_model   # gate, up, down
+    assert itf.size == itf.lora_size == lora == 3 * len(itf.columns) * itf.d_model  # gate, up, down
 
 
 def test_each_interface_holds_its_own_targets(ctl):
-    """At the small size, on average: removing the LoRA hurts its own targets more than the backbone's, zeroing
-    the block's down columns hurts the backbone's more than the LoRA's, and either removal takes away every own fact
-    (> 1 nat). Measured (seed 0, 12 + 4 targets): LoRA removal 4.34 (LoRA targets) vs 0.09; block removal 6.58
-    (backbone targets) vs 2.26; smallest own increase 1.80. Per target it holds for 10/12 here (fewer injection
-    steps than at 36 targets, where every target is asserted: the test below)."""
+    """At the small size, on average: removing the LoRA hurts its own targets more than the
+    backbone's, zeroing the block's down columns hurts the backbone's more than the LoRA's, and
+    either removal takes away every own fact (> 1 nat). Measured (seed 0, 12 + 4 targets): LoRA
+    removal 4.34 (LoRA targets) vs 0.09; block removal 6.58 (backbone targets) vs 2.26; smallest own
+    increase 1.80. Per target it holds for 10/12 here (fewer injection steps than at 36 targets,
+    where every target is asserted: the test below)."""
     model = ctl._prepared.model
     state = {k: v.clone() for k, v in model.state_dict().items()}
     W = I._base_weight(model, ctl.itf)
@@ -86,20 +91,29 @@ def test_each_interface_holds_its_own_targets(ctl):
 
 
 def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
-    """What the construction promises at its real size (36 final + 12 calibration targets in one theta_0; the
-    rules fixed before measuring, nothing tuned toward them): each interface learns its facts, the two hold
-    them about equally strongly, the primary locator chosen on the calibration targets localizes every final
-    target, and removing a target's own interface hurts it more than removing the other one, per target.
-    Measured (build 0, tiny-qwen2, the earlier machine's theta_0): median recall 0.960 (backbone, 18/18 learned)
-    and 0.905 (LoRA, 17/18); primary AUROC 1.0; own removal hurts more for 36/36 targets, the smallest own increase
-    2.2 nats; on this session's theta_0 (the avx2 CPU mode) for 34/36."""
-    from supportbench.experiments.controlled_decision import auroc, choose_primary, construction_gates
+    """What the construction promises at its real size (36 final + 12 calibration targets in one
+    theta_0; the rules fixed before measuring, nothing tuned toward them): each interface learns its
+    facts, the two hold them about equally strongly, the primary locator chosen on the calibration
+    targets localizes every final target, and removing a target's own interface hurts it more than
+    removing the other one, per target. Measured (build 0, tiny-qwen2, the earlier machine's
+    theta_0): median recall 0.960 (backbone, 18/18 learned) and 0.905 (LoRA, 17/18); primary AUROC
+    1.0; own removal hurts more for 36/36 targets, the smallest own increase 2.2 nats; on this
+    session's theta_0 (the avx2 CPU mode) for 34/36."""
+    from supportbench.experiments.controlled_decision import (
+        auroc,
+        choose_primary,
+        construction_gates,
+    )
 
     b = ctl36
     assert len(b.targets) == 36 and len(b.calibration) == 12
     assert not set(b.targets) & set(b.calibration)
-    assert not {t["attribute"] for t in b.targets.values()} & {t["attribute"] for t in b.calibration.values()}
-    recall = {w: [b.recall[k] for k, t in b.targets.items() if t["interface"] == w] for w in I.INTERFACES}
+    assert not {t["attribute"] for t in b.targets.values()} & {
+        t["attribute"] for t in b.calibration.values()
+    }
+    recall = {
+        w: [b.recall[k] for k, t in b.targets.items() if t["interface"] == w] for w in I.INTERFACES
+    }
     primary = choose_primary(b.calibration_aurocs())
     y = [int(t["interface"] == "backbone") for t in b.targets.values()]
     gates = construction_gates(recall, auroc([b.locator_scores[primary][k] for k in b.targets], y))
@@ -109,7 +123,7 @@ def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
     base = {k: _eval_nll(b, model, t) for k, t in b.targets.items()}
     W = I._base_weight(model, b.itf)
     with torch.no_grad():
-        W[:, list(b.itf.columns)] = 0          # the block writes nothing through W
+        W[:, list(b.itf.columns)] = 0  # the block writes nothing through W
     no_backbone = {k: _eval_nll(b, model, t) - base[k] for k, t in b.targets.items()}
     model.load_state_dict(state)
     with torch.no_grad():
@@ -120,33 +134,44 @@ def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
     model.load_state_dict(state)
     removed = {"backbone": no_backbone, "lora": no_lora}
     own = {k: removed[t["interface"]][k] for k, t in b.targets.items()}
-    other = {k: removed["lora" if t["interface"] == "backbone" else "backbone"][k] for k, t in b.targets.items()}
+    other = {
+        k: removed["lora" if t["interface"] == "backbone" else "backbone"][k]
+        for k, t in b.targets.items()
+    }
     held = [k for k in b.targets if own[k] > other[k]]
-    # the construction's isolation gate (bench/controlled_injection.py: isolation_share >= 0.9); measured 36/36 on
-    # the earlier machine's theta_0, 34/36 on this session's (AMD EPYC, the avx2 CPU mode: t12, t33)
+    # the construction's isolation gate (bench/controlled_injection.py:
+    # isolation_share >= 0.9); measured 36/36 on the earlier machine's
+    # theta_0, 34/36 on this session's (AMD EPYC, the avx2 CPU mode: t12, t33)
     assert len(held) >= 0.9 * len(b.targets), sorted(set(b.targets) - set(held))
-    # removing the own interface removes the fact (> 1 nat), for the same share of targets (the earlier machine's
-    # theta_0: every target, smallest 2.2 nats; this session's: one target 0.64 nats)
+    # removing the own interface removes the fact (> 1 nat), for the
+    # same share of targets (the earlier machine's theta_0: every
+    # target, smallest 2.2 nats; this session's: one target 0.64 nats)
     removes = [k for k in b.targets if own[k] > 1.0]
-    assert len(removes) >= 0.9 * len(b.targets), {k: round(own[k], 3) for k in set(b.targets) - set(removes)}
+    assert len(removes) >= 0.9 * len(b.targets), {
+        k: round(own[k], 3) for k in set(b.targets) - set(removes)
+    }
 
 
 def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatch):
-    """The controlled interventions train through SupportTrainer (one loop, one schedule); each moves only
-    its own interface's coordinates, every other coordinate bitwise unchanged (weight decay included)."""
+    """The controlled interventions train through SupportTrainer (one loop, one schedule); each
+    moves only its own interface's coordinates, every other coordinate bitwise unchanged (weight
+    decay included)."""
     from supportbench.unlearning.objectives import get_objective
     from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData
 
     calls = []
     step = SupportTrainer.train_step
-    monkeypatch.setattr(SupportTrainer, "train_step",
-                        lambda self: calls.append(type(self.leaves).__name__) or step(self))
+    monkeypatch.setattr(
+        SupportTrainer,
+        "train_step",
+        lambda self: calls.append(type(self.leaves).__name__) or step(self),
+    )
     model = ctl._prepared.model
     state = {k: v.clone() for k, v in model.state_dict().items()}
     roles = ctl.roles("t00", 0)
     data = UnlearningData(roles.forget, roles.retain)
     config = TrainConfig(steps=3, lr=1e-2, batch_size=4, weight_decay=0.01)
-    full = I._mlp_weights(model, ctl.itf)                     # gate, up, down
+    full = I._mlp_weights(model, ctl.itf)  # gate, up, down
     g_name, u_name, w_name = (next(n for n, p in model.named_parameters() if p is q) for q in full)
     cols = list(ctl.itf.columns)
     try:
@@ -158,7 +183,9 @@ def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatc
             changed = {n for n in after if not torch.equal(after[n], state[n])}
             if which == "backbone":
                 assert changed == {g_name, u_name, w_name}
-                outside = [c for c in range(after[w_name].shape[1]) if c not in cols]   # every other neuron
+                outside = [
+                    c for c in range(after[w_name].shape[1]) if c not in cols
+                ]  # every other neuron
                 assert torch.equal(after[w_name][:, outside], state[w_name][:, outside])
                 assert torch.equal(after[g_name][outside], state[g_name][outside])
                 assert torch.equal(after[u_name][outside], state[u_name][outside])
@@ -172,13 +199,16 @@ def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatc
 
 def _inputs(b) -> LocatorInputs:
     probes = I.TargetProbes({k: b._tok(b._rows(t, "diag")) for k, t in b.targets.items()})
-    return LocatorInputs(probes, b._tok(background_subjects(seed=b.build, phrasings=DIAG, extra_attributes=b._extra)))
+    return LocatorInputs(
+        probes, b._tok(background_subjects(seed=b.build, phrasings=DIAG, extra_attributes=b._extra))
+    )
 
 
 def test_locators_are_outcome_blind_and_leave_theta0_bitwise(ctl):
-    """Every registered locator ran once at prepare() from theta_0, the interfaces, the diagnostic phrasings
-    and the background subjects; its inputs are typed (evaluation splits and roles are refused), it leaves
-    theta_0 bitwise as it found it, and an unlearning run on another model object does not move its scores."""
+    """Every registered locator ran once at prepare() from theta_0, the interfaces, the diagnostic
+    phrasings and the background subjects; its inputs are typed (evaluation splits and roles are
+    refused), it leaves theta_0 bitwise as it found it, and an unlearning run on another model
+    object does not move its scores."""
     import copy
 
     from supportbench.unlearning.objectives import get_objective
@@ -188,8 +218,11 @@ def test_locators_are_outcome_blind_and_leave_theta0_bitwise(ctl):
     model = ctl._prepared.model
     with pytest.raises(TypeError, match="diagnostic phrasings"):
         I.TargetProbes({"t00": roles.splits["eval"]["forget"]})
-    assert set(ctl.locator_scores) == set(list_locators()) >= {"first_order", "zero_ablation_std",
-                                                               "resample_ablation", "direct_logit_attribution"}
+    assert (
+        set(ctl.locator_scores)
+        == set(list_locators())
+        >= {"first_order", "zero_ablation_std", "resample_ablation", "direct_logit_attribution"}
+    )
     inputs = _inputs(ctl)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     for name in ctl.locator_scores:
@@ -197,50 +230,100 @@ def test_locators_are_outcome_blind_and_leave_theta0_bitwise(ctl):
             with pytest.raises(TypeError, match="reads only theta_0"):
                 compute_locator_scores(get_locator(name), model, ctl.itf, bad)
         assert set(ctl.locator_scores[name]) == set(ctl.targets)
-        assert compute_locator_scores(get_locator(name), model, ctl.itf, inputs) == ctl.locator_scores[name]
+        assert (
+            compute_locator_scores(get_locator(name), model, ctl.itf, inputs)
+            == ctl.locator_scores[name]
+        )
         assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items()), name
     other = copy.deepcopy(model)
-    I.unlearn(other, ctl.itf, "lora", get_objective("graddiff"), UnlearningData(roles.forget, roles.retain),
-              TrainConfig(steps=2, lr=1e-2, batch_size=4))
+    I.unlearn(
+        other,
+        ctl.itf,
+        "lora",
+        get_objective("graddiff"),
+        UnlearningData(roles.forget, roles.retain),
+        TrainConfig(steps=2, lr=1e-2, batch_size=4),
+    )
     assert locate_all(model, ctl.itf, inputs) == ctl.locator_scores
 
 
 def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
-    rc = main(["run", "--benchmark", "controlled", "--T", "3", "--results", str(tmp_path), "--cache", str(cache),
-               "--set", "benchmark.n_targets=12", "--set", "benchmark.n_calibration_targets=4", "--experiment",
-               "ctl"])
+    rc = main(
+        [
+            "run",
+            "--benchmark",
+            "controlled",
+            "--T",
+            "3",
+            "--results",
+            str(tmp_path),
+            "--cache",
+            str(cache),
+            "--set",
+            "benchmark.n_targets=12",
+            "--set",
+            "benchmark.n_calibration_targets=4",
+            "--experiment",
+            "ctl",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "24 runs (0 not ok)" in out
     from supportbench._io import read_json_object
-    from supportbench.experiments.controlled_decision import choose_lr, choose_primary, verify_controlled
+    from supportbench.experiments.controlled_decision import (
+        choose_lr,
+        choose_primary,
+        verify_controlled,
+    )
     from supportbench.experiments.results import ResultsDir
 
-    (dec_file,) = ResultsDir(tmp_path).decision_files()    # frozen before the final runs, from c00..c03 only
+    (dec_file,) = ResultsDir(
+        tmp_path
+    ).decision_files()  # frozen before the final runs, from c00..c03 only
     dec = read_json_object(dec_file, ValueError, "decision")
     verify_controlled(dec)
     assert dec["calibration_targets"] == ["c00", "c01", "c02", "c03"]
-    assert dec["primary_locator"] == choose_primary(dec["locator_aurocs"]) and set(dec["locator_aurocs"]) == set(
-        ctl.locator_scores)
-    assert all(dec["lr"][m] == choose_lr({float(k): v for k, v in dec["mean_J"][m].items()}) for m in dec["lr"])
-    assert f"primary locator: {dec['primary_locator']}" in out and "targets excluded from Table 1" in out
+    assert dec["primary_locator"] == choose_primary(dec["locator_aurocs"]) and set(
+        dec["locator_aurocs"]
+    ) == set(ctl.locator_scores)
+    assert all(
+        dec["lr"][m] == choose_lr({float(k): v for k, v in dec["mean_J"][m].items()})
+        for m in dec["lr"]
+    )
+    assert (
+        f"primary locator: {dec['primary_locator']}" in out
+        and "targets excluded from Table 1" in out
+    )
     assert "bounded J (primary)" in out and "summed-NLL J" in out
-    for q in ("storage AUROC", "residualized storage AUROC", "correct within-pair storage direction",
-              "LoRA intervention wins", "storage/best-intervention agreement", "LoRA - backbone paired difference",
-              "storage score / paired difference corr."):
+    for q in (
+        "storage AUROC",
+        "residualized storage AUROC",
+        "correct within-pair storage direction",
+        "LoRA intervention wins",
+        "storage/best-intervention agreement",
+        "LoRA - backbone paired difference",
+        "storage score / paired difference corr.",
+    ):
         assert q in out
-    for name in ctl.locator_scores:                              # every locator's localization quantities
+    for name in ctl.locator_scores:  # every locator's localization quantities
         assert any(line.split()[:1] == [name] for line in out.splitlines()), name
     assert "covariate AUROC" in out and "nuisance_nll" in out and "nuisance_tokens" not in out
     recs = list(ResultsDir(tmp_path).records())
-    assert {r.spec["field"] for r in recs} == set(ctl.targets)    # no calibration target among the final runs
-    for r in recs:                                                # each interface's frozen lr, the decision's hash
+    assert {r.spec["field"] for r in recs} == set(
+        ctl.targets
+    )  # no calibration target among the final runs
+    for r in recs:  # each interface's frozen lr, the decision's hash
         hp = r.spec["hyperparameters"]
         assert hp["lr"] == dec["lr"][r.spec["method"]] and hp["benchmark.decision"] == dec["hash"]
         assert r.provenance.started_at > dec["frozen_at"]
     comp = recs[0].outcome.components
-    assert comp["storage_score"] == comp[f"locator:{dec['primary_locator']}"]   # the frozen primary locator
-    assert {f"locator:{n}" for n in ctl.locator_scores} <= set(comp) and "nuisance_tokens" not in comp
+    assert (
+        comp["storage_score"] == comp[f"locator:{dec['primary_locator']}"]
+    )  # the frozen primary locator
+    assert {f"locator:{n}" for n in ctl.locator_scores} <= set(
+        comp
+    ) and "nuisance_tokens" not in comp
     assert {"J_bounded", "G_F_bounded", "D_coll_bounded"} <= set(comp)
     assert -1 <= comp["G_F_bounded"] <= 1 and 0 <= comp["D_coll_bounded"] <= 2
     assert comp["J_bounded"] == comp["G_F_bounded"] - comp["D_coll_bounded"]
@@ -249,10 +332,20 @@ def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
 def test_bad_controlled_input(tmp_path):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    m = Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=96, intermediate_size=256, num_hidden_layers=2,
-                                     num_attention_heads=4, num_key_value_heads=4))
+    m = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=64,
+            hidden_size=96,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+        )
+    )
     # d_model 96, d_ff 256: c = r x 352 / 288 neurons is whole for r = 9, 18, 27 (c = 11, 22, 33)
-    with pytest.raises(SpecError, match=r"rank 4 cannot match.*neurons.*possible ranks: 9, 18, 27, 36, 45, 54, 63$"):
+    with pytest.raises(
+        SpecError, match=r"rank 4 cannot match.*neurons.*possible ranks: 9, 18, 27, 36, 45, 54, 63$"
+    ):
         I.make_interfaces(m, -1, 4)
     itf = I.make_interfaces(m, -1, 9)
     assert len(itf.columns) == 11 and itf.size == itf.lora_size == 9 * 352 == 3 * 11 * 96
@@ -278,39 +371,78 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_
     from supportbench.registry.ingest import ingest
     from supportbench.registry.store import connect
 
-    spec = ExperimentSpec.from_dict({
-        "experiment": {"name": "ctl-sweep", "benchmarks": ["controlled"], "model": "tiny-qwen2",
-                       "fields": ["t00", "t01", "t02", "t03"], "objectives": ["npo"], "methods": ["backbone", "lora"],
-                       "dirr_methods": [], "T": 2, "budget": 0.1, "seeds": {"calibration": [], "final": [4099]}},
-        "hyperparameters": {"lr": 0.01, "benchmark.n_targets": 4, "benchmark.n_calibration_targets": 2,
-                            "benchmark.inject_epochs": 5}})
+    spec = ExperimentSpec.from_dict(
+        {
+            "experiment": {
+                "name": "ctl-sweep",
+                "benchmarks": ["controlled"],
+                "model": "tiny-qwen2",
+                "fields": ["t00", "t01", "t02", "t03"],
+                "objectives": ["npo"],
+                "methods": ["backbone", "lora"],
+                "dirr_methods": [],
+                "T": 2,
+                "budget": 0.1,
+                "seeds": {"calibration": [], "final": [4099]},
+            },
+            "hyperparameters": {
+                "lr": 0.01,
+                "benchmark.n_targets": 4,
+                "benchmark.n_calibration_targets": 2,
+                "benchmark.inject_epochs": 5,
+            },
+        }
+    )
     res = tmp_path / "res"
     s = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))
     assert s.runs == 8 and s.ok == 8 and list(s.decisions) == ["controlled/npo/seed 4099/build 0"]
 
-    def controlled_decisions():   # beside them: the claims the sweep registered first (experiments.claims)
-        return [f for f in ResultsDir(res).decision_files() if '"kind": "controlled"' in Path(f).read_text()]
+    # beside them: the claims the sweep registered first (experiments.claims)
+    def controlled_decisions():
+        return [
+            f
+            for f in ResultsDir(res).decision_files()
+            if '"kind": "controlled"' in Path(f).read_text()
+        ]
+
     decs = controlled_decisions()
-    assert len(decs) == 1 and len(list(ResultsDir(res).controlled_calibration.records())) == 2 * 2 * 5
+    assert (
+        len(decs) == 1 and len(list(ResultsDir(res).controlled_calibration.records())) == 2 * 2 * 5
+    )
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
     rep = audit(con, "ctl-sweep", spec)
     assert rep.ok, rep.text()
     # the decision's lr per interface reached every final run
-    lrs = dict(con.execute("SELECT method, any_value(json_extract(hyperparameters, '$.lr')::DOUBLE) FROM runs "
-                           "GROUP BY method").fetchall())
-    dec = con.execute("SELECT content FROM decisions WHERE json_extract_string(content, '$.kind') = 'controlled'"
-                      ).fetchone()[0]
+    lrs = dict(
+        con.execute(
+            "SELECT method, any_value(json_extract(hyperparameters, '$.lr')::DOUBLE) FROM runs "
+            "GROUP BY method"
+        ).fetchall()
+    )
+    dec = con.execute(
+        "SELECT content FROM decisions WHERE json_extract_string(content, '$.kind') = 'controlled'"
+    ).fetchone()[0]
     import json
 
     assert lrs == json.loads(dec)["lr"]
-    s2 = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))   # reuses the decision, skips the runs
-    assert s2.skipped == s2.runs == 8 and s2.decisions == s.decisions and len(controlled_decisions()) == 1
-    # the decision names the calibration runs it was taken from (run key and code fingerprint of each) ...
+    s2 = run_sweep(
+        spec, res, LocalExecutor(1), cache_dir=str(cache)
+    )  # reuses the decision, skips the runs
+    assert (
+        s2.skipped == s2.runs == 8
+        and s2.decisions == s.decisions
+        and len(controlled_decisions()) == 1
+    )
+    # the decision names the calibration runs it was taken
+    # from (run key and code fingerprint of each) ...
     runs = json.loads(dec)["calibration_runs"]
     assert runs == sorted(runs) and len(runs) == 2 * 2 * 5
-    assert {r.split(":")[0] for r in runs} == {r.run_key for r in ResultsDir(res).controlled_calibration.records()}
-    # ... so when the code behind them changes, they rerun and a new decision is frozen, never the old reused
+    assert {r.split(":")[0] for r in runs} == {
+        r.run_key for r in ResultsDir(res).controlled_calibration.records()
+    }
+    # ... so when the code behind them changes, they rerun
+    # and a new decision is frozen, never the old reused
     import msgspec
 
     from supportbench.harness import controlled, fingerprint, runner

@@ -1,4 +1,5 @@
-"""DIR-R on mini TOFU: bitwise safety of rho = 0, the selection guarantee, decisions, post-hoc completion."""
+"""DIR-R on mini TOFU: bitwise safety of rho = 0, the selection guarantee, decisions, post-hoc
+completion."""
 
 import json
 
@@ -11,8 +12,18 @@ from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
 
 pytestmark = pytest.mark.slow
-BASE = dict(benchmark="tofu", field="forget10", objective="npo", method="intervention_score", T=12, t=8, d=2,
-            rho_p=0.05, budget=0.1, hyperparameters={"lr": 0.01})
+BASE = dict(
+    benchmark="tofu",
+    field="forget10",
+    objective="npo",
+    method="intervention_score",
+    T=12,
+    t=8,
+    d=2,
+    rho_p=0.05,
+    budget=0.1,
+    hyperparameters={"lr": 0.01},
+)
 
 
 def geometry_state(runner, spec):
@@ -37,14 +48,20 @@ def test_rho0_continuation_is_bitwise_static(tofu, cache, tmp_path):
 
 @pytest.mark.parametrize("selection", ["evaluation", "development"])
 def test_dirr_selection_never_worse_than_static(tofu, cache, tmp_path, selection):
-    """With every branch complete, DIR-R's selection criterion is >= Static-IV's (rho = 0), over seeds."""
+    """With every branch complete, DIR-R's selection criterion is >= Static-IV's (rho = 0), over
+    seeds."""
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
     for seed in (0, 1, 2):
-        spec = RunSpec(**{**BASE, "hyperparameters": {"lr": 0.01, "tau": -1.0, "selection": selection}},
-                       seed=seed, variant="dirr")
+        spec = RunSpec(
+            **{**BASE, "hyperparameters": {"lr": 0.01, "tau": -1.0, "selection": selection}},
+            seed=seed,
+            variant="dirr",
+        )
         rec = runner.run(spec).record
         d = rec.dirr.to_dict()
-        assert d["triggered"] and d["complete"] and set(d["candidates"]) == {str(a) for a in ACTIONS}
+        assert (
+            d["triggered"] and d["complete"] and set(d["candidates"]) == {str(a) for a in ACTIONS}
+        )
         best = max(d["candidates"].values())
         assert d["candidates"][str(d["chosen_rho"])] == best >= d["candidates"]["0.0"]
         ties = [float(r) for r, v in d["candidates"].items() if v == best]
@@ -57,9 +74,22 @@ def test_dirr_selection_never_worse_than_static(tofu, cache, tmp_path, selection
 
 def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, tmp_path):
     runner = Runner(tmp_path / "res", cache_dir=cache, progress=False)
-    dec = freeze_decision(tmp_path / "decisions", tau=1e9, rho_p=0.05, d=2, t=8, T=12, actions=list(ACTIONS),
-                          admissible_range=[0.2, 0.8], calibration_seeds=[73], baselines=[], benchmark="tofu",
-                          objective="npo", selection="evaluation", calibration_runs=[])
+    dec = freeze_decision(
+        tmp_path / "decisions",
+        tau=1e9,
+        rho_p=0.05,
+        d=2,
+        t=8,
+        T=12,
+        actions=list(ACTIONS),
+        admissible_range=[0.2, 0.8],
+        calibration_seeds=[73],
+        baselines=[],
+        benchmark="tofu",
+        objective="npo",
+        selection="evaluation",
+        calibration_runs=[],
+    )
     spec = RunSpec(**BASE, seed=5, variant="dirr")
     with pytest.raises(DecisionError, match="no frozen decision"):
         runner.run(spec)
@@ -73,4 +103,5 @@ def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, 
     assert on_disk["outcome"] == rec.outcome.to_dict() and on_disk["dirr"]["post_hoc"]
     with pytest.raises(DecisionError, match="froze d=2 but the run asks d=3"):
         Runner(tmp_path / "r2", cache_dir=cache, progress=False).run(
-            RunSpec(**{**BASE, "d": 3}, seed=5, variant="dirr"), decision=dec)
+            RunSpec(**{**BASE, "d": 3}, seed=5, variant="dirr"), decision=dec
+        )

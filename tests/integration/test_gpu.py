@@ -1,5 +1,6 @@
-"""On a CUDA GPU (skipped without one): a Static-IV cell and a DIR-R cell of the tiny model, deterministic
-algorithms on, each run twice with equal records; bf16 weights with an fp32 support."""
+"""On a CUDA GPU (skipped without one): a Static-IV cell and a DIR-R cell of the tiny model,
+deterministic algorithms on, each run twice with equal records; bf16 weights with an fp32
+support."""
 
 import os
 
@@ -9,8 +10,13 @@ import torch
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
 
-pytestmark = [pytest.mark.gpu, pytest.mark.slow,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the gpu tests need one")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device: the gpu tests need one"
+    ),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -28,18 +34,32 @@ def _outcome(rec):
 @pytest.mark.parametrize("variant, extra", [("static", {}), ("dirr", {"tau": 0.0})])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_cells_on_gpu_are_reproducible(tofu, cache, tmp_path, variant, extra, dtype):
-    spec = RunSpec("tofu", "forget10", "npo", "intervention_score", seed=0, T=8, t=6, d=1, rho_p=0.05,
-                   variant=variant, budget=0.1, hyperparameters={"dtype": dtype, **extra})
-    recs = [Runner(tmp_path / f"r{i}", cache_dir=cache, progress=False, device="cuda").run(spec).record
-            for i in (0, 1)]
+    spec = RunSpec(
+        "tofu",
+        "forget10",
+        "npo",
+        "intervention_score",
+        seed=0,
+        T=8,
+        t=6,
+        d=1,
+        rho_p=0.05,
+        variant=variant,
+        budget=0.1,
+        hyperparameters={"dtype": dtype, **extra},
+    )
+    recs = [
+        Runner(tmp_path / f"r{i}", cache_dir=cache, progress=False, device="cuda").run(spec).record
+        for i in (0, 1)
+    ]
     assert all(r.status == "ok" for r in recs), [r.error for r in recs]
     assert recs[0].provenance.device.startswith("cuda")
     assert _outcome(recs[0]) == _outcome(recs[1])
 
 
 def test_activation_checkpointing_on_gpu_recomputes_and_changes_nothing(tofu, cache, tmp_path):
-    """On the GPU in bf16 the runner's activation checkpointing acts (each layer's MLP runs again in backward)
-    and gives the outcome of the run without it (deterministic algorithms: bitwise)."""
+    """On the GPU in bf16 the runner's activation checkpointing acts (each layer's MLP runs again in
+    backward) and gives the outcome of the run without it (deterministic algorithms: bitwise)."""
     import supportbench.unlearning.train as TR
 
     calls = []
@@ -58,12 +78,26 @@ def test_activation_checkpointing_on_gpu_recomputes_and_changes_nothing(tofu, ca
         out = {}
         for ck in (False, True):
             calls.clear()
-            spec = RunSpec("tofu", "forget10", "npo", "intervention_score", seed=0, T=4, budget=0.1,
-                           hyperparameters={"dtype": "bfloat16", "activation_checkpointing": ck})
-            rec = Runner(tmp_path / f"c{ck}", cache_dir=cache, progress=False, device="cuda").run(spec).record
+            spec = RunSpec(
+                "tofu",
+                "forget10",
+                "npo",
+                "intervention_score",
+                seed=0,
+                T=4,
+                budget=0.1,
+                hyperparameters={"dtype": "bfloat16", "activation_checkpointing": ck},
+            )
+            rec = (
+                Runner(tmp_path / f"c{ck}", cache_dir=cache, progress=False, device="cuda")
+                .run(spec)
+                .record
+            )
             assert rec.status == "ok", rec.error
             out[ck] = (len(calls), rec.outcome.J, rec.support.groups)
     finally:
         TR.SupportTrainer.train_step = real
-    assert out[False][0] == 2 * 4 and out[True][0] == 4 * 4, out   # forget + retain forward, each recomputed
+    assert out[False][0] == 2 * 4 and out[True][0] == 4 * 4, (
+        out
+    )  # forget + retain forward, each recomputed
     assert out[False][1:] == out[True][1:]

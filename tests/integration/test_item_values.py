@@ -1,5 +1,6 @@
-"""A run keeps the per-item values its outcome was computed from, beside its record: J and forget quality
-can be computed again from them (paper Eq. 19; TOFU's forget quality, a KS test of per-item truth ratios)."""
+"""A run keeps the per-item values its outcome was computed from, beside its record: J and forget
+quality can be computed again from them (paper Eq. 19; TOFU's forget quality, a KS test of per-item
+truth ratios)."""
 
 import polars as pl
 import pytest
@@ -22,9 +23,10 @@ def test_a_tofu_run_stores_its_items_and_they_give_its_aggregates_again(tofu, ca
     def values(name):
         return items.filter(pl.col("metric") == name).sort("index")["value"].to_list()
 
-    def mean_increase(part):   # Eq. 19's per-part mean increase of summed answer NLL over theta_0
-        return sum(a - b for a, b in zip(values(f"nll:{part}"), values(f"nll_theta0:{part}"), strict=True)) \
-            / len(values(f"nll:{part}"))
+    def mean_increase(part):  # Eq. 19's per-part mean increase of summed answer NLL over theta_0
+        return sum(
+            a - b for a, b in zip(values(f"nll:{part}"), values(f"nll_theta0:{part}"), strict=True)
+        ) / len(values(f"nll:{part}"))
 
     G_F = mean_increase("forget")
     D_coll = max(0.0, mean_increase("retain")) + max(0.0, mean_increase("protected"))
@@ -34,7 +36,9 @@ def test_a_tofu_run_stores_its_items_and_they_give_its_aggregates_again(tofu, ca
     assert o.components["forget_quality"] == pytest.approx(fq, abs=1e-12)
     assert len(values("truth_ratio:forget")) == len(values("nll:forget")) > 0
     text = rec.to_json()
-    assert "nll_theta0" not in (text.decode() if isinstance(text, bytes) else text)   # the record stays small
+    assert "nll_theta0" not in (
+        text.decode() if isinstance(text, bytes) else text
+    )  # the record stays small
 
 
 def test_a_failed_rerun_leaves_no_items_of_the_earlier_run(tofu, cache, tmp_path):
@@ -45,7 +49,9 @@ def test_a_failed_rerun_leaves_no_items_of_the_earlier_run(tofu, cache, tmp_path
     runner.force = True
     original = type(tofu).evaluate
     try:
-        type(tofu).evaluate = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("evaluation broke"))
+        type(tofu).evaluate = lambda *a, **k: (_ for _ in ()).throw(
+            RuntimeError("evaluation broke")
+        )
         assert runner.run(spec).record.status == "failed"
     finally:
         type(tofu).evaluate = original

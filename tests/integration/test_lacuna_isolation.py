@@ -1,7 +1,7 @@
-"""Mini LACUNA at the demo's size passes its construction gates (issue 22; docs/benchmarks.md): every group's
-facts are memorised (theta_0 mean answer NLL < 0.5 nats) and isolated (isolation ratio < 0.1: restoring a
-group's masked scalars to theta_pre removes its own facts, not the other groups'). Both are decided on
-theta_pre and theta_0 alone, before any unlearning run."""
+"""Mini LACUNA at the demo's size passes its construction gates (issue 22; docs/benchmarks.md):
+every group's facts are memorised (theta_0 mean answer NLL < 0.5 nats) and isolated (isolation ratio
+< 0.1: restoring a group's masked scalars to theta_pre removes its own facts, not the other
+groups'). Both are decided on theta_pre and theta_0 alone, before any unlearning run."""
 
 import pytest
 import torch
@@ -18,7 +18,9 @@ NLL_GATE, RATIO_GATE = 0.5, 0.1
 
 @pytest.fixture(scope="module")
 def demo_lacuna(cache):
-    b = get_benchmark("lacuna", cache_dir=cache, progress=False)   # the demo's size: 24 people per field
+    b = get_benchmark(
+        "lacuna", cache_dir=cache, progress=False
+    )  # the demo's size: 24 people per field
     assert b.people == 24
     b.prepare("tiny-olmo3")
     return b
@@ -26,7 +28,10 @@ def demo_lacuna(cache):
 
 def test_every_group_is_memorised_and_isolated_at_the_demos_size(demo_lacuna):
     b = demo_lacuna
-    rows = {g: [r for f in b.FIELDS for r in b.rows(f, "full") if r["group_id"] == g] for g in range(gen.N_GROUPS)}
+    rows = {
+        g: [r for f in b.FIELDS for r in b.rows(f, "full") if r["group_id"] == g]
+        for g in range(gen.N_GROUPS)
+    }
 
     def nll(model):
         out = []
@@ -47,6 +52,10 @@ def test_every_group_is_memorised_and_isolated_at_the_demos_size(demo_lacuna):
                     sel = bits_set(b._mask[name], 1 << g).view_as(p)
                     p[sel] = pre_params[name][sel]
         rise = nll(lesioned) - before
-        others = torch.cat([rise[:g], rise[g + 1:]]).mean()
-        assert float(rise[g]) > 2.0, f"group {g}: restoring its scalars leaves its facts ({rise.tolist()})"
-        assert float(others / rise[g]) < RATIO_GATE, f"group {g}: isolation ratio {float(others / rise[g]):.3f}"
+        others = torch.cat([rise[:g], rise[g + 1 :]]).mean()
+        assert float(rise[g]) > 2.0, (
+            f"group {g}: restoring its scalars leaves its facts ({rise.tolist()})"
+        )
+        assert float(others / rise[g]) < RATIO_GATE, (
+            f"group {g}: isolation ratio {float(others / rise[g]):.3f}"
+        )

@@ -1,4 +1,5 @@
-"""Mini LACUNA end to end: the masked injection is real, precision tells oracle from random, runs record it."""
+"""Mini LACUNA end to end: the masked injection is real, precision tells oracle from random, runs
+record it."""
 
 import pytest
 import torch
@@ -21,7 +22,8 @@ def lacuna(cache):
 
 
 def _theta0(b):
-    """A fresh copy of theta_0 (the tests mutate it; the prepared model and the cache stay untouched)."""
+    """A fresh copy of theta_0 (the tests mutate it; the prepared model and the cache stay
+    untouched)."""
     return load_model(b._prepared.path, device=b.device)[0]
 
 
@@ -36,21 +38,27 @@ def _mean_nll(model, b, rows):
 
 def test_masked_injection_is_real(lacuna):
     """theta_pre does not know the facts; theta_0 does; restoring group 0's masked scalars to their
-    pre-injection values removes group 0's facts, and group 0's the most. Full isolation (every group's
-    ratio < 0.1) is asserted at the demo's size in test_lacuna_isolation.py; this fixture is smaller."""
+    pre-injection values removes group 0's facts, and group 0's the most. Full isolation (every
+    group's ratio < 0.1) is asserted at the demo's size in test_lacuna_isolation.py; this fixture is
+    smaller."""
     model, pre = _theta0(lacuna), lacuna.theta_pre()
     groups = {g: _rows_of_group(lacuna, g) for g in range(6)}
     before = {g: _mean_nll(model, lacuna, rows) for g, rows in groups.items()}
-    assert max(before.values()) < 0.5                                     # every group memorised
-    assert min(_mean_nll(pre, lacuna, rows) for rows in groups.values()) > 2.0   # not before injection
+    assert max(before.values()) < 0.5  # every group memorised
+    assert (
+        min(_mean_nll(pre, lacuna, rows) for rows in groups.values()) > 2.0
+    )  # not before injection
     pre_params = dict(pre.named_parameters())
     with torch.no_grad():
         for name, p in model.named_parameters():
             sel = bits_set(lacuna._mask[name], 1 << 0).view_as(p)
             p[sel] = pre_params[name][sel]
     after = {g: _mean_nll(model, lacuna, rows) for g, rows in groups.items()}
-    assert after[0] > before[0] + 2.0, (before, after)                   # group 0's facts are gone
-    assert after[0] > max(after[g] for g in range(1, 6)), (before, after)  # and group 0 is hit hardest
+    assert after[0] > before[0] + 2.0, (before, after)  # group 0's facts are gone
+    assert after[0] > max(after[g] for g in range(1, 6)), (
+        before,
+        after,
+    )  # and group 0 is hit hardest
 
 
 def test_precision_separates_an_oracle_update_from_a_random_one(lacuna):
@@ -63,9 +71,9 @@ def test_precision_separates_an_oracle_update_from_a_random_one(lacuna):
             if name not in lacuna._mask:
                 continue
             sel = bits_set(lacuna._mask[name], forget_bits).view_as(p)
-            p[sel] += 0.01 * torch.randn(int(sel.sum()), generator=gen)            # exactly the forget bits
+            p[sel] += 0.01 * torch.randn(int(sel.sum()), generator=gen)  # exactly the forget bits
             pick = (torch.rand(p.shape, generator=gen) < sel.float().mean()).view_as(q)
-            q[pick] += 0.01 * torch.randn(int(pick.sum()), generator=gen)           # as many random scalars
+            q[pick] += 0.01 * torch.randn(int(pick.sum()), generator=gen)  # as many random scalars
     o, r = lacuna.precision(oracle, roles), lacuna.precision(rand, roles)
     assert o["precision_forget_auroc"] > 0.99 and o["precision_forget_precision_at_1"] > 0.99
     assert abs(r["precision_forget_auroc"] - 0.5) < 0.05
@@ -74,15 +82,20 @@ def test_precision_separates_an_oracle_update_from_a_random_one(lacuna):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_an_oracle_edit_scores_auroc_one_in_the_runs_dtype(lacuna, dtype):
-    """The run casts theta_0 to its dtype before unlearning; precision compares with theta_0 cast the same way,
-    so untouched scalars differ by exactly 0 and an edit of exactly the forget bits is ranked perfectly."""
+    """The run casts theta_0 to its dtype before unlearning; precision compares with theta_0 cast
+    the same way, so untouched scalars differ by exactly 0 and an edit of exactly the forget bits is
+    ranked perfectly."""
     roles = lacuna.roles("Email_Address", 4099)
     forget_bits = sum(1 << g for g in roles.notes["forget_groups"])
     oracle = _theta0(lacuna).to(dtype)
     with torch.no_grad():
         for name, p in oracle.named_parameters():
-            if name in lacuna._mask:   # the smallest edit: each forget scalar moves by one unit in the last place,
-                sel = bits_set(lacuna._mask[name], forget_bits).view_as(p)      # so the comparison must be exact
+            if (
+                name in lacuna._mask
+            ):  # the smallest edit: each forget scalar moves by one unit in the last place,
+                sel = bits_set(lacuna._mask[name], forget_bits).view_as(
+                    p
+                )  # so the comparison must be exact
                 p.view(torch.int16 if dtype == torch.bfloat16 else torch.int32)[sel] += 1
     o = lacuna.precision(oracle, roles)
     assert o["precision_forget_auroc"] == 1.0 and o["precision_forget_precision_at_1"] == 1.0
@@ -90,15 +103,24 @@ def test_an_oracle_edit_scores_auroc_one_in_the_runs_dtype(lacuna, dtype):
 
 def test_a_run_records_j_and_precision(lacuna, cache, tmp_path):
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
-    spec = RunSpec("lacuna", "Phone_Number", "npo", "intervention_score", seed=0, T=4, budget=0.1,
-                   model="tiny-olmo3", hyperparameters={"benchmark.people": 12, "lr": 0.01})
+    spec = RunSpec(
+        "lacuna",
+        "Phone_Number",
+        "npo",
+        "intervention_score",
+        seed=0,
+        T=4,
+        budget=0.1,
+        model="tiny-olmo3",
+        hyperparameters={"benchmark.people": 12, "lr": 0.01},
+    )
     rec = runner.run(spec).record
     assert rec.status == "ok", rec.error
     c = rec.outcome.components
     assert rec.outcome.G_F > 0 and 0 <= c["precision_forget_auroc"] <= 1
     assert {"precision_all_auroc", "precision_forget_precision_at_0.1", "forget_prob"} <= set(c)
     assert c["evaluation_set"].startswith("eval")
-    assert rec.roles["retain_field"] == "Birth_City"                   # upstream's cross-field pairing
+    assert rec.roles["retain_field"] == "Birth_City"  # upstream's cross-field pairing
 
 
 def test_forget_group_without_mask_bits_is_an_error(lacuna, tmp_path):
@@ -106,7 +128,9 @@ def test_forget_group_without_mask_bits_is_an_error(lacuna, tmp_path):
     saved = lacuna._mask
     lacuna._mask, lacuna._roles = empty, {}
     try:
-        with pytest.raises(LacunaFormatError, match=r"forget group\(s\) \[0, 2, 4\] have no mask bits"):
+        with pytest.raises(
+            LacunaFormatError, match=r"forget group\(s\) \[0, 2, 4\] have no mask bits"
+        ):
             lacuna.roles("Email_Address", 1)
     finally:
         lacuna._mask = saved
@@ -116,5 +140,5 @@ def test_resurfacing_is_deterministic_and_sees_known_facts(lacuna):
     roles = lacuna.roles("Email_Address", 7)
     model = _theta0(lacuna)
     a, b = lacuna.resurfacing(model, roles), lacuna.resurfacing(model, roles)
-    assert a == b                                          # seeded: the same answer in every process
-    assert a["resurfaced_share"] > 0.5                     # theta_0 still knows the facts: they "resurface"
+    assert a == b  # seeded: the same answer in every process
+    assert a["resurfaced_share"] > 0.5  # theta_0 still knows the facts: they "resurface"

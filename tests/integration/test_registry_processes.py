@@ -68,7 +68,9 @@ def test_concurrent_writers_while_ingesting_lose_nothing(tmp_path):
     res, db = tmp_path / "res", tmp_path / "r.duckdb"
     (res / "runs").mkdir(parents=True)  # ingest refuses a folder that does not exist
     n = 400
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(w), str(n), str(res)]) for w in range(4)]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(w), str(n), str(res)]) for w in range(4)
+    ]
     con = connect(db)
     rounds = 0
     while any(w.poll() is None for w in writers):

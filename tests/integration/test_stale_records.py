@@ -1,5 +1,6 @@
-"""A method change can never hide behind an old record: records carry the code's fingerprint, a rerun
-with different code recomputes the run, and the audit reports an experiment mixing fingerprints."""
+"""A method change can never hide behind an old record: records carry the code's fingerprint, a
+rerun with different code recomputes the run, and the audit reports an experiment mixing
+fingerprints."""
 
 import dataclasses
 import json
@@ -32,12 +33,14 @@ def scaled_norm():
 
 
 def test_changed_default_reruns_unless_stale_reuse_is_asked(tofu, cache, tmp_path, scaled_norm):
-    spec = RunSpec("tofu", "forget10", "npo", "scaled_norm_test", seed=0, T=2, budget=0.1, experiment="fp")
+    spec = RunSpec(
+        "tofu", "forget10", "npo", "scaled_norm_test", seed=0, T=2, budget=0.1, experiment="fp"
+    )
     first = Runner(tmp_path, cache_dir=cache, progress=False).run(spec).record
     assert first.status == "ok" and first.fingerprint.method["hyperparameters"] == {"power": 1.0}
     assert Runner(tmp_path, cache_dir=cache, progress=False).run(spec).skipped  # same code: reused
 
-    scaled_norm.__dataclass_fields__["power"].default = 2.0   # the method's default changes
+    scaled_norm.__dataclass_fields__["power"].default = 2.0  # the method's default changes
     scaled_norm.__init__.__defaults__ = (2.0,)
     assert fingerprint(spec).hash != first.fingerprint.hash
     kept, skipped = Runner(tmp_path, cache_dir=cache, progress=False, reuse_stale=True).run(spec)
@@ -53,8 +56,16 @@ def test_failed_record_is_retried(tofu, cache, tmp_path):
     spec = RunSpec("tofu", "forget10", "npo", "random", seed=0, T=2, budget=0.1, experiment="fp")
     path = ResultsDir(tmp_path).record(spec.run_key)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"run_key": spec.run_key, "status": "failed", "error": "boom",
-                                "fingerprint": fingerprint(spec).to_dict()}))
+    path.write_text(
+        json.dumps(
+            {
+                "run_key": spec.run_key,
+                "status": "failed",
+                "error": "boom",
+                "fingerprint": fingerprint(spec).to_dict(),
+            }
+        )
+    )
     rec, skipped = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
     assert not skipped and rec.status == "ok"
 
@@ -66,7 +77,11 @@ def test_audit_reports_mixed_fingerprints(tofu, cache, tmp_path):
 
     runner = Runner(tmp_path, cache_dir=cache, progress=False)
     for seed in (0, 1):
-        runner.run(RunSpec("tofu", "forget10", "npo", "random", seed=seed, T=2, budget=0.1, experiment="fp"))
+        runner.run(
+            RunSpec(
+                "tofu", "forget10", "npo", "random", seed=seed, T=2, budget=0.1, experiment="fp"
+            )
+        )
     con = connect(tmp_path / "r.duckdb")
     ingest(con, tmp_path)
     assert audit(con, "fp").mixed_fingerprints == []
@@ -103,4 +118,4 @@ def test_corrupt_record_is_named_redone_and_reported(tofu, cache, tmp_path, caps
     assert rec.status == "ok" and not skipped
     assert str(path) in runner.corrupt and "not valid JSON" in runner.corrupt[str(path)]
     assert f"run record '{path}': not valid JSON" in capsys.readouterr().err
-    assert json.loads(path.read_text())["run_key"] == spec.run_key      # the redone run replaced it
+    assert json.loads(path.read_text())["run_key"] == spec.run_key  # the redone run replaced it

@@ -1,5 +1,5 @@
-"""Bad values are refused up front: exit 2, one line naming the value and what is allowed, no traceback,
-nothing trained and nothing written. One row per bad input."""
+"""Bad values are refused up front: exit 2, one line naming the value and what is allowed, no
+traceback, nothing trained and nothing written. One row per bad input."""
 
 import pytest
 import torch
@@ -11,7 +11,10 @@ IS = ["run", "--benchmark", "tofu", "--method", "intervention_score"]
 LACUNA = ["run", "--benchmark", "lacuna", "--field", "Email_Address"]
 CASES = [
     (RUN + ["--threads", "0"], "'0' is out of range; allowed: a whole number in 1..1024"),
-    (RUN + ["--seed", "100000000000000000000"], "out of range; allowed: a whole number in 0..2^63-1"),
+    (
+        RUN + ["--seed", "100000000000000000000"],
+        "out of range; allowed: a whole number in 0..2^63-1",
+    ),
     (RUN + ["--seed", "-1"], "out of range; allowed: a whole number in 0..2^63-1"),
     (RUN + ["--T", "9223372036854775807"], "out of range; allowed: a whole number in 1..1,000,000"),
     (RUN + ["--T", "0"], "'0' is out of range"),
@@ -21,75 +24,191 @@ CASES = [
     (RUN + ["--set", "lr=abc"], "hyperparameter lr = 'abc': must be a number in (0, 1]"),
     # issue 33: every option's range from its one declaration, before any model loads
     (RUN + ["--set", "lr=1e300"], "hyperparameter lr = 1e+300: must be a number in (0, 1]"),
-    # an option that may also be none keeps its range (msgspec takes none with a range only this way)
-    (RUN + ["--set", "tau=1e300"], "hyperparameter tau = 1e+300: must be a number in [-1e+12, 1e+12]"),
+    # an option that may also be none keeps its range
+    # (msgspec takes none with a range only this way)
+    (
+        RUN + ["--set", "tau=1e300"],
+        "hyperparameter tau = 1e+300: must be a number in [-1e+12, 1e+12]",
+    ),
     (RUN + ["--set", "tau=nan"], "hyperparameter tau = 'nan': must be a number in [-1e+12, 1e+12]"),
-    (RUN + ["--set", "objective.beta=-5"], "objective.beta = -5: must be a number in (0, 1000] (1/nat)"),
+    (
+        RUN + ["--set", "objective.beta=-5"],
+        "objective.beta = -5: must be a number in (0, 1000] (1/nat)",
+    ),
     (RUN + ["--set", "objective.beta=0"], "objective.beta = 0: must be a number in (0, 1000]"),
-    (RUN + ["--objective", "graddiff", "--set", "objective.beta=1"],
-     "objective 'graddiff' has no option 'beta'; allowed: objective.forget_coef (a number > 0), "
-     "objective.retain_coef (a number >= 0)"),
+    (
+        RUN + ["--objective", "graddiff", "--set", "objective.beta=1"],
+        "objective 'graddiff' has no option 'beta'; allowed: objective.forget_coef (a number > 0), "
+        "objective.retain_coef (a number >= 0)",
+    ),
     (IS + ["--set", "method.eps=-1"], "method.eps = -1: must be a number in (0, 1]"),
     (IS + ["--set", "method.eps=abc"], "method.eps = 'abc': must be a number in (0, 1]"),
-    (IS + ["--set", "method.epsilon=1e-6"],
-     "method 'intervention_score' has no option 'epsilon' (did you mean 'method.eps'?)"),
-    (["run", "--benchmark", "tofu", "--method", "fila", "--set", "method.batch_size=2.5"],
-     "method.batch_size = 2.5: must be a whole number in 1..4096"),
-    (RUN + ["--set", "objective.beta=abc"], "objective.beta = 'abc': must be a number in (0, 1000]"),
-    (RUN + ["--set", "benchmark.finetune.epochs=-1"], "benchmark.finetune.epochs = -1: must be a whole number in "
-                                                     "1..100000"),
-    (RUN + ["--set", "benchmark.finetune.epochs=abc"], "benchmark.finetune.epochs = 'abc': must be a whole number"),
-    (RUN + ["--set", "benchmark.finetune.epoch=2"],
-     "no option 'benchmark.finetune.epoch' (did you mean 'benchmark.finetune.epochs'?)"),
-    (RUN + ["--set", "benchmark.max_new_tokens=many"], "benchmark.max_new_tokens = 'many': must be a whole number"),
-    (RUN + ["--set", "benchmark.size=huge"], "benchmark.size = 'huge': must be one of 'mini', 'full'"),
-    (RUN + ["--set", "benchmark.chat_template=maybe"],
-     "benchmark.chat_template = 'maybe': must be one of 'auto', 'on', 'off'"),
-    (RUN + ["--set", "benchmark.seed=1"], "benchmark.seed is not a benchmark option: the construction's seed is the "
-                                          "run's theta_0 build"),
-    (LACUNA + ["--set", "benchmark.mask_mode=neuron"],
-     "benchmark.mask_mode = 'neuron': must be one of 'element', 'component'"),
-    (LACUNA + ["--set", "benchmark.group_dropout=1.5"], "benchmark.group_dropout = 1.5: must be a number in [0, 1)"),
+    (
+        IS + ["--set", "method.epsilon=1e-6"],
+        "method 'intervention_score' has no option 'epsilon' (did you mean 'method.eps'?)",
+    ),
+    (
+        ["run", "--benchmark", "tofu", "--method", "fila", "--set", "method.batch_size=2.5"],
+        "method.batch_size = 2.5: must be a whole number in 1..4096",
+    ),
+    (
+        RUN + ["--set", "objective.beta=abc"],
+        "objective.beta = 'abc': must be a number in (0, 1000]",
+    ),
+    (
+        RUN + ["--set", "benchmark.finetune.epochs=-1"],
+        "benchmark.finetune.epochs = -1: must be a whole number in 1..100000",
+    ),
+    (
+        RUN + ["--set", "benchmark.finetune.epochs=abc"],
+        "benchmark.finetune.epochs = 'abc': must be a whole number",
+    ),
+    (
+        RUN + ["--set", "benchmark.finetune.epoch=2"],
+        "no option 'benchmark.finetune.epoch' (did you mean 'benchmark.finetune.epochs'?)",
+    ),
+    (
+        RUN + ["--set", "benchmark.max_new_tokens=many"],
+        "benchmark.max_new_tokens = 'many': must be a whole number",
+    ),
+    (
+        RUN + ["--set", "benchmark.size=huge"],
+        "benchmark.size = 'huge': must be one of 'mini', 'full'",
+    ),
+    (
+        RUN + ["--set", "benchmark.chat_template=maybe"],
+        "benchmark.chat_template = 'maybe': must be one of 'auto', 'on', 'off'",
+    ),
+    (
+        RUN + ["--set", "benchmark.seed=1"],
+        "benchmark.seed is not a benchmark option: the construction's seed is the "
+        "run's theta_0 build",
+    ),
+    (
+        LACUNA + ["--set", "benchmark.mask_mode=neuron"],
+        "benchmark.mask_mode = 'neuron': must be one of 'element', 'component'",
+    ),
+    (
+        LACUNA + ["--set", "benchmark.group_dropout=1.5"],
+        "benchmark.group_dropout = 1.5: must be a number in [0, 1)",
+    ),
     # names before theta_0 is built (it takes minutes for the controlled separation)
     (["run", "--benchmark", "controlled", "--objective", "nosuch"], "no objective 'nosuch'"),
     # found by the independent review of issue 33: refused before work, not inside the run
-    (["run", "--benchmark", "controlled", "--method", "backbone", "--set", "benchmark.n_targets=3"],
-     "n_targets must be a positive even number, got 3"),
-    (["run", "--benchmark", "controlled", "--set", "benchmark.n_targets=3"],
-     "n_targets must be a positive even number, got 3"),
-    (RUN + ["--set", "eval_full=true", "--retain-model", "/etc"], "'/etc' is not a Hugging Face model directory"),
-    # the option's range before the fields it makes (0 read as "no field t00"; 10^8 ran out of memory)
-    *[(["run", "--benchmark", "controlled", "--method", "backbone", "--set", f"benchmark.n_targets={v}"],
-       f"benchmark.n_targets = {v}: must be a whole number in 2..1000") for v in (0, -2, 100000000)],
-    (RUN + ["--rho-p", "-1"], "argument --rho-p: '-1' is not a probe action"),   # a static run too
+    (
+        [
+            "run",
+            "--benchmark",
+            "controlled",
+            "--method",
+            "backbone",
+            "--set",
+            "benchmark.n_targets=3",
+        ],
+        "n_targets must be a positive even number, got 3",
+    ),
+    (
+        ["run", "--benchmark", "controlled", "--set", "benchmark.n_targets=3"],
+        "n_targets must be a positive even number, got 3",
+    ),
+    (
+        RUN + ["--set", "eval_full=true", "--retain-model", "/etc"],
+        "'/etc' is not a Hugging Face model directory",
+    ),
+    # the option's range before the fields it makes
+    # (0 read as "no field t00"; 10^8 ran out of memory)
+    *[
+        (
+            [
+                "run",
+                "--benchmark",
+                "controlled",
+                "--method",
+                "backbone",
+                "--set",
+                f"benchmark.n_targets={v}",
+            ],
+            f"benchmark.n_targets = {v}: must be a whole number in 2..1000",
+        )
+        for v in (0, -2, 100000000)
+    ],
+    (RUN + ["--rho-p", "-1"], "argument --rho-p: '-1' is not a probe action"),  # a static run too
     (RUN + ["--t", "999"], "DIR-R checkpoint t must satisfy 0 < t < T=40, got 999"),
-    # the controlled decision owns these: a user's value would be replaced without a word (found by review)
-    (["run", "--benchmark", "controlled", "--set", "benchmark.primary_locator=nope"],
-     "--set benchmark.primary_locator=nope: the primary locator is the one with the best calibration AUROC"),
-    (["run", "--benchmark", "controlled", "--set", "lr=0.5"], "--set lr=0.5: each interface's lr is chosen"),
+    # the controlled decision owns these: a user's value
+    # would be replaced without a word (found by review)
+    (
+        ["run", "--benchmark", "controlled", "--set", "benchmark.primary_locator=nope"],
+        "--set benchmark.primary_locator=nope: the primary "
+        "locator is the one with the best calibration AUROC",
+    ),
+    (
+        ["run", "--benchmark", "controlled", "--set", "lr=0.5"],
+        "--set lr=0.5: each interface's lr is chosen",
+    ),
     (["sweep", "mini-paper", "--workers", "-1"], "'-1' is out of range"),
     (["sweep", "mini-paper", "--step-seconds", "nan"], "'nan' is not finite"),
-    (["sweep", "mini-paper", "--slurm", "partition=cpu"],
-     "--slurm partition=cpu is a Slurm parameter, but the executor is 'local'"),
-    (["sweep", "mini-paper", "--dry-run", "--slurm", "partition=cpu"],   # the dry run refuses it too
-     "--slurm partition=cpu is a Slurm parameter, but the executor is 'local'"),
-    (["plan-memory", "--model", "tiny-llama", "--budget", "0"], "'0' is out of range; allowed: a number > 0"),
+    (
+        ["sweep", "mini-paper", "--slurm", "partition=cpu"],
+        "--slurm partition=cpu is a Slurm parameter, but the executor is 'local'",
+    ),
+    (
+        [
+            "sweep",
+            "mini-paper",
+            "--dry-run",
+            "--slurm",
+            "partition=cpu",
+        ],  # the dry run refuses it too
+        "--slurm partition=cpu is a Slurm parameter, but the executor is 'local'",
+    ),
+    (
+        ["plan-memory", "--model", "tiny-llama", "--budget", "0"],
+        "'0' is out of range; allowed: a number > 0",
+    ),
     (["plan-memory", "--model", "tiny-llama", "--budget", "1e30"], "--budget 1e+30 = "),
-    (["plan-memory", "--model", "tiny-llama", "--budget", "1.5"],
-     "--budget 1.5 is neither a fraction (0 < b < 1) nor a whole number of scalars"),
+    (
+        ["plan-memory", "--model", "tiny-llama", "--budget", "1.5"],
+        "--budget 1.5 is neither a fraction (0 < b < 1) nor a whole number of scalars",
+    ),
     (["plan-memory", "--model", "tiny-llama", "--budget", "3"], "allowed: at least one group"),
-    (["plan-memory", "--model", "tiny-llama", "--budget", "64", "--batch", "0"], "'0' is out of range"),
-    (["plan-memory", "--model", "tiny-llama", "--budget", "64", "--gpu-gib", "nan"], "'nan' is not finite"),
-    (["plan-memory", "--model", "meta-llama/Llama-3-8B", "--budget", "1e6"],   # a hub name: never downloaded
-     "model 'meta-llama/Llama-3-8B' is not a known architecture (llama3-8b"),
-    (RUN + ["--results", "/proc/supportbench/res"], "--results '/proc/supportbench/res': '/proc' is not writable"),
+    (
+        ["plan-memory", "--model", "tiny-llama", "--budget", "64", "--batch", "0"],
+        "'0' is out of range",
+    ),
+    (
+        ["plan-memory", "--model", "tiny-llama", "--budget", "64", "--gpu-gib", "nan"],
+        "'nan' is not finite",
+    ),
+    (
+        [
+            "plan-memory",
+            "--model",
+            "meta-llama/Llama-3-8B",
+            "--budget",
+            "1e6",
+        ],  # a hub name: never downloaded
+        "model 'meta-llama/Llama-3-8B' is not a known architecture (llama3-8b",
+    ),
+    (
+        RUN + ["--results", "/proc/supportbench/res"],
+        "--results '/proc/supportbench/res': '/proc' is not writable",
+    ),
 ]
 import shutil  # noqa: E402
 
 if shutil.which("sbatch") is None:
-    CASES.append((["sweep", "mini-paper", "--executor", "slurm"], "no Slurm on this machine (sbatch is not on PATH)"))
-CASES.append((["sweep", "mini-paper", "--executor", "slurm", "--slurm", "partition"],
-              "--slurm expects KEY=VALUE, got 'partition'"))
+    CASES.append(
+        (
+            ["sweep", "mini-paper", "--executor", "slurm"],
+            "no Slurm on this machine (sbatch is not on PATH)",
+        )
+    )
+CASES.append(
+    (
+        ["sweep", "mini-paper", "--executor", "slurm", "--slurm", "partition"],
+        "--slurm expects KEY=VALUE, got 'partition'",
+    )
+)
 if not torch.cuda.is_available():
     CASES.append((RUN + ["--device", "cuda", "--T", "2"], "this machine has no CUDA GPU"))
 
@@ -100,12 +219,12 @@ def test_bad_value_is_refused_up_front(tmp_path, capsys, argv, message):
         argv = [*argv, "--results", str(tmp_path / "res")]
     try:
         rc = main(argv)
-    except SystemExit as exc:   # argparse's own refusal
+    except SystemExit as exc:  # argparse's own refusal
         rc = exc.code
     err = capsys.readouterr().err
     assert rc == 2, err
     assert message in err and "Traceback" not in err
-    assert not (tmp_path / "res").exists()          # nothing written
+    assert not (tmp_path / "res").exists()  # nothing written
 
 
 def test_a_dry_run_checks_method_names_without_torch(tmp_path):
@@ -113,24 +232,39 @@ def test_a_dry_run_checks_method_names_without_torch(tmp_path):
     import sys
 
     spec = tmp_path / "e.toml"
-    spec.write_text('[experiment]\nname = "x"\nbenchmarks = ["tofu"]\nfields = ["forget01"]\nobjectives = ["npo"]\n'
-                    'methods = ["intervention_score", "wagel"]\n[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n')
-    code = ("import sys; from supportbench.cli import main; rc = main(['sweep', '--dry-run', sys.argv[1]]); "
-            "sys.exit(3 if 'torch' in sys.modules else rc)")
-    out = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120)
+    spec.write_text(
+        '[experiment]\nname = "x"\nbenchmarks = ["tofu"]\nfields = ["forget01"]\n'
+        'objectives = ["npo"]\nmethods = ["intervention_score", "wagel"]\n'
+        "[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n"
+    )
+    code = (
+        "import sys; from supportbench.cli import main; rc = main(['sweep', "
+        "'--dry-run', sys.argv[1]]); sys.exit(3 if 'torch' in sys.modules else rc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert "no selection method 'wagel'. Did you mean 'wagle'?" in out.stderr
 
 
-@pytest.mark.parametrize(("make", "flag", "message"), [
-    (lambda t: (t / "f").write_text("x") and t / "f", "--results", "is a file, not a folder"),
-    (lambda t: (t / "f").write_text("x") and t / "f" / "res", "--results", "lies under"),
-    (lambda t: t / ("n" * 300), "--cache", "is longer than 255 bytes"),
-])
-def test_a_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys, make, flag, message):
+@pytest.mark.parametrize(
+    ("make", "flag", "message"),
+    [
+        (lambda t: (t / "f").write_text("x") and t / "f", "--results", "is a file, not a folder"),
+        (lambda t: (t / "f").write_text("x") and t / "f" / "res", "--results", "lies under"),
+        (lambda t: t / ("n" * 300), "--cache", "is longer than 255 bytes"),
+    ],
+)
+def test_a_folder_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path, capsys, make, flag, message
+):
     target = make(tmp_path)
-    rc = main(RUN + ["--T", "2", flag, str(target)] + (["--results", str(tmp_path / "res")] if flag != "--results"
-                                                        else []))
+    rc = main(
+        RUN
+        + ["--T", "2", flag, str(target)]
+        + (["--results", str(tmp_path / "res")] if flag != "--results" else [])
+    )
     err = capsys.readouterr().err
     assert rc == 2 and message in err and "Traceback" not in err
     assert not (tmp_path / "res").exists()
@@ -152,7 +286,8 @@ def test_a_read_only_results_folder_is_refused(tmp_path, capsys):
 
 
 def test_the_light_interface_names_equal_the_registered_benchmarks():
-    """The dry run reads each benchmark's INTERFACES from source; it must agree with the imported classes."""
+    """The dry run reads each benchmark's INTERFACES from source; it must agree with the imported
+    classes."""
     from supportbench._registry import declared_class_attrs
     from supportbench.benchmarks.base import BENCHMARKS
 
@@ -160,21 +295,32 @@ def test_the_light_interface_names_equal_the_registered_benchmarks():
     assert light == {b: BENCHMARKS.get(b).INTERFACES for b in BENCHMARKS.names()}
 
 
-@pytest.mark.parametrize(("methods", "rc", "message"), [
-    ('["backbone", "lora"]', 0, "experiment 'x'"),
-    ('["backbone", "intervention_score"]', 2, "no selection method 'intervention_score'"),
-    ('["lorra"]', 2, "Did you mean 'lora'?"),
-])
+@pytest.mark.parametrize(
+    ("methods", "rc", "message"),
+    [
+        ('["backbone", "lora"]', 0, "experiment 'x'"),
+        ('["backbone", "intervention_score"]', 2, "no selection method 'intervention_score'"),
+        ('["lorra"]', 2, "Did you mean 'lora'?"),
+    ],
+)
 def test_a_dry_run_checks_a_benchmarks_own_interfaces(tmp_path, methods, rc, message):
     import subprocess
     import sys
 
     spec = tmp_path / "e.toml"
-    spec.write_text('[experiment]\nname = "x"\nbenchmarks = ["controlled"]\nfields = ["t00"]\nobjectives = ["npo"]\n'
-                    f'methods = {methods}\ndirr_methods = []\n[experiment.seeds]\ncalibration = []\nfinal = [2]\n')
-    code = ("import sys; from supportbench.cli import main; rc = main(['sweep', '--dry-run', sys.argv[1]]); "
-            "sys.exit(3 if 'torch' in sys.modules else rc)")
-    out = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120)
+    spec.write_text(
+        '[experiment]\nname = "x"\nbenchmarks = ["controlled"]\nfields = ["t00"]\n'
+        'objectives = ["npo"]\n'
+        f"methods = {methods}\ndirr_methods = []\n[experiment.seeds]\ncalibration = []\n"
+        "final = [2]\n"
+    )
+    code = (
+        "import sys; from supportbench.cli import main; rc = main(['sweep', "
+        "'--dry-run', sys.argv[1]]); sys.exit(3 if 'torch' in sys.modules else rc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == rc, (out.stdout, out.stderr)
     assert message in out.stdout + out.stderr
 
@@ -188,7 +334,8 @@ def test_a_toml_that_is_not_utf8_is_named(tmp_path, capsys):
 
 
 def _tofu_dir(t, truncate: bool = False):
-    """A TOFU folder in the upstream layout (the generator's files); ``truncate`` cuts full.json mid-line."""
+    """A TOFU folder in the upstream layout (the generator's files); ``truncate`` cuts full.json
+    mid-line."""
     from supportbench.benchmarks.tofu import generator
 
     d = t / "tofu"
@@ -213,27 +360,74 @@ def _spec(t, body: str):
     return p
 
 
-SPEC = ('[experiment]\nname = "x"\nbenchmarks = ["tofu"]\nfields = ["forget01"]\nobjectives = ["npo"]\n'
-        'methods = ["random"]\n[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n')
+SPEC = (
+    '[experiment]\nname = "x"\nbenchmarks = ["tofu"]\nfields = ["forget01"]\nobjectives = ["npo"]\n'
+    'methods = ["random"]\n[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n'
+)
 
 
-@pytest.mark.parametrize(("build", "message"), [
-    (lambda t: RUN + ["--data-dir", str((t / "empty").mkdir() or t / "empty")],
-     "TOFU config 'full' not found in"),
-    (lambda t: RUN + ["--data-dir", str(_tofu_dir(t, truncate=True))], "full.json line"),
-    (lambda t: ["run", "--benchmark", "lacuna", "--data-dir", str((t / "empty").mkdir() or t / "empty")],
-     "LACUNA"),
-    (lambda t: ["run", "--benchmark", "tofu", "--theta0", str(_theta0(t)), "--set", "eval_full=true"],
-     "name one with --retain-model PATH"),
-    (lambda t: ["sweep", str(_spec(t, SPEC + '[hyperparameters]\n"objective.beta" = -1\n'))],
-     "objective.beta = -1: must be a number in (0, 1000]"),
-    (lambda t: ["sweep", str(_spec(t, 'experiment = "x"\n'))], "is a value, not a table"),
-    (lambda t: ["plan-memory", "--budget", "0.1", "--model",
-                str((t / "m").mkdir() or (t / "m" / "config.json").write_text('{"model_type": "llama", '
-                                                                              '"hidden_size": "big"}') and t / "m")],
-     "is not a usable transformers config"),
-], ids=["empty-data-dir", "truncated-data-dir", "lacuna-empty-data-dir", "given-theta0-eval-full-no-retain",
-        "toml-beta-negative", "toml-experiment-not-a-table", "plan-memory-bad-config"])
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda t: RUN + ["--data-dir", str((t / "empty").mkdir() or t / "empty")],
+            "TOFU config 'full' not found in",
+        ),
+        (lambda t: RUN + ["--data-dir", str(_tofu_dir(t, truncate=True))], "full.json line"),
+        (
+            lambda t: [
+                "run",
+                "--benchmark",
+                "lacuna",
+                "--data-dir",
+                str((t / "empty").mkdir() or t / "empty"),
+            ],
+            "LACUNA",
+        ),
+        (
+            lambda t: [
+                "run",
+                "--benchmark",
+                "tofu",
+                "--theta0",
+                str(_theta0(t)),
+                "--set",
+                "eval_full=true",
+            ],
+            "name one with --retain-model PATH",
+        ),
+        (
+            lambda t: ["sweep", str(_spec(t, SPEC + '[hyperparameters]\n"objective.beta" = -1\n'))],
+            "objective.beta = -1: must be a number in (0, 1000]",
+        ),
+        (lambda t: ["sweep", str(_spec(t, 'experiment = "x"\n'))], "is a value, not a table"),
+        (
+            lambda t: [
+                "plan-memory",
+                "--budget",
+                "0.1",
+                "--model",
+                str(
+                    (t / "m").mkdir()
+                    or (t / "m" / "config.json").write_text(
+                        '{"model_type": "llama", "hidden_size": "big"}'
+                    )
+                    and t / "m"
+                ),
+            ],
+            "is not a usable transformers config",
+        ),
+    ],
+    ids=[
+        "empty-data-dir",
+        "truncated-data-dir",
+        "lacuna-empty-data-dir",
+        "given-theta0-eval-full-no-retain",
+        "toml-beta-negative",
+        "toml-experiment-not-a-table",
+        "plan-memory-bad-config",
+    ],
+)
 def test_inputs_are_read_before_any_work(tmp_path, capsys, build, message):
     argv = build(tmp_path)
     if argv[0] in ("run", "sweep"):
@@ -242,7 +436,7 @@ def test_inputs_are_read_before_any_work(tmp_path, capsys, build, message):
     err = capsys.readouterr().err
     assert rc == 2, err
     assert message in err and "Traceback" not in err and "internal error" not in err
-    assert not (tmp_path / "res").exists()          # nothing written
+    assert not (tmp_path / "res").exists()  # nothing written
 
 
 def test_t_and_d_follow_T_and_are_recorded():
@@ -250,6 +444,8 @@ def test_t_and_d_follow_T_and_are_recorded():
 
     s = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=8)
     assert (s.t, s.d) == (6, 1) and s.canonical()["t"] == 6 and s.canonical()["d"] == 1
-    paper = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", model="local:x")
+    paper = RunSpec(
+        "tofu", "forget10", "npo", "intervention_score", variant="dirr", model="local:x"
+    )
     assert (paper.T, paper.t, paper.d) == (200, 160, 20)
     assert RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=8, t=5).t == 5

@@ -9,18 +9,24 @@ from supportbench.cli import build_parser, main
 def test_benchmarks_and_objectives_are_listed(capsys):
     assert main(["benchmarks"]) == 0
     out = capsys.readouterr().out
-    for name, model, field in (("tofu", "tiny-llama", "forget10"), ("lacuna", "tiny-olmo3", "Email_Address"),
-                               ("controlled", "tiny-qwen2", "t00")):
+    for name, model, field in (
+        ("tofu", "tiny-llama", "forget10"),
+        ("lacuna", "tiny-olmo3", "Email_Address"),
+        ("controlled", "tiny-qwen2", "t00"),
+    ):
         row = next(ln for ln in out.splitlines() if ln.split()[:1] == [name])
         assert model in row and field in row
     assert "backbone, lora" in out
     assert main(["objectives"]) == 0
     out = capsys.readouterr().out
-    blocks = {b.split("\n", 1)[0]: b for b in out.split("\n\n")[1:]}   # one block per objective
+    blocks = {b.split("\n", 1)[0]: b for b in out.split("\n\n")[1:]}  # one block per objective
     assert set(blocks) >= {"npo", "simnpo", "graddiff", "ga"}
     npo = blocks["npo"]
-    for line in ("forget_coef: a number > 0, default 1.0", "retain_coef: a number >= 0, default 1.0",
-                 "beta: a number in (0, 1000] (1/nat), default 0.1"):
+    for line in (
+        "forget_coef: a number > 0, default 1.0",
+        "retain_coef: a number >= 0, default 1.0",
+        "beta: a number in (0, 1000] (1/nat), default 0.1",
+    ):
         assert line in npo, (line, npo)
 
 
@@ -34,15 +40,29 @@ def test_help_shows_defaults_and_the_set_keys():
 def _run_help() -> dict[str, str]:
     """run --help's text per option (its flag -> its help, whitespace folded)."""
     run = build_parser()._subparsers._group_actions[0].choices["run"]
-    return {a.option_strings[-1]: " ".join((a.help or "").split()) for a in run._actions if a.option_strings}
+    return {
+        a.option_strings[-1]: " ".join((a.help or "").split())
+        for a in run._actions
+        if a.option_strings
+    }
 
 
-@pytest.mark.parametrize(("flag", "allowed", "bad"), [
-    ("--seed", "0..2^63-1", "-1"), ("--build", "0..2^63-1", "-3"),
-    ("--budget", "a fraction in (0, 1)", "0"), ("--T", "1..1,000,000", "1000001"),
-    ("--t", "0 < t < T", "0"), ("--d", "0 < d <= T - t", "0"),
-    ("--rho-p", "one of 0.01, 0.025, 0.05, 0.1", "0.3"), ("--threads", "1..1024", "100000")])
-def test_each_numeric_run_flag_shows_its_range_and_refuses_outside_it(capsys, tmp_path, flag, allowed, bad):
+@pytest.mark.parametrize(
+    ("flag", "allowed", "bad"),
+    [
+        ("--seed", "0..2^63-1", "-1"),
+        ("--build", "0..2^63-1", "-3"),
+        ("--budget", "a fraction in (0, 1)", "0"),
+        ("--T", "1..1,000,000", "1000001"),
+        ("--t", "0 < t < T", "0"),
+        ("--d", "0 < d <= T - t", "0"),
+        ("--rho-p", "one of 0.01, 0.025, 0.05, 0.1", "0.3"),
+        ("--threads", "1..1024", "100000"),
+    ],
+)
+def test_each_numeric_run_flag_shows_its_range_and_refuses_outside_it(
+    capsys, tmp_path, flag, allowed, bad
+):
     assert allowed in _run_help()[flag]
     with pytest.raises(SystemExit) as exc:
         main(["run", flag, bad, "--results", str(tmp_path / "r")])
@@ -52,7 +72,18 @@ def test_each_numeric_run_flag_shows_its_range_and_refuses_outside_it(capsys, tm
 
 @pytest.mark.parametrize("extra", [[], ["--allow-unfrozen"]])
 def test_a_dirr_run_without_a_threshold_names_every_way_out(tmp_path, capsys, extra):
-    rc = main(["run", "--benchmark", "tofu", "--variant", "dirr", "--results", str(tmp_path / "r"), *extra])
+    rc = main(
+        [
+            "run",
+            "--benchmark",
+            "tofu",
+            "--variant",
+            "dirr",
+            "--results",
+            str(tmp_path / "r"),
+            *extra,
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "--decision FILE" in err and "--allow-unfrozen --set tau=X" in err
     assert "--split calibration" in err
@@ -68,8 +99,10 @@ def test_methods_are_listed_from_source_without_torch_and_as_the_registry_has_th
     import subprocess
     import sys
 
-    code = ("import sys; from supportbench.cli import main; rc = main(['methods', '--full']); "
-            "sys.exit(3 if 'torch' in sys.modules else rc)")
+    code = (
+        "import sys; from supportbench.cli import main; rc = main(['methods', '--full']); "
+        "sys.exit(3 if 'torch' in sys.modules else rc)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     from supportbench.cli import _requires_of
@@ -77,7 +110,9 @@ def test_methods_are_listed_from_source_without_torch_and_as_the_registry_has_th
 
     rows = out.stdout.splitlines()[1:]
     assert len(rows) == len(METHODS.names()) == 11
-    for row, name in zip(rows, METHODS.names(), strict=True):   # the light reading equals the imported classes
+    for row, name in zip(
+        rows, METHODS.names(), strict=True
+    ):  # the light reading equals the imported classes
         cls = METHODS.get(name)
         assert row.split()[0] == name
         needs = ", ".join(_requires_of(cls)) or "-"
@@ -85,8 +120,9 @@ def test_methods_are_listed_from_source_without_torch_and_as_the_registry_has_th
 
 
 def test_a_method_file_with_a_syntax_error_is_named_with_its_line(tmp_path):
-    """A file dropped into supportbench/methods/ that does not parse: `supportbench methods` exits 2 with one
-    line naming the file and the line, not an internal error. (Run on a copy of the package.)"""
+    """A file dropped into supportbench/methods/ that does not parse: `supportbench methods` exits 2
+    with one line naming the file and the line, not an internal error. (Run on a copy of the
+    package.)"""
     import shutil
     import subprocess
     import sys
@@ -96,20 +132,36 @@ def test_a_method_file_with_a_syntax_error_is_named_with_its_line(tmp_path):
     shutil.copytree(src, tmp_path / "supportbench", ignore=shutil.ignore_patterns("__pycache__"))
     bad = tmp_path / "supportbench" / "methods" / "mine.py"
     bad.write_text('"""A user\'s method."""\n\ndef broken(:\n    pass\n')
-    r = subprocess.run([sys.executable, "-m", "supportbench.cli", "methods"], capture_output=True, text=True,
-                       env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)}, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, "-m", "supportbench.cli", "methods"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)},
+        cwd=tmp_path,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{bad}, line 3: syntax error" in lines[0], r.stderr
     assert "internal error" not in r.stderr
 
 
-@pytest.mark.parametrize("command, options", [("report", ("--registry", "--out")), ("registry", ("--registry",)),
-                                              ("run", ("--benchmark", "--experiment", "--results"))])
+@pytest.mark.parametrize(
+    "command, options",
+    [
+        ("report", ("--registry", "--out")),
+        ("registry", ("--registry",)),
+        ("run", ("--benchmark", "--experiment", "--results")),
+    ],
+)
 def test_path_and_name_options_show_their_defaults(command, options):
     import re
 
-    text = " ".join(build_parser()._subparsers._group_actions[0].choices[command].format_help().split())
+    text = " ".join(
+        build_parser()._subparsers._group_actions[0].choices[command].format_help().split()
+    )
     for opt in options:
-        # "(default: X)", or a "Default:" sentence where the default depends on the subcommand (registry)
-        assert re.search(re.escape(opt) + r" [A-Z_]+ [^-]*(\(default: [^)]+\)|Default: \S)", text), (opt, text)
+        # "(default: X)", or a "Default:" sentence where
+        # the default depends on the subcommand (registry)
+        assert re.search(
+            re.escape(opt) + r" [A-Z_]+ [^-]*(\(default: [^)]+\)|Default: \S)", text
+        ), (opt, text)

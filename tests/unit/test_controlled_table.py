@@ -4,20 +4,26 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from supportbench.reports.stats import auroc, controlled_quantities, covariate_aurocs, locator_quantities
+from supportbench.reports.stats import (
+    auroc,
+    controlled_quantities,
+    covariate_aurocs,
+    locator_quantities,
+)
 
 
 def test_auroc_counts_pairs_and_halves_ties():
     s = np.array([3.0, 1.0, 2.0, 2.0, 0.0])
     y = np.array([1, 1, 0, 1, 0])
-    # positives 3, 1, 2 vs negatives 2, 0: (3>2)(3>0)(1<2)(1>0)(2=2)(2>0) -> 1+1+0+1+0.5+1 = 4.5 of 6
+    # positives 3, 1, 2 vs negatives 2, 0:
+    # (3>2)(3>0)(1<2)(1>0)(2=2)(2>0) -> 1+1+0+1+0.5+1 = 4.5 of 6
     assert auroc(s, y) == pytest.approx(4.5 / 6)
     assert auroc(s, np.ones(5, dtype=int)) is None
 
 
 def test_seven_quantities_by_hand():
-    score = np.array([0.9, -0.2, 0.4, -0.7, -0.1, 0.3])       # > 0: storage says backbone
-    inj_b = np.array([1, 0, 1, 0, 0, 1])                       # pairs (0,1), (2,3), (4,5)
+    score = np.array([0.9, -0.2, 0.4, -0.7, -0.1, 0.3])  # > 0: storage says backbone
+    inj_b = np.array([1, 0, 1, 0, 0, 1])  # pairs (0,1), (2,3), (4,5)
     pair = np.array([0, 0, 1, 1, 2, 2])
     J_b = np.array([1.0, 2.0, 1.5, 0.5, 1.0, 2.0])
     J_l = np.array([2.0, 2.5, 1.0, 1.5, 0.5, 3.0])
@@ -25,9 +31,10 @@ def test_seven_quantities_by_hand():
     q = controlled_quantities(score, inj_b, J_b, J_l, pair, nuis)
     # positives (backbone-injected) 0.9, 0.4, 0.3 vs negatives -0.2, -0.7, -0.1: all 9 pairs ordered
     assert q["auroc"] == pytest.approx(1.0)
-    # within-pair: pair 0: 0.9 > -0.2 yes; pair 1: 0.4 > -0.7 yes; pair 2: target 5 (0.3) > target 4 (-0.1) yes
+    # within-pair: pair 0: 0.9 > -0.2 yes; pair 1: 0.4 > -0.7 yes;
+    # pair 2: target 5 (0.3) > target 4 (-0.1) yes
     assert q["direction"] == "3/3"
-    diff = J_l - J_b                                           # [1, .5, -.5, 1, -.5, 1]
+    diff = J_l - J_b  # [1, .5, -.5, 1, -.5, 1]
     assert q["lora_wins"] == "4/6"
     # storage picks backbone where score > 0 (0, 2, 5); best is backbone where diff < 0 (2, 4)
     # agreement: t0 no, t1 yes (lora, lora), t2 yes, t3 yes, t4 no, t5 no -> 3/6
@@ -45,12 +52,19 @@ def test_seven_quantities_by_hand():
 
 def test_covariate_aurocs_by_hand():
     y = np.array([1, 1, 0, 0])
-    cov = {"nuisance_nll": np.array([2.0, 1.5, 0.5, 1.5]),      # pos 2.0, 1.5 vs neg 0.5, 1.5
-           "nuisance_grad_norm": np.array([0.1, 0.2, 0.3, 0.4]),
-           "nuisance_tokens": np.array([2.0, 2.0, 2.0, 2.0])}
+    cov = {
+        "nuisance_nll": np.array([2.0, 1.5, 0.5, 1.5]),  # pos 2.0, 1.5 vs neg 0.5, 1.5
+        "nuisance_grad_norm": np.array([0.1, 0.2, 0.3, 0.4]),
+        "nuisance_tokens": np.array([2.0, 2.0, 2.0, 2.0]),
+    }
     got = covariate_aurocs(cov, y)
-    # nll: (2>.5)(2>1.5)(1.5>.5)(1.5=1.5) -> 3.5/4; grad: every positive below every negative -> 0; constant -> 1/2
-    assert got == {"nuisance_grad_norm": 0.0, "nuisance_nll": pytest.approx(3.5 / 4), "nuisance_tokens": 0.5}
+    # nll: (2>.5)(2>1.5)(1.5>.5)(1.5=1.5) -> 3.5/4; grad: every
+    # positive below every negative -> 0; constant -> 1/2
+    assert got == {
+        "nuisance_grad_norm": 0.0,
+        "nuisance_nll": pytest.approx(3.5 / 4),
+        "nuisance_tokens": 0.5,
+    }
     assert list(got) == sorted(got)
 
 
@@ -70,19 +84,21 @@ def test_locator_quantities_are_table_1s_first_three_rows():
 
 
 def test_a_constant_covariate_leaves_the_residualized_auroc_unchanged():
-    """The answer length (2 tokens for every target) is collinear with the intercept: dropping it from the
-    regression cannot change the residuals (only float rounding)."""
+    """The answer length (2 tokens for every target) is collinear with the intercept: dropping it
+    from the regression cannot change the residuals (only float rounding)."""
     rng = np.random.default_rng(0)
     s, y, nll = rng.normal(size=12), np.tile([1, 0], 6), rng.normal(size=12)
-    with_tokens = controlled_quantities(s, y, np.zeros(12), np.ones(12), None, np.column_stack([nll, np.full(12, 2.0)]))
+    with_tokens = controlled_quantities(
+        s, y, np.zeros(12), np.ones(12), None, np.column_stack([nll, np.full(12, 2.0)])
+    )
     without = controlled_quantities(s, y, np.zeros(12), np.ones(12), None, nll[:, None])
     assert with_tokens["resid_auroc"] == without["resid_auroc"]
 
 
 def test_locators_and_covariates_from_the_registry(tmp_path):
-    """Each run carries every locator's score as ``locator:<name>``; the report reads them per target, the
-    legacy constant ``nuisance_tokens`` is no covariate, and a covariate that encodes the label (own AUROC
-    outside 0.5 +- COVARIATE_BAND) is reported but not regressed on."""
+    """Each run carries every locator's score as ``locator:<name>``; the report reads them per
+    target, the legacy constant ``nuisance_tokens`` is no covariate, and a covariate that encodes
+    the label (own AUROC outside 0.5 +- COVARIATE_BAND) is reported but not regressed on."""
     from supportbench.registry import synthetic as syn
     from supportbench.registry.ingest import ingest
     from supportbench.registry.store import connect
@@ -90,22 +106,39 @@ def test_locators_and_covariates_from_the_registry(tmp_path):
 
     score_a, score_b = [0.9, -0.2, 0.4, -0.7], [0.1, 0.3, -0.5, -0.6]
     nll, inj = [0.5, 0.1, 0.7, 0.2], [1, 0, 1, 0]
-    grad = [0.2, 0.4, 0.6, 0.5]   # positives .2, .6 vs negatives .4, .5: AUROC 2/4 = 0.5, carries no label
+    grad = [
+        0.2,
+        0.4,
+        0.6,
+        0.5,
+    ]  # positives .2, .6 vs negatives .4, .5: AUROC 2/4 = 0.5, carries no label
     J = {"backbone": [0.1, 0.5, 0.2, 0.4], "lora": [0.6, 0.7, 0.1, 0.9]}
     for k in range(4):
-        comps = {"storage_score": score_a[k], "locator:a": score_a[k], "locator:b": score_b[k],
-                 "injected_backbone": float(inj[k]), "pair": float(k // 2), "nuisance_nll": nll[k],
-                 "nuisance_grad_norm": grad[k], "nuisance_tokens": 2.0}
+        comps = {
+            "storage_score": score_a[k],
+            "locator:a": score_a[k],
+            "locator:b": score_b[k],
+            "injected_backbone": float(inj[k]),
+            "pair": float(k // 2),
+            "nuisance_nll": nll[k],
+            "nuisance_grad_norm": grad[k],
+            "nuisance_tokens": 2.0,
+        }
         for m in ("backbone", "lora"):
-            syn.write(tmp_path / "res", syn.record(benchmark="controlled", field=f"t{k:02d}", method=m,
-                                                    J=J[m][k], components=comps))
+            syn.write(
+                tmp_path / "res",
+                syn.record(
+                    benchmark="controlled", field=f"t{k:02d}", method=m, J=J[m][k], components=comps
+                ),
+            )
     con = connect(tmp_path / "r.duckdb")
     ingest(con, tmp_path / "res")
     ctx = Context.from_registry(con)
     got = controlled_locators(ctx)
-    X = np.array(grad)[:, None]          # nll encodes the label (AUROC 1.0): left out
-    want = locator_quantities({"a": np.array(score_a), "b": np.array(score_b)}, np.array(inj),
-                              np.array([0, 0, 1, 1]), X)
+    X = np.array(grad)[:, None]  # nll encodes the label (AUROC 1.0): left out
+    want = locator_quantities(
+        {"a": np.array(score_a), "b": np.array(score_b)}, np.array(inj), np.array([0, 0, 1, 1]), X
+    )
     assert got["locators"] == want
     # nll: positives .5, .7 vs negatives .1, .2 -> all four ordered
     assert got["covariates"] == {"nuisance_grad_norm": 0.5, "nuisance_nll": 1.0}

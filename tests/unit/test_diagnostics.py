@@ -29,7 +29,10 @@ def reference_intervention_score(model, rec, objective, eps):
     def unl():
         s, n = sequence_nll(model, rec.F)
         rs, rn = sequence_nll(model, rec.R)
-        return obj.forget_coef * obj.forget_term(s, n, s.detach()) + obj.retain_coef * rs.sum() / rn.sum()
+        return (
+            obj.forget_coef * obj.forget_term(s, n, s.detach())
+            + obj.retain_coef * rs.sum() / rn.sum()
+        )
 
     u0 = full_grad(model, params, unl)
     g = {q: full_grad(model, params, lambda q=q: mean_nll(getattr(rec, q))) for q in "FRPN"}
@@ -56,7 +59,9 @@ def test_each_diagnostic_computed_once_for_all_methods(tiny_model, diag_records)
     for name in list_methods():
         compute_scores(get_method(name), diag)
     assert diag.computed and set(diag.computed.values()) == {1}
-    assert {"grad:F", "objective_direction", "attribution:corrupted", "random_label_grad:R"} <= set(diag.computed)
+    assert {"grad:F", "objective_direction", "attribution:corrupted", "random_label_grad:R"} <= set(
+        diag.computed
+    )
 
 
 def test_diagnostics_refuse_anything_but_diagnostic_records(tiny_model, tiny_sets):
@@ -66,23 +71,35 @@ def test_diagnostics_refuse_anything_but_diagnostic_records(tiny_model, tiny_set
     class EvalSplit(type(tiny_sets["forget"])):  # an evaluation split is a different type
         pass
 
-    ev = EvalSplit(*[getattr(tiny_sets["forget"], f) for f in ("input_ids", "attention_mask", "labels")])
-    with pytest.raises(TypeError, match="DiagnosticRecords.F must be a TokenizedSet of diagnostic records"):
-        DiagnosticRecords(F=ev, R=tiny_sets["retain"], P=tiny_sets["protected"], N=tiny_sets["neutral"])
+    ev = EvalSplit(
+        *[getattr(tiny_sets["forget"], f) for f in ("input_ids", "attention_mask", "labels")]
+    )
+    with pytest.raises(
+        TypeError, match="DiagnosticRecords.F must be a TokenizedSet of diagnostic records"
+    ):
+        DiagnosticRecords(
+            F=ev, R=tiny_sets["retain"], P=tiny_sets["protected"], N=tiny_sets["neutral"]
+        )
 
 
 def test_fisher_and_grad_chunking_is_exact(tiny_model, diag_records):
-    """No diagnostic depends on the forward batch size: the Fisher's micro-batch is its own (FILA's 4)."""
+    """No diagnostic depends on the forward batch size: the Fisher's micro-batch is its own (FILA's
+    4)."""
     a = Diagnostics(tiny_model, diag_records, "npo", batch_size=1)
     b = Diagnostics(tiny_model, diag_records, "npo", batch_size=64)
-    c = Diagnostics(tiny_model, diag_records, "npo", batch_size=3)  # micro-batches of 4 straddle batches of 3
+    c = Diagnostics(
+        tiny_model, diag_records, "npo", batch_size=3
+    )  # micro-batches of 4 straddle batches of 3
     for k in a.role_grad("F"):
         torch.testing.assert_close(a.role_grad("F")[k], b.role_grad("F")[k], rtol=1e-4, atol=1e-7)
         for d in (b, c):
-            torch.testing.assert_close(a.role_grad("F", "sum")[k], d.role_grad("F", "sum")[k], rtol=1e-4, atol=1e-7)
+            torch.testing.assert_close(
+                a.role_grad("F", "sum")[k], d.role_grad("F", "sum")[k], rtol=1e-4, atol=1e-7
+            )
             torch.testing.assert_close(a.fisher("F")[k], d.fisher("F")[k], rtol=1e-4, atol=1e-9)
-            torch.testing.assert_close(a.random_label_grad("R")[k], d.random_label_grad("R")[k],
-                                       rtol=1e-4, atol=1e-8)
+            torch.testing.assert_close(
+                a.random_label_grad("R")[k], d.random_label_grad("R")[k], rtol=1e-4, atol=1e-8
+            )
     # the Fisher depends on its micro-batch by definition; with 1 it is sum_i n_i g_i^2 / N
     assert not torch.allclose(a.fisher("F", 1)[k], a.fisher("F", 64)[k])
     assert a.fisher("F")[k] is a.get("fisher:F@4")[k]
@@ -113,7 +130,7 @@ def test_attribution_matches_leaf_patching_on_last_layer(tiny_model, diag_record
     hd.remove()
     mask = diag_records.F.attention_mask.bool().unsqueeze(-1)
     want = (((captured["h"].detach() - h_clean) * grad) * mask).sum((0, 1)).double()
-    torch.testing.assert_close(got[last.offset:last.offset + last.n], want, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(got[last.offset : last.offset + last.n], want, rtol=1e-4, atol=1e-6)
     assert not torch.equal(c.input_ids, diag_records.F.input_ids)
     outside = ~diag_records.F.subject_mask
     assert torch.equal(c.input_ids[outside], diag_records.F.input_ids[outside])
@@ -128,7 +145,8 @@ def test_counterfactual_swaps_in_another_subject(tiny_model, diag_records):
 
 @pytest.mark.parametrize("method", ["activation", "activation_down", "storage", "wagle"])
 def test_column_with_amplified_neuron_ranks_first(tiny_model, diag_records, method):
-    """Scaling up_proj row j by 100 scales neuron j's activation and the gradient of its down-proj column."""
+    """Scaling up_proj row j by 100 scales neuron j's activation and the gradient of its down-proj
+    column."""
     j = 7
     with torch.no_grad():
         tiny_model.model.layers[1].mlp.up_proj.weight[j] *= 100.0
@@ -138,17 +156,30 @@ def test_column_with_amplified_neuron_ranks_first(tiny_model, diag_records, meth
     assert int(torch.argmax(scores)) == geo.tensors[1].offset + j
 
 
-def test_counterfactual_borrows_retain_names_when_forget_has_one_subject(tiny_tokenizer, tiny_model):
+def test_counterfactual_borrows_retain_names_when_forget_has_one_subject(
+    tiny_tokenizer, tiny_model
+):
     from supportbench.unlearning.data import tokenize_pairs
 
     def make(pairs, subjects):
-        return tokenize_pairs(tiny_tokenizer, [f"Q: {q}\nA: " for q, _ in pairs], [a for _, a in pairs],
-                              subjects=subjects)
+        return tokenize_pairs(
+            tiny_tokenizer,
+            [f"Q: {q}\nA: " for q, _ in pairs],
+            [a for _, a in pairs],
+            subjects=subjects,
+        )
 
-    one = [("Where was Ada Quill born?", "Port Varnel."), ("What does Ada Quill write?", "Sea novels.")]
+    one = [
+        ("Where was Ada Quill born?", "Port Varnel."),
+        ("What does Ada Quill write?", "Sea novels."),
+    ]
     other = [("Which city does Cy Morrow live in?", "Elder Bay.")]
-    rec = DiagnosticRecords(F=make(one, ["Ada Quill"] * 2), R=make(other, ["Cy Morrow"]), P=make(other, None),
-                            N=make(other, None))
+    rec = DiagnosticRecords(
+        F=make(one, ["Ada Quill"] * 2),
+        R=make(other, ["Cy Morrow"]),
+        P=make(other, None),
+        N=make(other, None),
+    )
     cf = Diagnostics(tiny_model, rec, "npo").corrupted_inputs("counterfactual")
     m = rec.F.subject_mask[0]
     assert not torch.equal(cf.input_ids[0][m], rec.F.input_ids[0][m])
@@ -158,8 +189,9 @@ def test_counterfactual_borrows_retain_names_when_forget_has_one_subject(tiny_to
 
 
 def _autograd_batches(model, params, data, batch_size):
-    """Per-batch gradients of the mean-token answer NLL, the textbook way (parameter .grad): the upstream
-    loops (WAGLE's generate_mask.py, FILA's measure_importance.py, KnowUnDo's compute_info) at that batch size."""
+    """Per-batch gradients of the mean-token answer NLL, the textbook way (parameter .grad): the
+    upstream loops (WAGLE's generate_mask.py, FILA's measure_importance.py, KnowUnDo's compute_info)
+    at that batch size."""
     out = []
     for b in data.batches(batch_size):
         s, n = sequence_nll(model, b)
@@ -175,8 +207,9 @@ def _frozen_except(model, params):
 
 
 def test_fused_contractions_equal_parameter_gradients(tiny_model, diag_records):
-    """mean / per-example sum / Fisher and the random-label gradient, against autograd on the weights, each
-    with its upstream's batching: WAGLE batch 1 summed, FILA batch 4, KnowUnDo batch 1 / dataset length."""
+    """mean / per-example sum / Fisher and the random-label gradient, against autograd on the
+    weights, each with its upstream's batching: WAGLE batch 1 summed, FILA batch 4, KnowUnDo batch 1
+    / dataset length."""
     diag = Diagnostics(tiny_model, diag_records, "npo", batch_size=3)
     diag.prepare(["grad:F", "grad_sum:F", "fisher:F", "random_label_grad:R"])
     geo = diag.geometry
@@ -190,23 +223,38 @@ def test_fused_contractions_equal_parameter_gradients(tiny_model, diag_records):
         want_sum = sum(g[i] for g, _ in per)
         want_fisher = sum(n * g[i] ** 2 for g, n in per4) / total
         torch.testing.assert_close(diag.role_grad("F")[t.name], want_mean, rtol=1e-4, atol=1e-7)
-        torch.testing.assert_close(diag.role_grad("F", "sum")[t.name], want_sum, rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(
+            diag.role_grad("F", "sum")[t.name], want_sum, rtol=1e-4, atol=1e-7
+        )
         torch.testing.assert_close(diag.fisher("F")[t.name], want_fisher, rtol=1e-4, atol=1e-9)
     copies = [diag._random_label_copy(diag_records.R, c) for c in range(diag.random_label_copies)]
-    examples = [(g, n) for copy in copies for g, n in _autograd_batches(tiny_model, params, copy, 1)]
+    examples = [
+        (g, n) for copy in copies for g, n in _autograd_batches(tiny_model, params, copy, 1)
+    ]
     for i, t in enumerate(geo.tensors):
         want = sum(g[i] for g, _ in examples) / len(examples)  # every example weighs the same
         torch.testing.assert_close(diag.random_label_grad("R")[t.name], want, rtol=1e-4, atol=1e-7)
 
 
 def test_fused_gradients_on_gpt2_conv1d_layout(tiny_tokenizer, diag_records):
-    """GPT-2 stores the down-projection transposed (Conv1D [d_ff, d_model]); the contraction follows."""
+    """GPT-2 stores the down-projection transposed (Conv1D [d_ff, d_model]); the contraction
+    follows."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
     eos = tiny_tokenizer.eos_token_id
-    model = GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=2, n_head=2, n_inner=40, n_positions=64,
-                                       vocab_size=len(tiny_tokenizer), bos_token_id=eos, eos_token_id=eos)).eval()
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            n_embd=16,
+            n_layer=2,
+            n_head=2,
+            n_inner=40,
+            n_positions=64,
+            vocab_size=len(tiny_tokenizer),
+            bos_token_id=eos,
+            eos_token_id=eos,
+        )
+    ).eval()
     diag = Diagnostics(model, diag_records, "graddiff", batch_size=3)
     got = diag.objective_direction()
     params = [t.param for t in diag.geometry.tensors]
@@ -225,16 +273,24 @@ def test_prepare_runs_each_record_batch_through_the_model_once(tiny_model, diag_
     shared.prepare(union)
     batches = lambda data: -(-len(data) // 2)  # noqa: E731
     F, R = diag_records.F, diag_records.R
-    want = (sum(batches(getattr(diag_records, q)) for q in "FRPN")
-            + shared.random_label_copies * (batches(F) + batches(R))
-            + 2 * batches(F))  # the corrupted and the counterfactual run of F
+    want = (
+        sum(batches(getattr(diag_records, q)) for q in "FRPN")
+        + shared.random_label_copies * (batches(F) + batches(R))
+        + 2 * batches(F)
+    )  # the corrupted and the counterfactual run of F
     assert shared.passes == want
     for m in list_methods():
         compute_scores(get_method(m), shared)
     assert shared.passes == want  # everything was prepared; scoring runs nothing more
     rows = shared.plan_rows(union)
-    assert rows == {"backward_rows": len(F) + len(R) + len(diag_records.P) + len(diag_records.N)
-                    + shared.random_label_copies * (len(F) + len(R)), "forward_only_rows": 2 * len(F)}
+    assert rows == {
+        "backward_rows": len(F)
+        + len(R)
+        + len(diag_records.P)
+        + len(diag_records.N)
+        + shared.random_label_copies * (len(F) + len(R)),
+        "forward_only_rows": 2 * len(F),
+    }
     one_by_one = Diagnostics(tiny_model, diag_records, "npo", batch_size=2)
     for m in list_methods():
         compute_scores(get_method(m), one_by_one)
@@ -257,21 +313,32 @@ def _per_example(model, params, data):
 
 
 def test_wagle_sums_per_example_gradients_like_its_tofu_configs(tiny_model, diag_records):
-    """generate_mask.py at batch size 1: g = sum_i grad(mean-token NLL of example i); |(theta - g_r/mu) g_f|."""
+    """generate_mask.py at batch size 1: g = sum_i grad(mean-token NLL of example i); |(theta -
+    g_r/mu) g_f|."""
     diag = Diagnostics(tiny_model, diag_records, "npo", batch_size=16)
     got = compute_scores(get_method("wagle"), diag)
     geo = diag.geometry
     params = [t.param for t in geo.tensors]
     _frozen_except(tiny_model, params)
-    gf = [sum(g[i] for g in _per_example(tiny_model, params, diag_records.F)) for i in range(len(params))]
-    gr = [sum(g[i] for g in _per_example(tiny_model, params, diag_records.R)) for i in range(len(params))]
+    gf = [
+        sum(g[i] for g in _per_example(tiny_model, params, diag_records.F))
+        for i in range(len(params))
+    ]
+    gr = [
+        sum(g[i] for g in _per_example(tiny_model, params, diag_records.R))
+        for i in range(len(params))
+    ]
     want = []
     for i, t in enumerate(geo.tensors):
         elem = ((t.param.detach().double() - gr[i].double() / 1e-6) * gf[i].double()).abs()
         want.append(elem.sum(0))
     torch.testing.assert_close(got, torch.cat(want), rtol=1e-4, atol=1e-6)
-    other = compute_scores(get_method("wagle"), Diagnostics(tiny_model, diag_records, "npo", batch_size=5))
-    torch.testing.assert_close(got, other, rtol=1e-4, atol=1e-6)   # no longer a function of the batch size
+    other = compute_scores(
+        get_method("wagle"), Diagnostics(tiny_model, diag_records, "npo", batch_size=5)
+    )
+    torch.testing.assert_close(
+        got, other, rtol=1e-4, atol=1e-6
+    )  # no longer a function of the batch size
 
 
 def test_memflex_weighs_every_random_label_example_equally(tiny_model, diag_records):
@@ -284,7 +351,11 @@ def test_memflex_weighs_every_random_label_example_equally(tiny_model, diag_reco
 
     def rl(q):
         data = getattr(diag_records, q)
-        ex = [g for c in range(3) for g in _per_example(tiny_model, params, diag._random_label_copy(data, c))]
+        ex = [
+            g
+            for c in range(3)
+            for g in _per_example(tiny_model, params, diag._random_label_copy(data, c))
+        ]
         return [sum(g[i] for g in ex).double() / len(ex) for i in range(len(params))]
 
     gu, gr = rl("F"), rl("R")
@@ -296,14 +367,14 @@ def test_memflex_weighs_every_random_label_example_equally(tiny_model, diag_reco
     eligible = (cos < 0.92) & (mag > mag.median())
     want = sorted(range(len(mag)), key=lambda j: (not bool(eligible[j]), -float(mag[j]), j))
     assert torch.argsort(-got, stable=True).tolist() == want
-    assert 0 < int(eligible.sum()) < len(mag)   # the eligibility rule is exercised both ways
+    assert 0 < int(eligible.sum()) < len(mag)  # the eligibility rule is exercised both ways
 
 
 @pytest.mark.parametrize("objective", ["npo", "graddiff"])
 def test_every_method_scores_the_same_fused_or_one_at_a_time(tiny_model, objective):
-    """A key's value does not depend on which keys share its pass: every registered method's scores from one
-    fused pass equal those from passes taken method by method, releasing keys no later method reads (what the
-    runner does when a cell's buffers do not fit the GPU)."""
+    """A key's value does not depend on which keys share its pass: every registered method's scores
+    from one fused pass equal those from passes taken method by method, releasing keys no later
+    method reads (what the runner does when a cell's buffers do not fit the GPU)."""
     from supportbench.unlearning.data import TokenizedSet
 
     def rows(n, seed):
@@ -322,9 +393,11 @@ def test_every_method_scores_the_same_fused_or_one_at_a_time(tiny_model, objecti
     one_by_one = Diagnostics(tiny_model, recs, objective, batch_size=4)
     for i, n in enumerate(names):
         got = compute_scores(get_method(n), one_by_one)
-        one_by_one.release(r for later in names[i + 1:] for r in get_method(later).requires)
+        one_by_one.release(r for later in names[i + 1 :] for r in get_method(later).requires)
         assert torch.equal(got, compute_scores(get_method(n), fused)), n
-        assert set(one_by_one._cache) <= {k for later in names[i + 1:] for k in map(_key, get_method(later).requires)}
+        assert set(one_by_one._cache) <= {
+            k for later in names[i + 1 :] for k in map(_key, get_method(later).requires)
+        }
     assert one_by_one.passes > fused.passes
 
 
@@ -335,11 +408,14 @@ def _key(k):
 
 
 @pytest.mark.parametrize("objective", ["npo", "simnpo", "graddiff"])
-def test_objective_direction_is_the_autograd_gradient_beside_a_role_gradient(tiny_model, diag_records, objective):
-    """u0 taken in the same pass as grad:F (the F block then holds both) equals the autograd gradient of the
-    objective at theta_0. (SimNPO weighs each row differently unless its sigmoid saturates, as it does on this
-    tiny model: the streamed contraction once dropped the per-row term beside a role gradient, and only a
-    LACUNA theta_0 showed it; this test does not reach that case.)"""
+def test_objective_direction_is_the_autograd_gradient_beside_a_role_gradient(
+    tiny_model, diag_records, objective
+):
+    """u0 taken in the same pass as grad:F (the F block then holds both) equals the autograd
+    gradient of the objective at theta_0. (SimNPO weighs each row differently unless its sigmoid
+    saturates, as it does on this tiny model: the streamed contraction once dropped the per-row term
+    beside a role gradient, and only a LACUNA theta_0 showed it; this test does not reach that
+    case.)"""
     from supportbench.unlearning.objectives import get_objective
 
     _direction_is_the_autograd_gradient(tiny_model, diag_records, get_objective(objective))
@@ -354,7 +430,9 @@ def _direction_is_the_autograd_gradient(tiny_model, diag_records, obj) -> None:
     _frozen_except(tiny_model, params)
     s, n = sequence_nll(tiny_model, diag_records.F)
     rs, rn = sequence_nll(tiny_model, diag_records.R)
-    loss = obj.forget_coef * obj.forget_term(s, n, s.detach()) + obj.retain_coef * rs.sum() / rn.sum()
+    loss = (
+        obj.forget_coef * obj.forget_term(s, n, s.detach()) + obj.retain_coef * rs.sum() / rn.sum()
+    )
     want = torch.autograd.grad(loss, params)
     for p in tiny_model.parameters():
         p.requires_grad_(False)
@@ -363,14 +441,17 @@ def _direction_is_the_autograd_gradient(tiny_model, diag_records, obj) -> None:
 
 
 def test_simnpo_direction_with_unequal_row_weights_beside_a_role_gradient(tiny_model, diag_records):
-    """The case the test above cannot reach: SimNPO's margin delta set to the forget rows' median mean-token NLL
-    and a steep beta, so its sigmoid does not saturate and each row has its own weight (checked), while grad:F
-    shares the pass.
+    """The case the test above cannot reach: SimNPO's margin delta set to the forget rows' median
+    mean-token NLL and a steep beta, so its sigmoid does not saturate and each row has its own
+    weight (checked), while grad:F shares the pass.
     The streamed contraction once dropped this per-row term (found only on LACUNA's theta_0)."""
     s, n = sequence_nll(tiny_model, diag_records.F)
     per_token = (s / n.clamp(min=1)).detach()
-    # the random tiny model's rows differ by ~0.02 nat/token: a steep sigmoid (beta = 200) spreads them
+    # the random tiny model's rows differ by ~0.02
+    # nat/token: a steep sigmoid (beta = 200) spreads them
     obj = get_objective("simnpo", beta=200.0, delta=float(per_token.median()))
-    weights = torch.sigmoid(-obj.beta * (per_token - obj.delta))   # d loss / d (nll/|y|) per row, up to -2/N
-    assert float(weights.max() - weights.min()) > 0.2, weights      # the rows really differ
+    weights = torch.sigmoid(
+        -obj.beta * (per_token - obj.delta)
+    )  # d loss / d (nll/|y|) per row, up to -2/N
+    assert float(weights.max() - weights.min()) > 0.2, weights  # the rows really differ
     _direction_is_the_autograd_gradient(tiny_model, diag_records, obj)

@@ -6,7 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supportbench.errors import CalibrationError, DecisionError, SpecError
-from supportbench.experiments.decisions import ACTIONS, freeze_decision, load_decision, load_decision_for
+from supportbench.experiments.decisions import (
+    ACTIONS,
+    freeze_decision,
+    load_decision,
+    load_decision_for,
+)
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.calibration import calibrate
 from supportbench.harness.dirr import candidate_supports
@@ -25,13 +30,13 @@ def geometry(costs_per_tensor):
 def test_candidate_family_equal_cost_by_hand():
     geo = geometry([(3, 200)])
     scores = torch.arange(200, dtype=torch.float64)  # group g has score g
-    s0 = select(scores, 3 * 100, geo)               # top 100: groups 100..199
+    s0 = select(scores, 3 * 100, geo)  # top 100: groups 100..199
     c = candidate_supports(scores, s0, ACTIONS)
     assert c[0.0] is s0
     # rho = 0.05: k = 5; drop 100..104 (lowest selected), add 99..95 (best unselected)
     assert set(s0.groups) - set(c[0.05].groups) == {100, 101, 102, 103, 104}
     assert set(c[0.05].groups) - set(s0.groups) == {95, 96, 97, 98, 99}
-    assert len(set(c[0.025].groups) ^ set(s0.groups)) == 2 * 2   # floor(2.5) = 2
+    assert len(set(c[0.025].groups) ^ set(s0.groups)) == 2 * 2  # floor(2.5) = 2
     assert all(cand.cost == s0.cost for cand in c.values())
 
 
@@ -57,9 +62,9 @@ def test_heterogeneous_cost_matching():
 
 
 def test_heterogeneous_no_exact_match_is_an_error():
-    geo = geometry([(2, 10), (3, 10)])          # ten groups of cost 2 (best), ten of cost 3
+    geo = geometry([(2, 10), (3, 10)])  # ten groups of cost 2 (best), ten of cost 3
     scores = torch.arange(20, dtype=torch.float64).flip(0)
-    s0 = select(scores, 20, geo)                # all cost-2 groups
+    s0 = select(scores, 20, geo)  # all cost-2 groups
     with pytest.raises(SpecError, match="no set of unselected groups costs exactly 2"):
         candidate_supports(scores, s0, (0.0, 0.1))  # frees 2, only cost-3 groups remain
 
@@ -98,14 +103,28 @@ def test_calibration_ties_prefer_larger_tau():
 
 
 def test_calibration_empty_admissible_set():
-    with pytest.raises(CalibrationError, match=r"no threshold has a trigger fraction in the admissible range"):
+    with pytest.raises(
+        CalibrationError, match=r"no threshold has a trigger fraction in the admissible range"
+    ):
         calibrate([0.0, 0.0, 0.0], [1, 1, 1], T=200, t=160, d=20, admissible=(0.2, 0.8))
 
 
 def frozen(tmp_path, **over):
-    items = dict(tau=0.02125, rho_p=0.01, d=20, t=160, T=200, actions=list(ACTIONS), admissible_range=[0.2, 0.8],
-                 calibration_seeds=[73, 311, 997], baselines=["projected_causal"], benchmark="tofu",
-                 objective="npo", selection="evaluation", calibration_runs=[])
+    items = dict(
+        tau=0.02125,
+        rho_p=0.01,
+        d=20,
+        t=160,
+        T=200,
+        actions=list(ACTIONS),
+        admissible_range=[0.2, 0.8],
+        calibration_seeds=[73, 311, 997],
+        baselines=["projected_causal"],
+        benchmark="tofu",
+        objective="npo",
+        selection="evaluation",
+        calibration_runs=[],
+    )
     items.update(over)
     return freeze_decision(tmp_path, **items)
 
@@ -134,22 +153,61 @@ def test_calibrate_and_freeze_reads_only_complete_calibration_records(tmp_path):
     from supportbench.harness.calibration import calibrate_and_freeze
 
     def rec(seed, s, cands, split="calibration", complete=True):
-        dirr = DirrResult(decision_hash=None, unfrozen=False, tau=None, probe_signal=s, probe_values={},
-                          triggered=True, chosen_rho=0.0, selection="evaluation", candidates=cands,
-                          candidates_J=cands, rho0_J=cands["0.0"], post_hoc=False, complete=complete,
-                          calibration=split == "calibration")
-        return RunRecord(run_key=f"{seed:064d}", status="ok", dirr=dirr, compute=Compute(),
-                         spec={"split": split, "variant": "dirr", "field": "f", "seed": seed, "T": 20, "t": 16,
-                               "d": 2, "rho_p": 0.01, "benchmark": "tofu", "objective": "npo"},
-                         provenance=Provenance(supportbench="-", git="-", torch="-", transformers="-", started_at="-"))
+        dirr = DirrResult(
+            decision_hash=None,
+            unfrozen=False,
+            tau=None,
+            probe_signal=s,
+            probe_values={},
+            triggered=True,
+            chosen_rho=0.0,
+            selection="evaluation",
+            candidates=cands,
+            candidates_J=cands,
+            rho0_J=cands["0.0"],
+            post_hoc=False,
+            complete=complete,
+            calibration=split == "calibration",
+        )
+        return RunRecord(
+            run_key=f"{seed:064d}",
+            status="ok",
+            dirr=dirr,
+            compute=Compute(),
+            spec={
+                "split": split,
+                "variant": "dirr",
+                "field": "f",
+                "seed": seed,
+                "T": 20,
+                "t": 16,
+                "d": 2,
+                "rho_p": 0.01,
+                "benchmark": "tofu",
+                "objective": "npo",
+            },
+            provenance=Provenance(
+                supportbench="-", git="-", torch="-", transformers="-", started_at="-"
+            ),
+        )
 
-    recs = [rec(1, 0.0, {"0.0": 1.0, "0.01": 0.5}), rec(2, 0.3, {"0.0": 1.0, "0.01": 1.4}),
-            rec(3, 0.1, {"0.0": 2.0, "0.01": 2.1}), rec(4, 0.0, {"0.0": 0.0, "0.01": 0.0})]
+    recs = [
+        rec(1, 0.0, {"0.0": 1.0, "0.01": 0.5}),
+        rec(2, 0.3, {"0.0": 1.0, "0.01": 1.4}),
+        rec(3, 0.1, {"0.0": 2.0, "0.01": 2.1}),
+        rec(4, 0.0, {"0.0": 0.0, "0.01": 0.0}),
+    ]
     cal, dec = calibrate_and_freeze(recs, tmp_path, baselines=["wagle"], admissible=(0.25, 0.5))
-    assert cal.tau == 0.1 and dec["calibration_seeds"] == [1, 2, 3, 4] and dec["baselines"] == ["wagle"]
+    assert (
+        cal.tau == 0.1
+        and dec["calibration_seeds"] == [1, 2, 3, 4]
+        and dec["baselines"] == ["wagle"]
+    )
     assert dec["calibration"]["instances"][1]["gamma"] == pytest.approx(0.4)
     assert (tmp_path / f"{dec['hash']}.json").exists()
-    with pytest.raises(CalibrationError, match="calibration reads calibration-split DIR-R runs only"):
+    with pytest.raises(
+        CalibrationError, match="calibration reads calibration-split DIR-R runs only"
+    ):
         calibrate_and_freeze(recs + [rec(5, 0.0, {"0.0": 0.0}, split="final")], tmp_path)
     with pytest.raises(CalibrationError, match="no complete candidate set"):
         calibrate_and_freeze([rec(6, 0.0, {"0.0": 0.0}, complete=False)], tmp_path)
@@ -161,8 +219,30 @@ def test_degenerate_probe_action_is_refused():
     geo = geometry([(2, 60)])
     scores = torch.arange(60, dtype=torch.float64)
     s0 = select(scores, 2 * 50, geo)  # M = 50: floor(0.01 * 50) = 0
-    spec = RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=20, t=10, d=2, rho_p=0.01,
-                   hyperparameters={"tau": 0.0})
+    spec = RunSpec(
+        "tofu",
+        "forget10",
+        "npo",
+        "intervention_score",
+        variant="dirr",
+        T=20,
+        t=10,
+        d=2,
+        rho_p=0.01,
+        hyperparameters={"tau": 0.0},
+    )
     with pytest.raises(SpecError, match=r"rho_p=0.01 swaps floor\(0.01 x 50\) = 0 groups"):
-        run_dirr(spec, bench=None, model=None, roles=None, geometry=geo, scores=scores, support=s0,
-                 objective=None, data=None, config=None, decision=None, progress=False)
+        run_dirr(
+            spec,
+            bench=None,
+            model=None,
+            roles=None,
+            geometry=geo,
+            scores=scores,
+            support=s0,
+            objective=None,
+            data=None,
+            config=None,
+            decision=None,
+            progress=False,
+        )

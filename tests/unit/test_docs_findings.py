@@ -1,8 +1,8 @@
-"""docs/findings.md cannot go stale: its stamp must name the code of this tree — the reports code that wrote
-it and, for every run of the demo experiment, the code fingerprint the run has under this tree. Regenerate
-it after a change that moves either: `make demo`, then
+"""docs/findings.md cannot go stale: its stamp must name the code of this tree — the reports code
+that wrote it and, for every run of the demo experiment, the code fingerprint the run has under this
+tree. Regenerate it after a change that moves either: `make demo`, then
 `supportbench report --registry results/demo/registry.duckdb --out results/demo/report --findings docs/findings.md`.
-"""
+"""  # noqa: E501
 
 from pathlib import Path
 
@@ -11,8 +11,10 @@ from supportbench.experiments.plan import ExperimentSpec
 from supportbench.reports.findings import read_stamp
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "findings.md"
-REGENERATE = ("regenerate it from a fresh `make demo` of this tree: supportbench report --registry "
-              "results/demo/registry.duckdb --out results/demo/report --findings docs/findings.md")
+REGENERATE = (
+    "regenerate it from a fresh `make demo` of this tree: supportbench report --registry "
+    "results/demo/registry.duckdb --out results/demo/report --findings docs/findings.md"
+)
 
 
 def test_docs_findings_was_generated_by_this_trees_code():
@@ -20,8 +22,12 @@ def test_docs_findings_was_generated_by_this_trees_code():
 
     stamp = read_stamp(DOC.read_text(encoding="utf-8"))
     assert stamp is not None, f"docs/findings.md has no provenance stamp; {REGENERATE}"
-    assert stamp["reports_code"] == source_hash("reports"), f"the reports code changed since; {REGENERATE}"
+    assert stamp["reports_code"] == source_hash("reports"), (
+        f"the reports code changed since; {REGENERATE}"
+    )
     spec = ExperimentSpec.from_toml("mini-paper")
     want = sorted({fingerprint(s).hash for s in spec.all_runs()})
-    assert stamp["fingerprints"] == want, f"the code behind the demo's runs changed since; {REGENERATE}"
+    assert stamp["fingerprints"] == want, (
+        f"the code behind the demo's runs changed since; {REGENERATE}"
+    )
     assert stamp["records"] == len(spec.all_runs())

@@ -1,5 +1,6 @@
-"""findings.md renders the verdicts of the claims the experiment registered (reports/verdicts.py), cites the
-claims' hash, and says when they were not registered; its rows are the verdicts' own numbers."""
+"""findings.md renders the verdicts of the claims the experiment registered (reports/verdicts.py),
+cites the claims' hash, and says when they were not registered; its rows are the verdicts' own
+numbers."""
 
 import sys
 from pathlib import Path
@@ -40,26 +41,39 @@ def test_findings_render_every_registered_claims_verdict(db):
         row = _row(text, v.claim.title)
         assert f"| {v.verdict} |" in row, row
         assert f"**{v.verdict}.**" in _section(text, v.claim.title)
-    # the fixture has one theta_0 build: every claim that could be judged reads inconclusive, saying why
+    # the fixture has one theta_0 build: every claim that
+    # could be judged reads inconclusive, saying why
     assert "1 theta_0 build(s); the claims file asks for at least 3" in text
 
 
 def test_a_precondition_that_fails_reads_not_tested_and_says_why(db):
     con = connect(db, read_only=True)
     ctx = T.Context.from_registry(con)
-    # DIR-R never triggered: its runs are Static-IV's continuations, so 'improves on Static-IV' is not tested
+    # DIR-R never triggered: its runs are Static-IV's
+    # continuations, so 'improves on Static-IV' is not tested
     quiet = ctx.results.with_columns(
-        pl.when(pl.col("variant") == "dirr").then(False).otherwise(pl.col("triggered")).alias("triggered"),
-        pl.lit("development").alias("selection"))
+        pl.when(pl.col("variant") == "dirr")
+        .then(False)
+        .otherwise(pl.col("triggered"))
+        .alias("triggered"),
+        pl.lit("development").alias("selection"),
+    )
     text = findings(T.Context(quiet, ctx.decisions, ctx.components), None, None, "x")
     assert "| not tested |" in _row(text, "Natural-TOFU: DIR-R improves")
     assert "DIR-R never triggered" in _section(text, "Natural-TOFU: DIR-R improves")
     # the fixture's DIR-R runs selected on the evaluation split: not tested either, with that reason
     text = findings(ctx, None, None, "x")
-    assert "selected their candidate on the evaluation split" in _section(text, "LACUNA: DIR-R improves")
-    # the controlled construction's gate: storage must be accurately localizable before the claim means anything
+    assert "selected their candidate on the evaluation split" in _section(
+        text, "LACUNA: DIR-R improves"
+    )
+    # the controlled construction's gate: storage must be
+    # accurately localizable before the claim means anything
     flat = ctx.components.with_columns(
-        pl.when(pl.col("name") == "storage_score").then(0.0).otherwise(pl.col("value")).alias("value"))
+        pl.when(pl.col("name") == "storage_score")
+        .then(0.0)
+        .otherwise(pl.col("value"))
+        .alias("value")
+    )
     text = findings(T.Context(ctx.results, ctx.decisions, flat), None, None, "x")
     assert "| not tested |" in _row(text, "Controlled separation")
     assert "storage localizable" in _section(text, "Controlled separation")
@@ -82,7 +96,11 @@ def test_findings_carry_the_registry_and_code_they_came_from(db):
     stamp = read_stamp(text)
     runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
     assert stamp["records"] == runs and stamp["reports_code"] == source_hash("reports")
-    assert stamp["theta0"] == {"controlled": ["m"], "lacuna": ["m"], "natural_tofu": ["m"]}  # synthetic hashes
+    assert stamp["theta0"] == {
+        "controlled": ["m"],
+        "lacuna": ["m"],
+        "natural_tofu": ["m"],
+    }  # synthetic hashes
     assert stamp["fingerprints"] == []  # synthetic records carry no code fingerprint
     assert stamp["claims"] == C.load().hash
     assert f"{runs} records (registry digest `{stamp['registry']}`)" in text

@@ -1,6 +1,7 @@
-"""The ingest log written in bulk (``registry.ledger.append``, issue 39) holds exactly the entries the row-by-row
-version wrote: the same seq, key, content hash, prev and chain hash, for every kind an ingest or import logs.
-The reference below is that version, written out; each call's clock reading is taken from the stored entries."""
+"""The ingest log written in bulk (``registry.ledger.append``, issue 39) holds exactly the entries
+the row-by-row version wrote: the same seq, key, content hash, prev and chain hash, for every kind
+an ingest or import logs. The reference below is that version, written out; each call's clock
+reading is taken from the stored entries."""
 
 from __future__ import annotations
 
@@ -18,20 +19,25 @@ from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
 
 N, RETRIED, ADDED = 3000, 40, 500
-ENTRY = "SELECT seq, strftime(logged_at, '%Y-%m-%dT%H:%M:%S.%f'), kind, key, content_hash, prev, hash FROM ingest_log"
+ENTRY = (
+    "SELECT seq, strftime(logged_at, '%Y-%m-%dT%H:%M:%S.%f'), "
+    "kind, key, content_hash, prev, hash FROM ingest_log"
+)
 
 
 def row_by_row(con, kind: str, keys: list[str], seq: int, prev: str, at: str) -> list[tuple]:
-    """The append before issue 39: the keys one insert each, every key's digest from the whole view, in key
-    order, each entry chained to the one before by sha256(prev|seq|at|kind|key|content_hash)."""
+    """The append before issue 39: the keys one insert each, every key's digest from the whole view,
+    in key order, each entry chained to the one before by
+    sha256(prev|seq|at|kind|key|content_hash)."""
     if not keys:
         return []
     view, col = ("decision_digests", "hash") if kind == "decision" else ("run_digests", "run_key")
     con.execute("CREATE OR REPLACE TEMP TABLE reference_keys (k VARCHAR)")
     con.executemany("INSERT INTO reference_keys VALUES (?)", [(k,) for k in keys])
     out = []
-    for key, digest in con.execute(f"SELECT {col}, digest FROM {view} JOIN reference_keys ON k = {col} "
-                                   f"ORDER BY {col}").fetchall():
+    for key, digest in con.execute(
+        f"SELECT {col}, digest FROM {view} JOIN reference_keys ON k = {col} ORDER BY {col}"
+    ).fetchall():
         seq += 1
         h = hashlib.sha256("|".join((prev, str(seq), at, kind, key, digest)).encode()).hexdigest()
         out.append((seq, at, kind, key, digest, prev, h))
@@ -40,12 +46,16 @@ def row_by_row(con, kind: str, keys: list[str], seq: int, prev: str, at: str) ->
 
 
 def logged_as_before(con, calls: list[tuple[str, list[str]]], after: int) -> None:
-    """The entries after ``after`` are what ``row_by_row`` gives for the same appends (the registry as it is
-    now is what those appends saw: they are the last writes of their transaction)."""
+    """The entries after ``after`` are what ``row_by_row`` gives for the same appends (the registry
+    as it is now is what those appends saw: they are the last writes of their transaction)."""
     stored = con.execute(f"{ENTRY} WHERE seq > ? ORDER BY seq", [after]).fetchall()
     at = {row[0]: row[1] for row in stored}
-    seq, prev = after, con.execute("SELECT coalesce(max(hash), ?) FROM ingest_log WHERE seq = ?",
-                                   [ledger.GENESIS, after]).fetchall()[0][0]
+    seq, prev = (
+        after,
+        con.execute(
+            "SELECT coalesce(max(hash), ?) FROM ingest_log WHERE seq = ?", [ledger.GENESIS, after]
+        ).fetchall()[0][0],
+    )
     expected = []
     for kind, keys in calls:
         entries = row_by_row(con, kind, keys, seq, prev, at.get(seq + 1, "no entry stored"))
@@ -56,7 +66,8 @@ def logged_as_before(con, calls: list[tuple[str, list[str]]], after: int) -> Non
 
 
 def put(res, rec: dict) -> None:
-    """Where the results directory keeps the record, without the runner's fsync (thousands of files)."""
+    """Where the results directory keeps the record, without the runner's fsync (thousands of
+    files)."""
     path = ResultsDir(res).record(rec["run_key"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec))
@@ -66,17 +77,33 @@ def put(res, rec: dict) -> None:
 def appends(monkeypatch):
     """Every (kind, keys) the code under test hands to ``ledger.append``, passed on unchanged."""
     calls, real = [], ledger.append
-    monkeypatch.setattr(ledger, "append", lambda con, kind, keys: (calls.append((kind, list(keys))),
-                                                                   real(con, kind, keys))[1])
+    monkeypatch.setattr(
+        ledger,
+        "append",
+        lambda con, kind, keys: (calls.append((kind, list(keys))), real(con, kind, keys))[1],
+    )
     return calls
 
 
 def test_ingest_and_import_log_what_the_row_by_row_append_logged(tmp_path, appends):
     res, con = tmp_path / "res", connect(tmp_path / "r.duckdb")
     for tau in (0.02, 0.03):
-        freeze_decision(res / "decisions", tau=tau, rho_p=0.01, d=20, t=160, T=200, actions=[0],
-                        admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=[], benchmark="b",
-                        objective="npo", selection="evaluation", calibration_runs=[])
+        freeze_decision(
+            res / "decisions",
+            tau=tau,
+            rho_p=0.01,
+            d=20,
+            t=160,
+            T=200,
+            actions=[0],
+            admissible_range=[0.2, 0.8],
+            calibration_seeds=[7],
+            baselines=[],
+            benchmark="b",
+            objective="npo",
+            selection="evaluation",
+            calibration_runs=[],
+        )
     grid = syn.grid(N + ADDED)
     for r in grid[:N]:
         put(res, r)
@@ -87,7 +114,8 @@ def test_ingest_and_import_log_what_the_row_by_row_append_logged(tmp_path, appen
     assert [kind for kind, keys in appends if keys] == ["decision", "run"]
     logged_as_before(con, appends, 0)
 
-    # the retries replace the failed runs (logged as replacements), and new runs join the unchanged ones
+    # the retries replace the failed runs (logged as
+    # replacements), and new runs join the unchanged ones
     after, appends[:] = ledger.head(con)["seq"], []
     for seed in range(RETRIED):
         put(res, syn.record(experiment="retried", seed=seed, J=float(seed)))
@@ -99,9 +127,10 @@ def test_ingest_and_import_log_what_the_row_by_row_append_logged(tmp_path, appen
     logged_as_before(con, appends, after)
 
     after, appends[:] = ledger.head(con)["seq"], []
-    (tmp_path / "t.csv").write_text("experiment,benchmark,field,objective,method,variant,seed,split,J,status\n"
-                                    + "".join(f"p,lacuna,Email_Address,npo,wagle,static,{s},final,1.5,ok\n"
-                                              for s in range(3)))
+    (tmp_path / "t.csv").write_text(
+        "experiment,benchmark,field,objective,method,variant,seed,split,J,status\n"
+        + "".join(f"p,lacuna,Email_Address,npo,wagle,static,{s},final,1.5,ok\n" for s in range(3))
+    )
     assert import_table(con, tmp_path / "t.csv").new == 3
     assert [kind for kind, keys in appends if keys] == ["import"]
     logged_as_before(con, appends, after)
@@ -115,7 +144,10 @@ def test_a_key_named_twice_is_logged_twice_and_an_unknown_key_not_at_all(tmp_pat
         put(res, r)
     ingest(con, res)
     after = ledger.head(con)["seq"]
-    keys = [k for (k,) in con.execute("SELECT run_key FROM runs ORDER BY run_key DESC LIMIT 2").fetchall()]
+    keys = [
+        k
+        for (k,) in con.execute("SELECT run_key FROM runs ORDER BY run_key DESC LIMIT 2").fetchall()
+    ]
     calls = [("run", [keys[0], "not-a-stored-key", keys[1], keys[0]])]
     con.execute("BEGIN")
     ledger.append(con, *calls[0])

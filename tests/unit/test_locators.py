@@ -1,6 +1,6 @@
-"""Storage locators of the controlled separation on a tiny Qwen2 with a LoRA: each one's formula recomputed
-independently, the model restored bitwise, and outcome-blindness by type (paper §5.2: "localization is
-evaluated without access to intervention outcomes")."""
+"""Storage locators of the controlled separation on a tiny Qwen2 with a LoRA: each one's formula
+recomputed independently, the model restored bitwise, and outcome-blindness by type (paper §5.2:
+"localization is evaluated without access to intervention outcomes")."""
 
 import copy
 import inspect
@@ -22,10 +22,18 @@ from supportbench.benchmarks.controlled.locators import (
     register_locator,
 )
 from supportbench.benchmarks.controlled.locators.base import contributions, hooked, standardise
-from supportbench.benchmarks.controlled.locators.direct_logit_attribution import final_norm_and_unembedding
+from supportbench.benchmarks.controlled.locators.direct_logit_attribution import (
+    final_norm_and_unembedding,
+)
 from supportbench.errors import LocatorOutputError, UnknownLocatorError
 from supportbench.registry import synthetic as syn
-from supportbench.unlearning.data import IGNORE, DiagnosticRecords, TokenizedSet, dataset_nll, sequence_nll
+from supportbench.unlearning.data import (
+    IGNORE,
+    DiagnosticRecords,
+    TokenizedSet,
+    dataset_nll,
+    sequence_nll,
+)
 
 BUILTIN = ["direct_logit_attribution", "first_order", "resample_ablation", "zero_ablation_std"]
 V, L = 40, 9
@@ -34,28 +42,32 @@ V, L = 40, 9
 def _set(rows: list[list[int]], answer: int = 2) -> TokenizedSet:
     ids = torch.tensor(rows)
     labels = ids.clone()
-    labels[:, :-answer] = IGNORE   # the last ``answer`` tokens are the answer
+    labels[:, :-answer] = IGNORE  # the last ``answer`` tokens are the answer
     return TokenizedSet(ids, torch.ones_like(ids), labels)
 
 
 @pytest.fixture(scope="module")
 def tiny(tiny_qwen2_lora):
-    model, itf = tiny_qwen2_lora(V)                         # 4 neurons = rank 3 x (96 + 32) / (3 x 32)
-    with torch.no_grad():                                   # a LoRA that does something, a block that matters
+    model, itf = tiny_qwen2_lora(V)  # 4 neurons = rank 3 x (96 + 32) / (3 x 32)
+    with torch.no_grad():  # a LoRA that does something, a block that matters
         I.down_proj_module(model, itf).lora_B["default"].weight.normal_(0, 0.5)
         W = I._base_weight(model, itf)
         W[:, list(itf.columns)] *= 8
     model.eval()
     g = torch.Generator().manual_seed(1)
-    probes = I.TargetProbes({f"t{k:02d}": _set(torch.randint(4, V, (2, L), generator=g).tolist())
-                             for k in range(6)})
+    probes = I.TargetProbes(
+        {f"t{k:02d}": _set(torch.randint(4, V, (2, L), generator=g).tolist()) for k in range(6)}
+    )
     background = _set(torch.randint(4, V, (5, L), generator=g).tolist())
     return model, itf, LocatorInputs(probes, background)
 
 
 def _snapshot(model):
-    return ({k: v.clone() for k, v in model.state_dict().items()}, [p.requires_grad for p in model.parameters()],
-            model.training)
+    return (
+        {k: v.clone() for k, v in model.state_dict().items()},
+        [p.requires_grad for p in model.parameters()],
+        model.training,
+    )
 
 
 def _mean_nll(model, data) -> float:
@@ -68,8 +80,16 @@ def test_builtins_registered_with_provenance():
     for name in BUILTIN:
         loc = get_locator(name)
         assert loc.name == name and loc.provenance
-        assert list(inspect.signature(type(loc).locate).parameters) == ["self", "model", "itf", "inputs"]
-    with pytest.raises(UnknownLocatorError, match="no storage locator 'zero_ablation'.*Did you mean 'zero_ablation_st"):
+        assert list(inspect.signature(type(loc).locate).parameters) == [
+            "self",
+            "model",
+            "itf",
+            "inputs",
+        ]
+    with pytest.raises(
+        UnknownLocatorError,
+        match="no storage locator 'zero_ablation'.*Did you mean 'zero_ablation_st",
+    ):
         get_locator("zero_ablation")
 
 
@@ -83,7 +103,7 @@ def test_locator_restores_the_model_bitwise(tiny, name):
     assert all(torch.equal(after[k], state[k]) for k in state)
     assert [p.requires_grad for p in model.parameters()] == flags and model.training == training
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
-    assert compute_locator_scores(get_locator(name), model, itf, inputs) == scores   # deterministic
+    assert compute_locator_scores(get_locator(name), model, itf, inputs) == scores  # deterministic
 
 
 def test_standardise_is_a_population_z_score():
@@ -100,8 +120,10 @@ def test_zero_ablation_matches_zeroed_copies(tiny):
     with torch.no_grad():
         I._base_weight(no_b, itf)[:, list(itf.columns)] = 0
         I.down_proj_module(no_l, itf).lora_B["default"].weight.zero_()
-    e = {w: {k: _mean_nll(m, d) - _mean_nll(model, d) for k, d in inputs.probes.sets.items()}
-         for w, m in (("backbone", no_b), ("lora", no_l))}
+    e = {
+        w: {k: _mean_nll(m, d) - _mean_nll(model, d) for k, d in inputs.probes.sets.items()}
+        for w, m in (("backbone", no_b), ("lora", no_l))
+    }
     zb, zl = (np.array(list(e[w].values())) for w in ("backbone", "lora"))
     want = (zb - zb.mean()) / zb.std() - (zl - zl.mean()) / zl.std()
     got = get_locator("zero_ablation_std").locate(model, itf, inputs)
@@ -109,16 +131,20 @@ def test_zero_ablation_matches_zeroed_copies(tiny):
 
 
 def test_resample_ablation_properties(tiny):
-    """Patching in the target's own contribution changes nothing; a LoRA with B = 0 writes nothing to replace."""
+    """Patching in the target's own contribution changes nothing; a LoRA with B = 0 writes nothing
+    to replace."""
     model, itf, inputs = tiny
     loc = get_locator("resample_ablation")
     t0 = inputs.targets[0]
     own = LocatorInputs(inputs.probes, inputs.probes.sets[t0].take([0]))
     one = I.TargetProbes({t0: inputs.probes.sets[t0].take([0])})
     e = loc.effects(model, itf, LocatorInputs(one, own.background))
-    assert e["backbone"][t0] == pytest.approx(0, abs=1e-5) and e["lora"][t0] == pytest.approx(0, abs=1e-5)
+    assert e["backbone"][t0] == pytest.approx(0, abs=1e-5) and e["lora"][t0] == pytest.approx(
+        0, abs=1e-5
+    )
     e = loc.effects(model, itf, inputs)
-    # the interfaces do write something: every effect at least 10x the bound a LoRA writing nothing stays under
+    # the interfaces do write something: every effect at
+    # least 10x the bound a LoRA writing nothing stays under
     assert all(abs(v) > 1e-5 for w in e for v in e[w].values())
     zero_lora = copy.deepcopy(model)
     with torch.no_grad():
@@ -127,15 +153,19 @@ def test_resample_ablation_properties(tiny):
 
 
 def test_dla_is_the_frozen_norm_logit_change(tiny):
-    """DLA_w = centred answer logit minus the same with c_w removed from the down-projection, the final norm
-    held at its theta_0 scale: a forward pass through the model's own lm_head, not the locator's algebra."""
+    """DLA_w = centred answer logit minus the same with c_w removed from the down-projection, the
+    final norm held at its theta_0 scale: a forward pass through the model's own lm_head, not the
+    locator's algebra."""
     model, itf, inputs = tiny
     norm, _ = final_norm_and_unembedding(model)
     module = I.down_proj_module(model, itf)
     eps = norm.variance_epsilon
     got = get_locator("direct_logit_attribution").effects(model, itf, inputs)
+
     def centred_answer_logit(z, nxt):
-        return (z - z.mean(-1, keepdim=True))[:, :-1].gather(-1, nxt.clamp(min=0)[..., None])[..., 0]
+        return (z - z.mean(-1, keepdim=True))[:, :-1].gather(-1, nxt.clamp(min=0)[..., None])[
+            ..., 0
+        ]
 
     for target, data in inputs.probes.sets.items():
         seen = []
@@ -145,6 +175,7 @@ def test_dla_is_the_frozen_norm_logit_change(tiny):
         nxt = data.labels[:, 1:]
         at = nxt != IGNORE
         for w in ("backbone", "lora"):
+
             def remove(m, a, out, w=w):
                 return out - contributions(model, itf, a[0])[w]
 
@@ -153,7 +184,9 @@ def test_dla_is_the_frozen_norm_logit_change(tiny):
 
             with torch.no_grad(), hooked(module, remove), hooked(norm, freeze):
                 ablated = model(input_ids=data.input_ids).logits.double()
-            want = float((centred_answer_logit(clean, nxt) - centred_answer_logit(ablated, nxt))[at].mean())
+            want = float(
+                (centred_answer_logit(clean, nxt) - centred_answer_logit(ablated, nxt))[at].mean()
+            )
             assert got[w][target] == pytest.approx(want, rel=1e-4, abs=1e-5)
 
 
@@ -164,7 +197,8 @@ def test_first_order_is_the_signed_difference_of_its_terms(tiny):
     terms = first_order_terms(model, itf, inputs.probes)
     got = get_locator("first_order").locate(model, itf, inputs)
     assert got == {k: t["e_backbone"] - t["e_lora"] for k, t in terms.items()}
-    # e_lora = |<s B A, g>| with g the gradient w.r.t. the effective weight: recompute through autograd on a copy
+    # e_lora = |<s B A, g>| with g the gradient w.r.t. the
+    # effective weight: recompute through autograd on a copy
     k0 = inputs.targets[0]
     m = copy.deepcopy(model)
     W = I._base_weight(m, itf)
@@ -173,15 +207,23 @@ def test_first_order_is_the_signed_difference_of_its_terms(tiny):
         nll, n = sequence_nll(m, inputs.probes.sets[k0])
         (g,) = torch.autograd.grad(nll.sum() / n.sum(), W)
     mod = I.down_proj_module(m, itf)
-    delta = (mod.scaling["default"] * mod.lora_B["default"].weight @ mod.lora_A["default"].weight).detach()
-    assert terms[k0]["e_lora"] == pytest.approx(float((delta.double() * g.double()).sum().abs()), rel=1e-6)
+    delta = (
+        mod.scaling["default"] * mod.lora_B["default"].weight @ mod.lora_A["default"].weight
+    ).detach()
+    assert terms[k0]["e_lora"] == pytest.approx(
+        float((delta.double() * g.double()).sum().abs()), rel=1e-6
+    )
     assert terms[k0]["grad_norm"] == pytest.approx(float(g.double().norm()), rel=1e-6)
 
 
-# ---- outcome-blind by construction -----------------------------------------------------------------------
+# ---- outcome-blind by construction ---------------------------------------------------------------
 def _roles(inputs) -> Roles:
     s = inputs.probes.sets[inputs.targets[0]]
-    split = {"forget": EvalSplit("forget", s, [{"question": "q", "answer": "a"}] * len(s), ["q"] * len(s))}
+    split = {
+        "forget": EvalSplit(
+            "forget", s, [{"question": "q", "answer": "a"}] * len(s), ["q"] * len(s)
+        )
+    }
     return Roles("t00", 0, DiagnosticRecords(s, s, s, s), s, s, {"eval": split})
 
 
@@ -198,7 +240,7 @@ def test_a_locator_refuses_everything_but_its_inputs(tiny, name):
         with pytest.raises(TypeError, match="reads only theta_0, the Interfaces and LocatorInputs"):
             compute_locator_scores(loc, model, itf, bad)
     with pytest.raises(TypeError):
-        loc.locate(model, itf, inputs, outcome=outcome.to_dict())   # no further inputs exist
+        loc.locate(model, itf, inputs, outcome=outcome.to_dict())  # no further inputs exist
     with pytest.raises(TypeError, match="reads only theta_0"):
         loc.locate(roles, itf, inputs)
 
@@ -208,9 +250,11 @@ def test_locator_inputs_hold_only_diagnostic_and_background_phrasings(tiny):
     roles = _roles(inputs)
     ev = roles.splits["eval"]["forget"]
     with pytest.raises(TypeError, match="TargetProbes"):
-        LocatorInputs({"t00": inputs.background}, inputs.background)        # a plain dict is not TargetProbes
+        LocatorInputs(
+            {"t00": inputs.background}, inputs.background
+        )  # a plain dict is not TargetProbes
     with pytest.raises(TypeError, match="background subjects"):
-        LocatorInputs(inputs.probes, ev)                                    # an evaluation split
+        LocatorInputs(inputs.probes, ev)  # an evaluation split
     with pytest.raises(TypeError, match="background subjects"):
         LocatorInputs(inputs.probes, {"J": 1.0})
     with pytest.raises(TypeError, match="diagnostic phrasings"):
@@ -219,8 +263,8 @@ def test_locator_inputs_hold_only_diagnostic_and_background_phrasings(tiny):
 
 
 def test_scores_do_not_change_when_another_model_is_unlearned(tiny):
-    """Unlearning runs on a different model object (as the runner's interventions do on theta_0's copy) leave
-    every locator's scores unchanged, to the bit."""
+    """Unlearning runs on a different model object (as the runner's interventions do on theta_0's
+    copy) leave every locator's scores unchanged, to the bit."""
     from supportbench.unlearning.objectives import get_objective
     from supportbench.unlearning.train import TrainConfig, UnlearningData
 
@@ -229,13 +273,21 @@ def test_scores_do_not_change_when_another_model_is_unlearned(tiny):
     other = copy.deepcopy(model)
     s = inputs.probes.sets[inputs.targets[0]]
     for which in I.INTERFACES:
-        I.unlearn(other, itf, which, get_objective("graddiff"), UnlearningData(s, inputs.background),
-                  TrainConfig(steps=2, lr=1e-2, batch_size=2))
-    assert not all(torch.equal(a, b) for a, b in zip(other.state_dict().values(), model.state_dict().values()))
+        I.unlearn(
+            other,
+            itf,
+            which,
+            get_objective("graddiff"),
+            UnlearningData(s, inputs.background),
+            TrainConfig(steps=2, lr=1e-2, batch_size=2),
+        )
+    assert not all(
+        torch.equal(a, b) for a, b in zip(other.state_dict().values(), model.state_dict().values())
+    )
     assert locate_all(model, itf, inputs, BUILTIN) == before
 
 
-# ---- the registry ------------------------------------------------------------------------------------------
+# ---- the registry --------------------------------------------------------------------------------
 def test_registration_is_checked_and_output_validated(tiny):
     model, itf, inputs = tiny
     with pytest.raises(TypeError, match="has no locate"):
@@ -253,7 +305,9 @@ def test_registration_is_checked_and_output_validated(tiny):
 
     try:
         Throwaway.out = dict.fromkeys(inputs.targets, 0.5)
-        assert locate_all(model, itf, inputs)["throwaway_locator"] == Throwaway.out   # every registered locator
+        assert (
+            locate_all(model, itf, inputs)["throwaway_locator"] == Throwaway.out
+        )  # every registered locator
         Throwaway.out = {inputs.targets[0]: 0.5}
         with pytest.raises(LocatorOutputError, match="must return"):
             compute_locator_scores(Throwaway(), model, itf, inputs)
@@ -269,5 +323,9 @@ def test_unknown_primary_locator_is_refused_before_any_work(tmp_path):
 
     with pytest.raises(UnknownLocatorError, match="Did you mean 'first_order'"):
         get_benchmark("controlled", cache_dir=tmp_path, primary_locator="first_ordr")
-    assert get_benchmark("controlled", cache_dir=tmp_path, primary_locator="resample_ablation").primary_locator \
+    assert (
+        get_benchmark(
+            "controlled", cache_dir=tmp_path, primary_locator="resample_ablation"
+        ).primary_locator
         == "resample_ablation"
+    )

@@ -26,7 +26,9 @@ def test_save_load_roundtrip_is_exact(tiny_model, tiny_tokenizer, tmp_path):
 
 def test_tokenizer_decodes_losslessly(tiny_tokenizer):
     text = "Ada Quill was born in Port Varnel."
-    assert tiny_tokenizer.decode(tiny_tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+    assert (
+        tiny_tokenizer.decode(tiny_tokenizer(text, add_special_tokens=False)["input_ids"]) == text
+    )
 
 
 def test_bad_model_path_and_preset(tmp_path):
@@ -44,7 +46,8 @@ def test_resolve_device():
 
 
 def test_reproducible_build_pins_threads_seeds_and_restores():
-    """theta_0 builds on BUILD_THREADS threads from a seeded global RNG; the caller's count and RNG come back."""
+    """theta_0 builds on BUILD_THREADS threads from a seeded global RNG; the caller's count and RNG
+    come back."""
     prev_threads, prev_state = torch.get_num_threads(), torch.get_rng_state()
     torch.set_num_threads(2)
     try:
@@ -70,5 +73,7 @@ def test_a_checkpoint_missing_a_tensor_is_refused(tiny_model, tiny_tokenizer, tm
     norm = next(k for k in sorted(tensors) if "norm" in k)
     del tensors[norm]
     save_file(tensors, weights, metadata={"format": "pt"})
-    with pytest.raises(SupportbenchError, match=rf"its weights lack 1 tensor\(s\) the config needs: {norm}"):
+    with pytest.raises(
+        SupportbenchError, match=rf"its weights lack 1 tensor\(s\) the config needs: {norm}"
+    ):
         load_model(tmp_path / "m")

@@ -37,9 +37,14 @@ def test_objective_losses_on_fixed_logits(tiny_model, tiny_sets):
         ref = fn - 0.7
         retain_mean = rn.sum() / rc.sum()
         forget_mean = fn.sum() / fc.sum()
-        got = {o: get_objective(o).loss(tiny_model, f, r, ref).item() for o in ("npo", "simnpo", "graddiff", "ga")}
+        got = {
+            o: get_objective(o).loss(tiny_model, f, r, ref).item()
+            for o in ("npo", "simnpo", "graddiff", "ga")
+        }
     want_npo = -(2 / 0.1) * torch.nn.functional.logsigmoid(0.1 * (fn - ref)).mean() + retain_mean
-    want_sim = 0.125 * -(2 / 4.5) * torch.nn.functional.logsigmoid(4.5 * fn / fc).mean() + retain_mean
+    want_sim = (
+        0.125 * -(2 / 4.5) * torch.nn.functional.logsigmoid(4.5 * fn / fc).mean() + retain_mean
+    )
     assert got["npo"] == pytest.approx(want_npo.item(), rel=1e-5)
     assert got["simnpo"] == pytest.approx(want_sim.item(), rel=1e-5)
     assert got["graddiff"] == pytest.approx((-forget_mean + retain_mean).item(), rel=1e-5)
@@ -47,7 +52,9 @@ def test_objective_losses_on_fixed_logits(tiny_model, tiny_sets):
 
 
 def test_unknown_objective_suggests():
-    with pytest.raises(UnknownObjectiveError, match=r"no objective 'simnp'. Did you mean 'simnpo'\?"):
+    with pytest.raises(
+        UnknownObjectiveError, match=r"no objective 'simnp'. Did you mean 'simnpo'\?"
+    ):
         get_objective("simnp")
 
 
@@ -58,8 +65,9 @@ def test_objective_override_and_bad_override():
 
 
 class _ElsewhereLM(torch.nn.Module):
-    """A stand-in causal LM whose weights live on another device ('meta': shapes only, no data), and which
-    refuses inputs that were not moved there -- the check a GPU run would make, on a CPU-only machine."""
+    """A stand-in causal LM whose weights live on another device ('meta': shapes only, no data), and
+    which refuses inputs that were not moved there -- the check a GPU run would make, on a CPU-only
+    machine."""
 
     def __init__(self, vocab: int):
         super().__init__()
@@ -68,12 +76,15 @@ class _ElsewhereLM(torch.nn.Module):
 
     def forward(self, input_ids, attention_mask):
         assert input_ids.device == attention_mask.device == self.w.device, "batch left on the CPU"
-        return SimpleNamespace(logits=torch.zeros(*input_ids.shape, self.vocab, device="meta") * self.w)
+        return SimpleNamespace(
+            logits=torch.zeros(*input_ids.shape, self.vocab, device="meta") * self.w
+        )
 
 
 @pytest.mark.parametrize("name", ["npo", "simnpo", "graddiff", "ga"])
 def test_record_sets_follow_the_model_to_its_device(tiny_sets, name):
-    """Record sets stay on the CPU; each batch, its labels and NPO's reference NLLs move to the model."""
+    """Record sets stay on the CPU; each batch, its labels and NPO's reference NLLs move to the
+    model."""
     model = _ElsewhereLM(vocab=400)
     forget, retain = tiny_sets["forget"], tiny_sets["retain"]
     s, n = sequence_nll(model, forget)

@@ -39,14 +39,21 @@ def test_every_table_matches_golden(ctx, tmp_path):
 
 
 def test_natural_complete_reproduces_paper_full_column(tmp_path):
-    """Paper Table app-natural-complete: Full = (Static-IV - C) + (DIR-R - Static-IV), from unrounded values."""
-    paper = {"npo": {"random": 0.002789, "grail": 0.000163, "_dirr": 0.002010},
-             "simnpo": {"fila": -0.005930, "grail": -0.004412, "_dirr": 0.005130}}
-    want_full = {("npo", "random"): 0.004799, ("npo", "grail"): 0.002172, ("simnpo", "fila"): -0.000799,
-                 ("simnpo", "grail"): 0.000719}
+    """Paper Table app-natural-complete: Full = (Static-IV - C) + (DIR-R - Static-IV), from
+    unrounded values."""
+    paper = {
+        "npo": {"random": 0.002789, "grail": 0.000163, "_dirr": 0.002010},
+        "simnpo": {"fila": -0.005930, "grail": -0.004412, "_dirr": 0.005130},
+    }
+    want_full = {
+        ("npo", "random"): 0.004799,
+        ("npo", "grail"): 0.002172,
+        ("simnpo", "fila"): -0.000799,
+        ("simnpo", "grail"): 0.000719,
+    }
     lines = ["experiment,benchmark,field,objective,method,variant,seed,split,J,G_F,D_coll,status"]
     for obj, gaps in paper.items():
-        for seed, base in ((1, 1.0), (2, 3.0)):   # per-unit gaps equal the paper's means
+        for seed, base in ((1, 1.0), (2, 3.0)):  # per-unit gaps equal the paper's means
             row = f"p,natural_tofu,forget10,{obj},{{m}},{{v}},{seed},final,{{J}},0,0,ok"
             lines.append(row.format(m="intervention_score", v="static", J=base))
             lines.append(row.format(m="intervention_score", v="dirr", J=base + gaps["_dirr"]))

@@ -5,9 +5,16 @@ import pytest
 from supportbench.errors import SpecError
 from supportbench.experiments.plan import ExperimentSpec
 
-BASE = {"experiment": {"name": "x", "benchmarks": ["tofu"], "fields": ["forget01", "forget10"],
-                       "objectives": ["npo"], "methods": ["intervention_score", "random", "wagle"],
-                       "seeds": {"calibration": [1], "final": [2, 3]}}}
+BASE = {
+    "experiment": {
+        "name": "x",
+        "benchmarks": ["tofu"],
+        "fields": ["forget01", "forget10"],
+        "objectives": ["npo"],
+        "methods": ["intervention_score", "random", "wagle"],
+        "seeds": {"calibration": [1], "final": [2, 3]},
+    }
+}
 
 
 def test_grid_and_order():
@@ -23,21 +30,37 @@ def test_grid_and_order():
 def test_shipped_mini_paper_spec_parses():
     from importlib import resources
 
-    s = ExperimentSpec.from_toml(resources.files("supportbench.experiments").joinpath("mini-paper.toml"))
+    s = ExperimentSpec.from_toml(
+        resources.files("supportbench.experiments").joinpath("mini-paper.toml")
+    )
     assert len(s.methods) == 11 and s.objectives == ("npo", "simnpo")
 
 
-@pytest.mark.parametrize("mutate,msg", [
-    (lambda e: e["seeds"].update(final=[1]), r"calibration seeds \[1\] also appear among final"),
-    (lambda e: e["seeds"].update(test=[5]), "unknown seed split"),
-    (lambda e: e.update(budgett=1), "unknown \\[experiment\\] key"),
-    (lambda e: e.pop("fields"), "lacks \\['fields'\\]"),
-    (lambda e: e["seeds"].update(final=[2, 3, 2]), r"experiment.seeds.final lists seed\(s\) \[2\] more than once"),
-    (lambda e: e.update(benchmark={"tofu": {"seeds": {"final": [1, 4]}}}),
-     r"benchmark tofu: calibration seeds \[1\] also appear among its final"),
-    (lambda e: e.update(benchmark={"tofu": {"hyperparameters": {"tau": 0.1}}}),
-     r"benchmark tofu: hyperparameter tau is set, but its DIR-R runs follow the tau\* frozen"),
-])
+@pytest.mark.parametrize(
+    "mutate,msg",
+    [
+        (
+            lambda e: e["seeds"].update(final=[1]),
+            r"calibration seeds \[1\] also appear among final",
+        ),
+        (lambda e: e["seeds"].update(test=[5]), "unknown seed split"),
+        (lambda e: e.update(budgett=1), "unknown \\[experiment\\] key"),
+        (lambda e: e.pop("fields"), "lacks \\['fields'\\]"),
+        (
+            lambda e: e["seeds"].update(final=[2, 3, 2]),
+            r"experiment.seeds.final lists seed\(s\) \[2\] more than once",
+        ),
+        (
+            lambda e: e.update(benchmark={"tofu": {"seeds": {"final": [1, 4]}}}),
+            r"benchmark tofu: calibration seeds \[1\] also appear among its final",
+        ),
+        (
+            lambda e: e.update(benchmark={"tofu": {"hyperparameters": {"tau": 0.1}}}),
+            r"benchmark tofu: hyperparameter tau is set, but its DIR-R runs follow the "
+            r"tau\* frozen",
+        ),
+    ],
+)
 def test_bad_specs(mutate, msg):
     import copy
 
@@ -54,31 +77,56 @@ def test_shipped_spec_by_name_and_unknown_name(tmp_path, monkeypatch):
     assert ExperimentSpec.from_toml("mini-paper").name == "mini-paper"
     assert resolve_spec_path("mini-paper.toml") == shipped_specs()["mini-paper"]
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "mini-paper.toml").write_text("x")          # a file that exists wins over the shipped name
+    (tmp_path / "mini-paper.toml").write_text("x")  # a file that exists wins over the shipped name
     assert resolve_spec_path("mini-paper.toml") == Path("mini-paper.toml")
     with pytest.raises(SpecError, match="shipped: .*mini-paper"):
         resolve_spec_path("mini-papre")
 
 
 def test_per_benchmark_settings_override_the_experiment():
-    raw = {"experiment": {**BASE["experiment"], "benchmarks": ["tofu", "lacuna"], "T": 40, "t": 32, "d": 4,
-                          "seeds": {"calibration": [1], "final": [2]},
-                          "benchmark": {"lacuna": {"fields": ["Email_Address"], "objectives": ["graddiff"],
-                                                   "model": "tiny-olmo3", "T": 20, "t": 16, "d": 2,
-                                                   "replication_fields": ["Email_Address"],
-                                                   "seeds": {"replication": [9]}}}}}
+    raw = {
+        "experiment": {
+            **BASE["experiment"],
+            "benchmarks": ["tofu", "lacuna"],
+            "T": 40,
+            "t": 32,
+            "d": 4,
+            "seeds": {"calibration": [1], "final": [2]},
+            "benchmark": {
+                "lacuna": {
+                    "fields": ["Email_Address"],
+                    "objectives": ["graddiff"],
+                    "model": "tiny-olmo3",
+                    "T": 20,
+                    "t": 16,
+                    "d": 2,
+                    "replication_fields": ["Email_Address"],
+                    "seeds": {"replication": [9]},
+                }
+            },
+        }
+    }
     s = ExperimentSpec.from_dict(raw)
     lac = [r for r in s.all_runs() if r.benchmark == "lacuna"]
     tofu = [r for r in s.all_runs() if r.benchmark == "tofu"]
-    assert {(r.field, r.objective, r.model, r.T) for r in lac} == {("Email_Address", "graddiff", "tiny-olmo3", 20)}
-    assert {r.split for r in lac} == {"calibration", "final", "replication"} and {r.seed for r in lac} == {1, 2, 9}
+    assert {(r.field, r.objective, r.model, r.T) for r in lac} == {
+        ("Email_Address", "graddiff", "tiny-olmo3", 20)
+    }
+    assert {r.split for r in lac} == {"calibration", "final", "replication"} and {
+        r.seed for r in lac
+    } == {1, 2, 9}
     assert {r.T for r in tofu} == {40} and "replication" not in {r.split for r in tofu}
     bad = {"experiment": {**raw["experiment"], "benchmark": {"lacuna": {"feilds": ["x"]}}}}
-    with pytest.raises(SpecError, match="'experiment.benchmark.lacuna.feilds' \\(did you mean "
-                                        "'experiment.benchmark.lacuna.fields'"):
+    with pytest.raises(
+        SpecError,
+        match="'experiment.benchmark.lacuna.feilds' \\(did you mean "
+        "'experiment.benchmark.lacuna.fields'",
+    ):
         ExperimentSpec.from_dict(bad)
     with pytest.raises(SpecError, match="names a benchmark the experiment does not run"):
-        ExperimentSpec.from_dict({"experiment": {**raw["experiment"], "benchmark": {"controlled": {}}}})
+        ExperimentSpec.from_dict(
+            {"experiment": {**raw["experiment"], "benchmark": {"controlled": {}}}}
+        )
 
 
 def test_dry_run_counts_and_step_equivalents_without_torch():
@@ -87,16 +135,23 @@ def test_dry_run_counts_and_step_equivalents_without_torch():
 
     from supportbench.harness.compute import sweep_estimate
 
-    s = ExperimentSpec.from_dict({**BASE, "experiment": {**BASE["experiment"], "T": 10, "t": 8, "d": 1}})
+    s = ExperimentSpec.from_dict(
+        {**BASE, "experiment": {**BASE["experiment"], "T": 10, "t": 8, "d": 1}}
+    )
     est = sweep_estimate(s)
     assert est["runs"] == len(s.all_runs())
     ph = est["benchmarks"]["tofu"]["phases"]
-    # calibration: 2 fields x 1 objective x 1 seed x 1 DIR-R run, every candidate: T + d + (T-t-d) + 3 (T-t)
-    assert ph["calibration"]["runs"] == 2 and ph["calibration"]["steps_low"] == 2 * (10 + 1 + 1 + 3 * 2)
+    # calibration: 2 fields x 1 objective x 1 seed x 1
+    # DIR-R run, every candidate: T + d + (T-t-d) + 3 (T-t)
+    assert ph["calibration"]["runs"] == 2 and ph["calibration"]["steps_low"] == 2 * (
+        10 + 1 + 1 + 3 * 2
+    )
     # final: 2 fields x 2 seeds x (3 static x T + 1 DIR-R between T + d and the triggered path)
     assert ph["final"]["runs"] == 16
     assert (ph["final"]["steps_low"], ph["final"]["steps_high"]) == (4 * (30 + 11), 4 * (30 + 18))
-    code = ("import sys; from supportbench.cli import main; rc = main(['sweep', '--dry-run', 'paper']); "
-            "sys.exit(3 if 'torch' in sys.modules else rc)")
+    code = (
+        "import sys; from supportbench.cli import main; rc = main(['sweep', "
+        "'--dry-run', 'paper']); sys.exit(3 if 'torch' in sys.modules else rc)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "726 runs" in out.stdout, out.stderr

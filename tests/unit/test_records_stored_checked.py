@@ -19,11 +19,24 @@ from supportbench.registry.store import connect, scalar
 CLI = [sys.executable, "-m", "supportbench.cli"]
 
 
-# ---- clear errors naming the file ------------------------------------------------------------------------
+# ---- clear errors naming the file ----------------------------------------------------------------
 def test_truncated_decision_file_is_named(tmp_path):
-    dec = freeze_decision(tmp_path, tau=0.1, rho_p=0.01, d=2, t=4, T=8, actions=[0, 0.01], admissible_range=[0, 1],
-                          calibration_seeds=[1], baselines=[], benchmark="tofu", objective="npo",
-                          selection="evaluation", calibration_runs=[])
+    dec = freeze_decision(
+        tmp_path,
+        tau=0.1,
+        rho_p=0.01,
+        d=2,
+        t=4,
+        T=8,
+        actions=[0, 0.01],
+        admissible_range=[0, 1],
+        calibration_seeds=[1],
+        baselines=[],
+        benchmark="tofu",
+        objective="npo",
+        selection="evaluation",
+        calibration_runs=[],
+    )
     p = tmp_path / f"{dec['hash']}.json"
     p.write_text(p.read_text()[:30])
     with pytest.raises(DecisionError, match=rf"{p.name}' is not valid JSON .*truncated"):
@@ -61,22 +74,31 @@ def test_ingest_of_a_missing_folder_is_an_error(tmp_path):
         ingest(connect(tmp_path / "r.duckdb"), tmp_path / "nope")
 
 
-# ---- nothing invalid is stored as ok ---------------------------------------------------------------------
+# ---- nothing invalid is stored as ok -------------------------------------------------------------
 def _edit_outcome(rec, **kw):
     return {**rec, "outcome": {**rec["outcome"], **kw}}
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda r: _edit_outcome(r, J=float("nan")), "status 'ok' but J not a finite number"),
-    (lambda r: _edit_outcome(r, J=float("inf")), "status 'ok' but J not a finite number"),
-    (lambda r: _edit_outcome(r, J=None), "status 'ok' but J not a finite number"),
-    (lambda r: _edit_outcome(r, J="1.0"), "status 'ok' but J not a finite number"),
-    (lambda r: {**r, "spec": {**r["spec"], "seed": 1.5}}, "seed must be a whole number, got 1.5"),
-    (lambda r: {**r, "spec": {**r["spec"], "variant": "dynamic"}}, "unknown variant 'dynamic'"),
-    (lambda r: {**r, "spec": {**r["spec"], "split": "test"}}, "unknown split 'test'"),
-    (lambda r: {**r, "run_key": "not-a-hash"}, "run_key 'not-a-hash' does not match its spec"),
-    (lambda r: {**r, "spec": {**r["spec"], "seed": 99}}, "does not match its spec"),   # key kept, spec edited
-])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda r: _edit_outcome(r, J=float("nan")), "status 'ok' but J not a finite number"),
+        (lambda r: _edit_outcome(r, J=float("inf")), "status 'ok' but J not a finite number"),
+        (lambda r: _edit_outcome(r, J=None), "status 'ok' but J not a finite number"),
+        (lambda r: _edit_outcome(r, J="1.0"), "status 'ok' but J not a finite number"),
+        (
+            lambda r: {**r, "spec": {**r["spec"], "seed": 1.5}},
+            "seed must be a whole number, got 1.5",
+        ),
+        (lambda r: {**r, "spec": {**r["spec"], "variant": "dynamic"}}, "unknown variant 'dynamic'"),
+        (lambda r: {**r, "spec": {**r["spec"], "split": "test"}}, "unknown split 'test'"),
+        (lambda r: {**r, "run_key": "not-a-hash"}, "run_key 'not-a-hash' does not match its spec"),
+        (
+            lambda r: {**r, "spec": {**r["spec"], "seed": 99}},
+            "does not match its spec",
+        ),  # key kept, spec edited
+    ],
+)
 def test_invalid_records_are_refused_with_their_file(tmp_path, make, says):
     good = syn.record(experiment="e", seed=1)
     syn.write(tmp_path / "res", good)
@@ -92,16 +114,26 @@ def test_invalid_records_are_refused_with_their_file(tmp_path, make, says):
 HEADER = "experiment,benchmark,field,objective,method,variant,seed,split,J,G_F,D_coll,status\n"
 
 
-@pytest.mark.parametrize("row, says", [
-    ("e,lacuna,F,npo,wagle,static,1,final,nan,1,0,ok",
-     "row 1, column 'J': 'nan' is not allowed; it must be a finite decimal number"),
-    ("e,lacuna,F,npo,wagle,static,1,final,inf,1,0,ok", "row 1, column 'J': 'inf' is not allowed"),
-    ("e,lacuna,F,npo,wagle,static,1,final,,1,0,ok", "row 1: 'J' is empty"),
-    ("e,lacuna,F,npo,wagle,static,1.5,final,1,1,0,ok",
-     "row 1, column 'seed': '1.5' is not allowed; a seed is a whole number"),
-    ("e,lacuna,F,npo,wagle,dynamic,1,final,1,1,0,ok", "row 1: unknown variant 'dynamic'"),
-    ("e,lacuna,F,npo,wagle,static,1,test,1,1,0,ok", "row 1: unknown split 'test'"),
-])
+@pytest.mark.parametrize(
+    "row, says",
+    [
+        (
+            "e,lacuna,F,npo,wagle,static,1,final,nan,1,0,ok",
+            "row 1, column 'J': 'nan' is not allowed; it must be a finite decimal number",
+        ),
+        (
+            "e,lacuna,F,npo,wagle,static,1,final,inf,1,0,ok",
+            "row 1, column 'J': 'inf' is not allowed",
+        ),
+        ("e,lacuna,F,npo,wagle,static,1,final,,1,0,ok", "row 1: 'J' is empty"),
+        (
+            "e,lacuna,F,npo,wagle,static,1.5,final,1,1,0,ok",
+            "row 1, column 'seed': '1.5' is not allowed; a seed is a whole number",
+        ),
+        ("e,lacuna,F,npo,wagle,dynamic,1,final,1,1,0,ok", "row 1: unknown variant 'dynamic'"),
+        ("e,lacuna,F,npo,wagle,static,1,test,1,1,0,ok", "row 1: unknown split 'test'"),
+    ],
+)
 def test_invalid_imported_rows_are_refused(tmp_path, row, says):
     (tmp_path / "t.csv").write_text(HEADER + row + "\n")
     con = connect(tmp_path / "r.duckdb")
@@ -115,14 +147,18 @@ def test_retried_failure_and_declared_post_hoc_completion_replace_the_stored_rec
     failed = syn.record(experiment="e", seed=1, status="failed")
     syn.write(res, failed)
     cands = {"0.0": 1.0, "0.01": 1.2}
-    dirr = syn.record(experiment="e", variant="dirr", seed=2, J=1.0, candidates=cands, decision_hash=None)
+    dirr = syn.record(
+        experiment="e", variant="dirr", seed=2, J=1.0, candidates=cands, decision_hash=None
+    )
     syn.write(res, dirr)
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
-    syn.write(res, syn.record(experiment="e", seed=1, J=2.0))            # the retry succeeds
+    syn.write(res, syn.record(experiment="e", seed=1, J=2.0))  # the retry succeeds
     full = {"0.0": 1.0, "0.01": 1.2, "0.025": 0.9, "0.05": 0.8, "0.1": 0.7}
-    done = syn.record(experiment="e", variant="dirr", seed=2, J=1.0, candidates=full, decision_hash=None)
-    done["dirr"]["post_hoc"] = True                                          # declared post-hoc completion
+    done = syn.record(
+        experiment="e", variant="dirr", seed=2, J=1.0, candidates=full, decision_hash=None
+    )
+    done["dirr"]["post_hoc"] = True  # declared post-hoc completion
     syn.write(res, done)
     rep = ingest(con, res)
     assert rep.replaced == 2 and not rep.conflicts
@@ -130,13 +166,16 @@ def test_retried_failure_and_declared_post_hoc_completion_replace_the_stored_rec
     assert not a.failed and not a.duplicates and not a.conflicts
     assert scalar(con, "SELECT count(*) FROM runs") == 2
     assert scalar(con, "SELECT count(*) FROM candidates WHERE run_key = ?", [done["run_key"]]) == 5
-    assert sorted(r[0] for r in con.execute("SELECT reason FROM replacements").fetchall()) == ["post_hoc", "retry"]
+    assert sorted(r[0] for r in con.execute("SELECT reason FROM replacements").fetchall()) == [
+        "post_hoc",
+        "retry",
+    ]
 
 
 def test_a_stored_outcome_is_never_silently_replaced(tmp_path):
-    """Rewriting J and the code fingerprint of every record of a method is not a reason to replace stored
-    outcomes: without --replace-reruns it is a conflict (nothing overwritten); with it, each replacement is
-    logged with the old and the new content."""
+    """Rewriting J and the code fingerprint of every record of a method is not a reason to replace
+    stored outcomes: without --replace-reruns it is a conflict (nothing overwritten); with it, each
+    replacement is logged with the old and the new content."""
     res = tmp_path / "res"
     recs = [syn.record(experiment="e", method="wagle", seed=s, J=1.0) for s in (1, 2)]
     for r in recs:
@@ -144,17 +183,21 @@ def test_a_stored_outcome_is_never_silently_replaced(tmp_path):
         syn.write(res, r)
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
-    for r in recs:                                   # the same runs, "rerun by other code" with a better J
+    for r in recs:  # the same runs, "rerun by other code" with a better J
         r["fingerprint"] = {"hash": "b" * 16}
         r["outcome"]["J"] = 9.0
         syn.write(res, r)
     rep = ingest(con, res)
     assert rep.replaced == 0 and len(rep.conflicts) == 2
-    assert scalar(con, "SELECT max(J) FROM outcomes") == 1.0                     # the stored outcomes stand
-    assert audit(con, "e").conflicts                                             # and the audit says so
-    r = subprocess.run(CLI + ["registry", "ingest", str(res), "--registry", str(tmp_path / "r2.duckdb")],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0                                                     # a fresh registry: all new
+    assert scalar(con, "SELECT max(J) FROM outcomes") == 1.0  # the stored outcomes stand
+    assert audit(con, "e").conflicts  # and the audit says so
+    r = subprocess.run(
+        CLI + ["registry", "ingest", str(res), "--registry", str(tmp_path / "r2.duckdb")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0  # a fresh registry: all new
     rep = ingest(con, res, replace_reruns=True)
     assert rep.replaced == 2 and scalar(con, "SELECT max(J) FROM outcomes") == 9.0
     assert scalar(con, "SELECT count(*) FROM replacements WHERE reason = 'rerun'") == 2

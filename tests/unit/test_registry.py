@@ -20,9 +20,20 @@ def small_experiment(tmp_path, **over):
     for seed in (1, 2):
         for m in ("intervention_score", "random"):
             recs.append(syn.record(experiment="e", method=m, seed=seed, J=seed + (m == "random")))
-        recs.append(syn.record(experiment="e", variant="dirr", seed=seed, J=1.2, candidates=FULL, triggered=True,
-                               probe_signal=0.3))
-    recs.append(syn.record(experiment="e", variant="dirr", seed=7, split="calibration", candidates=FULL))
+        recs.append(
+            syn.record(
+                experiment="e",
+                variant="dirr",
+                seed=seed,
+                J=1.2,
+                candidates=FULL,
+                triggered=True,
+                probe_signal=0.3,
+            )
+        )
+    recs.append(
+        syn.record(experiment="e", variant="dirr", seed=7, split="calibration", candidates=FULL)
+    )
     for r in recs:
         syn.write(tmp_path / "res", r)
     return recs
@@ -43,7 +54,9 @@ def test_ingest_is_idempotent(tmp_path):
     assert snapshot(con) == before
     # derived values: candidates and the available gain (max J - J(0) = 0.2)
     assert scalar(con, "SELECT count(*) FROM candidates") == 5 * 3
-    gain = scalar(con, "SELECT available_gain FROM gate_events g JOIN runs r USING (run_key) WHERE seed = 1")
+    gain = scalar(
+        con, "SELECT available_gain FROM gate_events g JOIN runs r USING (run_key) WHERE seed = 1"
+    )
     assert gain == pytest.approx(0.2)
     assert scalar(con, "SELECT value FROM components WHERE name = 'forget_prob' LIMIT 1") == 0.1
 
@@ -56,7 +69,10 @@ def test_conflicting_record_is_reported_not_overwritten(tmp_path):
     syn.write(tmp_path / "res", changed)
     rep = ingest(con, tmp_path / "res")
     assert [c["run_key"] for c in rep.conflicts] == [recs[0]["run_key"]]
-    assert scalar(con, "SELECT J FROM outcomes WHERE run_key = ?", [recs[0]["run_key"]]) == recs[0]["outcome"]["J"]
+    assert (
+        scalar(con, "SELECT J FROM outcomes WHERE run_key = ?", [recs[0]["run_key"]])
+        == recs[0]["outcome"]["J"]
+    )
     assert audit(con, "e").conflicts[0]["run_key"] == recs[0]["run_key"]
 
 
@@ -65,14 +81,18 @@ def test_truncated_record_names_file_and_writes_nothing(tmp_path):
     bad = tmp_path / "res" / "runs" / f"{recs[1]['run_key']}.json"
     bad.write_text(bad.read_text()[:40])
     con = connect(tmp_path / "r.duckdb")
-    with pytest.raises(RegistryError, match=rf"truncated or invalid record file.*{recs[1]['run_key']}\.json"):
+    with pytest.raises(
+        RegistryError, match=rf"truncated or invalid record file.*{recs[1]['run_key']}\.json"
+    ):
         ingest(con, tmp_path / "res")
     assert scalar(con, "SELECT count(*) FROM runs") == 0
 
 
 def test_unknown_status_in_record(tmp_path):
     syn.write(tmp_path / "res", dict(syn.record(), status="weird"))
-    with pytest.raises(RegistryError, match=r"unknown status .*'weird'; allowed: ok, failed, diverged"):
+    with pytest.raises(
+        RegistryError, match=r"unknown status .*'weird'; allowed: ok, failed, diverged"
+    ):
         ingest(connect(tmp_path / "r.duckdb"), tmp_path / "res")
 
 
@@ -83,20 +103,50 @@ def test_failed_run_stays_visible(tmp_path):
     ingest(con, tmp_path / "res")
     assert scalar(con, "SELECT count(*) FROM results WHERE status = 'failed' AND J IS NULL") == 1
     rep = audit(con, "e")
-    assert len(rep.failed) == 1 and rep.failed[0]["error"] == "RuntimeError: synthetic failure" and not rep.ok
+    assert (
+        len(rep.failed) == 1
+        and rep.failed[0]["error"] == "RuntimeError: synthetic failure"
+        and not rep.ok
+    )
 
 
 def test_audit_finds_deleted_duplicated_posthoc_and_wrong_split(tmp_path):
     recs = small_experiment(tmp_path)
     res = tmp_path / "res"
-    (res / "runs" / f"{recs[0]['run_key']}.json").unlink()                       # a deleted run
-    syn.write(res, syn.record(experiment="e", method="random", seed=2, J=5, extra_key="rerun"))  # same cell twice
-    syn.write(res, syn.record(experiment="e", method="random", seed=7, J=5))     # calibration seed among finals
-    dec = freeze_decision(res / "decisions", tau=0.02, rho_p=0.01, d=20, t=160, T=200, actions=[0, .01],
-                          admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=[], benchmark="natural_tofu",
-                          objective="npo", selection="evaluation", calibration_runs=[])
-    syn.write(res, syn.record(experiment="e", variant="dirr", seed=3, decision_hash=dec["hash"],
-                              started_at="2020-01-01T00:00:00+00:00", candidates={"0.0": 1.0}))  # before frozen_at
+    (res / "runs" / f"{recs[0]['run_key']}.json").unlink()  # a deleted run
+    syn.write(
+        res, syn.record(experiment="e", method="random", seed=2, J=5, extra_key="rerun")
+    )  # same cell twice
+    syn.write(
+        res, syn.record(experiment="e", method="random", seed=7, J=5)
+    )  # calibration seed among finals
+    dec = freeze_decision(
+        res / "decisions",
+        tau=0.02,
+        rho_p=0.01,
+        d=20,
+        t=160,
+        T=200,
+        actions=[0, 0.01],
+        admissible_range=[0.2, 0.8],
+        calibration_seeds=[7],
+        baselines=[],
+        benchmark="natural_tofu",
+        objective="npo",
+        selection="evaluation",
+        calibration_runs=[],
+    )
+    syn.write(
+        res,
+        syn.record(
+            experiment="e",
+            variant="dirr",
+            seed=3,
+            decision_hash=dec["hash"],
+            started_at="2020-01-01T00:00:00+00:00",
+            candidates={"0.0": 1.0},
+        ),
+    )  # before frozen_at
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
     rep = audit(con, "e")
@@ -112,13 +162,25 @@ def test_audit_against_experiment_spec(tmp_path):
     small_experiment(tmp_path)
     con = connect(tmp_path / "r.duckdb")
     ingest(con, tmp_path / "res")
-    spec = ExperimentSpec.from_dict({"experiment": {
-        "name": "e", "benchmarks": ["natural_tofu"], "fields": ["forget10"], "objectives": ["npo"],
-        "methods": ["intervention_score", "random"], "seeds": {"calibration": [7], "final": [1, 2, 3]}}})
+    spec = ExperimentSpec.from_dict(
+        {
+            "experiment": {
+                "name": "e",
+                "benchmarks": ["natural_tofu"],
+                "fields": ["forget10"],
+                "objectives": ["npo"],
+                "methods": ["intervention_score", "random"],
+                "seeds": {"calibration": [7], "final": [1, 2, 3]},
+            }
+        }
+    )
     rep = audit(con, "e", spec)
     assert rep.expected == 1 + 3 * 3
     assert {(m["method"], m["variant"], m["seed"]) for m in rep.missing} == {
-        ("intervention_score", "static", 3), ("random", "static", 3), ("intervention_score", "dirr", 3)}
+        ("intervention_score", "static", 3),
+        ("random", "static", 3),
+        ("intervention_score", "dirr", 3),
+    }
     assert not rep.wrong_split
 
 
@@ -132,7 +194,10 @@ def test_outcome_table_roundtrip(tmp_path):
         rep = import_table(con2, tmp_path / f"out.{ext}")
         assert rep.new == n == 7
         assert import_table(con2, tmp_path / f"out.{ext}").unchanged == n  # idempotent
-        q = "SELECT method, variant, seed, split, J, triggered, available_gain FROM results ORDER BY ALL"
+        q = (
+            "SELECT method, variant, seed, split, J, triggered, "
+            "available_gain FROM results ORDER BY ALL"
+        )
         assert con2.execute(q).fetchall() == con.execute(q).fetchall()
 
 
@@ -140,17 +205,34 @@ def write_csv(path, header, rows):
     path.write_text(",".join(header) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
 
 
-HEADER = ["experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split", "J", "G_F",
-          "D_coll", "status"]
+HEADER = [
+    "experiment",
+    "benchmark",
+    "field",
+    "objective",
+    "method",
+    "variant",
+    "seed",
+    "split",
+    "J",
+    "G_F",
+    "D_coll",
+    "status",
+]
 ROW = ["p", "lacuna", "Email_Address", "npo", "wagle", "static", 4099, "final", 1.5, 1.6, 0.1, "ok"]
 
 
-@pytest.mark.parametrize("mutate,msg", [
-    (lambda h, r: (h[:-1], [x[:-1] for x in r]), r"missing column\(s\) \['status'\]"),
-    (lambda h, r: (h, [r[0], r[1][:8] + ["abc"] + r[1][9:]]),
-     r"bad\.csv row 2, column 'J': 'abc' is not allowed"),
-    (lambda h, r: (h, [r[0], r[1][:11] + ["lost"]]), r"bad\.csv row 2: unknown status 'lost'"),
-])
+@pytest.mark.parametrize(
+    "mutate,msg",
+    [
+        (lambda h, r: (h[:-1], [x[:-1] for x in r]), r"missing column\(s\) \['status'\]"),
+        (
+            lambda h, r: (h, [r[0], r[1][:8] + ["abc"] + r[1][9:]]),
+            r"bad\.csv row 2, column 'J': 'abc' is not allowed",
+        ),
+        (lambda h, r: (h, [r[0], r[1][:11] + ["lost"]]), r"bad\.csv row 2: unknown status 'lost'"),
+    ],
+)
 def test_bad_outcome_tables_write_nothing(tmp_path, mutate, msg):
     h, rows = mutate(list(HEADER), [list(ROW), list(ROW[:6]) + [8191] + ROW[7:]])
     write_csv(tmp_path / "bad.csv", h, rows)
@@ -169,9 +251,22 @@ def test_imported_duplicates_are_kept_and_audited(tmp_path):
 
 
 def test_decision_tampered_on_disk_is_refused(tmp_path):
-    dec = freeze_decision(tmp_path / "res" / "decisions", tau=0.02, rho_p=0.01, d=20, t=160, T=200, actions=[0],
-                          admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=[], benchmark="b",
-                          objective="npo", selection="evaluation", calibration_runs=[])
+    dec = freeze_decision(
+        tmp_path / "res" / "decisions",
+        tau=0.02,
+        rho_p=0.01,
+        d=20,
+        t=160,
+        T=200,
+        actions=[0],
+        admissible_range=[0.2, 0.8],
+        calibration_seeds=[7],
+        baselines=[],
+        benchmark="b",
+        objective="npo",
+        selection="evaluation",
+        calibration_runs=[],
+    )
     p = tmp_path / "res" / "decisions" / f"{dec['hash']}.json"
     p.write_text(json.dumps({**json.loads(p.read_text()), "tau": 0.5}))
     with pytest.raises(RegistryError, match="do not match their content hash"):
@@ -179,8 +274,8 @@ def test_decision_tampered_on_disk_is_refused(tmp_path):
 
 
 def test_an_audit_check_is_one_entry_of_checks(tmp_path, monkeypatch):
-    """Checks are data (issue 34): one more ``Check`` in ``CHECKS`` is run, listed in the text and the JSON,
-    read as ``rep.<name>``, and fails the audit when it finds rows; names are unique."""
+    """Checks are data (issue 34): one more ``Check`` in ``CHECKS`` is run, listed in the text and
+    the JSON, read as ``rep.<name>``, and fails the audit when it finds rows; names are unique."""
     from supportbench.registry import audit as A
 
     assert len({c.name for c in A.CHECKS}) == len(A.CHECKS)
@@ -190,8 +285,11 @@ def test_an_audit_check_is_one_entry_of_checks(tmp_path, monkeypatch):
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
     assert audit(con, "e").ok
-    extra = A.Check("odd_seeds", "runs with an odd seed (a test's check)",
-                    lambda a: A._rows(a.con, "SELECT run_key, seed FROM arun WHERE seed % 2 = 1 ORDER BY ALL"))
+    extra = A.Check(
+        "odd_seeds",
+        "runs with an odd seed (a test's check)",
+        lambda a: A._rows(a.con, "SELECT run_key, seed FROM arun WHERE seed % 2 = 1 ORDER BY ALL"),
+    )
     monkeypatch.setattr(A, "CHECKS", [*A.CHECKS, extra])
     rep = audit(con, "e")
     assert not rep.ok and [r["seed"] for r in rep.odd_seeds] == [1]

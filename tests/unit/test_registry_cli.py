@@ -22,17 +22,28 @@ def test_registry_and_audit_cli(tmp_path):
     assert out.returncode == 0 and "4 new" in out.stdout
     out = run("audit", "--registry", str(db), "--experiment", "e")
     assert out.returncode == 0 and "PASS" in out.stdout
-    out = run("registry", "query", "--registry", str(db), "-c", "SELECT count(*) AS n FROM results WHERE J = 2")
+    out = run(
+        "registry",
+        "query",
+        "--registry",
+        str(db),
+        "-c",
+        "SELECT count(*) AS n FROM results WHERE J = 2",
+    )
     assert out.returncode == 0 and "2" in out.stdout
     out = run("registry", "export", str(tmp_path / "o.csv"), "--registry", str(db))
     assert out.returncode == 0 and (tmp_path / "o.csv").read_text().count("\n") == 5
     # delete one run: the audit fails, with the missing cell in its JSON
-    (res / "runs" / f"{syn.record(experiment='e', method='wagle', seed=1)['run_key']}.json").unlink()
+    (
+        res / "runs" / f"{syn.record(experiment='e', method='wagle', seed=1)['run_key']}.json"
+    ).unlink()
     run("registry", "ingest", str(res), "--registry", str(tmp_path / "r2.duckdb"))
     out = run("audit", "--registry", str(tmp_path / "r2.duckdb"), "--json")
     assert out.returncode == 1
     rep = json.loads(out.stdout)
-    assert not rep["ok"] and rep["missing"][0]["method"] == "wagle" and rep["missing"][0]["seed"] == 1
+    assert (
+        not rep["ok"] and rep["missing"][0]["method"] == "wagle" and rep["missing"][0]["seed"] == 1
+    )
 
 
 def test_query_is_read_only(tmp_path):
@@ -44,9 +55,11 @@ def test_query_is_read_only(tmp_path):
 
 
 def test_reporting_layers_never_import_torch():
-    code = ("import sys, supportbench.cli, supportbench.registry.audit, supportbench.registry.ingest, "
-            "supportbench.experiments.plan; "
-            "sys.exit(1 if 'torch' in sys.modules or 'transformers' in sys.modules else 0)")
+    code = (
+        "import sys, supportbench.cli, supportbench.registry.audit, supportbench.registry.ingest, "
+        "supportbench.experiments.plan; "
+        "sys.exit(1 if 'torch' in sys.modules or 'transformers' in sys.modules else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -73,8 +86,9 @@ def test_report_refuses_to_mix_experiments(tmp_path):
 
 
 def test_export_then_import_round_trips_every_metric(tmp_path):
-    """Every outcome component leaves as a metric:<name> column and comes back (nothing dropped in silence);
-    a column that is neither an outcome, a DIR-R nor a metric: column is refused, named."""
+    """Every outcome component leaves as a metric:<name> column and comes back (nothing dropped in
+    silence); a column that is neither an outcome, a DIR-R nor a metric: column is refused,
+    named."""
     import polars as pl
 
     from supportbench.errors import RegistryError
@@ -86,8 +100,16 @@ def test_export_then_import_round_trips_every_metric(tmp_path):
 
     res = tmp_path / "res"
     for k, method in enumerate(("random", "wagle")):
-        syn.write(res, syn.record(experiment="e", method=method, seed=k, J=0.5 + k,
-                                  components={"forget_quality": 0.01 * (k + 1), "model_utility": 0.6 - k / 10}))
+        syn.write(
+            res,
+            syn.record(
+                experiment="e",
+                method=method,
+                seed=k,
+                J=0.5 + k,
+                components={"forget_quality": 0.01 * (k + 1), "model_utility": 0.6 - k / 10},
+            ),
+        )
     con = connect(tmp_path / "a.duckdb")
     ingest(con, res)
     export_table(con, tmp_path / "a.csv")
@@ -101,5 +123,7 @@ def test_export_then_import_round_trips_every_metric(tmp_path):
     assert again.columns == first.columns and again.equals(first)
     bad = first.with_columns(pl.lit(1).alias("forget_quality"))
     bad.write_csv(tmp_path / "bad.csv")
-    with pytest.raises(RegistryError, match=r"unknown column\(s\) \['forget_quality'\].*metric:<name>"):
+    with pytest.raises(
+        RegistryError, match=r"unknown column\(s\) \['forget_quality'\].*metric:<name>"
+    ):
         import_table(connect(tmp_path / "c.duckdb"), tmp_path / "bad.csv")

@@ -26,9 +26,18 @@ from supportbench.experiments.spec import spec_key
 from supportbench.registry import synthetic as syn
 
 CLI = [sys.executable, "-m", "supportbench.cli"]
-ROW = {"experiment": "e", "benchmark": "tofu", "field": "forget10", "objective": "npo",
-       "method": "wagle", "variant": "static", "seed": "1", "split": "final", "J": "0.5",
-       "status": "ok"}
+ROW = {
+    "experiment": "e",
+    "benchmark": "tofu",
+    "field": "forget10",
+    "objective": "npo",
+    "method": "wagle",
+    "variant": "static",
+    "seed": "1",
+    "split": "final",
+    "J": "0.5",
+    "status": "ok",
+}
 LACUNA = ["--experiment", "lac", "--objective", "ga", "--allow-unknown"]
 
 
@@ -39,8 +48,10 @@ def _registry_digest(path: Path) -> str:
     con = duckdb.connect(str(path), read_only=True)
     try:
         h = hashlib.sha256()
-        tables = con.execute("SELECT table_name FROM information_schema.tables "
-                             "WHERE table_type = 'BASE TABLE' ORDER BY 1").fetchall()
+        tables = con.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_type = 'BASE TABLE' ORDER BY 1"
+        ).fetchall()
         for (t,) in tables:
             rows = con.execute(f'SELECT * FROM "{t}"').fetchall()
             h.update(t.encode() + repr(sorted(map(repr, rows))).encode())
@@ -53,8 +64,13 @@ def snapshot(root: Path) -> dict[str, str]:
     out = {}
     for p in sorted(root.rglob("*")):
         rel = str(p.relative_to(root))
-        out[rel] = ("dir" if p.is_dir() else _registry_digest(p) if p.suffix == ".duckdb"
-                    else hashlib.sha256(p.read_bytes()).hexdigest())
+        out[rel] = (
+            "dir"
+            if p.is_dir()
+            else _registry_digest(p)
+            if p.suffix == ".duckdb"
+            else hashlib.sha256(p.read_bytes()).hexdigest()
+        )
     return out
 
 
@@ -103,10 +119,23 @@ def record(tmp: Path, edit=None, raw: str | None = None, **kw) -> None:
 
 def decision(tmp: Path, key: str, value) -> None:
     """A frozen decision in res/decisions with ``key`` set to ``value`` (its hash recomputed)."""
-    dec = freeze_decision(tmp / "in", tau=0.02, rho_p=0.01, d=20, t=160, T=200, actions=[0, 0.01],
-                          admissible_range=[0.2, 0.8], calibration_seeds=[7], baselines=["random"],
-                          benchmark="natural_tofu", objective="npo", selection="evaluation",
-                          experiment="e", calibration_runs=[])
+    dec = freeze_decision(
+        tmp / "in",
+        tau=0.02,
+        rho_p=0.01,
+        d=20,
+        t=160,
+        T=200,
+        actions=[0, 0.01],
+        admissible_range=[0.2, 0.8],
+        calibration_seeds=[7],
+        baselines=["random"],
+        benchmark="natural_tofu",
+        objective="npo",
+        selection="evaluation",
+        experiment="e",
+        calibration_runs=[],
+    )
     dec[key] = value
     dec["hash"] = decision_hash(dec)
     (tmp / "res" / "decisions").mkdir()
@@ -120,11 +149,11 @@ def deep_toml(tmp: Path, body: str) -> str:
     return str(path)
 
 
-def T(**cells):    # noqa: N802 -- the case table's short names
+def T(**cells):  # noqa: N802 -- the case table's short names
     return lambda t: {"table": table(t, **cells)}
 
 
-def R(edit=None, raw=None, **kw):   # noqa: N802
+def R(edit=None, raw=None, **kw):  # noqa: N802
     return lambda t: record(t, edit, raw, **kw)
 
 
@@ -136,11 +165,11 @@ def top(key, value):
     return lambda rec: rec.__setitem__(key, value)
 
 
-def D(key, value):   # noqa: N802
+def D(key, value):  # noqa: N802
     return lambda t: decision(t, key, value)
 
 
-def AFILE(t):   # noqa: N802 -- a plain file where a folder would have to be
+def AFILE(t):  # noqa: N802 -- a plain file where a folder would have to be
     (t / "afile").write_text("not a folder")
     return {}
 
@@ -148,20 +177,22 @@ def AFILE(t):   # noqa: N802 -- a plain file where a folder would have to be
 LONG = "x" * 300
 
 
-def L(t):   # noqa: N802
+def L(t):  # noqa: N802
     return {"src": lacuna(t)}
 
 
 DB = ["--registry", "{db}"]
 QUERY = ["registry", "query", *DB]
 INGEST = ["registry", "ingest", "{res}"]
-FRESH = [*INGEST, "--registry", "{tmp}/new/r.duckdb"]   # no registry and no folder there yet
+FRESH = [*INGEST, "--registry", "{tmp}/new/r.duckdb"]  # no registry and no folder there yet
 IMPORT = ["registry", "import", "{table}", *DB]
 SRC = ["registry", "import", "{src}", *DB]
 LOCK = "SUPPORTBENCH_LOCK_TIMEOUT"
 N = 50_000
-LOCK_MSG = ("is not allowed: it is the seconds to wait for another process's lock, a decimal number in "
-            "0..604800")
+LOCK_MSG = (
+    "is not allowed: it is the seconds to wait for another process's lock, a decimal number in "
+    "0..604800"
+)
 SEED_MSG = "is not allowed; a seed is a whole number in 0..2^63-1 written as digits"
 J_MSG = "is not allowed; it must be a finite decimal number"
 TOML_MSG = "deep.toml': arrays, tables or dotted keys nested more than 100 levels deep"
@@ -174,160 +205,446 @@ CASES = [
     ("query -c empty", None, [*QUERY, "-c", ""], {}, "-c '': an empty query"),
     ("query -c blank", None, [*QUERY, "-c", " \n\t"], {}, "an empty query; give one read"),
     ("query PATH", None, ["registry", "query", "{db}"], {}, "registry query takes no PATH"),
-    ("query --format tofu-logs", None, [*QUERY, "--format", "tofu-logs", "-c", "SELECT 1"], {},
-     "--format tofu-logs: not a registry query format; allowed: table, csv, json"),
-    ("import --format json", T(), [*IMPORT, "--format", "json"], {},
-     "--format json: not a registry import format"),
-    ("ingest --format", None, [*INGEST, "--format", "csv"], {},
-     "registry ingest takes no --format"),
+    (
+        "query --format tofu-logs",
+        None,
+        [*QUERY, "--format", "tofu-logs", "-c", "SELECT 1"],
+        {},
+        "--format tofu-logs: not a registry query format; allowed: table, csv, json",
+    ),
+    (
+        "import --format json",
+        T(),
+        [*IMPORT, "--format", "json"],
+        {},
+        "--format json: not a registry import format",
+    ),
+    (
+        "ingest --format",
+        None,
+        [*INGEST, "--format", "csv"],
+        {},
+        "registry ingest takes no --format",
+    ),
     ("ingest -c", None, [*INGEST, "-c", "SELECT 1"], {}, "-c is the SQL of registry query"),
-    ("query --allow-unknown", None, [*QUERY, "-c", "SELECT 1", "--allow-unknown"], {},
-     "--allow-unknown is for registry ingest and import"),
+    (
+        "query --allow-unknown",
+        None,
+        [*QUERY, "-c", "SELECT 1", "--allow-unknown"],
+        {},
+        "--allow-unknown is for registry ingest and import",
+    ),
     # 3. the lock timeout's value
-    *[(f"{LOCK}={v}", None, INGEST, {LOCK: v}, f"{LOCK}={v!r} {LOCK_MSG}")
-      for v in ("abc", "-1", "nan", "inf", "1_0", "0x10", "")],
+    *[
+        (f"{LOCK}={v}", None, INGEST, {LOCK: v}, f"{LOCK}={v!r} {LOCK_MSG}")
+        for v in ("abc", "-1", "nan", "inf", "1_0", "0x10", "")
+    ],
     (f"{LOCK} query", None, [*QUERY, "-c", "SELECT 1"], {LOCK: "-5"}, f"{LOCK}='-5' {LOCK_MSG}"),
     # 5. strict numbers in an outcome table
-    *[(f"table seed {v}", T(seed=v), IMPORT, {}, f"t.csv row 1, column 'seed': {v!r} {SEED_MSG}")
-      for v in ("-1", "1_000", "9e99", str(2**63), str(2**70), "7.0", " 7", "+7", "0x10")],
+    *[
+        (f"table seed {v}", T(seed=v), IMPORT, {}, f"t.csv row 1, column 'seed': {v!r} {SEED_MSG}")
+        for v in ("-1", "1_000", "9e99", str(2**63), str(2**70), "7.0", " 7", "+7", "0x10")
+    ],
     ("table build -1", T(build="-1"), IMPORT, {}, "t.csv row 1, column 'build': '-1' is not"),
-    *[(f"table J {v}", T(J=v), IMPORT, {}, f"t.csv row 1, column 'J': {v!r} {J_MSG}")
-      for v in ("1_000", "0x10", "inf", "-Infinity", "nan", "1e999", "abc", " 1")],
-    ("table metric 1_0", T(**{"metric:forget_quality": "1_0"}), IMPORT, {},
-     "column 'metric:forget_quality': '1_0' is not allowed"),
+    *[
+        (f"table J {v}", T(J=v), IMPORT, {}, f"t.csv row 1, column 'J': {v!r} {J_MSG}")
+        for v in ("1_000", "0x10", "inf", "-Infinity", "nan", "1e999", "abc", " 1")
+    ],
+    (
+        "table metric 1_0",
+        T(**{"metric:forget_quality": "1_0"}),
+        IMPORT,
+        {},
+        "column 'metric:forget_quality': '1_0' is not allowed",
+    ),
     # 5. the strict seed of a single-run import
-    ("import --seed -1", L, [*SRC, *LACUNA, "--seed", "-1"], {},
-     "--seed must be a whole number in 0..2^63-1 written as digits, got '-1'"),
+    (
+        "import --seed -1",
+        L,
+        [*SRC, *LACUNA, "--seed", "-1"],
+        {},
+        "--seed must be a whole number in 0..2^63-1 written as digits, got '-1'",
+    ),
     ("import --seed 1_0", L, [*SRC, *LACUNA, "--seed", "1_0"], {}, "digits, got '1_0'"),
     ("import --seed 9e99", L, [*SRC, *LACUNA, "--seed", "9e99"], {}, "digits, got '9e99'"),
-    ("import --seed 2^63", L, [*SRC, *LACUNA, "--seed", str(2**63)], {},
-     f"--seed '{2**63}' is out of range; allowed: a whole number in 0..2^63-1"),
+    (
+        "import --seed 2^63",
+        L,
+        [*SRC, *LACUNA, "--seed", str(2**63)],
+        {},
+        f"--seed '{2**63}' is out of range; allowed: a whole number in 0..2^63-1",
+    ),
     # 6. unknown names, control characters
-    ("table unknown method", T(method="wagel"), IMPORT, {},
-     "t.csv: unknown method 'wagel'. Did you mean 'wagle'? Known: activation"),
-    ("table unknown benchmark", T(benchmark="tofuu"), IMPORT, {},
-     "unknown benchmark 'tofuu'. Did you mean 'tofu'?"),
-    ("table unknown objective", T(objective="npo2"), IMPORT, {},
-     "unknown objective 'npo2'. Did you mean 'npo'?"),
-    ("import unknown method", L, [*SRC, *LACUNA[:4], "--seed", "1"], {},
-     "unknown method 'GradientAscent'"),
-    ("table experiment ESC", T(experiment="a\x1bb"), [*IMPORT, "--allow-unknown"], {},
-     "experiment 'a\\x1bb' holds a control character (U+001B at position 1)"),
+    (
+        "table unknown method",
+        T(method="wagel"),
+        IMPORT,
+        {},
+        "t.csv: unknown method 'wagel'. Did you mean 'wagle'? Known: activation",
+    ),
+    (
+        "table unknown benchmark",
+        T(benchmark="tofuu"),
+        IMPORT,
+        {},
+        "unknown benchmark 'tofuu'. Did you mean 'tofu'?",
+    ),
+    (
+        "table unknown objective",
+        T(objective="npo2"),
+        IMPORT,
+        {},
+        "unknown objective 'npo2'. Did you mean 'npo'?",
+    ),
+    (
+        "import unknown method",
+        L,
+        [*SRC, *LACUNA[:4], "--seed", "1"],
+        {},
+        "unknown method 'GradientAscent'",
+    ),
+    (
+        "table experiment ESC",
+        T(experiment="a\x1bb"),
+        [*IMPORT, "--allow-unknown"],
+        {},
+        "experiment 'a\\x1bb' holds a control character (U+001B at position 1)",
+    ),
     ("table field BEL", T(field="f\x07"), IMPORT, {}, "field 'f\\x07' holds a control character"),
-    ("table metric name", T(**{"metric:a\x01": "1"}), IMPORT, {},
-     "metric name 'a\\x01' holds a control character"),
-    ("import --experiment bidi override", L, [*SRC, *LACUNA, "--seed", "1", "--experiment", "a\u202eb"], {},
-     "holds a control character (U+202E"),
-    ("import --experiment line separator", L, [*SRC, *LACUNA, "--seed", "1", "--experiment", "a\u2028b"], {},
-     "holds a control character (U+2028"),
-    ("import --experiment NUL", L, [*SRC, *LACUNA, "--seed", "1", "--experiment", "a\x00b"], {},
-     "experiment 'a\\x00b' holds a control character (U+0000"),
-    ("record unknown method", R(method="wagel"), INGEST, {},
-     "bad.json: unknown method 'wagel'. Did you mean 'wagle'?"),
+    (
+        "table metric name",
+        T(**{"metric:a\x01": "1"}),
+        IMPORT,
+        {},
+        "metric name 'a\\x01' holds a control character",
+    ),
+    (
+        "import --experiment bidi override",
+        L,
+        [*SRC, *LACUNA, "--seed", "1", "--experiment", "a\u202eb"],
+        {},
+        "holds a control character (U+202E",
+    ),
+    (
+        "import --experiment line separator",
+        L,
+        [*SRC, *LACUNA, "--seed", "1", "--experiment", "a\u2028b"],
+        {},
+        "holds a control character (U+2028",
+    ),
+    (
+        "import --experiment NUL",
+        L,
+        [*SRC, *LACUNA, "--seed", "1", "--experiment", "a\x00b"],
+        {},
+        "experiment 'a\\x00b' holds a control character (U+0000",
+    ),
+    (
+        "record unknown method",
+        R(method="wagel"),
+        INGEST,
+        {},
+        "bad.json: unknown method 'wagel'. Did you mean 'wagle'?",
+    ),
     ("record unknown objective", R(objective="npoo"), FRESH, {}, "unknown objective 'npoo'"),
-    ("record unknown benchmark", R(spec("benchmark", "tofuu")), INGEST, {},
-     "unknown benchmark 'tofuu'"),
-    ("record NUL experiment", R(spec("experiment", "a\x00b")), [*INGEST, "--allow-unknown"], {},
-     "experiment 'a\\x00b' holds a control character (U+0000)"),
-    ("record newline field", R(spec("field", "forget10\n")), FRESH, {},
-     "field 'forget10\\n' holds a control character (U+000A)"),
+    (
+        "record unknown benchmark",
+        R(spec("benchmark", "tofuu")),
+        INGEST,
+        {},
+        "unknown benchmark 'tofuu'",
+    ),
+    (
+        "record NUL experiment",
+        R(spec("experiment", "a\x00b")),
+        [*INGEST, "--allow-unknown"],
+        {},
+        "experiment 'a\\x00b' holds a control character (U+0000)",
+    ),
+    (
+        "record newline field",
+        R(spec("field", "forget10\n")),
+        FRESH,
+        {},
+        "field 'forget10\\n' holds a control character (U+000A)",
+    ),
     # 7. nesting; malformed fields
-    ("record nested arrays", R(raw="[" * N + "]" * N), INGEST, {},
-     "bad.json: nested more than 100 levels deep"),
-    ("record nested objects", R(raw='{"a":' * N + "1" + "}" * N), FRESH, {},
-     "nested more than 100 levels deep"),
+    (
+        "record nested arrays",
+        R(raw="[" * N + "]" * N),
+        INGEST,
+        {},
+        "bad.json: nested more than 100 levels deep",
+    ),
+    (
+        "record nested objects",
+        R(raw='{"a":' * N + "1" + "}" * N),
+        FRESH,
+        {},
+        "nested more than 100 levels deep",
+    ),
     ("record 101 levels", R(raw="[" * 101 + "]" * 101), INGEST, {}, "nested more than 100 levels"),
-    ("record spec []", R(top("spec", [])), INGEST, {},
-     "bad.json: a record needs a run_key and a spec object"),
-    ("record outcome x", R(top("outcome", "x")), INGEST, {},
-     "bad.json: status 'ok' but J, G_F, D_coll not a finite number ('x')"),
-    ("record compute 5", R(top("compute", 5)), INGEST, {},
-     "bad.json: Expected `object`, got `int` - at `$.compute`"),
-    ("decision frozen_at 5", D("frozen_at", 5), INGEST, {},
-     "bad.json: no frozen_at timestamp (got 5)"),
-    ("decision calibration x", D("calibration", "x"), FRESH, {},
-     "bad.json: calibration = 'x' must be an object whose instances are a list"),
-    ("decision instance s", D("calibration", {"instances": INSTANCES}), INGEST, {},
-     "calibration.instances[0].s = 'x' must be a finite number"),
-    ("decision instance run_key", D("calibration", {"instances": [{"s": 1.0, "gamma": 0.1}]}),
-     INGEST, {}, "calibration.instances[0].run_key = None must be a run key"),
-    ("decision experiment []", D("experiment", []), INGEST, {},
-     "bad.json: experiment = [] must be a name (text)"),
-    ("decision benchmark NUL", D("benchmark", "a\x00"), INGEST, {},
-     "benchmark 'a\\x00' holds a control character"),
-    *[(f"toml {what}", lambda t, body=body: {"spec": deep_toml(t, body)},
-       ["sweep", "--dry-run", "{spec}"], {}, TOML_MSG)
-      for what, body in (("arrays", "fields = " + "[" * N + "]" * N),
-                         ("inline tables", "x = " + "{a=" * N + "1" + "}" * N),
-                         ("dotted key", "a" + ".a" * N + " = 1"),
-                         ("quoted dotted key", '"a"' + '."a"' * N + " = 1"),
-                         ("101 levels", "fields = " + "[" * 101 + "]" * 101))],
+    (
+        "record spec []",
+        R(top("spec", [])),
+        INGEST,
+        {},
+        "bad.json: a record needs a run_key and a spec object",
+    ),
+    (
+        "record outcome x",
+        R(top("outcome", "x")),
+        INGEST,
+        {},
+        "bad.json: status 'ok' but J, G_F, D_coll not a finite number ('x')",
+    ),
+    (
+        "record compute 5",
+        R(top("compute", 5)),
+        INGEST,
+        {},
+        "bad.json: Expected `object`, got `int` - at `$.compute`",
+    ),
+    (
+        "decision frozen_at 5",
+        D("frozen_at", 5),
+        INGEST,
+        {},
+        "bad.json: no frozen_at timestamp (got 5)",
+    ),
+    (
+        "decision calibration x",
+        D("calibration", "x"),
+        FRESH,
+        {},
+        "bad.json: calibration = 'x' must be an object whose instances are a list",
+    ),
+    (
+        "decision instance s",
+        D("calibration", {"instances": INSTANCES}),
+        INGEST,
+        {},
+        "calibration.instances[0].s = 'x' must be a finite number",
+    ),
+    (
+        "decision instance run_key",
+        D("calibration", {"instances": [{"s": 1.0, "gamma": 0.1}]}),
+        INGEST,
+        {},
+        "calibration.instances[0].run_key = None must be a run key",
+    ),
+    (
+        "decision experiment []",
+        D("experiment", []),
+        INGEST,
+        {},
+        "bad.json: experiment = [] must be a name (text)",
+    ),
+    (
+        "decision benchmark NUL",
+        D("benchmark", "a\x00"),
+        INGEST,
+        {},
+        "benchmark 'a\\x00' holds a control character",
+    ),
+    *[
+        (
+            f"toml {what}",
+            lambda t, body=body: {"spec": deep_toml(t, body)},
+            ["sweep", "--dry-run", "{spec}"],
+            {},
+            TOML_MSG,
+        )
+        for what, body in (
+            ("arrays", "fields = " + "[" * N + "]" * N),
+            ("inline tables", "x = " + "{a=" * N + "1" + "}" * N),
+            ("dotted key", "a" + ".a" * N + " = 1"),
+            ("quoted dotted key", '"a"' + '."a"' * N + " = 1"),
+            ("101 levels", "fields = " + "[" * 101 + "]" * 101),
+        )
+    ],
     # 8. paths the file system cannot use: under a file, a name over 255 bytes (the review's cases)
-    ("ingest --registry under a file", AFILE, [*INGEST, "--registry", "{tmp}/afile/r.duckdb"], {},
-     "/afile/r.duckdb' lies under"),
-    ("import --registry under a file", lambda t: {**AFILE(t), **T()(t)},
-     ["registry", "import", "{table}", "--registry", "{tmp}/afile/r.duckdb"], {}, "which is a file"),
-    ("export under a file", AFILE, ["registry", "export", "{tmp}/afile/o.csv", *DB], {},
-     "outcome table '"),
+    (
+        "ingest --registry under a file",
+        AFILE,
+        [*INGEST, "--registry", "{tmp}/afile/r.duckdb"],
+        {},
+        "/afile/r.duckdb' lies under",
+    ),
+    (
+        "import --registry under a file",
+        lambda t: {**AFILE(t), **T()(t)},
+        ["registry", "import", "{table}", "--registry", "{tmp}/afile/r.duckdb"],
+        {},
+        "which is a file",
+    ),
+    (
+        "export under a file",
+        AFILE,
+        ["registry", "export", "{tmp}/afile/o.csv", *DB],
+        {},
+        "outcome table '",
+    ),
     ("ingest DIR a file", AFILE, ["registry", "ingest", "{tmp}/afile"], {}, "which is a file"),
-    ("ingest --registry too long", None, [*INGEST, "--registry", "{tmp}/" + LONG + ".duckdb"], {},
-     "is longer than 255 bytes"),
-    ("query --registry too long", None, ["registry", "query", "--registry", "{tmp}/" + LONG + "/r.duckdb",
-                                         "-c", "SELECT 1"], {}, "is longer than 255 bytes"),
-    ("ingest DIR too long", None, ["registry", "ingest", "{tmp}/" + LONG], {}, "is longer than 255 bytes"),
-    ("ingest --experiment", None, [*INGEST, "--experiment", "foo"], {},
-     "--experiment is for registry export and import"),
-    ("ingest --seed", None, [*INGEST, "--seed", "5"], {}, "--seed is for registry import; registry ingest takes none"),
-    ("query --replace-reruns", None, [*QUERY, "-c", "SELECT 1", "--replace-reruns"], {},
-     "--replace-reruns is for registry ingest"),
-    ("query --registry /dev/null", None, ["registry", "query", "--registry", "/dev/null", "-c", "SELECT 1"], {},
-     "is not a regular file (a device, FIFO or socket)"),
+    (
+        "ingest --registry too long",
+        None,
+        [*INGEST, "--registry", "{tmp}/" + LONG + ".duckdb"],
+        {},
+        "is longer than 255 bytes",
+    ),
+    (
+        "query --registry too long",
+        None,
+        ["registry", "query", "--registry", "{tmp}/" + LONG + "/r.duckdb", "-c", "SELECT 1"],
+        {},
+        "is longer than 255 bytes",
+    ),
+    (
+        "ingest DIR too long",
+        None,
+        ["registry", "ingest", "{tmp}/" + LONG],
+        {},
+        "is longer than 255 bytes",
+    ),
+    (
+        "ingest --experiment",
+        None,
+        [*INGEST, "--experiment", "foo"],
+        {},
+        "--experiment is for registry export and import",
+    ),
+    (
+        "ingest --seed",
+        None,
+        [*INGEST, "--seed", "5"],
+        {},
+        "--seed is for registry import; registry ingest takes none",
+    ),
+    (
+        "query --replace-reruns",
+        None,
+        [*QUERY, "-c", "SELECT 1", "--replace-reruns"],
+        {},
+        "--replace-reruns is for registry ingest",
+    ),
+    (
+        "query --registry /dev/null",
+        None,
+        ["registry", "query", "--registry", "/dev/null", "-c", "SELECT 1"],
+        {},
+        "is not a regular file (a device, FIFO or socket)",
+    ),
     # numbers no timer or parser holds (issue 33's second review)
     (f"{LOCK}=1e308", None, INGEST, {LOCK: "1e308"}, f"{LOCK}='1e308' {LOCK_MSG}"),
-    ("query seconds 1e308", None, [*QUERY, "-c", "SELECT 1"], {"SUPPORTBENCH_QUERY_SECONDS": "1e308"},
-     "must be a number of seconds in (0, 604800]"),
-    ("record with a 5000-digit number", R(raw='{"run_key": "k", "spec": {"seed": ' + "1" * 5000 + "}}"), INGEST,
-     {}, "a value it cannot read"),
+    (
+        "query seconds 1e308",
+        None,
+        [*QUERY, "-c", "SELECT 1"],
+        {"SUPPORTBENCH_QUERY_SECONDS": "1e308"},
+        "must be a number of seconds in (0, 604800]",
+    ),
+    (
+        "record with a 5000-digit number",
+        R(raw='{"run_key": "k", "spec": {"seed": ' + "1" * 5000 + "}}"),
+        INGEST,
+        {},
+        "a value it cannot read",
+    ),
     # calibrate: where its decision goes, and what goes into it, are checked before any work
-    *[(f"calibrate --out {what}", prep, ["calibrate", "--results", "{res}", "--benchmark", "lacuna", "--objective",
-                                         "graddiff", "--out", out], {}, msg)
-      for what, prep, out, msg in (("a file", AFILE, "{tmp}/afile", "is a file, not a folder"),
-                                   ("under a file", AFILE, "{tmp}/afile/sub", "lies under"),
-                                   ("too long", None, "{tmp}/" + LONG, "is longer than 255 bytes"))],
-    ("calibrate --benchmark misspelt", None, ["calibrate", "--results", "{res}", "--benchmark", "lacunaa",
-                                              "--objective", "graddiff"], {}, "(did you mean 'lacuna'?)"),
-    ("calibrate --objective unknown", None, ["calibrate", "--results", "{res}", "--benchmark", "lacuna",
-                                             "--objective", "dpo"], {}, "--objective 'dpo' is not an objective"),
-    ("calibrate --baselines control character", None, ["calibrate", "--results", "{res}", "--benchmark", "lacuna",
-                                                       "--objective", "graddiff", "--baselines", "a\x01"], {},
-     "holds a control character"),
+    *[
+        (
+            f"calibrate --out {what}",
+            prep,
+            [
+                "calibrate",
+                "--results",
+                "{res}",
+                "--benchmark",
+                "lacuna",
+                "--objective",
+                "graddiff",
+                "--out",
+                out,
+            ],
+            {},
+            msg,
+        )
+        for what, prep, out, msg in (
+            ("a file", AFILE, "{tmp}/afile", "is a file, not a folder"),
+            ("under a file", AFILE, "{tmp}/afile/sub", "lies under"),
+            ("too long", None, "{tmp}/" + LONG, "is longer than 255 bytes"),
+        )
+    ],
+    (
+        "calibrate --benchmark misspelt",
+        None,
+        ["calibrate", "--results", "{res}", "--benchmark", "lacunaa", "--objective", "graddiff"],
+        {},
+        "(did you mean 'lacuna'?)",
+    ),
+    (
+        "calibrate --objective unknown",
+        None,
+        ["calibrate", "--results", "{res}", "--benchmark", "lacuna", "--objective", "dpo"],
+        {},
+        "--objective 'dpo' is not an objective",
+    ),
+    (
+        "calibrate --baselines control character",
+        None,
+        [
+            "calibrate",
+            "--results",
+            "{res}",
+            "--benchmark",
+            "lacuna",
+            "--objective",
+            "graddiff",
+            "--baselines",
+            "a\x01",
+        ],
+        {},
+        "holds a control character",
+    ),
     # a name the file system holds, but not with DuckDB's '.wal' (or a temp name) beside it
-    ("ingest --registry 252-byte name", None, [*INGEST, "--registry", "{tmp}/" + "r" * 245 + ".duckdb"],
-     {}, "too long for DuckDB's '.wal' file"),
+    (
+        "ingest --registry 252-byte name",
+        None,
+        [*INGEST, "--registry", "{tmp}/" + "r" * 245 + ".duckdb"],
+        {},
+        "too long for DuckDB's '.wal' file",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("prepare", "argv", "env", "message"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
-def test_bad_registry_input_is_refused_and_nothing_is_written(world, capsys, monkeypatch, prepare,
-                                                              argv, env, message):
+@pytest.mark.parametrize(
+    ("prepare", "argv", "env", "message"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_registry_input_is_refused_and_nothing_is_written(
+    world, capsys, monkeypatch, prepare, argv, env, message
+):
     res = world / "res"
-    values = {"tmp": str(world), "res": str(res), "db": str(res / "registry.duckdb"),
-              **((prepare(world) or {}) if prepare else {})}
+    values = {
+        "tmp": str(world),
+        "res": str(res),
+        "db": str(res / "registry.duckdb"),
+        **((prepare(world) or {}) if prepare else {}),
+    }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     before = snapshot(world)
     try:
         rc = main([a.format(**values) for a in argv])
-    except SystemExit as exc:   # argparse's own refusal
+    except SystemExit as exc:  # argparse's own refusal
         rc = exc.code
     out, err = capsys.readouterr()
     assert rc == 2, (out, err)
     assert message in err, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err and "internal error" not in err, err
-    assert snapshot(world) == before                      # nothing written, nothing lost
-    assert not list(world.rglob("*.owner"))               # no owner note left behind
+    assert snapshot(world) == before  # nothing written, nothing lost
+    assert not list(world.rglob("*.owner"))  # no owner note left behind
 
 
 def test_api_results_of_an_unknown_experiment_is_the_clis_error(world, capsys):
@@ -336,30 +653,39 @@ def test_api_results_of_an_unknown_experiment_is_the_clis_error(world, capsys):
     db = world / "res" / "registry.duckdb"
     reg = sb.open_registry(db)
     for frame in (reg.results, reg.components, reg.metrics):
-        with pytest.raises(RegistryError, match=r"experiment 'nope': no such experiment in the "
-                                                r"registry; it holds: e$"):
+        with pytest.raises(
+            RegistryError,
+            match=r"experiment 'nope': no such experiment in the "
+            r"registry; it holds: e$",
+        ):
             frame("nope")
     assert reg.results("e").height == 2
-    rc = main(["registry", "export", str(world / "o.csv"), "--registry", str(db),
-               "--experiment", "nope"])
+    rc = main(
+        ["registry", "export", str(world / "o.csv"), "--registry", str(db), "--experiment", "nope"]
+    )
     assert rc == 2 and "no such experiment in the registry; it holds: e" in capsys.readouterr().err
-    # items(): a run key, of a run the registry holds (not a path: '../x' would leave the items folder)
-    for bad, message in (("nope", "is not a run key"), ("../" * 10 + "etc/passwd", "is not a run key"),
-                         ("0" * 64, "no run 000000000000... in registry")):
+    # items(): a run key, of a run the registry holds
+    # (not a path: '../x' would leave the items folder)
+    for bad, message in (
+        ("nope", "is not a run key"),
+        ("../" * 10 + "etc/passwd", "is not a run key"),
+        ("0" * 64, "no run 000000000000... in registry"),
+    ):
         with pytest.raises(RegistryError, match=re.escape(message)):
             reg.items(bad)
 
 
 # ---- 4. which registry, said every time --------------------------------------------------------
-def test_ingest_writes_beside_its_folder_and_import_into_the_default_folder(tmp_path, capsys,
-                                                                            monkeypatch):
+def test_ingest_writes_beside_its_folder_and_import_into_the_default_folder(
+    tmp_path, capsys, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     syn.write(tmp_path / "elsewhere", syn.record(experiment="e"))
     assert main(["registry", "ingest", "elsewhere"]) == 0
     out = capsys.readouterr().out
     assert "into registry elsewhere/registry.duckdb" in out
     assert (tmp_path / "elsewhere" / "registry.duckdb").is_file()
-    assert not (tmp_path / "results").exists()           # never ./results when DIR is named
+    assert not (tmp_path / "results").exists()  # never ./results when DIR is named
     assert main(["registry", "import", table(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "into registry results/registry.duckdb" in out
@@ -378,8 +704,10 @@ def test_allow_unknown_stores_and_counts_unknown_names(world, capsys):
     assert main(["registry", "ingest", str(world / "res"), "--allow-unknown"]) == 0
     out = capsys.readouterr().out
     assert "2 unknown name(s) stored (--allow-unknown): method 'wagel', objective 'npoo'" in out
-    assert main(["registry", "import", lacuna(world), "--registry", str(db), *LACUNA,
-                 "--seed", "3"]) == 0
+    assert (
+        main(["registry", "import", lacuna(world), "--registry", str(db), *LACUNA, "--seed", "3"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "1 unknown name(s) stored (--allow-unknown): method 'GradientAscent'" in out
     con = duckdb.connect(str(db), read_only=True)
@@ -389,9 +717,11 @@ def test_allow_unknown_stores_and_counts_unknown_names(world, capsys):
 
 
 def test_known_names_are_read_without_torch_and_include_run_time_ones(world):
-    code = ("import sys; from supportbench.registry.names import known; "
-            "print(sorted(known('benchmark')), sorted(known('objective')), "
-            "{'lora', 'backbone', 'wagle'} <= known('method'), 'torch' in sys.modules)")
+    code = (
+        "import sys; from supportbench.registry.names import known; "
+        "print(sorted(known('benchmark')), sorted(known('objective')), "
+        "{'lora', 'backbone', 'wagle'} <= known('method'), 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split("] ")[-1].strip() == "True False", out.stderr
     assert "'controlled', 'lacuna', 'natural_tofu', 'tofu'" in out.stdout
@@ -420,13 +750,15 @@ def many(tmp_path, capsys):
 
 
 def test_query_prints_every_row_in_each_format(many, capsys):
-    sql = ("SELECT method, seed, J, [1, 2] AS l, 'a,\"b' AS q, 'nan'::DOUBLE AS n FROM results "
-           "ORDER BY J")
+    sql = (
+        "SELECT method, seed, J, [1, 2] AS l, 'a,\"b' AS q, 'nan'::DOUBLE AS n FROM results "
+        "ORDER BY J"
+    )
     query = ["registry", "query", "--registry", str(many), "-c", sql]
     assert main(query) == 0
     out = capsys.readouterr().out
     assert "75 rows" in out
-    assert sum(line.startswith("│") for line in out.splitlines()) == 75 + 2   # + name, type rows
+    assert sum(line.startswith("│") for line in out.splitlines()) == 75 + 2  # + name, type rows
     assert main([*query, "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert len(rows) == 75 and rows[0]["q"] == 'a,"b' and rows[0]["l"] == "[1, 2]"
@@ -464,29 +796,39 @@ def _owner_mode(db: Path):
 def test_an_idle_query_prompt_never_blocks_an_ingest(many):
     env = {**os.environ, LOCK: "5"}
     res = many.parent
-    prompt = subprocess.Popen(CLI + ["registry", "query", "--registry", str(many)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env)
+    prompt = subprocess.Popen(
+        CLI + ["registry", "query", "--registry", str(many)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         prompt.stdin.write("SELECT count(*) AS n FROM runs;\n")
         prompt.stdin.flush()
         seen = []
-        while not seen or "└" not in seen[-1]:   # its answer printed: the prompt waits for input
+        while not seen or "└" not in seen[-1]:  # its answer printed: the prompt waits for input
             seen.append(prompt.stdout.readline())
             assert seen[-1], prompt.stderr.read()
         assert any("75" in line for line in seen)
-        assert _owner_mode(many) is None          # no statement running: nothing open, no note
+        assert _owner_mode(many) is None  # no statement running: nothing open, no note
         syn.write(res, syn.record(experiment="e", method="wagle", seed=99))
-        out = subprocess.run(CLI + ["registry", "ingest", str(res)], capture_output=True,
-                             text=True, env=env, timeout=120)
+        out = subprocess.run(
+            CLI + ["registry", "ingest", str(res)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         assert "1 new" in out.stdout
-        assert prompt.poll() is None              # the prompt is still there, idle
+        assert prompt.poll() is None  # the prompt is still there, idle
         prompt.stdin.write("SELECT count(*) AS n FROM runs;\n")
         prompt.stdin.close()
         answer = prompt.stdout.read()
         assert prompt.wait(timeout=60) == 0
-        assert "76" in answer                     # the next statement sees the ingest's run
+        assert "76" in answer  # the next statement sees the ingest's run
     finally:
         if prompt.poll() is None:
             prompt.kill()
@@ -504,13 +846,19 @@ HOLD = textwrap.dedent("""
 
 
 def _ingest(res: Path, timeout: str):
-    return subprocess.run(CLI + ["registry", "ingest", str(res)], capture_output=True, text=True,
-                          env={**os.environ, LOCK: timeout}, timeout=120)
+    return subprocess.run(
+        CLI + ["registry", "ingest", str(res)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, LOCK: timeout},
+        timeout=120,
+    )
 
 
 def test_a_blocked_writer_is_told_who_holds_the_registry(many):
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(many)], stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(many)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "holding"
         note = json.loads((many.parent / "registry.duckdb.owner").read_text())
@@ -530,23 +878,32 @@ def test_a_blocked_writer_is_told_who_holds_the_registry(many):
 def test_a_stale_owner_note_is_ignored(many):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    (many.parent / "registry.duckdb.owner").write_text(json.dumps({
-        "pid": dead.pid, "host": os.uname().nodename, "mode": "write", "command": "stale-marker",
-        "since": "2000-01-01T00:00:00+00:00"}))
+    (many.parent / "registry.duckdb.owner").write_text(
+        json.dumps(
+            {
+                "pid": dead.pid,
+                "host": os.uname().nodename,
+                "mode": "write",
+                "command": "stale-marker",
+                "since": "2000-01-01T00:00:00+00:00",
+            }
+        )
+    )
     raw = textwrap.dedent("""
         import sys, time, duckdb
         con = duckdb.connect(sys.argv[1])   # raw-holder: no owner note of its own
         print("holding", flush=True)
         time.sleep(120)
     """)
-    holder = subprocess.Popen([sys.executable, "-c", raw, str(many)], stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", raw, str(many)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "holding"
         out = _ingest(many.parent, "0")
         assert out.returncode == 2 and "stale-marker" not in out.stderr, out.stderr
-        assert f"pid {holder.pid}" in out.stderr     # as DuckDB names it,
-        assert "raw-holder" in out.stderr            # its command line from /proc
+        assert f"pid {holder.pid}" in out.stderr  # as DuckDB names it,
+        assert "raw-holder" in out.stderr  # its command line from /proc
     finally:
         holder.kill()
         holder.wait()
@@ -561,14 +918,15 @@ def test_the_owner_note_lives_as_long_as_the_writable_connection(tmp_path):
     close(con, db)
     assert not owner_path(db).exists()
     con = connect(db)
-    del con                                       # collected: its note goes with it
+    del con  # collected: its note goes with it
     assert not owner_path(db).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]
 
 
 def test_a_killed_creators_private_copy_is_removed_by_the_next_creator(tmp_path):
-    """kill -9 during the first ingest leaves '.supportbench-PID-TID.creating' (and its .wal): the next
-    creation in that folder removes those whose process is gone, and leaves a live one's alone."""
+    """kill -9 during the first ingest leaves '.supportbench-PID-TID.creating' (and its .wal): the
+    next creation in that folder removes those whose process is gone, and leaves a live one's
+    alone."""
     import subprocess
     import sys
 
@@ -576,7 +934,10 @@ def test_a_killed_creators_private_copy_is_removed_by_the_next_creator(tmp_path)
 
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
-    dead = [tmp_path / f".supportbench-{p.pid}-1.creating", tmp_path / f".supportbench-{p.pid}-1.creating.wal"]
+    dead = [
+        tmp_path / f".supportbench-{p.pid}-1.creating",
+        tmp_path / f".supportbench-{p.pid}-1.creating.wal",
+    ]
     live = tmp_path / f".supportbench-{os.getpid()}-2.creating"
     for f in (*dead, live):
         f.write_bytes(b"x")
@@ -585,12 +946,15 @@ def test_a_killed_creators_private_copy_is_removed_by_the_next_creator(tmp_path)
 
 
 def test_a_registry_that_cannot_be_written_is_named_so(world, capsys):
-    """An immutable registry file (as a read-only file system would be): 'cannot be written', not 'not a DuckDB
-    registry file' (issue 33's second review)."""
+    """An immutable registry file (as a read-only file system would be): 'cannot be written', not
+    'not a DuckDB registry file' (issue 33's second review)."""
     import subprocess
 
     db = world / "res" / "registry.duckdb"
-    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode
+    ):
         pytest.skip("needs root and chattr +i")
     try:
         rc = main(["registry", "ingest", str(world / "res")])

@@ -1,7 +1,8 @@
-"""`supportbench report` describes the user's experiment, not only the paper's (issue 23): per-method tables for
-whatever methods, objectives and benchmarks a registry holds, a --reference with a stated choice rule, display
-names declared by the methods (plugins included, read without importing them), figures that say why they are
-empty, and a paper.tex with a title, the figures and true minus signs."""
+"""`supportbench report` describes the user's experiment, not only the paper's (issue 23):
+per-method tables for whatever methods, objectives and benchmarks a registry holds, a --reference
+with a stated choice rule, display names declared by the methods (plugins included, read without
+importing them), figures that say why they are empty, and a paper.tex with a title, the figures and
+true minus signs."""
 
 import os
 import re
@@ -26,37 +27,73 @@ from supportbench.reports.tables import Context
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "supportbench.cli"]
 FIELDS, OBJECTIVES, SEEDS = ("Email_Address", "Phone_Number"), ("npo", "simnpo"), (1, 2)
-# the sweep's per-unit J: the reference's, and each other method's offset from it (known paired gaps)
+# the sweep's per-unit J: the reference's, and each
+# other method's offset from it (known paired gaps)
 OFFSET = {"random": -0.25, "snip": 0.125}
 
 
-def sweep(root: Path, methods=("intervention_score", "random", "snip"), seeds=SEEDS, fields=FIELDS,
-          objectives=OBJECTIVES, triggered=True, benchmark="lacuna") -> Path:
-    """A 3-method sweep (Intervention Score with DIR-R, Random and the plugin method snip) on one benchmark."""
+def sweep(
+    root: Path,
+    methods=("intervention_score", "random", "snip"),
+    seeds=SEEDS,
+    fields=FIELDS,
+    objectives=OBJECTIVES,
+    triggered=True,
+    benchmark="lacuna",
+) -> Path:
+    """A 3-method sweep (Intervention Score with DIR-R, Random and the plugin method snip) on one
+    benchmark."""
     res = root / "res"
     for i, (f, o, s) in enumerate((f, o, s) for f in fields for o in objectives for s in seeds):
         base = 0.5 + 0.125 * i
         for m in methods:
-            syn.write(res, syn.record(experiment="mine", benchmark=benchmark, field=f, objective=o, method=m, seed=s,
-                                      J=base + OFFSET.get(m, 0.0), groups=(i, 50 + i, 100 if o == "npo" else 200)))
+            syn.write(
+                res,
+                syn.record(
+                    experiment="mine",
+                    benchmark=benchmark,
+                    field=f,
+                    objective=o,
+                    method=m,
+                    seed=s,
+                    J=base + OFFSET.get(m, 0.0),
+                    groups=(i, 50 + i, 100 if o == "npo" else 200),
+                ),
+            )
         if "intervention_score" in methods:
             trig = triggered and i % 2 == 0
             cands = {a: base + (0.0625 if trig and a == "0.05" else 0.0) for a in syn.ACTIONS}
-            syn.write(res, syn.record(experiment="mine", benchmark=benchmark, field=f, objective=o,
-                                      method="intervention_score", variant="dirr", seed=s, J=max(cands.values()),
-                                      candidates=cands, triggered=trig))
+            syn.write(
+                res,
+                syn.record(
+                    experiment="mine",
+                    benchmark=benchmark,
+                    field=f,
+                    objective=o,
+                    method="intervention_score",
+                    variant="dirr",
+                    seed=s,
+                    J=max(cands.values()),
+                    candidates=cands,
+                    triggered=trig,
+                ),
+            )
     db = root / "r.duckdb"
     con = connect(db)
-    ingest(con, res, allow_unknown=True)   # snip: a plugin method this process has not installed
+    ingest(con, res, allow_unknown=True)  # snip: a plugin method this process has not installed
     con.close()
     return db
 
 
 def write_plugin(site: Path) -> Path:
-    """An installed plugin method ``snip`` (entry point + source file) whose module imports torch."""
+    """An installed plugin method ``snip`` (entry point + source file) whose module imports
+    torch."""
     (site / "snip_plugin").mkdir(parents=True)
-    (site / "snip_plugin" / "__init__.py").write_text("import torch  # noqa: F401  (a report must never run this)\n")
-    (site / "snip_plugin" / "method.py").write_text(textwrap.dedent('''
+    (site / "snip_plugin" / "__init__.py").write_text(
+        "import torch  # noqa: F401  (a report must never run this)\n"
+    )
+    (site / "snip_plugin" / "method.py").write_text(
+        textwrap.dedent("""
         import torch
 
         class Snip:
@@ -66,7 +103,8 @@ def write_plugin(site: Path) -> Path:
 
             def score(self, diag, geometry):
                 return torch.zeros(geometry.n_groups)
-        '''))
+        """)
+    )
     d = site / "snip_plugin-0.1.dist-info"
     d.mkdir()
     (d / "METADATA").write_text("Metadata-Version: 2.1\nName: snip_plugin\nVersion: 0.1\n")
@@ -85,8 +123,13 @@ def plugin(tmp_path, monkeypatch):
 
 def env_with(site: Path | None = None, path: str | None = None) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*([str(site)] if site else []), str(ROOT / "src"),
-                                         *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [
+            *([str(site)] if site else []),
+            str(ROOT / "src"),
+            *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []),
+        ]
+    )
     if path is not None:
         env["PATH"] = path
     return env
@@ -103,14 +146,20 @@ def test_any_registry_gets_per_method_tables_and_every_figure(tmp_path, plugin):
     assert set(st["methods"]) == {"tab:methods:lacuna", "tab:methods:dirr"}
     assert all(v is None for v in st["figures"].values()), st["figures"]
     tex = (out / "tables" / "tab-methods-lacuna.tex").read_text()
-    # one row per method present and objective, the reference first, display names (the plugin's too)
+    # one row per method present and objective, the
+    # reference first, display names (the plugin's too)
     for obj in ("NPO", "SimNPO"):
         rows = [line for line in tex.splitlines() if line.startswith(obj + " & ")]
         # the synthetic DIR-R runs selected on the evaluation split: their row carries the dagger
-        assert [r.split(" & ")[1] for r in rows] == ["Intervention Score", "Random", "SNIP",
-                                                     "Intervention Score + DIR-R$^\\dagger$"]
+        assert [r.split(" & ")[1] for r in rows] == [
+            "Intervention Score",
+            "Random",
+            "SNIP",
+            "Intervention Score + DIR-R$^\\dagger$",
+        ]
         assert r"\emph{reference}" in rows[0]
-        # reference - method on 4 matched units: Random is 0.25 below, SNIP 0.125 above; W/T/L of the reference
+        # reference - method on 4 matched units: Random is
+        # 0.25 below, SNIP 0.125 above; W/T/L of the reference
         assert "$+0.250000$ & $+0.250000$ & 4/0/0" in rows[1]
         assert "$-0.125000$ & $-0.125000$ & 0/0/4" in rows[2]
     md = (out / "report.md").read_text()
@@ -118,18 +167,24 @@ def test_any_registry_gets_per_method_tables_and_every_figure(tmp_path, plugin):
     assert "| NPO | SNIP | 4 |" in md and "| NPO | Random | 4 |" in md
     dirr = (out / "tables" / "tab-methods-dirr.tex").read_text()
     assert "lacuna & NPO & Intervention Score$^\\dagger$ & 4 & $+0.031250$ & 2/2/0 & 2/4" in dirr
-    assert "evaluation split (8 of 8 DIR-R runs)" in dirr     # the caption says what the dagger means
+    assert "evaluation split (8 of 8 DIR-R runs)" in dirr  # the caption says what the dagger means
     paper = (out / "paper.tex").read_text()
     assert paper.index(r"\maketitle") < paper.index(r"\input{tables/")
-    assert r"\input{tables/tab-methods-lacuna.tex}" in paper and r"\input{tables/tab-methods-dirr.tex}" in paper
+    assert (
+        r"\input{tables/tab-methods-lacuna.tex}" in paper
+        and r"\input{tables/tab-methods-dirr.tex}" in paper
+    )
     for name in F.FIGURES:
         assert f"{{figures/{name}.pdf}}" in paper and (out / "figures" / f"{name}.pdf").is_file()
     for f in out.rglob("*"):
         if f.suffix in (".md", ".tex"):
             text = f.read_text()
             assert "undefined" not in text, f
-            if f.parent.name == "tables":   # every negative number printed with a math-mode minus
-                assert not re.search(r"-\d", outside_math(text)), (f, re.findall(r".{20}-\d.{10}", outside_math(text)))
+            if f.parent.name == "tables":  # every negative number printed with a math-mode minus
+                assert not re.search(r"-\d", outside_math(text)), (
+                    f,
+                    re.findall(r".{20}-\d.{10}", outside_math(text)),
+                )
 
 
 def figure_texts(fig) -> list[str]:
@@ -146,58 +201,96 @@ def test_figures_never_say_undefined_and_explain_an_untriggered_dirr(tmp_path, p
             assert not any("undefined" in t for t in texts), (name, texts)
             if name == "dirr-gain":
                 assert any("triggered in none of its 8 runs" in t for t in texts), texts
-            if name == "support-jaccard":   # NPO and SimNPO supports never overlap here: 0.000, not a blank cell
+            if (
+                name == "support-jaccard"
+            ):  # NPO and SimNPO supports never overlap here: 0.000, not a blank cell
                 assert texts.count("0.000") == 2 and texts.count("1.000") == 2, texts
             matplotlib.pyplot.close(fig)
 
 
 def test_loo_forest_draws_the_point_of_a_single_unit(tmp_path, plugin):
-    con = connect(sweep(tmp_path, seeds=(1,), fields=("Email_Address",), objectives=("npo",), triggered=False),
-                  read_only=True)
+    con = connect(
+        sweep(
+            tmp_path, seeds=(1,), fields=("Email_Address",), objectives=("npo",), triggered=False
+        ),
+        read_only=True,
+    )
     fig = F.loo_forest(Context.from_registry(con, "mine"))
     ax = fig.axes[0]
     points = [tuple(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "o"]
-    assert sorted(points) == [(-0.125,), (0.25,)]          # DIR-R (= Static-IV, no trigger) vs SNIP and Random
+    assert sorted(points) == [
+        (-0.125,),
+        (0.25,),
+    ]  # DIR-R (= Static-IV, no trigger) vs SNIP and Random
     lo, hi = ax.get_xlim()
-    assert lo < -0.125 and hi > 0.25                                   # every point in view
+    assert lo < -0.125 and hi > 0.25  # every point in view
     matplotlib.pyplot.close(fig)
 
 
 def test_heatmap_numbers_take_the_colour_that_reads_on_their_cell(tmp_path, plugin):
-    assert F.text_colour((0.0, 0.0, 0.2, 1.0)) == "white" and F.text_colour((1.0, 1.0, 0.9, 1.0)) == "black"
-    fig = F.field_gap_heatmap(Context.from_registry(connect(sweep(tmp_path), read_only=True), "mine"))
+    assert (
+        F.text_colour((0.0, 0.0, 0.2, 1.0)) == "white"
+        and F.text_colour((1.0, 1.0, 0.9, 1.0)) == "black"
+    )
+    fig = F.field_gap_heatmap(
+        Context.from_registry(connect(sweep(tmp_path), read_only=True), "mine")
+    )
     ax = fig.axes[0]
     im = ax.get_images()[0]
     for t in ax.texts:
         value = float(t.get_text())
         assert t.get_color() == F.text_colour(im.cmap(im.norm(value)))
-    assert {t.get_color() for t in ax.texts} == {"white", "black"}    # the darkest cells get white numbers
+    assert {t.get_color() for t in ax.texts} == {
+        "white",
+        "black",
+    }  # the darkest cells get white numbers
     matplotlib.pyplot.close(fig)
 
 
 def test_reference_option_and_a_bad_one_names_the_choices(tmp_path, plugin):
     db = sweep(tmp_path)
     env = env_with(plugin)
-    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "o1"), "--reference", "snip"],
-                       capture_output=True, text=True, env=env)
+    r = subprocess.run(
+        CLI
+        + ["report", "--registry", str(db), "--out", str(tmp_path / "o1"), "--reference", "snip"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     assert "reference: SNIP, chosen with --reference" in r.stdout
-    rows = [line for line in (tmp_path / "o1" / "tables" / "tab-methods-lacuna.tex").read_text().splitlines()
-            if line.startswith("NPO & ")]
+    rows = [
+        line
+        for line in (tmp_path / "o1" / "tables" / "tab-methods-lacuna.tex").read_text().splitlines()
+        if line.startswith("NPO & ")
+    ]
     assert rows[0].startswith(r"NPO & SNIP & 4 &") and r"\emph{reference}" in rows[0]
-    assert "$+0.125000$ & $+0.125000$ & 4/0/0" in rows[1]                       # SNIP - Intervention Score
-    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "o2"), "--reference", "snpi"],
-                       capture_output=True, text=True, env=env)
+    assert "$+0.125000$ & $+0.125000$ & 4/0/0" in rows[1]  # SNIP - Intervention Score
+    r = subprocess.run(
+        CLI
+        + ["report", "--registry", str(db), "--out", str(tmp_path / "o2"), "--reference", "snpi"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 2
-    for arm in ("intervention_score (Intervention Score)", "random (Random)", "snip (SNIP)",
-                "intervention_score:dirr (Intervention Score + DIR-R)"):
+    for arm in (
+        "intervention_score (Intervention Score)",
+        "random (Random)",
+        "snip (SNIP)",
+        "intervention_score:dirr (Intervention Score + DIR-R)",
+    ):
         assert arm in r.stderr, r.stderr
     assert "'snpi'" in r.stderr and not (tmp_path / "o2").exists()
 
 
-def test_without_intervention_score_the_reference_is_the_first_method_alphabetically(tmp_path, plugin):
+def test_without_intervention_score_the_reference_is_the_first_method_alphabetically(
+    tmp_path, plugin
+):
     st = report(sweep(tmp_path, methods=("wagle", "snip", "random")), tmp_path / "out")
-    assert st["reference"].startswith("Random: Intervention Score is not among this experiment's runs")
+    assert st["reference"].startswith(
+        "Random: Intervention Score is not among this experiment's runs"
+    )
     assert "alphabetical order" in st["reference"] and "--reference" in st["reference"]
     md = (tmp_path / "out" / "report.md").read_text()
     assert "Reference: Random: Intervention Score is not among" in md
@@ -214,23 +307,31 @@ def test_display_names_are_read_without_importing_torch_or_the_plugin(tmp_path):
         print(n["snip"], n["wagle"], n["intervention_score"])
         print("torch" in sys.modules, any(m.startswith("snip_plugin") for m in sys.modules))
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_with(site), check=True)
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env_with(site), check=True
+    )
     assert r.stdout.splitlines() == ["SNIP WAGLE Intervention Score", "False False"]
 
 
 def test_every_builtin_method_declares_a_display_name():
     from supportbench._registry import declared_class_attrs, declared_names
 
-    builtins = declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics"))
+    builtins = declared_names(
+        "supportbench.methods", "register_method", exclude=("base", "diagnostics")
+    )
     shown = declared_class_attrs("supportbench.methods", "register_method", "display_name")
     assert set(shown) == set(builtins) and all(isinstance(v, str) and v for v in shown.values())
-    assert names.method_display("not_a_method") == "not_a_method"                 # the fallback: its name
+    assert names.method_display("not_a_method") == "not_a_method"  # the fallback: its name
 
 
 def test_pdf_without_pdflatex_exits_2_naming_the_packages(tmp_path):
     db = sweep(tmp_path)
-    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
-                       capture_output=True, text=True, env=env_with(path=str(tmp_path / "empty-bin")))
+    r = subprocess.run(
+        CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
+        capture_output=True,
+        text=True,
+        env=env_with(path=str(tmp_path / "empty-bin")),
+    )
     assert r.returncode == 2
     assert all(p in r.stderr for p in TEX_PACKAGES), r.stderr
     assert not (tmp_path / "out").exists()
@@ -239,8 +340,12 @@ def test_pdf_without_pdflatex_exits_2_naming_the_packages(tmp_path):
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
 def test_pdf_builds_paper_pdf(tmp_path, plugin):
     db = sweep(tmp_path)
-    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
-                       capture_output=True, text=True, env=env_with(plugin))
+    r = subprocess.run(
+        CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
+        capture_output=True,
+        text=True,
+        env=env_with(plugin),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     pdf = tmp_path / "out" / "paper.pdf"
     assert pdf.is_file() and pdf.read_bytes().startswith(b"%PDF")
@@ -249,18 +354,19 @@ def test_pdf_builds_paper_pdf(tmp_path, plugin):
 
 
 def test_metric_only_imports_get_a_metric_table_and_are_counted(tmp_path):
-    """A registry holding only imported runs without J (as `registry import` of TOFU's logs makes them) reports
-    their metrics per benchmark x objective, one row per method marked as imported, and says they are left out
-    of the J statistics."""
+    """A registry holding only imported runs without J (as `registry import` of TOFU's logs makes
+    them) reports their metrics per benchmark x objective, one row per method marked as imported,
+    and says they are left out of the J statistics."""
     from supportbench.registry.imports import import_table
 
     (tmp_path / "t.csv").write_text(
-        "experiment,benchmark,field,objective,method,variant,seed,split,status,metric:forget_quality,"
-        "metric:model_utility,metric:forget_Q_A_Prob\n"
+        "experiment,benchmark,field,objective,method,variant,seed,split,status,"
+        "metric:forget_quality,metric:model_utility,metric:forget_Q_A_Prob\n"
         "e,tofu,forget10,npo,wagle,static,1,final,ok,0.1,0.5,0.2\n"
         "e,tofu,forget10,npo,wagle,static,2,final,ok,0.3,0.7,\n"
         "e,tofu,forget10,npo,random,static,1,final,ok,0.05,0.6,0.4\n"
-        "e,tofu,forget10,ga,random,static,1,final,ok,0.01,0.2,0.9\n")
+        "e,tofu,forget10,ga,random,static,1,final,ok,0.01,0.2,0.9\n"
+    )
     db = tmp_path / "res" / "registry.duckdb"
     con = connect(db)
     assert import_table(con, tmp_path / "t.csv").new == 4
@@ -286,17 +392,21 @@ def test_api_metrics_holds_imported_runs_that_results_leaves_out(tmp_path):
     from supportbench.registry.imports import import_table
 
     (tmp_path / "t.csv").write_text(
-        "experiment,benchmark,field,objective,method,variant,seed,split,status,metric:forget_quality\n"
-        "e,tofu,forget10,npo,wagle,static,1,final,ok,0.1\n")
+        "experiment,benchmark,field,objective,method,variant,seed,split,status,"
+        "metric:forget_quality\n"
+        "e,tofu,forget10,npo,wagle,static,1,final,ok,0.1\n"
+    )
     con = connect(tmp_path / "registry.duckdb")
     import_table(con, tmp_path / "t.csv")
     con.close()
     reg = sb.open_registry(tmp_path / "registry.duckdb")
     assert reg.results().height == 0
     m = reg.metrics("e")
-    assert m.select("method", "origin", "name", "value").rows() == [("wagle", "import", "forget_quality", 0.1)]
+    assert m.select("method", "origin", "name", "value").rows() == [
+        ("wagle", "import", "forget_quality", 0.1)
+    ]
     with pytest.raises(RegistryError, match="experiment 'other': no such experiment in the"):
-        reg.metrics("other")             # as the command line says, not an empty frame (issue 33)
+        reg.metrics("other")  # as the command line says, not an empty frame (issue 33)
 
 
 def test_tex_writes_any_name_in_ascii():
@@ -311,25 +421,42 @@ def test_tex_writes_any_name_in_ascii():
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
 def test_pdf_builds_with_a_non_ascii_method_name(tmp_path):
     db = sweep(tmp_path, methods=("intervention_score", "λ_tune"), fields=FIELDS[:1], seeds=(1,))
-    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
-                       capture_output=True, text=True, env=env_with())
+    r = subprocess.run(
+        CLI + ["report", "--registry", str(db), "--out", str(tmp_path / "out"), "--pdf"],
+        capture_output=True,
+        text=True,
+        env=env_with(),
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "out" / "paper.pdf").read_bytes().startswith(b"%PDF")
-    assert r"$\lambda$\_tune" in (tmp_path / "out" / "tables" / "tab-methods-lacuna.tex").read_text()
+    assert (
+        r"$\lambda$\_tune" in (tmp_path / "out" / "tables" / "tab-methods-lacuna.tex").read_text()
+    )
 
 
 def test_failed_pdflatex_leaves_the_previous_report_and_says_one_line(tmp_path):
     db = sweep(tmp_path, methods=("intervention_score", "random"), fields=FIELDS[:1], seeds=(1,))
     out = tmp_path / "out"
-    assert subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out)], env=env_with()).returncode == 0
+    assert (
+        subprocess.run(
+            CLI + ["report", "--registry", str(db), "--out", str(out)], env=env_with()
+        ).returncode
+        == 0
+    )
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "pdflatex").write_text("#!/bin/sh\nprintf 'This is pdfTeX\\n! LaTeX Error: boom.\\nl.12 x\\n' > paper.log\n"
-                                   "echo noise; exit 1\n")
+    (fake / "pdflatex").write_text(
+        "#!/bin/sh\nprintf 'This is pdfTeX\\n! LaTeX Error: boom.\\nl.12 x\\n' > paper.log\n"
+        "echo noise; exit 1\n"
+    )
     (fake / "pdflatex").chmod(0o755)
-    r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out), "--pdf"], capture_output=True,
-                       text=True, env=env_with(path=f"{fake}{os.pathsep}{os.environ['PATH']}"))
+    r = subprocess.run(
+        CLI + ["report", "--registry", str(db), "--out", str(out), "--pdf"],
+        capture_output=True,
+        text=True,
+        env=env_with(path=f"{fake}{os.pathsep}{os.environ['PATH']}"),
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     log = tmp_path / "out.paper.log"
@@ -337,7 +464,11 @@ def test_failed_pdflatex_leaves_the_previous_report_and_says_one_line(tmp_path):
     assert "! LaTeX Error: boom." in log.read_text()
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
-    if shutil.which("pdflatex"):    # a later success removes the failure's log
-        r = subprocess.run(CLI + ["report", "--registry", str(db), "--out", str(out), "--pdf"], capture_output=True,
-                           text=True, env=env_with())
+    if shutil.which("pdflatex"):  # a later success removes the failure's log
+        r = subprocess.run(
+            CLI + ["report", "--registry", str(db), "--out", str(out), "--pdf"],
+            capture_output=True,
+            text=True,
+            env=env_with(),
+        )
         assert r.returncode == 0 and not log.exists(), r.stderr

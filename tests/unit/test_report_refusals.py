@@ -24,8 +24,8 @@ from supportbench.reports import ownership as own
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "supportbench.cli"]
 REG = "res/registry.duckdb"
-LONG = "n" * 300                      # one name over NAME_MAX (255 bytes)
-DEEP = "/".join(["d" * 250] * 17)     # names that fit, a path over PATH_MAX (4095 bytes)
+LONG = "n" * 300  # one name over NAME_MAX (255 bytes)
+DEEP = "/".join(["d" * 250] * 17)  # names that fit, a path over PATH_MAX (4095 bytes)
 
 
 def write_results(res: Path, registry: Path | None = None, runs: int = 8) -> Path:
@@ -33,10 +33,22 @@ def write_results(res: Path, registry: Path | None = None, runs: int = 8) -> Pat
     ingested into ``registry`` (what `registry ingest` does)."""
     for seed in range(runs):
         syn.write(res, syn.record(experiment="e", seed=seed, J=1.0 + seed / 8))
-    freeze_decision(res / "decisions", tau=0.02, rho_p=0.01, d=20, t=160, T=200,
-                    actions=[0.0, 0.01], admissible_range=[0.2, 0.8], calibration_seeds=[1],
-                    baselines=["memflex"], benchmark="lacuna", objective="graddiff",
-                    selection="evaluation", calibration_runs=[])
+    freeze_decision(
+        res / "decisions",
+        tau=0.02,
+        rho_p=0.01,
+        d=20,
+        t=160,
+        T=200,
+        actions=[0.0, 0.01],
+        admissible_range=[0.2, 0.8],
+        calibration_seeds=[1],
+        baselines=["memflex"],
+        benchmark="lacuna",
+        objective="graddiff",
+        selection="evaluation",
+        calibration_runs=[],
+    )
     registry = registry or res / "registry.duckdb"
     con = connect(registry)
     ingest(con, res)
@@ -89,6 +101,7 @@ def lock(request):
     """lock(folder): nothing can be created in ``folder`` for the rest of the test — chmod 0o555
     for a user, the immutable attribute for root (whom permission bits do not stop); skips where
     neither works."""
+
     def _lock(folder: Path) -> None:
         if os.geteuid() != 0:
             folder.chmod(0o555)
@@ -100,6 +113,7 @@ def lock(request):
         if r.returncode != 0:
             pytest.skip(f"running as root and chattr +i fails here ({r.stderr.strip()})")
         request.addfinalizer(lambda: subprocess.run(["chattr", "-i", str(folder)], check=True))
+
     return _lock
 
 
@@ -129,95 +143,278 @@ def _legacy_report_folder(t: Path, extra: str | None) -> None:
 # appeared or vanished.
 CASES = [
     # 1. --findings: only a new path or a findings.md a report wrote
-    ("findings-is-the-registry", None, ["--out", "rep", "--findings", REG], 2, "is the registry",
-     [REG]),
-    ("findings-is-the-registry-by-another-name", None,
-     ["--out", "rep", "--findings", "./res/../res/registry.duckdb"], 2, "is the registry", [REG]),
-    ("findings-is-a-hard-link-to-the-registry", lambda t: os.link(t / REG, t / "alias.duckdb"),
-     ["--out", "rep", "--findings", "alias.duckdb"], 2, "is the registry", [REG]),
-    ("findings-is-another-file", None, ["--out", "rep", "--findings", "notes.txt"], 2,
-     "without the provenance stamp", ["notes.txt"]),
-    ("findings-is-the-registrys-wal", None, ["--out", "rep", "--findings", REG + ".wal"], 2,
-     "is the registry's own '.wal' file", [REG]),
-    ("findings-is-the-registrys-owner-note", None, ["--out", "rep", "--findings", REG + ".owner"], 2,
-     "is the registry's own '.owner' file", [REG]),
+    (
+        "findings-is-the-registry",
+        None,
+        ["--out", "rep", "--findings", REG],
+        2,
+        "is the registry",
+        [REG],
+    ),
+    (
+        "findings-is-the-registry-by-another-name",
+        None,
+        ["--out", "rep", "--findings", "./res/../res/registry.duckdb"],
+        2,
+        "is the registry",
+        [REG],
+    ),
+    (
+        "findings-is-a-hard-link-to-the-registry",
+        lambda t: os.link(t / REG, t / "alias.duckdb"),
+        ["--out", "rep", "--findings", "alias.duckdb"],
+        2,
+        "is the registry",
+        [REG],
+    ),
+    (
+        "findings-is-another-file",
+        None,
+        ["--out", "rep", "--findings", "notes.txt"],
+        2,
+        "without the provenance stamp",
+        ["notes.txt"],
+    ),
+    (
+        "findings-is-the-registrys-wal",
+        None,
+        ["--out", "rep", "--findings", REG + ".wal"],
+        2,
+        "is the registry's own '.wal' file",
+        [REG],
+    ),
+    (
+        "findings-is-the-registrys-owner-note",
+        None,
+        ["--out", "rep", "--findings", REG + ".owner"],
+        2,
+        "is the registry's own '.owner' file",
+        [REG],
+    ),
     ("findings-is-a-folder", None, ["--out", "rep", "--findings", "res"], 2, "is a folder", [REG]),
-    ("findings-under-a-file", None, ["--out", "rep", "--findings", "notes.txt/f.md"], 2,
-     "lies under", ["notes.txt"]),
-    ("findings-name-over-255-bytes", None, ["--out", "rep", "--findings", LONG], 2,
-     "longer than 255 bytes", []),
-    ("findings-path-over-4095-bytes", None, ["--out", "rep", "--findings", f"{DEEP}/f.md"], 2,
-     "the path is longer than 4095 bytes", []),
-    ("findings-folder-missing", None, ["--out", "rep", "--findings", "nodir/f.md"], 2,
-     "does not exist", []),
-    ("findings-inside-out", None, ["--out", "rep", "--findings", "rep/f.md"], 2, "inside --out",
-     []),
-    ("findings-is-a-link", lambda t: (t / "link.md").symlink_to(t / "notes.txt"),
-     ["--out", "rep", "--findings", "link.md"], 2, "is a symbolic link", ["notes.txt"]),
-    ("findings-in-an-unwritable-folder", "lock", ["--out", "rep", "--findings", "locked/f.md"],
-     2, "nothing can be created in", []),
-    # a stamped findings.md a person edited since is theirs now; one stamped before body hashes is unprovable
-    ("findings-stamped-then-edited-by-hand",
-     lambda t: (main(["report", "--registry", REG, "--out", "rep0", "--findings", "f.md"]),
-                (t / "f.md").write_text((t / "f.md").read_text().replace("# Findings", "# My findings"))),
-     ["--out", "rep", "--findings", "f.md"], 2, "edited since the report wrote it", ["f.md"]),
-    ("findings-stamped-without-a-body-hash",
-     lambda t: (t / "old.md").write_text('# Findings\n\n<!-- supportbench-stamp {"records": 1} -->\n'),
-     ["--out", "rep", "--findings", "old.md"], 2, "from before stamps held the text's hash", ["old.md"]),
-    ("findings-with-a-stamp-nested-deep",
-     lambda t: (t / "deep.md").write_text("<!-- supportbench-stamp " + "[" * 200_000 + "]" * 200_000 + " -->\n"),
-     ["--out", "rep", "--findings", "deep.md"], 2, "without the provenance stamp", ["deep.md"]),
+    (
+        "findings-under-a-file",
+        None,
+        ["--out", "rep", "--findings", "notes.txt/f.md"],
+        2,
+        "lies under",
+        ["notes.txt"],
+    ),
+    (
+        "findings-name-over-255-bytes",
+        None,
+        ["--out", "rep", "--findings", LONG],
+        2,
+        "longer than 255 bytes",
+        [],
+    ),
+    (
+        "findings-path-over-4095-bytes",
+        None,
+        ["--out", "rep", "--findings", f"{DEEP}/f.md"],
+        2,
+        "the path is longer than 4095 bytes",
+        [],
+    ),
+    (
+        "findings-folder-missing",
+        None,
+        ["--out", "rep", "--findings", "nodir/f.md"],
+        2,
+        "does not exist",
+        [],
+    ),
+    (
+        "findings-inside-out",
+        None,
+        ["--out", "rep", "--findings", "rep/f.md"],
+        2,
+        "inside --out",
+        [],
+    ),
+    (
+        "findings-is-a-link",
+        lambda t: (t / "link.md").symlink_to(t / "notes.txt"),
+        ["--out", "rep", "--findings", "link.md"],
+        2,
+        "is a symbolic link",
+        ["notes.txt"],
+    ),
+    (
+        "findings-in-an-unwritable-folder",
+        "lock",
+        ["--out", "rep", "--findings", "locked/f.md"],
+        2,
+        "nothing can be created in",
+        [],
+    ),
+    # a stamped findings.md a person edited since is theirs
+    # now; one stamped before body hashes is unprovable
+    (
+        "findings-stamped-then-edited-by-hand",
+        lambda t: (
+            main(["report", "--registry", REG, "--out", "rep0", "--findings", "f.md"]),
+            (t / "f.md").write_text(
+                (t / "f.md").read_text().replace("# Findings", "# My findings")
+            ),
+        ),
+        ["--out", "rep", "--findings", "f.md"],
+        2,
+        "edited since the report wrote it",
+        ["f.md"],
+    ),
+    (
+        "findings-stamped-without-a-body-hash",
+        lambda t: (t / "old.md").write_text(
+            '# Findings\n\n<!-- supportbench-stamp {"records": 1} -->\n'
+        ),
+        ["--out", "rep", "--findings", "old.md"],
+        2,
+        "from before stamps held the text's hash",
+        ["old.md"],
+    ),
+    (
+        "findings-with-a-stamp-nested-deep",
+        lambda t: (t / "deep.md").write_text(
+            "<!-- supportbench-stamp " + "[" * 200_000 + "]" * 200_000 + " -->\n"
+        ),
+        ["--out", "rep", "--findings", "deep.md"],
+        2,
+        "without the provenance stamp",
+        ["deep.md"],
+    ),
     # 1. --out: never the registry or a folder holding it
     ("out-is-the-registry", None, ["--out", REG], 2, "is the registry", [REG]),
     ("out-holds-the-registry", None, ["--out", "res"], 2, "holds the registry", [REG]),
     # 2. a marker proves nothing by itself: the folder must hold exactly what the report wrote
-    ("out-report-folder-that-received-results",
-     lambda t: _report_folder(t, lambda rep: write_results(rep, t / "other.duckdb")),
-     ["--registry", "other.duckdb", "--out", "rep"], 2, "holds what no report wrote: decisions/",
-     ["other.duckdb", "rep/runs", "rep/decisions"]),
-    ("out-report-folder-with-a-user-file",
-     lambda t: _report_folder(t, lambda rep: (rep / "mine.txt").write_text("x")),
-     ["--out", "rep"], 2, "holds what no report wrote: mine.txt", ["rep/mine.txt"]),
-    ("out-report-folder-with-an-empty-subfolder",
-     lambda t: _report_folder(t, lambda rep: (rep / "extra").mkdir()),
-     ["--out", "rep"], 2, "holds what no report wrote: extra/", []),
-    ("out-report-folder-edited-by-hand",
-     lambda t: _report_folder(t, lambda rep: (rep / "report.md").write_text("my notes")),
-     ["--out", "rep"], 2, "changed since: report.md", ["rep/report.md"]),
-    ("out-report-folder-missing-a-file",
-     lambda t: _report_folder(t, lambda rep: (rep / "paper.tex").unlink()),
-     ["--out", "rep"], 2, "missing: paper.tex", ["rep/report.md"]),
-    ("out-report-folder-with-a-forged-marker",
-     lambda t: (_mkdir(t, "rep") / own.MARKER).write_text('{"format": 2, "entries": "all"}'),
-     ["--out", "rep"], 2, "not a report this command wrote", []),
-    ("out-legacy-marker-folder-with-runs", lambda t: _legacy_report_folder(t, "runs"),
-     ["--out", "rep"], 2, "from before manifests", ["rep/runs/a.json"]),
+    (
+        "out-report-folder-that-received-results",
+        lambda t: _report_folder(t, lambda rep: write_results(rep, t / "other.duckdb")),
+        ["--registry", "other.duckdb", "--out", "rep"],
+        2,
+        "holds what no report wrote: decisions/",
+        ["other.duckdb", "rep/runs", "rep/decisions"],
+    ),
+    (
+        "out-report-folder-with-a-user-file",
+        lambda t: _report_folder(t, lambda rep: (rep / "mine.txt").write_text("x")),
+        ["--out", "rep"],
+        2,
+        "holds what no report wrote: mine.txt",
+        ["rep/mine.txt"],
+    ),
+    (
+        "out-report-folder-with-an-empty-subfolder",
+        lambda t: _report_folder(t, lambda rep: (rep / "extra").mkdir()),
+        ["--out", "rep"],
+        2,
+        "holds what no report wrote: extra/",
+        [],
+    ),
+    (
+        "out-report-folder-edited-by-hand",
+        lambda t: _report_folder(t, lambda rep: (rep / "report.md").write_text("my notes")),
+        ["--out", "rep"],
+        2,
+        "changed since: report.md",
+        ["rep/report.md"],
+    ),
+    (
+        "out-report-folder-missing-a-file",
+        lambda t: _report_folder(t, lambda rep: (rep / "paper.tex").unlink()),
+        ["--out", "rep"],
+        2,
+        "missing: paper.tex",
+        ["rep/report.md"],
+    ),
+    (
+        "out-report-folder-with-a-forged-marker",
+        lambda t: (_mkdir(t, "rep") / own.MARKER).write_text('{"format": 2, "entries": "all"}'),
+        ["--out", "rep"],
+        2,
+        "not a report this command wrote",
+        [],
+    ),
+    (
+        "out-legacy-marker-folder-with-runs",
+        lambda t: _legacy_report_folder(t, "runs"),
+        ["--out", "rep"],
+        2,
+        "from before manifests",
+        ["rep/runs/a.json"],
+    ),
     # a one-line marker proves nothing about the files beside it: a hand-edited report.md is kept
-    ("out-legacy-marker-folder-with-an-edited-report",
-     lambda t: (_legacy_report_folder(t, None), (t / "rep" / "report.md").write_text("my notes")),
-     ["--out", "rep"], 2, "from before manifests", ["rep/report.md"]),
-    ("out-legacy-marker-folder-as-the-report-left-it", lambda t: _legacy_report_folder(t, None),
-     ["--out", "rep"], 2, "move or delete it", ["rep/report.md", "rep/findings.md"]),
+    (
+        "out-legacy-marker-folder-with-an-edited-report",
+        lambda t: (
+            _legacy_report_folder(t, None),
+            (t / "rep" / "report.md").write_text("my notes"),
+        ),
+        ["--out", "rep"],
+        2,
+        "from before manifests",
+        ["rep/report.md"],
+    ),
+    (
+        "out-legacy-marker-folder-as-the-report-left-it",
+        lambda t: _legacy_report_folder(t, None),
+        ["--out", "rep"],
+        2,
+        "move or delete it",
+        ["rep/report.md", "rep/findings.md"],
+    ),
     # 4. what used to be an internal error (exit 1)
     ("out-under-a-file", None, ["--out", "notes.txt/rep"], 2, "lies under", ["notes.txt"]),
     ("out-name-over-255-bytes", None, ["--out", LONG], 2, "longer than 255 bytes", []),
-    ("out-path-over-4095-bytes", None, ["--out", f"{DEEP}/rep"], 2,
-     "the path is longer than 4095 bytes", []),
-    ("out-in-an-unwritable-folder", "lock", ["--out", "locked/rep"], 2,
-     "nothing can be created in", []),
-    ("out-where-nothing-can-be-created", None, ["--out", "/proc/x"], 2,
-     "nothing can be created in '/proc'", []),
-    ("registry-under-a-file", None, ["--registry", "notes.txt/r.duckdb", "--out", "rep"], 2,
-     "lies under", ["notes.txt"]),
-    ("registry-name-over-255-bytes", None, ["--registry", LONG, "--out", "rep"], 2,
-     "longer than 255 bytes", []),
+    (
+        "out-path-over-4095-bytes",
+        None,
+        ["--out", f"{DEEP}/rep"],
+        2,
+        "the path is longer than 4095 bytes",
+        [],
+    ),
+    (
+        "out-in-an-unwritable-folder",
+        "lock",
+        ["--out", "locked/rep"],
+        2,
+        "nothing can be created in",
+        [],
+    ),
+    (
+        "out-where-nothing-can-be-created",
+        None,
+        ["--out", "/proc/x"],
+        2,
+        "nothing can be created in '/proc'",
+        [],
+    ),
+    (
+        "registry-under-a-file",
+        None,
+        ["--registry", "notes.txt/r.duckdb", "--out", "rep"],
+        2,
+        "lies under",
+        ["notes.txt"],
+    ),
+    (
+        "registry-name-over-255-bytes",
+        None,
+        ["--registry", LONG, "--out", "rep"],
+        2,
+        "longer than 255 bytes",
+        [],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("setup", "argv", "code", "says", "kept"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
-def test_report_refuses_before_any_work_and_nothing_changes(work, capsys, lock, setup, argv, code,
-                                                            says, kept):
+@pytest.mark.parametrize(
+    ("setup", "argv", "code", "says", "kept"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_report_refuses_before_any_work_and_nothing_changes(
+    work, capsys, lock, setup, argv, code, says, kept
+):
     if setup == "lock":
         lock(_mkdir(work, "locked"))
     elif setup:
@@ -232,18 +429,23 @@ def test_report_refuses_before_any_work_and_nothing_changes(work, capsys, lock, 
     assert rc == code and says in err, err
     assert len(err.strip().splitlines()) == 1 and "internal error" not in err, err
     assert {k: content(work / k) for k in kept} == kept_before
-    assert snapshot(work) == before        # nothing lost, changed or written, hidden files included
+    assert snapshot(work) == before  # nothing lost, changed or written, hidden files included
 
 
 # ---- the two data-loss sequences, end to end through the command line --------------------------
 def run_cli(*argv: str, cwd: Path, bin_first: Path | None = None) -> subprocess.CompletedProcess:
     """The command line, run from ``cwd`` on this tree's code (``bin_first`` first on PATH)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])
+        ),
+    }
     if bin_first:
         env["PATH"] = f"{bin_first}{os.pathsep}{env['PATH']}"
-    return subprocess.run(CLI + list(argv), capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=300)
+    return subprocess.run(
+        CLI + list(argv), capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 def test_findings_naming_the_registry_leaves_it_a_registry(work):
@@ -266,7 +468,7 @@ def test_a_second_report_into_a_results_folder_the_first_one_marked_loses_nothin
     r = run_cli("report", "--registry", "other/registry.duckdb", "--out", "results", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "results" / own.MARKER).is_file()
-    write_results(tmp_path / "results")          # what `sweep` and `registry ingest` leave there
+    write_results(tmp_path / "results")  # what `sweep` and `registry ingest` leave there
     assert len(list((tmp_path / "results" / "runs").glob("*.json"))) == 8
     before = snapshot(tmp_path)
     r = run_cli("report", "--registry", "results/registry.duckdb", "--out", "results", cwd=tmp_path)
@@ -304,14 +506,19 @@ def dead_pid() -> int:
 
 def test_staging_folders_of_dead_reports_are_removed_and_nothing_else(work):
     dead, live = dead_pid(), os.getpid()
-    names = {f".rep.tmp-{dead}": False, f".rep.old-{dead}": False,    # a killed report's: removed
-             f".rep.tmp-{live}": True,                                # a running report's: kept
-             f".rep.tmp-{dead}x": True, f".other.tmp-{dead}": True,   # not the pattern for rep
-             f"rep.tmp-{dead}": True, f".rep.tmp-0{dead}": True}
+    names = {
+        f".rep.tmp-{dead}": False,
+        f".rep.old-{dead}": False,  # a killed report's: removed
+        f".rep.tmp-{live}": True,  # a running report's: kept
+        f".rep.tmp-{dead}x": True,
+        f".other.tmp-{dead}": True,  # not the pattern for rep
+        f"rep.tmp-{dead}": True,
+        f".rep.tmp-0{dead}": True,
+    }
     for name in names:
         (work / name).mkdir()
         (work / name / "report.md").write_text("half")
-    (work / f".rep.old-{dead + 1}").write_text("a file, not a folder a report makes")   # kept
+    (work / f".rep.old-{dead + 1}").write_text("a file, not a folder a report makes")  # kept
     r = run_cli("report", "--registry", REG, "--out", "rep", cwd=work)
     assert r.returncode == 0, r.stderr
     assert {n: (work / n).exists() for n in names} == names

@@ -1,6 +1,7 @@
-"""Run identity: the record says exactly what ran. Every default is resolved into the spec (one source for
-the CLI, Python and TOML), a local model is known by its content, and the code fingerprint covers the code
-that trains and evaluates, so changing a default or a training line reruns the affected cells."""
+"""Run identity: the record says exactly what ran. Every default is resolved into the spec (one
+source for the CLI, Python and TOML), a local model is known by its content, and the code
+fingerprint covers the code that trains and evaluates, so changing a default or a training line
+reruns the affected cells."""
 
 import json
 import os
@@ -24,11 +25,20 @@ def test_every_setting_is_resolved_into_the_spec():
     spec = RunSpec("tofu", "forget10", "npo", "wagle")
     hp = dict(spec.hyperparameters)
     assert set(hp) == set(S.DEFAULT_HYPERPARAMETERS)
-    assert hp["lr"] == 1e-2 and hp["batch_size"] == 8 and (spec.T, spec.t, spec.d, spec.rho_p) == (40, 32, 4, 0.05)
+    assert (
+        hp["lr"] == 1e-2
+        and hp["batch_size"] == 8
+        and (spec.T, spec.t, spec.d, spec.rho_p) == (40, 32, 4, 0.05)
+    )
     c = spec.canonical()
-    assert c["hyperparameters"] == hp and c["T"] == 40  # the record stores, and the key hashes, all of them
+    assert (
+        c["hyperparameters"] == hp and c["T"] == 40
+    )  # the record stores, and the key hashes, all of them
     # naming a default explicitly is the same run
-    assert RunSpec("tofu", "forget10", "npo", "wagle", T=40, hyperparameters={"lr": 0.01}).run_key == spec.run_key
+    assert (
+        RunSpec("tofu", "forget10", "npo", "wagle", T=40, hyperparameters={"lr": 0.01}).run_key
+        == spec.run_key
+    )
 
 
 def test_a_local_model_gets_the_papers_settings_not_the_tiny_learning_rate(tmp_path):
@@ -39,33 +49,44 @@ def test_a_local_model_gets_the_papers_settings_not_the_tiny_learning_rate(tmp_p
     assert spec.hp("lr") == 1e-5 and (spec.T, spec.t, spec.d, spec.rho_p) == (200, 160, 20, 0.01)
 
 
-@pytest.mark.parametrize("change", [
-    lambda m: m.setitem(S.DEFAULT_HYPERPARAMETERS, "batch_size", 4),
-    lambda m: m.setitem(S.MODEL_DEFAULTS["preset"], "lr", 5e-2),
-    lambda m: m.setitem(S.MODEL_DEFAULTS["preset"], "T", 41),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m.setitem(S.DEFAULT_HYPERPARAMETERS, "batch_size", 4),
+        lambda m: m.setitem(S.MODEL_DEFAULTS["preset"], "lr", 5e-2),
+        lambda m: m.setitem(S.MODEL_DEFAULTS["preset"], "T", 41),
+    ],
+)
 def test_changing_any_default_changes_the_run_key(monkeypatch, change):
     before = RunSpec("tofu", "forget10", "npo", "wagle").run_key
     change(monkeypatch)
     assert RunSpec("tofu", "forget10", "npo", "wagle").run_key != before
 
 
-@pytest.mark.parametrize(("benchmark", "field", "method", "model"), [
-    ("tofu", "forget10", "wagle", "tiny-llama"),
-    ("natural_tofu", "forget10", "wagle", "tiny-llama"),
-    ("lacuna", "Phone_Number", "wagle", "tiny-olmo3"),
-    ("controlled", "t00", "backbone", "tiny-qwen2"),
-])
+@pytest.mark.parametrize(
+    ("benchmark", "field", "method", "model"),
+    [
+        ("tofu", "forget10", "wagle", "tiny-llama"),
+        ("natural_tofu", "forget10", "wagle", "tiny-llama"),
+        ("lacuna", "Phone_Number", "wagle", "tiny-olmo3"),
+        ("controlled", "t00", "backbone", "tiny-qwen2"),
+    ],
+)
 def test_cli_python_and_toml_name_the_same_default_cell(tmp_path, benchmark, field, method, model):
     from supportbench.benchmarks.base import BENCHMARKS
     from supportbench.cli import build_parser, run_spec
 
-    args = build_parser().parse_args(["run", "--benchmark", benchmark, "--field", field, "--method", method])
+    args = build_parser().parse_args(
+        ["run", "--benchmark", benchmark, "--field", field, "--method", method]
+    )
     python = RunSpec(benchmark, field, "npo", method)
-    assert python.model == model == BENCHMARKS.get(benchmark).DEFAULT_MODEL   # the benchmark's own default
+    assert (
+        python.model == model == BENCHMARKS.get(benchmark).DEFAULT_MODEL
+    )  # the benchmark's own default
     assert run_spec(args).run_key == python.run_key
     toml = tmp_path / "e.toml"
-    toml.write_text(textwrap.dedent(f"""
+    toml.write_text(
+        textwrap.dedent(f"""
         [experiment]
         name = "adhoc"
         benchmarks = ["{benchmark}"]
@@ -75,16 +96,29 @@ def test_cli_python_and_toml_name_the_same_default_cell(tmp_path, benchmark, fie
         dirr_methods = []
         [experiment.seeds]
         final = [0]
-    """))
+    """)
+    )
     (from_toml,) = ExperimentSpec.from_toml(toml).runs("final")
     assert from_toml.run_key == python.run_key
 
 
 def test_one_number_one_key():
-    a = RunSpec("tofu", "forget10", "npo", "wagle", budget=64.0, hyperparameters={"weight_decay": 0, "lr": 1,
-                                                                                 "method.eps": 2.0})
-    b = RunSpec("tofu", "forget10", "npo", "wagle", budget=64, hyperparameters={"weight_decay": 0.0, "lr": 1.0,
-                                                                               "method.eps": 2})
+    a = RunSpec(
+        "tofu",
+        "forget10",
+        "npo",
+        "wagle",
+        budget=64.0,
+        hyperparameters={"weight_decay": 0, "lr": 1, "method.eps": 2.0},
+    )
+    b = RunSpec(
+        "tofu",
+        "forget10",
+        "npo",
+        "wagle",
+        budget=64,
+        hyperparameters={"weight_decay": 0.0, "lr": 1.0, "method.eps": 2},
+    )
     assert a.run_key == b.run_key and a.budget == 64 and isinstance(a.budget, int)
     assert isinstance(a.hp("lr"), float) and isinstance(a.hp("method.eps"), int)
 
@@ -95,24 +129,49 @@ def test_replace_resolves_the_defaults_again_under_the_change(tmp_path):
     (d / "config.json").write_text("{}")
     tiny = RunSpec("tofu", "forget10", "npo", "wagle", T=12, hyperparameters={"batch_size": 4})
     local = tiny.replace(model=str(d))
-    # t and d follow the T given (floor(0.8 T), max(1, floor(0.1 T))), not the model default T = 200's 160
-    assert local.hp("lr") == 1e-5 and (local.t, local.d) == (9, 1) and local.T == 12 and local.hp("batch_size") == 4
-    assert local.run_key == RunSpec("tofu", "forget10", "npo", "wagle", T=12, model=str(d),
-                                    hyperparameters={"batch_size": 4}).run_key
+    # t and d follow the T given (floor(0.8 T), max(1,
+    # floor(0.1 T))), not the model default T = 200's 160
+    assert (
+        local.hp("lr") == 1e-5
+        and (local.t, local.d) == (9, 1)
+        and local.T == 12
+        and local.hp("batch_size") == 4
+    )
+    assert (
+        local.run_key
+        == RunSpec(
+            "tofu",
+            "forget10",
+            "npo",
+            "wagle",
+            T=12,
+            model=str(d),
+            hyperparameters={"batch_size": 4},
+        ).run_key
+    )
     assert tiny.replace(benchmark="lacuna", field="Phone_Number").model == "tiny-olmo3"
-    assert tiny.replace(hyperparameters={"lr": 0.5}).hyperparameters == RunSpec(   # replaced, as a field is
-        "tofu", "forget10", "npo", "wagle", T=12, hyperparameters={"lr": 0.5}).hyperparameters
+    assert (
+        tiny.replace(hyperparameters={"lr": 0.5}).hyperparameters
+        == RunSpec(  # replaced, as a field is
+            "tofu", "forget10", "npo", "wagle", T=12, hyperparameters={"lr": 0.5}
+        ).hyperparameters
+    )
 
 
 def test_a_benchmark_without_a_default_model_must_name_one():
-    with pytest.raises(S.SpecError, match=r"benchmark 'nosuch' has no default model .*name the model"):
+    with pytest.raises(
+        S.SpecError, match=r"benchmark 'nosuch' has no default model .*name the model"
+    ):
         RunSpec("nosuch", "f", "npo", "random")
     assert RunSpec("nosuch", "f", "npo", "random", model="tiny-llama").model == "tiny-llama"
 
 
 def test_a_builtin_benchmark_cannot_declare_another_default_model():
-    with pytest.raises(S.SpecError, match=r"declares DEFAULT_MODEL 'tiny-llama', but its default model is "
-                                          r"'tiny-olmo3'"):
+    with pytest.raises(
+        S.SpecError,
+        match=r"declares DEFAULT_MODEL 'tiny-llama', but its default model is "
+        r"'tiny-olmo3'",
+    ):
         S.register_default_model("lacuna", "tiny-llama")
 
 
@@ -124,12 +183,14 @@ def test_a_data_folder_is_known_by_its_content_not_its_path(tmp_path):
     shutil.copytree(a, b)
 
     def key(path):
-        return RunSpec("tofu", "forget10", "npo", "wagle", hyperparameters={"benchmark.data_dir": str(path)})
+        return RunSpec(
+            "tofu", "forget10", "npo", "wagle", hyperparameters={"benchmark.data_dir": str(path)}
+        )
 
-    assert key(a).run_key == key(b).run_key                                    # moved: same runs
+    assert key(a).run_key == key(b).run_key  # moved: same runs
     assert str(tmp_path) not in json.dumps(key(a).canonical())
     assert key(a).canonical()["hyperparameters"]["benchmark.data_dir"].startswith("content:")
-    (b / "forget10.json").write_text('[{"question": "q", "answer": "y"}]')       # the data changed
+    (b / "forget10.json").write_text('[{"question": "q", "answer": "y"}]')  # the data changed
     os.utime(b / "forget10.json", ns=(2, 2))
     clear_memo()
     assert key(b).run_key != key(a).run_key
@@ -140,19 +201,38 @@ def test_a_data_folder_is_known_by_its_content_not_its_path(tmp_path):
 def _stored(spec: dict) -> str:
     from supportbench.experiments.record import Compute, Outcome, Provenance, RunRecord
 
-    rec = RunRecord(run_key=S.spec_key(spec), spec=spec, status="ok", outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0),
-                    compute=Compute(), provenance=Provenance(supportbench="-", git="-", torch="-",
-                                                             transformers="-", started_at="-"))
+    rec = RunRecord(
+        run_key=S.spec_key(spec),
+        spec=spec,
+        status="ok",
+        outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0),
+        compute=Compute(),
+        provenance=Provenance(
+            supportbench="-", git="-", torch="-", transformers="-", started_at="-"
+        ),
+    )
     return rec.to_json()
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda c: c["hyperparameters"].pop("batch_size"), r"not fully resolved: hyperparameters.batch_size "
-                                                       r"\(stored None, resolved 8\)"),
-    (lambda c: c["hyperparameters"].update(tag="x"), r"not a valid RunSpec: unknown hyperparameter 'tag'"),
-    (lambda c: c["hyperparameters"].update(lr=-1.0), r"not a valid RunSpec: hyperparameter lr = -1.0"),
-    (lambda c: c.update(T="40"), r"not a valid RunSpec: T must be a whole number, got '40'"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda c: c["hyperparameters"].pop("batch_size"),
+            r"not fully resolved: hyperparameters.batch_size "
+            r"\(stored None, resolved 8\)",
+        ),
+        (
+            lambda c: c["hyperparameters"].update(tag="x"),
+            r"not a valid RunSpec: unknown hyperparameter 'tag'",
+        ),
+        (
+            lambda c: c["hyperparameters"].update(lr=-1.0),
+            r"not a valid RunSpec: hyperparameter lr = -1.0",
+        ),
+        (lambda c: c.update(T="40"), r"not a valid RunSpec: T must be a whole number, got '40'"),
+    ],
+)
 def test_a_record_whose_spec_is_not_a_resolved_runspec_is_refused(edit, message):
     from supportbench.experiments.record import RecordError, RunRecord
 
@@ -173,19 +253,24 @@ def test_a_local_model_is_known_by_its_content_not_its_path(tmp_path):
     b = tmp_path / "elsewhere" / "b"
     shutil.copytree(a, b)
     key = RunSpec("tofu", "forget10", "npo", "wagle", model=str(a)).run_key
-    assert RunSpec("tofu", "forget10", "npo", "wagle", model=str(b)).run_key == key      # moved: same runs
+    assert (
+        RunSpec("tofu", "forget10", "npo", "wagle", model=str(b)).run_key == key
+    )  # moved: same runs
     assert model_identity(a) == model_identity(b) and model_identity(a).startswith("local:")
-    assert str(a) not in json.dumps(RunSpec("tofu", "forget10", "npo", "wagle", model=str(a)).canonical())
-    (b / "README.md").write_text("edited")                                                 # not the model
+    assert str(a) not in json.dumps(
+        RunSpec("tofu", "forget10", "npo", "wagle", model=str(a)).canonical()
+    )
+    (b / "README.md").write_text("edited")  # not the model
     assert RunSpec("tofu", "forget10", "npo", "wagle", model=str(b)).run_key == key
-    (b / "model.safetensors").write_bytes(b"\x01" + b"\x00" * 63)                          # a weight changed
+    (b / "model.safetensors").write_bytes(b"\x01" + b"\x00" * 63)  # a weight changed
     os.utime(b / "model.safetensors", ns=(1, 1))
     clear_memo()
     assert RunSpec("tofu", "forget10", "npo", "wagle", model=str(b)).run_key != key
 
 
 def _reusable_in(src: Path, results: Path, spec: RunSpec) -> str:
-    """Ask a fresh process running the code in ``src`` whether the stored record of ``spec`` stands."""
+    """Ask a fresh process running the code in ``src`` whether the stored record of ``spec``
+    stands."""
     code = textwrap.dedent(f"""
         import supportbench, sys
         assert supportbench.__file__.startswith({str(src)!r}), supportbench.__file__
@@ -196,19 +281,34 @@ def _reusable_in(src: Path, results: Path, spec: RunSpec) -> str:
         print("reused" if rec is not None else "stale")
     """)
     env = {**os.environ, "PYTHONPATH": str(src)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("edited", "old", "new"), [
-    ("unlearning/train.py", "        loss.backward()\n        self.leaves.collect_grads()",
-     "        (1.0 * loss).backward()\n        self.leaves.collect_grads()"),
-    ("benchmarks/evaluators.py", "\nfrom __future__ import annotations\n",
-     "\nfrom __future__ import annotations\n_EDITED = True\n"),
-    ("harness/runner.py", "def resolve_budget(", "def _edited():\n    pass\n\n\ndef resolve_budget("),
-])
+@pytest.mark.parametrize(
+    ("edited", "old", "new"),
+    [
+        (
+            "unlearning/train.py",
+            "        loss.backward()\n        self.leaves.collect_grads()",
+            "        (1.0 * loss).backward()\n        self.leaves.collect_grads()",
+        ),
+        (
+            "benchmarks/evaluators.py",
+            "\nfrom __future__ import annotations\n",
+            "\nfrom __future__ import annotations\n_EDITED = True\n",
+        ),
+        (
+            "harness/runner.py",
+            "def resolve_budget(",
+            "def _edited():\n    pass\n\n\ndef resolve_budget(",
+        ),
+    ],
+)
 def test_editing_the_code_that_trains_or_evaluates_makes_records_stale(tmp_path, edited, old, new):
     from supportbench.experiments.record import Compute, Outcome, Provenance, RunRecord
     from supportbench.experiments.results import ResultsDir
@@ -216,34 +316,46 @@ def test_editing_the_code_that_trains_or_evaluates_makes_records_stale(tmp_path,
 
     spec = RunSpec("tofu", "forget10", "npo", "wagle", T=2)
     results = ResultsDir(tmp_path / "res")
-    results.write_record(RunRecord(run_key=spec.run_key, spec=spec.canonical(), status="ok",
-                                   outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0), fingerprint=fingerprint(spec),
-                                   compute=Compute(), provenance=Provenance(supportbench="-", git="-", torch="-",
-                                                                            transformers="-", started_at="-")))
+    results.write_record(
+        RunRecord(
+            run_key=spec.run_key,
+            spec=spec.canonical(),
+            status="ok",
+            outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0),
+            fingerprint=fingerprint(spec),
+            compute=Compute(),
+            provenance=Provenance(
+                supportbench="-", git="-", torch="-", transformers="-", started_at="-"
+            ),
+        )
+    )
     copy = tmp_path / "src"
-    shutil.copytree(SRC / "supportbench", copy / "supportbench", ignore=shutil.ignore_patterns("__pycache__"))
-    assert _reusable_in(copy, results.root, spec) == "reused"        # same code: the record stands
+    shutil.copytree(
+        SRC / "supportbench", copy / "supportbench", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    assert _reusable_in(copy, results.root, spec) == "reused"  # same code: the record stands
     f = copy / "supportbench" / edited
     text = f.read_text()
     assert old in text
     f.write_text(text.replace(old, new, 1))
-    assert _reusable_in(copy, results.root, spec) == "stale"         # edited code: the cell reruns
+    assert _reusable_in(copy, results.root, spec) == "stale"  # edited code: the cell reruns
 
 
 def test_a_source_hash_follows_what_the_code_does_not_its_layout(tmp_path):
-    """Comments, docstrings and line breaks leave a file's hash (so a record's fingerprint and a cached
-    theta_0's key) as it was; a changed constant, name or statement changes it."""
+    """Comments, docstrings and line breaks leave a file's hash (so a record's fingerprint and a
+    cached theta_0's key) as it was; a changed constant, name or statement changes it."""
     from supportbench.experiments.identity import source_hash
 
-    base = 'def f(x):\n    return x * 2 + 1\n'
+    base = "def f(x):\n    return x * 2 + 1\n"
     variants = {
         "same": base,
-        "comment": '# a comment\ndef f(x):  # trailing\n    return x * 2 + 1\n',
-        "docstring": '"""Module."""\ndef f(x):\n    """Doubles, then adds one."""\n    return x * 2 + 1\n',
-        "layout": 'def f(\n    x,\n):\n    return (\n        x * 2\n        + 1\n    )\n',
-        "constant": 'def f(x):\n    return x * 2 + 2\n',
-        "name": 'def f(y):\n    return y * 2 + 1\n',
-        "statement": 'def f(x):\n    x = x\n    return x * 2 + 1\n',
+        "comment": "# a comment\ndef f(x):  # trailing\n    return x * 2 + 1\n",
+        "docstring": '"""Module."""\ndef f(x):\n'
+        '    """Doubles, then adds one."""\n    return x * 2 + 1\n',
+        "layout": "def f(\n    x,\n):\n    return (\n        x * 2\n        + 1\n    )\n",
+        "constant": "def f(x):\n    return x * 2 + 2\n",
+        "name": "def f(y):\n    return y * 2 + 1\n",
+        "statement": "def f(x):\n    x = x\n    return x * 2 + 1\n",
         "string": 'def f(x):\n    s = "a"\n    return x * 2 + 1\n',
     }
     hashes = {}

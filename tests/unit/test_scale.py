@@ -1,5 +1,6 @@
-"""The 7-8B path, checked here without a GPU: full-size configs on the meta device (no allocation), the memory
-plan, the fused diagnostics contraction's shapes, and bf16 frozen weights with an fp32 support on CPU."""
+"""The 7-8B path, checked here without a GPU: full-size configs on the meta device (no allocation),
+the memory plan, the fused diagnostics contraction's shapes, and bf16 frozen weights with an fp32
+support on CPU."""
 
 import resource
 
@@ -11,8 +12,12 @@ from supportbench.unlearning.objectives import get_objective, reference_nll
 from supportbench.unlearning.support import Support, discover_geometry
 from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData
 
-SHAPES = {"llama3-8b": (32, 14336, 4096), "gemma2-2b": (26, 9216, 2304), "olmo3-7b": (32, 11008, 4096),
-          "qwen2.5-7b": (28, 18944, 3584)}
+SHAPES = {
+    "llama3-8b": (32, 14336, 4096),
+    "gemma2-2b": (26, 9216, 2304),
+    "olmo3-7b": (32, 11008, 4096),
+    "qwen2.5-7b": (28, 18944, 3584),
+}
 
 
 @pytest.mark.parametrize("name", list(ARCH_CONFIGS))
@@ -26,29 +31,39 @@ def test_full_size_config_on_meta_device(name):
     plan = plan_memory(name, 6e6)
     n = sum(p.numel() for p in m.parameters())
     assert plan.components["weights"] == 2 * n and plan.budget == 6e6 // d * d
-    assert plan.components["optimizer"] == 8 * plan.budget and plan.components["diagnostics"] == 24 * L * f * d
-    assert largest_batch(name, 6e6, 80 * 2**30) >= 8          # every paper model trains on one 80 GB GPU
-    # the diagnostics' fused contraction on the real shapes: sum_t d_t a_t^T per down-projection -> per group
+    assert (
+        plan.components["optimizer"] == 8 * plan.budget
+        and plan.components["diagnostics"] == 24 * L * f * d
+    )
+    assert largest_batch(name, 6e6, 80 * 2**30) >= 8  # every paper model trains on one 80 GB GPU
+    # the diagnostics' fused contraction on the real shapes:
+    # sum_t d_t a_t^T per down-projection -> per group
     t = geo.tensors[0]
     a = torch.empty(2, 16, f, device="meta")
     dd = torch.empty(2, 16, d, device="meta")
     g = dd.reshape(-1, d).T @ a.reshape(-1, f)
     assert g.shape == t.param.shape
-    assert sum(x.n for x in geo.tensors) == geo.n_groups and geo.tensors[-1].offset + f == geo.n_groups
+    assert (
+        sum(x.n for x in geo.tensors) == geo.n_groups and geo.tensors[-1].offset + f == geo.n_groups
+    )
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    assert grown_mb < 400, f"a meta build allocated {grown_mb:.0f} MB"   # a bf16 8B model would be ~16,000
+    assert grown_mb < 400, (
+        f"a meta build allocated {grown_mb:.0f} MB"
+    )  # a bf16 8B model would be ~16,000
 
 
 def test_bf16_frozen_weights_fp32_support_on_cpu(tiny_model, tiny_sets):
-    """Frozen coordinates stay bitwise in bf16; the support trains in fp32 and ends within bf16 rounding of
-    an all-fp32 run."""
+    """Frozen coordinates stay bitwise in bf16; the support trains in fp32 and ends within bf16
+    rounding of an all-fp32 run."""
     groups = (1, 5, 40, 50, 70)
     cfg = TrainConfig(steps=6, lr=5e-3, batch_size=2, weight_decay=0.1, seed=3)
     obj = get_objective("npo")
 
     def run(model):
         geo = discover_geometry(model)
-        data = UnlearningData(tiny_sets["forget"], tiny_sets["retain"], reference_nll(model, tiny_sets["forget"]))
+        data = UnlearningData(
+            tiny_sets["forget"], tiny_sets["retain"], reference_nll(model, tiny_sets["forget"])
+        )
         support = Support.of(geo, groups)
         tr = SupportTrainer(model, geo, support, obj, data, cfg, progress=False)
         before = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -61,7 +76,9 @@ def test_bf16_frozen_weights_fp32_support_on_cpu(tiny_model, tiny_sets):
     bf16 = copy.deepcopy(tiny_model).to(torch.bfloat16)
     geo32, support, _, t32 = run(fp32)
     geo16, _, before16, t16 = run(bf16)
-    assert all(leaf.dtype == torch.float32 for _, _, leaf in t16._slots)   # fp32 master copy of the support
+    assert all(
+        leaf.dtype == torch.float32 for _, _, leaf in t16._slots
+    )  # fp32 master copy of the support
     masks = support.mask()
     for name, w in bf16.state_dict().items():
         assert w.dtype == torch.bfloat16
@@ -69,8 +86,8 @@ def test_bf16_frozen_weights_fp32_support_on_cpu(tiny_model, tiny_sets):
             assert torch.equal(w[~masks[name]], before16[name][~masks[name]]), name
         else:
             assert torch.equal(w, before16[name]), name
-    # Stated tolerance: AdamW moves a coordinate by at most ~lr per step, so bf16 forward passes may move one
-    # by up to lr x steps differently; the update as a whole must agree in direction.
+    # Stated tolerance: AdamW moves a coordinate by at most ~lr per step, so bf16 forward passes may
+    # move one by up to lr x steps differently; the update as a whole must agree in direction.
     start = {k: v.float() for k, v in tiny_model.state_dict().items()}
     d16, d32 = [], []
     for t in geo16.tensors:
@@ -82,13 +99,16 @@ def test_bf16_frozen_weights_fp32_support_on_cpu(tiny_model, tiny_sets):
         d32.append(want - start[t.name][m])
     cos = torch.nn.functional.cosine_similarity(torch.cat(d16), torch.cat(d32), dim=0)
     assert cos > 0.95, float(cos)
-    torch.testing.assert_close(torch.tensor(t16.losses), torch.tensor(t32.losses), rtol=0.05, atol=0.05)
+    torch.testing.assert_close(
+        torch.tensor(t16.losses), torch.tensor(t32.losses), rtol=0.05, atol=0.05
+    )
 
 
 def test_activation_checkpointing_recomputes_and_changes_nothing(tiny_model, tiny_sets):
-    """With checkpointing enabled, each decoder layer's forward runs twice per step (the recomputation in
-    backward: transformers checkpoints only layers in training mode, and unlearning runs in eval mode), the
-    trained weights are bitwise those of a run without it, and the model is left in eval mode."""
+    """With checkpointing enabled, each decoder layer's forward runs twice per step (the
+    recomputation in backward: transformers checkpoints only layers in training mode, and unlearning
+    runs in eval mode), the trained weights are bitwise those of a run without it, and the model is
+    left in eval mode."""
     import copy
 
     from supportbench.unlearning.train import activation_checkpointing, set_activation_checkpointing
@@ -101,7 +121,9 @@ def test_activation_checkpointing_recomputes_and_changes_nothing(tiny_model, tin
         if checkpointing:
             set_activation_checkpointing(model, True)
         geo = discover_geometry(model)
-        data = UnlearningData(tiny_sets["forget"], tiny_sets["retain"], reference_nll(model, tiny_sets["forget"]))
+        data = UnlearningData(
+            tiny_sets["forget"], tiny_sets["retain"], reference_nll(model, tiny_sets["forget"])
+        )
         calls = []
         handle = model.model.layers[0].mlp.register_forward_pre_hook(lambda *_: calls.append(1))
         SupportTrainer(model, geo, Support.of(geo, groups), obj, data, cfg, progress=False).run()
@@ -111,8 +133,8 @@ def test_activation_checkpointing_recomputes_and_changes_nothing(tiny_model, tin
     n_plain, plain = run(copy.deepcopy(tiny_model), False)
     ckpt_model = copy.deepcopy(tiny_model)
     n_ckpt, ckpt = run(ckpt_model, True)
-    assert n_plain == 2 * cfg.steps          # forget + retain forward per step
-    assert n_ckpt == 4 * cfg.steps, n_ckpt   # each recomputed in backward
+    assert n_plain == 2 * cfg.steps  # forget + retain forward per step
+    assert n_ckpt == 4 * cfg.steps, n_ckpt  # each recomputed in backward
     assert all(torch.equal(plain[k], ckpt[k]) for k in plain)
     assert not any(m.training for m in ckpt_model.modules())
     with activation_checkpointing(tiny_model):  # not enabled: nothing switched
@@ -123,8 +145,10 @@ def test_diagnostics_plan_counts_the_buffers_of_the_keys():
     from supportbench.methods.intervention_score import InterventionScore
     from supportbench.unlearning.memory import diagnostic_buffers, plan_diagnostics
 
-    assert diagnostic_buffers(InterventionScore.requires) == 5             # u0 + four role gradients
-    assert diagnostic_buffers(("objective_direction",), uses_retain=True) == 2   # u0 + grad:R (its retain term)
+    assert diagnostic_buffers(InterventionScore.requires) == 5  # u0 + four role gradients
+    assert (
+        diagnostic_buffers(("objective_direction",), uses_retain=True) == 2
+    )  # u0 + grad:R (its retain term)
     assert diagnostic_buffers(("objective_direction",), uses_retain=False) == 1
     assert diagnostic_buffers(("fisher:F@4", "activations", "attribution:corrupted")) == 2
     L, f, d = SHAPES["llama3-8b"]

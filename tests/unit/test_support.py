@@ -24,9 +24,14 @@ def test_llama_geometry_is_down_proj_columns(tiny_model):
 def test_gpt2_conv1d_geometry_is_transposed():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    model = GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=2, n_head=2, n_inner=40, vocab_size=50, n_positions=32))
+    model = GPT2LMHeadModel(
+        GPT2Config(n_embd=16, n_layer=2, n_head=2, n_inner=40, vocab_size=50, n_positions=32)
+    )
     geo = discover_geometry(model)
-    assert [t.name for t in geo.tensors] == ["transformer.h.0.mlp.c_proj.weight", "transformer.h.1.mlp.c_proj.weight"]
+    assert [t.name for t in geo.tensors] == [
+        "transformer.h.0.mlp.c_proj.weight",
+        "transformer.h.1.mlp.c_proj.weight",
+    ]
     t = geo.tensors[0]
     assert t.axis == 0 and t.param.shape == (40, 16) and t.n == 40 and t.group_cost == 16
     m = Support.of(geo, [7]).mask()["transformer.h.0.mlp.c_proj.weight"]
@@ -36,15 +41,23 @@ def test_gpt2_conv1d_geometry_is_transposed():
 def test_neox_geometry():
     from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-    cfg = GPTNeoXConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=24,
-                        vocab_size=50, max_position_embeddings=32)
+    cfg = GPTNeoXConfig(
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=24,
+        vocab_size=50,
+        max_position_embeddings=32,
+    )
     geo = discover_geometry(GPTNeoXForCausalLM(cfg))
     assert geo.tensors[0].name.endswith("mlp.dense_4h_to_h.weight") and geo.n_groups == 24
 
 
 def test_model_without_down_proj_names_modules_found():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
-    with pytest.raises(GeometryError, match=r"no MLP down-projection.*Linear/Conv1D modules present: 0"):
+    with pytest.raises(
+        GeometryError, match=r"no MLP down-projection.*Linear/Conv1D modules present: 0"
+    ):
         discover_geometry(model)
 
 
@@ -83,8 +96,12 @@ def test_heterogeneous_packing_skips_what_does_not_fit():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.floats(-10, 10, allow_nan=False), st.integers(1, 20)), min_size=1, max_size=40),
-       st.data())
+@given(
+    st.lists(
+        st.tuples(st.floats(-10, 10, allow_nan=False), st.integers(1, 20)), min_size=1, max_size=40
+    ),
+    st.data(),
+)
 def test_packing_never_over_budget_and_keeps_top_scores(items, data):
     scores = torch.tensor([s for s, _ in items], dtype=torch.float64)
     costs = torch.tensor([c for _, c in items])

@@ -1,7 +1,7 @@
-"""Tamper evidence (docs/registry.md, "Threat model"): a forged decision whose run records were rewritten to
-match, an edit of the registry after ingest, a record stripped of its gate -- each is a row of this table,
-and the audit must name it. The honest baseline of every row audits clean, so each row's finding is the
-forgery's, not the fixture's."""
+"""Tamper evidence (docs/registry.md, "Threat model"): a forged decision whose run records were
+rewritten to match, an edit of the registry after ingest, a record stripped of its gate -- each is a
+row of this table, and the audit must name it. The honest baseline of every row audits clean, so
+each row's finding is the forgery's, not the fixture's."""
 
 from __future__ import annotations
 
@@ -23,16 +23,29 @@ from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
 
 CAL_SEEDS, FINAL_SEEDS = (7, 8, 9, 10), (3, 4)
-SPEC = ExperimentSpec.from_dict({
-    "experiment": {"name": "e", "benchmarks": ["tofu"], "fields": ["forget10"], "objectives": ["npo"],
-                   "methods": ["intervention_score", "random"], "T": 200, "t": 160, "d": 20, "rho_p": 0.01,
-                   "seeds": {"calibration": list(CAL_SEEDS), "final": list(FINAL_SEEDS)}},
-    "hyperparameters": {"lr": 0.01}, "dirr": {"admissible_range": [0.2, 0.8]}})
+SPEC = ExperimentSpec.from_dict(
+    {
+        "experiment": {
+            "name": "e",
+            "benchmarks": ["tofu"],
+            "fields": ["forget10"],
+            "objectives": ["npo"],
+            "methods": ["intervention_score", "random"],
+            "T": 200,
+            "t": 160,
+            "d": 20,
+            "rho_p": 0.01,
+            "seeds": {"calibration": list(CAL_SEEDS), "final": list(FINAL_SEEDS)},
+        },
+        "hyperparameters": {"lr": 0.01},
+        "dirr": {"admissible_range": [0.2, 0.8]},
+    }
+)
 
 
 def _now() -> str:
-    """A run's start: now, after the decision just frozen and before the ingest that follows (the audit flags
-    dates in the future of the registry's clock)."""
+    """A run's start: now, after the decision just frozen and before the ingest that follows (the
+    audit flags dates in the future of the registry's clock)."""
     from datetime import UTC, datetime
 
     return datetime.now(UTC).isoformat(timespec="microseconds")
@@ -43,26 +56,57 @@ def _cands(gain: float) -> dict:
 
 
 def honest(res: Path) -> dict:
-    """The claims registered first (experiments.claims), calibration DIR-R records (signals 0.1..0.4, gains 0,
-    0, 1, 1), the decision frozen from them with the project's own rule, then every final run after it
-    (baselines and DIR-R under the decision)."""
+    """The claims registered first (experiments.claims), calibration DIR-R records (signals
+    0.1..0.4, gains 0, 0, 1, 1), the decision frozen from them with the project's own rule, then
+    every final run after it (baselines and DIR-R under the decision)."""
     claims = freeze_claims(ResultsDir(res).decisions, load_claims(SPEC.claims), "e")
     cal = []
     for k, seed in enumerate(CAL_SEEDS):
-        rec = syn.record(experiment="e", benchmark="tofu", variant="dirr", split="calibration", seed=seed,
-                         probe_signal=0.1 * (k + 1), candidates=_cands(1.0 if k >= 2 else 0.0), triggered=True,
-                         selection="development")
+        rec = syn.record(
+            experiment="e",
+            benchmark="tofu",
+            variant="dirr",
+            split="calibration",
+            seed=seed,
+            probe_signal=0.1 * (k + 1),
+            candidates=_cands(1.0 if k >= 2 else 0.0),
+            triggered=True,
+            selection="development",
+        )
         syn.write(res, rec)
         cal.append(RunRecord.from_dict(rec))
-    _, dec = calibrate_and_freeze(cal, ResultsDir(res).decisions, baselines=["random"], admissible=(0.2, 0.8),
-                                  experiment="e", claims_hash=claims["claims_hash"])
+    _, dec = calibrate_and_freeze(
+        cal,
+        ResultsDir(res).decisions,
+        baselines=["random"],
+        admissible=(0.2, 0.8),
+        experiment="e",
+        claims_hash=claims["claims_hash"],
+    )
     for seed in FINAL_SEEDS:
         for method in ("intervention_score", "random"):
-            syn.write(res, syn.record(experiment="e", benchmark="tofu", method=method, seed=seed,
-                                      started_at=_now()))
-        syn.write(res, syn.record(experiment="e", benchmark="tofu", variant="dirr", seed=seed, tau=dec["tau"],
-                                  decision_hash=dec["hash"], probe_signal=0.5, triggered=True,
-                                  candidates=_cands(0.5), started_at=_now(), selection="development"))
+            syn.write(
+                res,
+                syn.record(
+                    experiment="e", benchmark="tofu", method=method, seed=seed, started_at=_now()
+                ),
+            )
+        syn.write(
+            res,
+            syn.record(
+                experiment="e",
+                benchmark="tofu",
+                variant="dirr",
+                seed=seed,
+                tau=dec["tau"],
+                decision_hash=dec["hash"],
+                probe_signal=0.5,
+                triggered=True,
+                candidates=_cands(0.5),
+                started_at=_now(),
+                selection="development",
+            ),
+        )
     return dec
 
 
@@ -76,8 +120,9 @@ def _records(res: Path, variant="dirr", split="final") -> list[Path]:
 
 
 def _reissue(res: Path, dec: dict, **change) -> dict:
-    """The forger's decision: ``change`` applied, frozen items re-hashed, the old file gone, and every final
-    DIR-R record rewritten to name it (and its tau), so that decision and records agree."""
+    """The forger's decision: ``change`` applied, frozen items re-hashed, the old file gone, and
+    every final DIR-R record rewritten to name it (and its tau), so that decision and records
+    agree."""
     forged = {**dec, **change}
     forged["hash"] = decision_hash(forged)
     (ResultsDir(res).decisions / f"{dec['hash']}.json").unlink()
@@ -95,10 +140,23 @@ def forge_tau(res, dec, con):
 
 def forge_final_seeds_as_calibration(res, dec, con):
     finals = [json.loads(f.read_text()) for f in _records(res)]
-    inst = [{"run_key": r["run_key"], "field": "forget10", "seed": r["spec"]["seed"], "s": 0.5, "gamma": 0.5}
-            for r in finals]
-    _reissue(res, dec, calibration_seeds=list(FINAL_SEEDS), calibration={**dec["calibration"], "instances": inst},
-             calibration_runs=sorted(f"{r['run_key']}:" for r in finals))
+    inst = [
+        {
+            "run_key": r["run_key"],
+            "field": "forget10",
+            "seed": r["spec"]["seed"],
+            "s": 0.5,
+            "gamma": 0.5,
+        }
+        for r in finals
+    ]
+    _reissue(
+        res,
+        dec,
+        calibration_seeds=list(FINAL_SEEDS),
+        calibration={**dec["calibration"], "instances": inst},
+        calibration_runs=sorted(f"{r['run_key']}:" for r in finals),
+    )
 
 
 def forge_another_objectives_decision(res, dec, con):
@@ -107,13 +165,15 @@ def forge_another_objectives_decision(res, dec, con):
 
 def forge_instances(res, dec, con):
     inst = [dict(i) for i in dec["calibration"]["instances"]]
-    inst[0]["s"] = 0.9                                # informational items: the hash does not change
+    inst[0]["s"] = 0.9  # informational items: the hash does not change
     path = ResultsDir(res).decisions / f"{dec['hash']}.json"
     path.write_text(json.dumps({**dec, "calibration": {**dec["calibration"], "instances": inst}}))
 
 
 def forge_rules(res, dec, con):
-    _reissue(res, dec, admissible_range=[0.0, 1.0])  # tau itself still follows from the cited records
+    _reissue(
+        res, dec, admissible_range=[0.0, 1.0]
+    )  # tau itself still follows from the cited records
 
 
 def forge_second_decision(res, dec, con):
@@ -134,7 +194,7 @@ def strip_gate(res, dec, con):
 
 
 def backdate_after_ingest(res, dec, con):
-    ingest(con, res)                                   # the registry saw the honest decision and records
+    ingest(con, res)  # the registry saw the honest decision and records
     _reissue(res, dec, frozen_at="2000-01-01T00:00:00.000000+00:00")
 
 
@@ -159,13 +219,18 @@ def change_claims_after_ingest(res, dec, con, tmp_path):
     ingest(con, res)
     text = load_claims().text.replace("threshold = 0.75", "threshold = 0.9")
     (tmp_path / "claims.toml").write_text(text)
-    return ExperimentSpec.from_dict({**_raw(), "experiment": {**_raw()["experiment"],
-                                                              "claims": str(tmp_path / "claims.toml")}})
+    return ExperimentSpec.from_dict(
+        {**_raw(), "experiment": {**_raw()["experiment"], "claims": str(tmp_path / "claims.toml")}}
+    )
 
 
 def register_claims_late(res, dec, con, tmp_path):
     """Claims registered after the final runs were ingested: the registry's own order shows it."""
-    claims = [f for f in ResultsDir(res).decision_files() if json.loads(Path(f).read_text()).get("kind") == "claims"]
+    claims = [
+        f
+        for f in ResultsDir(res).decision_files()
+        if json.loads(Path(f).read_text()).get("kind") == "claims"
+    ]
     moved = tmp_path / "later"
     moved.mkdir()
     for f in claims:
@@ -176,16 +241,32 @@ def register_claims_late(res, dec, con, tmp_path):
 
 
 def _raw() -> dict:
-    return {"experiment": {"name": "e", "benchmarks": ["tofu"], "fields": ["forget10"], "objectives": ["npo"],
-                           "methods": ["intervention_score", "random"], "T": 200, "t": 160, "d": 20, "rho_p": 0.01,
-                           "seeds": {"calibration": list(CAL_SEEDS), "final": list(FINAL_SEEDS)}},
-            "hyperparameters": {"lr": 0.01}, "dirr": {"admissible_range": [0.2, 0.8]}}
+    return {
+        "experiment": {
+            "name": "e",
+            "benchmarks": ["tofu"],
+            "fields": ["forget10"],
+            "objectives": ["npo"],
+            "methods": ["intervention_score", "random"],
+            "T": 200,
+            "t": 160,
+            "d": 20,
+            "rho_p": 0.01,
+            "seeds": {"calibration": list(CAL_SEEDS), "final": list(FINAL_SEEDS)},
+        },
+        "hyperparameters": {"lr": 0.01},
+        "dirr": {"admissible_range": [0.2, 0.8]},
+    }
 
 
-@pytest.mark.parametrize(("forge", "reason"), [
-    (change_claims_after_ingest, "it changed after they were registered"),
-    (register_claims_late, "after the first final run"),
-], ids=["changed-after-ingest", "registered-late"])
+@pytest.mark.parametrize(
+    ("forge", "reason"),
+    [
+        (change_claims_after_ingest, "it changed after they were registered"),
+        (register_claims_late, "after the first final run"),
+    ],
+    ids=["changed-after-ingest", "registered-late"],
+)
 def test_claims_changed_or_registered_late_fail_the_audit(tmp_path, forge, reason):
     res = tmp_path / "res"
     con = connect(tmp_path / "r.duckdb")
@@ -198,17 +279,21 @@ def test_claims_changed_or_registered_late_fail_the_audit(tmp_path, forge, reaso
 
 
 def backdate_decision_before_its_evidence(res, dec, con):
-    """The decision re-dated one day before the calibration runs it cites (and the final records rewritten to
-    name the re-hashed decision): issue 33's forgery that the registry's records contradict."""
+    """The decision re-dated one day before the calibration runs it cites (and the final records
+    rewritten to name the re-hashed decision): issue 33's forgery that the registry's records
+    contradict."""
     from datetime import datetime, timedelta
 
-    first = min(json.loads(Path(f).read_text())["provenance"]["started_at"] for f in _records(res, split="calibration"))
+    first = min(
+        json.loads(Path(f).read_text())["provenance"]["started_at"]
+        for f in _records(res, split="calibration")
+    )
     _reissue(res, dec, frozen_at=(datetime.fromisoformat(first) - timedelta(days=1)).isoformat())
 
 
 def date_runs_in_the_future(res, dec, con):
-    """Final runs dated a year ahead (so that they look started after any decision): the registry's clock at
-    their ingest says otherwise."""
+    """Final runs dated a year ahead (so that they look started after any decision): the registry's
+    clock at their ingest says otherwise."""
     for f in _records(res, variant="static"):
         r = json.loads(f.read_text())
         r["provenance"]["started_at"] = r["provenance"]["finished_at"] = "2999-01-01T00:00:00+00:00"
@@ -219,8 +304,16 @@ CASES = [
     (backdate_decision_before_its_evidence, "clock", "before the calibration run"),
     (date_runs_in_the_future, "clock", "in the future of the registry's clock"),
     (forge_tau, "decision_evidence", "is not what the calibration rule gives on the cited records"),
-    (forge_final_seeds_as_calibration, "decision_evidence", "cited run is not a calibration DIR-R run"),
-    (forge_another_objectives_decision, "undeclared_decisions", "frozen for another benchmark, objective"),
+    (
+        forge_final_seeds_as_calibration,
+        "decision_evidence",
+        "cited run is not a calibration DIR-R run",
+    ),
+    (
+        forge_another_objectives_decision,
+        "undeclared_decisions",
+        "frozen for another benchmark, objective",
+    ),
     (forge_instances, "decision_evidence", "cited signal s differs from the record"),
     (forge_rules, "decision_evidence", "frozen under rules the experiment does not declare"),
     (forge_second_decision, "competing_decisions", None),
@@ -261,7 +354,8 @@ def test_tampering_is_evident(tmp_path, forge, section, reason):
 
 
 def test_a_rewritten_chain_changes_the_head(tmp_path):
-    """Recomputing every hash after an edit passes verify, but not a head noted before: what the head is for."""
+    """Recomputing every hash after an edit passes verify, but not a head noted before: what the
+    head is for."""
     from supportbench.registry import ledger
 
     res = tmp_path / "res"
@@ -272,25 +366,37 @@ def test_a_rewritten_chain_changes_the_head(tmp_path):
     con.execute("UPDATE outcomes SET J = J + 1 WHERE run_key = (SELECT min(run_key) FROM runs)")
     rows = con.execute("SELECT seq, key, kind FROM ingest_log ORDER BY seq").fetchall()
     con.execute("DELETE FROM ingest_log")
-    for _seq, key, kind in rows:   # the forger re-logs everything from scratch
+    for _seq, key, kind in rows:  # the forger re-logs everything from scratch
         ledger.append(con, kind, [key])
     assert ledger.verify(con) == []
     assert ledger.head(con)["hash"] != before["hash"]
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"tau": None}, "tau = None must be a finite number"),
-    ({"tau": "0.1"}, "tau = '0.1' must be a finite number"),
-    ({"frozen_at": "yesterday"}, "frozen_at 'yesterday' is not an ISO timestamp"),
-    ({"frozen_at": "2999-01-01T00:00:00+00:00"}, "frozen_at '2999-01-01T00:00:00\\+00:00' is in the future"),
-    ({"frozen_at": "2026-01-01T00:00:00"}, "has no time zone"),
-    ({"selection": "oracle"}, "selection = 'oracle' must be one of evaluation, development"),
-    ({"calibration_seeds": [7.0]}, "calibration_seeds = \\[7.0\\] must be a list of whole numbers"),
-    ({"d": 1.5}, "d = 1.5 must be a whole number > 0"),
-    ({"rho_p": 0.07}, "rho_p = 0.07 must be a probe action"),
-    ({"admissible_range": [0.9, 0.1]}, "admissible_range = \\[0.9, 0.1\\] must be \\[lo, hi\\]"),
-    ({"t": 190, "d": 20}, "t = 190, d = 20, T = 200 must satisfy"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"tau": None}, "tau = None must be a finite number"),
+        ({"tau": "0.1"}, "tau = '0.1' must be a finite number"),
+        ({"frozen_at": "yesterday"}, "frozen_at 'yesterday' is not an ISO timestamp"),
+        (
+            {"frozen_at": "2999-01-01T00:00:00+00:00"},
+            "frozen_at '2999-01-01T00:00:00\\+00:00' is in the future",
+        ),
+        ({"frozen_at": "2026-01-01T00:00:00"}, "has no time zone"),
+        ({"selection": "oracle"}, "selection = 'oracle' must be one of evaluation, development"),
+        (
+            {"calibration_seeds": [7.0]},
+            "calibration_seeds = \\[7.0\\] must be a list of whole numbers",
+        ),
+        ({"d": 1.5}, "d = 1.5 must be a whole number > 0"),
+        ({"rho_p": 0.07}, "rho_p = 0.07 must be a probe action"),
+        (
+            {"admissible_range": [0.9, 0.1]},
+            "admissible_range = \\[0.9, 0.1\\] must be \\[lo, hi\\]",
+        ),
+        ({"t": 190, "d": 20}, "t = 190, d = 20, T = 200 must satisfy"),
+    ],
+)
 def test_a_decision_with_a_bad_item_is_refused_even_with_a_matching_hash(tmp_path, change, message):
     from supportbench.errors import DecisionError
     from supportbench.experiments.decisions import verify_decision
@@ -298,6 +404,8 @@ def test_a_decision_with_a_bad_item_is_refused_even_with_a_matching_hash(tmp_pat
     res = tmp_path / "res"
     dec = honest(res)
     bad = {**dec, **change}
-    bad["hash"] = decision_hash(bad)       # consistent with its own content: only the item check can refuse it
+    bad["hash"] = decision_hash(
+        bad
+    )  # consistent with its own content: only the item check can refuse it
     with pytest.raises(DecisionError, match=message):
         verify_decision(bad)

@@ -1,6 +1,7 @@
-"""TOFU metrics against open-unlearning's definitions (src/evals/metrics/memorization.py, utility.py),
-written out here in numpy exactly as upstream computes them, fed the same per-item mean-token NLLs over
-the ranges users hit: a fresh model (0-5 nats), an unlearned one (0-30) and a collapsed one (15-800)."""
+"""TOFU metrics against open-unlearning's definitions (src/evals/metrics/memorization.py,
+utility.py), written out here in numpy exactly as upstream computes them, fed the same per-item
+mean-token NLLs over the ranges users hit: a fresh model (0-5 nats), an unlearned one (0-30) and a
+collapsed one (15-800)."""
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from supportbench.benchmarks import evaluators as ev
 RANGES = [(0.0, 5.0), (0.0, 30.0), (15.0, 800.0)]
 
 
-# ---- open-unlearning, transcribed (float64 numpy, as upstream) ------------------------------------------
+# ---- open-unlearning, transcribed (float64 numpy, as upstream) -----------------------------------
 def ou_probability_w_options(avg_correct, avg_wrong):
     correct = np.exp(-avg_correct)
     wrong = np.sum(np.exp(-avg_wrong), axis=1)
@@ -51,29 +52,38 @@ def test_metrics_equal_open_unlearning(lo, hi):
     close(got_p, ou_probability_w_options(c, w))
     close(got_tr, ou_truth_ratios(c, w))
     assert np.isfinite(got_p).all() and np.isfinite(got_tr).all()
-    f, k = ev.truth_ratio_forget(ev.truth_ratio(tc, tw)), ev.truth_ratio_keep(ev.truth_ratio(tc, tw))
+    f, k = (
+        ev.truth_ratio_forget(ev.truth_ratio(tc, tw)),
+        ev.truth_ratio_keep(ev.truth_ratio(tc, tw)),
+    )
     close(f, ou_closer_to_1_better(ou_truth_ratios(c, w)))
     close(k, ou_true_better(ou_truth_ratios(c, w)))
     assert np.isfinite([f, k]).all()
-    # forget quality: KS p-value between two models' forget truth ratios, as upstream (scipy.stats.ks_2samp)
+    # forget quality: KS p-value between two models' forget
+    # truth ratios, as upstream (scipy.stats.ks_2samp)
     c2, w2 = draws(lo, hi, seed=int(hi) + 1)
-    fq = ev.forget_quality(got_tr.tolist(), ev.truth_ratio(torch.from_numpy(c2), torch.from_numpy(w2)).tolist())
+    fq = ev.forget_quality(
+        got_tr.tolist(), ev.truth_ratio(torch.from_numpy(c2), torch.from_numpy(w2)).tolist()
+    )
     close(fq, sc.stats.ks_2samp(ou_truth_ratios(c, w), ou_truth_ratios(c2, w2)).pvalue)
 
 
 @pytest.mark.parametrize("avg_nll", [1e-3, 23.0, 30.0, 300.0, 690.0, 800.0])
 def test_extreme_probabilities_down_to_underflow(avg_nll):
-    """Where exp(-NLL) is ~1e-300 or underflows to 0 in float64 the 1e-10 decides; no NaN, same value."""
+    """Where exp(-NLL) is ~1e-300 or underflows to 0 in float64 the 1e-10 decides; no NaN, same
+    value."""
     c = np.full(3, avg_nll)
     w = np.stack([np.full(3, avg_nll * 0.5), np.full(3, avg_nll), np.full(3, avg_nll * 2)], 1)
     close(ev.truth_ratio(torch.from_numpy(c), torch.from_numpy(w)).numpy(), ou_truth_ratios(c, w))
-    close(ev.normalised_probability(torch.from_numpy(c), torch.from_numpy(w)).numpy(),
-          ou_probability_w_options(c, w))
+    close(
+        ev.normalised_probability(torch.from_numpy(c), torch.from_numpy(w)).numpy(),
+        ou_probability_w_options(c, w),
+    )
 
 
 def test_the_epsilons_matter_after_unlearning():
     """The audit's case: once probabilities fall below ~1e-4 the 1e-10 terms change the result."""
-    c = np.array([25.0, 28.0])                       # p_correct ~ 1e-11..1e-12 < 1e-10
+    c = np.array([25.0, 28.0])  # p_correct ~ 1e-11..1e-12 < 1e-10
     w = np.array([[20.0, 22.0], [26.0, 27.0]])
     tr = ev.truth_ratio(torch.from_numpy(c), torch.from_numpy(w)).numpy()
     naive = np.exp(-w.mean(1)) / np.exp(-c)

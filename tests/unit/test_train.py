@@ -126,23 +126,29 @@ def test_nonfinite_loss_stops_with_step(tiny_model, tiny_sets):
 
 
 def test_masked_injection_never_moves_a_coordinate_outside_the_batchs_group(tiny_model, tiny_sets):
-    """LACUNA's masked loop, exact: in a batch of group g a scalar outside g's mask keeps its value bitwise,
-    although neutral batches before it gave it Adam momentum and weight decay is on (upstream only masks
-    the gradient, so both would move it). Observed after every step, over a seeded random group sequence."""
+    """LACUNA's masked loop, exact: in a batch of group g a scalar outside g's mask keeps its value
+    bitwise, although neutral batches before it gave it Adam momentum and weight decay is on
+    (upstream only masks the gradient, so both would move it). Observed after every step, over a
+    seeded random group sequence."""
     from supportbench.unlearning.train import FinetuneConfig, _fit
 
     data = tiny_sets["forget"]
     gen = torch.Generator().manual_seed(0)
     named = dict(tiny_model.named_parameters())
-    masks = {n: (torch.randint(0, 4, p.shape, generator=gen, dtype=torch.int32)) for n, p in named.items()
-             if p.ndim == 2}   # bits 0 and 1: groups 0 and 1; 1-D tensors have no entry (never move in a group)
+    masks = {
+        n: (torch.randint(0, 4, p.shape, generator=gen, dtype=torch.int32))
+        for n, p in named.items()
+        if p.ndim == 2
+    }  # bits 0 and 1: groups 0 and 1; 1-D tensors have no entry (never move in a group)
     order = [-1, -1, 0, 1, -1, 1, 0, 0, -1, 1]
     idx = torch.arange(min(2, len(data)))
     seen = []
 
     def batches():
         for grp in order:
-            seen.append({n: p.detach().clone() for n, p in named.items()})   # the state before this step
+            seen.append(
+                {n: p.detach().clone() for n, p in named.items()}
+            )  # the state before this step
             yield grp, idx
         seen.append({n: p.detach().clone() for n, p in named.items()})
 
@@ -154,11 +160,19 @@ def test_masked_injection_never_moves_a_coordinate_outside_the_batchs_group(tiny
         for n in named:
             if grp < 0:
                 continue
-            inside = ((masks[n] >> grp) & 1).bool() if n in masks else torch.zeros_like(before[n], dtype=torch.bool)
-            assert torch.equal(before[n][~inside], after[n][~inside]), f"step {k} (group {grp}): {n} moved outside"
+            inside = (
+                ((masks[n] >> grp) & 1).bool()
+                if n in masks
+                else torch.zeros_like(before[n], dtype=torch.bool)
+            )
+            assert torch.equal(before[n][~inside], after[n][~inside]), (
+                f"step {k} (group {grp}): {n} moved outside"
+            )
             moved_inside |= not torch.equal(before[n][inside], after[n][inside])
     assert moved_inside, "a group's own scalars must be trained"
-    assert any(not torch.equal(seen[0][n], seen[2][n]) for n in named if n not in masks)   # neutral: everything
+    assert any(
+        not torch.equal(seen[0][n], seen[2][n]) for n in named if n not in masks
+    )  # neutral: everything
 
 
 def _group_masks(model, n_groups=3, seed=0):
@@ -168,34 +182,49 @@ def _group_masks(model, n_groups=3, seed=0):
     for n, p in model.named_parameters():
         if p.ndim == 2:
             k = torch.randint(0, n_groups + 1, p.shape, generator=gen)
-            out[n] = torch.where(k < n_groups, torch.tensor(1, dtype=torch.int32) << k.int(), 0).int()
+            out[n] = torch.where(
+                k < n_groups, torch.tensor(1, dtype=torch.int32) << k.int(), 0
+            ).int()
     return out
 
 
-def test_group_dropout_trains_with_other_groups_at_theta_pre_and_unowned_scalars_never_move(tiny_model, tiny_sets):
-    """The isolation options of LACUNA's injection (docs/benchmarks.md): in a batch of group g each dropped
-    group's scalars sit at theta_pre for that step, and are back afterwards (so theta_0 keeps every delta);
-    with unowned_frozen a scalar no group owns (and a tensor without a mask) never moves, neutral batches
-    included. The coins are a pure function of the seed."""
+def test_group_dropout_trains_with_other_groups_at_theta_pre_and_unowned_scalars_never_move(
+    tiny_model, tiny_sets
+):
+    """The isolation options of LACUNA's injection (docs/benchmarks.md): in a batch of group g each
+    dropped group's scalars sit at theta_pre for that step, and are back afterwards (so theta_0
+    keeps every delta); with unowned_frozen a scalar no group owns (and a tensor without a mask)
+    never moves, neutral batches included. The coins are a pure function of the seed."""
     from supportbench.unlearning import train as T
 
     data = tiny_sets["forget"]
     masks = _group_masks(tiny_model)
     start = snapshot(tiny_model)
     named = dict(tiny_model.named_parameters())
-    groups = torch.tensor([i % 4 - 1 for i in range(len(data))])      # groups -1 (neutral), 0, 1, 2
-    cfg = T.FinetuneConfig(epochs=3, lr=1e-2, batch_size=2, weight_decay=0.1, warmup_frac=0.1, seed=0)
+    groups = torch.tensor([i % 4 - 1 for i in range(len(data))])  # groups -1 (neutral), 0, 1, 2
+    cfg = T.FinetuneConfig(
+        epochs=3, lr=1e-2, batch_size=2, weight_decay=0.1, warmup_frac=0.1, seed=0
+    )
     during, real = [], T._with_group_dropout
 
-    def spy(model, batches, masks_, n_groups, p, seed):   # the state each step sees
+    def spy(model, batches, masks_, n_groups, p, seed):  # the state each step sees
         for grp, idx in real(model, batches, masks_, n_groups, p, seed):
             during.append((grp, {n: q.detach().clone() for n, q in named.items()}))
             yield grp, idx
 
     T._with_group_dropout = spy
     try:
-        T.masked_finetune(tiny_model, data, groups, masks, cfg, progress=False, group_dropout=0.5,
-                          unowned_frozen=True, dropout_seed=7)
+        T.masked_finetune(
+            tiny_model,
+            data,
+            groups,
+            masks,
+            cfg,
+            progress=False,
+            group_dropout=0.5,
+            unowned_frozen=True,
+            dropout_seed=7,
+        )
     finally:
         T._with_group_dropout = real
     dropped_seen = 0
@@ -209,7 +238,9 @@ def test_group_dropout_trains_with_other_groups_at_theta_pre_and_unowned_scalars
             own = {n: ((m >> h) & 1).bool() for n, m in masks.items()}
             at_pre = all(torch.equal(state[n][own[n]], start[n][own[n]]) for n in masks)
             moved_before = any(not torch.equal(prev[n][own[n]], start[n][own[n]]) for n in masks)
-            dropped_seen += at_pre and moved_before   # a group that had a delta, set to theta_pre for g's step
+            dropped_seen += (
+                at_pre and moved_before
+            )  # a group that had a delta, set to theta_pre for g's step
     assert dropped_seen > 0, "no step saw another group's delta dropped"
     final = snapshot(tiny_model)
     for n, q in named.items():
@@ -230,12 +261,16 @@ def test_group_dropout_is_a_pure_function_of_its_seed(tiny_model, tiny_sets):
 
     def train(p, seed):
         m = copy.deepcopy(tiny_model)
-        masked_finetune(m, data, groups, masks, cfg, progress=False, group_dropout=p, dropout_seed=seed)
+        masked_finetune(
+            m, data, groups, masks, cfg, progress=False, group_dropout=p, dropout_seed=seed
+        )
         return snapshot(m)
 
     a, b, c, none = train(0.5, 1), train(0.5, 1), train(0.5, 2), train(0.0, 1)
     assert all(torch.equal(a[n], b[n]) for n in a)
-    assert any(not torch.equal(a[n], c[n]) for n in a) and any(not torch.equal(a[n], none[n]) for n in a)
+    assert any(not torch.equal(a[n], c[n]) for n in a) and any(
+        not torch.equal(a[n], none[n]) for n in a
+    )
 
 
 @pytest.mark.parametrize("p", [-0.1, 1.0, float("nan")])
@@ -245,14 +280,22 @@ def test_group_dropout_out_of_range_is_refused(tiny_model, tiny_sets, p):
 
     data = tiny_sets["forget"]
     with pytest.raises(SpecError, match="group_dropout"):
-        masked_finetune(tiny_model, data, torch.zeros(len(data), dtype=torch.long), {}, FinetuneConfig(epochs=1),
-                        progress=False, group_dropout=p)
+        masked_finetune(
+            tiny_model,
+            data,
+            torch.zeros(len(data), dtype=torch.long),
+            {},
+            FinetuneConfig(epochs=1),
+            progress=False,
+            group_dropout=p,
+        )
 
 
 def test_group_dropout_puts_every_dropped_delta_back_after_the_step(tiny_model):
-    """Driven by hand: each "step" adds 1 to the current group's own scalars only. A dropped group's scalars sit
-    at theta_pre during another group's step and get their delta back afterwards, so at the end every group's
-    scalars are theta_pre + the number of its own steps (a lost put-back leaves them short)."""
+    """Driven by hand: each "step" adds 1 to the current group's own scalars only. A dropped group's
+    scalars sit at theta_pre during another group's step and get their delta back afterwards, so at
+    the end every group's scalars are theta_pre + the number of its own steps (a lost put-back
+    leaves them short)."""
     from supportbench.unlearning.train import _with_group_dropout
 
     masks = _group_masks(tiny_model)
@@ -260,13 +303,21 @@ def test_group_dropout_puts_every_dropped_delta_back_after_the_step(tiny_model):
     start = {n: q.detach().clone() for n, q in named.items()}
     own = {h: {n: ((m >> h) & 1).bool() for n, m in masks.items()} for h in range(3)}
     order = [0, 1, 2, 0, 0, 1, 2, 2, 1, 0, -1, 1, 2]
-    done = {0: 0, 1: 0, 2: 0}      # steps each group has had so far
+    done = {0: 0, 1: 0, 2: 0}  # steps each group has had so far
     drops = 0
     with torch.no_grad():
-        for grp, _ in _with_group_dropout(tiny_model, [(g, None) for g in order], masks, 3, 0.6, seed=5):
-            for h in range(3):   # another group with a delta, sitting at theta_pre for this step: dropped
-                if h != grp and grp >= 0 and done[h] and \
-                        all(torch.equal(named[n][own[h][n]], start[n][own[h][n]]) for n in masks):
+        for grp, _ in _with_group_dropout(
+            tiny_model, [(g, None) for g in order], masks, 3, 0.6, seed=5
+        ):
+            for h in range(
+                3
+            ):  # another group with a delta, sitting at theta_pre for this step: dropped
+                if (
+                    h != grp
+                    and grp >= 0
+                    and done[h]
+                    and all(torch.equal(named[n][own[h][n]], start[n][own[h][n]]) for n in masks)
+                ):
                     drops += 1
             if grp >= 0:
                 for n in masks:
@@ -275,5 +326,7 @@ def test_group_dropout_puts_every_dropped_delta_back_after_the_step(tiny_model):
     for h in range(3):
         for n in masks:
             want = start[n][own[h][n]] + order.count(h)
-            assert torch.allclose(named[n][own[h][n]], want, atol=1e-5), f"group {h}'s delta in {n} was not put back"
+            assert torch.allclose(named[n][own[h][n]], want, atol=1e-5), (
+                f"group {h}'s delta in {n} was not put back"
+            )
     assert drops > 0, "no step dropped another group's delta"

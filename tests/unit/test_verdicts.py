@@ -1,5 +1,6 @@
-"""Verdicts on pre-registered claims (reports/verdicts.py) on synthetic registries: each rule of the four
-verdicts, the hierarchical bootstrap, power and the controlled claim's comparators, each able to fail."""
+"""Verdicts on pre-registered claims (reports/verdicts.py) on synthetic registries: each rule of the
+four verdicts, the hierarchical bootstrap, power and the controlled claim's comparators, each able
+to fail."""
 
 from __future__ import annotations
 
@@ -34,21 +35,42 @@ def _registry(tmp_path: Path, write) -> T.Context:
     return T.Context.from_registry(con, "e"), con
 
 
-def _dirr_pair(w, build, field, obj, seed, gain, triggered=True, selection="development", bench="natural_tofu"):
+def _dirr_pair(
+    w, build, field, obj, seed, gain, triggered=True, selection="development", bench="natural_tofu"
+):
     w(benchmark=bench, build=build, field=field, objective=obj, seed=seed, J=1.0)
-    w(benchmark=bench, build=build, field=field, objective=obj, seed=seed, variant="dirr", J=1.0 + gain,
-      candidates={"0.0": 1.0, "0.05": 1.0 + gain}, triggered=triggered, selection=selection, decision_hash="x")
+    w(
+        benchmark=bench,
+        build=build,
+        field=field,
+        objective=obj,
+        seed=seed,
+        variant="dirr",
+        J=1.0 + gain,
+        candidates={"0.0": 1.0, "0.05": 1.0 + gain},
+        triggered=triggered,
+        selection=selection,
+        decision_hash="x",
+    )
 
 
-# ---- the rules ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("interval", "side", "fails_below", "want"), [
-    ((0.1, 0.3), "above", None, V.HOLDS), ((-0.3, -0.1), "above", None, V.FAILS),
-    ((-0.1, 0.1), "above", None, V.INCONCLUSIVE), ((0.02, 0.06), "above", 0.05, V.HOLDS),
-    ((0.01, 0.04), "above", 0.05, V.FAILS),     # surely above 0, surely negligible: does not hold
-    ((-0.01, 0.04), "above", 0.05, V.FAILS), ((-0.01, 0.06), "above", 0.05, V.INCONCLUSIVE),
-    ((0.5, 0.7), "below", None, V.HOLDS), ((0.75, 0.9), "below", None, V.FAILS),
-    ((0.6, 0.8), "below", None, V.INCONCLUSIVE), (None, "above", None, V.INCONCLUSIVE),
-])
+# ---- the rules -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("interval", "side", "fails_below", "want"),
+    [
+        ((0.1, 0.3), "above", None, V.HOLDS),
+        ((-0.3, -0.1), "above", None, V.FAILS),
+        ((-0.1, 0.1), "above", None, V.INCONCLUSIVE),
+        ((0.02, 0.06), "above", 0.05, V.HOLDS),
+        ((0.01, 0.04), "above", 0.05, V.FAILS),  # surely above 0, surely negligible: does not hold
+        ((-0.01, 0.04), "above", 0.05, V.FAILS),
+        ((-0.01, 0.06), "above", 0.05, V.INCONCLUSIVE),
+        ((0.5, 0.7), "below", None, V.HOLDS),
+        ((0.75, 0.9), "below", None, V.FAILS),
+        ((0.6, 0.8), "below", None, V.INCONCLUSIVE),
+        (None, "above", None, V.INCONCLUSIVE),
+    ],
+)
 def test_the_interval_rule(interval, side, fails_below, want):
     th = 0.75 if side == "below" else 0.0
     assert V.side_verdict(interval, th, side, fails_below) == want
@@ -59,8 +81,12 @@ def test_builds_that_disagree_make_any_verdict_inconclusive():
     v, why = V.combine(V.HOLDS, per, 0.99, DEFAULTS, 3, "r")
     assert v == V.INCONCLUSIVE and "the builds disagree" in why
     # agreeing builds leave the verdict alone; inconclusive builds are no disagreement
-    assert V.combine(V.HOLDS, [{"verdict": V.HOLDS}, {"verdict": V.INCONCLUSIVE}] * 2, 0.99, DEFAULTS, 4, "r")[0] \
+    assert (
+        V.combine(
+            V.HOLDS, [{"verdict": V.HOLDS}, {"verdict": V.INCONCLUSIVE}] * 2, 0.99, DEFAULTS, 4, "r"
+        )[0]
         == V.HOLDS
+    )
 
 
 def test_too_few_builds_or_too_little_power_is_inconclusive_never_does_not_hold():
@@ -75,17 +101,21 @@ def test_too_few_builds_or_too_little_power_is_inconclusive_never_does_not_hold(
 
 def test_power_and_detectable_effect_by_hand():
     se, level = 0.1, 0.95
-    zc, tc = sps.norm.ppf(0.975), sps.t.ppf(0.975, 2)   # within one build / over three builds
+    zc, tc = sps.norm.ppf(0.975), sps.t.ppf(0.975, 2)  # within one build / over three builds
     for crit in (zc, tc):
         e = V.Estimate(0.0, (-1.0, 1.0), se, 1.0, 30, crit)
         assert V.power_at(0.3, e, level) == pytest.approx(sps.norm.cdf(3 - crit))
-        assert V.detectable(e, {"level": level, "power": 0.8}) == pytest.approx((crit + sps.norm.ppf(0.8)) * se)
+        assert V.detectable(e, {"level": level, "power": 0.8}) == pytest.approx(
+            (crit + sps.norm.ppf(0.8)) * se
+        )
         # at the detectable effect the power is the stated one
-        assert V.power_at(V.detectable(e, {"level": level, "power": 0.8}), e, level) == pytest.approx(0.8)
+        assert V.power_at(
+            V.detectable(e, {"level": level, "power": 0.8}), e, level
+        ) == pytest.approx(0.8)
 
 
 def test_the_pooled_interval_is_a_t_interval_on_the_builds_statistics_by_hand():
-    vals = np.array([1.0, 3.0, 2.0, 2.0, 6.0, 8.0])          # builds 0, 1, 2: means 2, 2, 7
+    vals = np.array([1.0, 3.0, 2.0, 2.0, 6.0, 8.0])  # builds 0, 1, 2: means 2, 2, 7
     e = V.estimate(vals, V.Nested([0, 0, 1, 1, 2, 2], [0] * 6, list("abcdef")), DEFAULTS)
     se = np.std([2.0, 2.0, 7.0], ddof=1) / np.sqrt(3)
     half = sps.t.ppf(0.975, 2) * se
@@ -94,10 +124,15 @@ def test_the_pooled_interval_is_a_t_interval_on_the_builds_statistics_by_hand():
 
 
 def test_the_pooled_interval_covers_at_its_level_with_three_builds():
-    """Build effects as large as the noise: the interval over three builds covers the true mean about 95% of
-    the time (the hierarchical bootstrap over builds covered 76-86% here: issue 32's review)."""
+    """Build effects as large as the noise: the interval over three builds covers the true mean
+    about 95% of the time (the hierarchical bootstrap over builds covered 76-86% here: issue 32's
+    review)."""
     rng = np.random.default_rng(0)
-    b, s, u = np.repeat(np.arange(3), 8), np.tile(np.repeat(np.arange(2), 4), 3), np.tile(np.arange(4), 6)
+    b, s, u = (
+        np.repeat(np.arange(3), 8),
+        np.tile(np.repeat(np.arange(2), 4), 3),
+        np.tile(np.arange(4), 6),
+    )
     nested, hits, sims = V.Nested(b.tolist(), s.tolist(), u.tolist()), 0, 400
     for _ in range(sims):
         vals = rng.normal(0, 1, 3)[b] + rng.normal(0, 1, len(b))
@@ -109,17 +144,21 @@ def test_the_pooled_interval_covers_at_its_level_with_three_builds():
 def test_poisson_binomial_tail_against_enumeration():
     p = [0.9, 0.5, 0.2, 0.99, 0.7]
     for k in range(len(p) + 2):
-        brute = sum(math.prod(q if x else 1 - q for q, x in zip(p, xs))
-                    for xs in itertools.product([0, 1], repeat=len(p)) if sum(xs) >= k)
+        brute = sum(
+            math.prod(q if x else 1 - q for q, x in zip(p, xs))
+            for xs in itertools.product([0, 1], repeat=len(p))
+            if sum(xs) >= k
+        )
         assert V.poisson_binomial_tail(p, k) == pytest.approx(brute)
     # the issue's example: 20 comparisons each positive with probability 0.9, at least 19 of them
     assert V.poisson_binomial_tail([0.9] * 20, 19) == pytest.approx(0.3917, abs=1e-4)
 
 
-# ---- the hierarchical bootstrap -------------------------------------------------------------------------------
+# ---- the hierarchical bootstrap ------------------------------------------------------------------
 def test_resamples_draw_builds_then_seeds_then_units():
-    """One build, seed 5 with one unit (row 0), seed 6 with three (rows 1-3): a resample draws two seeds, then
-    each drawn seed's units, so it has 2, 4 or 6 rows -- a flat resample of the four rows always has 4."""
+    """One build, seed 5 with one unit (row 0), seed 6 with three (rows 1-3): a resample draws two
+    seeds, then each drawn seed's units, so it has 2, 4 or 6 rows -- a flat resample of the four
+    rows always has 4."""
     nested = V.Nested([0, 0, 0, 0], [5, 6, 6, 6], ["a", "a", "b", "c"])
     rng = np.random.default_rng(0)
     sizes, repeats = set(), 0
@@ -127,7 +166,9 @@ def test_resamples_draw_builds_then_seeds_then_units():
         idx = nested.draw(rng)
         sizes.add(len(idx))
         assert set(idx) <= {0, 1, 2, 3}
-        repeats += len(set(idx[idx > 0])) < int((idx > 0).sum())   # a unit drawn twice within its seed
+        repeats += len(set(idx[idx > 0])) < int(
+            (idx > 0).sum()
+        )  # a unit drawn twice within its seed
     assert sizes == {2, 4, 6} and repeats > 0
     # builds first: three one-row builds give three rows per resample, drawn with replacement
     three = V.Nested([0, 1, 2], [0, 0, 0], ["a", "a", "a"])
@@ -137,21 +178,31 @@ def test_resamples_draw_builds_then_seeds_then_units():
 
 def test_build_level_variation_widens_the_interval():
     rng = random.Random(1)
-    rows = [(b, s, f, [-1.0, 0.0, 1.0][b] + rng.gauss(0, 0.01)) for b in range(3) for s in range(4) for f in "xy"]
+    rows = [
+        (b, s, f, [-1.0, 0.0, 1.0][b] + rng.gauss(0, 0.01))
+        for b in range(3)
+        for s in range(4)
+        for f in "xy"
+    ]
     vals = np.array([r[3] for r in rows])
-    hier = V.estimate(vals, V.Nested([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]), DEFAULTS)
-    flat = V.estimate(vals, V.Nested([0] * len(rows), [0] * len(rows), list(range(len(rows)))), DEFAULTS)
-    width = lambda e: e.interval[1] - e.interval[0]   # noqa: E731
-    assert width(hier) > 2 * width(flat)          # 3 builds that disagree: the mean is poorly known
+    hier = V.estimate(
+        vals, V.Nested([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]), DEFAULTS
+    )
+    flat = V.estimate(
+        vals, V.Nested([0] * len(rows), [0] * len(rows), list(range(len(rows)))), DEFAULTS
+    )
+    width = lambda e: e.interval[1] - e.interval[0]  # noqa: E731
+    assert width(hier) > 2 * width(flat)  # 3 builds that disagree: the mean is poorly known
     assert hier.interval[0] < -0.3 and hier.interval[1] > 0.3
 
 
-# ---- claims on synthetic registries ---------------------------------------------------------------------------
+# ---- claims on synthetic registries --------------------------------------------------------------
 def test_a_never_triggered_setting_is_not_tested(tmp_path):
     def write(w):
         for b, f, s in itertools.product(range(3), ("forget05", "forget10"), (1, 2)):
             _dirr_pair(w, b, f, "npo", s, 0.5 + 0.1 * s)
             _dirr_pair(w, b, f, "simnpo", s, 0.0, triggered=False)
+
     ctx, con = _registry(tmp_path, write)
     v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
     assert v.verdict == V.NOT_TESTED
@@ -164,6 +215,7 @@ def test_evaluation_selected_dirr_is_not_tested(tmp_path):
         for b, f, s in itertools.product(range(3), ("forget05", "forget10"), (1, 2)):
             for obj in ("npo", "simnpo"):
                 _dirr_pair(w, b, f, obj, s, 0.5, selection="evaluation")
+
     ctx, con = _registry(tmp_path, write)
     v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
     assert v.verdict == V.NOT_TESTED and "selected their candidate on the evaluation split" in v.why
@@ -173,9 +225,12 @@ def test_a_straddling_interval_is_inconclusive_and_a_clear_one_holds(tmp_path):
     rng = random.Random(3)
 
     def write(w):
-        for b, f, s in itertools.product(range(3), ("forget01", "forget05", "forget10"), range(1, 9)):
-            _dirr_pair(w, b, f, "npo", s, rng.gauss(0.0, 1.0))       # no effect: straddles 0
+        for b, f, s in itertools.product(
+            range(3), ("forget01", "forget05", "forget10"), range(1, 9)
+        ):
+            _dirr_pair(w, b, f, "npo", s, rng.gauss(0.0, 1.0))  # no effect: straddles 0
             _dirr_pair(w, b, f, "simnpo", s, 2.0 + rng.gauss(0, 0.5))  # a large one: holds
+
     ctx, con = _registry(tmp_path, write)
     v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
     assert v.verdict == V.INCONCLUSIVE
@@ -188,43 +243,65 @@ def test_disagreeing_builds_make_the_claim_inconclusive_end_to_end(tmp_path):
 
     def write(w):
         for b, f, s in itertools.product(range(6), ("forget05", "forget10"), range(1, 7)):
-            gain = -0.05 if b == 1 else 1.0   # six builds: the pooled interval clears 0, build 1 alone does not
+            gain = (
+                -0.05 if b == 1 else 1.0
+            )  # six builds: the pooled interval clears 0, build 1 alone does not
             for obj in ("npo", "simnpo"):
                 _dirr_pair(w, b, f, obj, s, gain + rng.gauss(0, 0.005))
+
     ctx, con = _registry(tmp_path, write)
     v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
     assert {r["build"]: r["verdict"] for r in v.per_build if r["build"].endswith("(npo)")} == {
-        f"{b} (npo)": V.FAILS if b == 1 else V.HOLDS for b in range(6)}
+        f"{b} (npo)": V.FAILS if b == 1 else V.HOLDS for b in range(6)
+    }
     assert all(r["statistic"] is not None and r["interval"] is not None for r in v.per_build)
     assert v.verdict == V.INCONCLUSIVE and "the builds disagree" in v.why
 
 
 def _controlled(w, builds=3, n=20, lora_wins=True, informative=False, gap=0.5):
-    """Targets whose storage is perfectly localized (score sign = injecting interface); the better intervention
-    is always LoRA (``lora_wins``), or the storing interface (``informative``)."""
+    """Targets whose storage is perfectly localized (score sign = injecting interface); the better
+    intervention is always LoRA (``lora_wins``), or the storing interface (``informative``)."""
     rng = random.Random(11)
     for b in range(builds):
         for k in range(n):
             backbone = k % 2 == 0
             score = (1.0 if backbone else -1.0) * (0.5 + rng.random())
             lora_better = (not backbone) if informative else lora_wins
-            jb = {"backbone": 1.0, "lora": 1.0 + (gap if lora_better else -gap) + rng.gauss(0, 0.01)}
-            comps = {"storage_score": score, "injected_backbone": float(backbone), "pair": float(k // 2),
-                     "recall": 0.9}
+            jb = {
+                "backbone": 1.0,
+                "lora": 1.0 + (gap if lora_better else -gap) + rng.gauss(0, 0.01),
+            }
+            comps = {
+                "storage_score": score,
+                "injected_backbone": float(backbone),
+                "pair": float(k // 2),
+                "recall": 0.9,
+            }
             for m in ("backbone", "lora"):
-                w(benchmark="controlled", build=b, field=f"t{k:02d}", objective="npo", method=m, seed=0,
-                  J=jb[m], components={**comps, "J_bounded": jb[m]})
+                w(
+                    benchmark="controlled",
+                    build=b,
+                    field=f"t{k:02d}",
+                    objective="npo",
+                    method=m,
+                    seed=0,
+                    J=jb[m],
+                    components={**comps, "J_bounded": jb[m]},
+                )
 
 
 def test_a_constant_rule_that_beats_storage_is_named_in_the_controlled_verdict(tmp_path):
     ctx, con = _registry(tmp_path, _controlled)
     v = V.agreement(PAPER.by_id("controlled"), DEFAULTS, ctx, con)
-    assert v.statistic == pytest.approx(0.5)              # storage right on the LoRA-stored half only
-    assert v.verdict == V.HOLDS                            # agreement [~0.4, ~0.6] < 0.75, powered, 3 builds
+    assert v.statistic == pytest.approx(0.5)  # storage right on the LoRA-stored half only
+    assert v.verdict == V.HOLDS  # agreement [~0.4, ~0.6] < 0.75, powered, 3 builds
     rule = next(line for line in v.detail if line.startswith("best constant rule (always LoRA)"))
     assert "right on 60/60, storage on 30/60" in rule and "the constant rule beats storage" in rule
-    assert any("the paper's direction is reversed" not in line and line.startswith("direction: LoRA wins 60/60")
-               for line in v.detail)
+    assert any(
+        "the paper's direction is reversed" not in line
+        and line.startswith("direction: LoRA wins 60/60")
+        for line in v.detail
+    )
 
 
 def test_informative_storage_fails_the_controlled_claim_and_shows_the_interaction(tmp_path):
@@ -232,20 +309,30 @@ def test_informative_storage_fails_the_controlled_claim_and_shows_the_interactio
     v = V.agreement(PAPER.by_id("controlled"), DEFAULTS, ctx, con)
     assert v.statistic == pytest.approx(1.0) and v.verdict == V.FAILS
     inter = next(line for line in v.detail if line.startswith("storage x interface interaction"))
-    assert ": +1.0" in inter                                # LoRA better by 0.5 on its targets, worse on the others
+    assert ": +1.0" in inter  # LoRA better by 0.5 on its targets, worse on the others
     assert any("storage beats the constant rule" in line for line in v.detail)
 
 
 def test_the_controlled_claim_is_not_tested_when_a_gate_fails(tmp_path):
     def write(w):
         _controlled(w)
+
     ctx, con = _registry(tmp_path, write)
     flat = ctx.components.with_columns(
-        ctx.components["value"].zip_with(ctx.components["name"] != "storage_score", ctx.components["value"] * 0))
-    v = V.agreement(PAPER.by_id("controlled"), DEFAULTS, T.Context(ctx.results, ctx.decisions, flat), con)
+        ctx.components["value"].zip_with(
+            ctx.components["name"] != "storage_score", ctx.components["value"] * 0
+        )
+    )
+    v = V.agreement(
+        PAPER.by_id("controlled"), DEFAULTS, T.Context(ctx.results, ctx.decisions, flat), con
+    )
     assert v.verdict == V.NOT_TESTED and "storage localizable" in v.why
     # the numbers are still shown, marked as not judged
-    assert "Reported, not judged: agreement" in v.why and v.statistic is not None and v.interval is not None
+    assert (
+        "Reported, not judged: agreement" in v.why
+        and v.statistic is not None
+        and v.interval is not None
+    )
     assert any(line.startswith("best constant rule") for line in v.detail)
     assert all(r["verdict"].startswith("not judged") for r in v.per_build)
 
@@ -256,35 +343,81 @@ def test_count_claims_need_every_comparison_in_every_build(tmp_path):
     def write(w):
         for b, f in itertools.product(range(3), ("Email_Address", "Phone_Number")):
             for obj in ("npo", "simnpo"):
-                w(benchmark="lacuna", build=b, field=f, objective=obj, seed=1, variant="dirr", J=2.0,
-                  candidates={"0.0": 2.0}, triggered=False, selection="development", decision_hash="x")
+                w(
+                    benchmark="lacuna",
+                    build=b,
+                    field=f,
+                    objective=obj,
+                    seed=1,
+                    variant="dirr",
+                    J=2.0,
+                    candidates={"0.0": 2.0},
+                    triggered=False,
+                    selection="development",
+                    decision_hash="x",
+                )
                 for m in ("projected_causal", "memflex", "activation", "fila", "activation_down"):
                     if not (b == 2 and m == "fila"):
-                        w(benchmark="lacuna", build=b, field=f, objective=obj, seed=1, method=m, J=1.0)
+                        w(
+                            benchmark="lacuna",
+                            build=b,
+                            field=f,
+                            objective=obj,
+                            seed=1,
+                            method=m,
+                            J=1.0,
+                        )
+
     ctx, con = _registry(tmp_path, write)
     v = V.count(claim, DEFAULTS, ctx, con)
     assert v.verdict == V.NOT_TESTED and "simnpo:fila (builds [0, 1])" in v.why
 
 
 def _count_registry(w, gain_of, same_noise=True):
-    """LACUNA records: DIR-R and the five named baselines on three builds, two fields, four seeds; DIR-R's
-    paired gain against each baseline is ``gain_of(objective, baseline)`` plus small noise."""
+    """LACUNA records: DIR-R and the five named baselines on three builds, two fields, four seeds;
+    DIR-R's paired gain against each baseline is ``gain_of(objective, baseline)`` plus small
+    noise."""
     for b, f, s in itertools.product(range(3), ("Email_Address", "Phone_Number"), range(1, 5)):
-        # the same noise in every build: the builds agree, the design is powered; else fresh noise per build
+        # the same noise in every build: the builds agree,
+        # the design is powered; else fresh noise per build
         rng = random.Random(f"{f}{s}" + ("" if same_noise else str(b)))
         for obj in ("npo", "simnpo"):
-            w(benchmark="lacuna", build=b, field=f, objective=obj, seed=s, variant="dirr", J=2.0,
-              candidates={"0.0": 2.0}, triggered=False, selection="development", decision_hash="x")
+            w(
+                benchmark="lacuna",
+                build=b,
+                field=f,
+                objective=obj,
+                seed=s,
+                variant="dirr",
+                J=2.0,
+                candidates={"0.0": 2.0},
+                triggered=False,
+                selection="development",
+                decision_hash="x",
+            )
             for m in ("projected_causal", "memflex", "activation", "fila", "activation_down"):
-                w(benchmark="lacuna", build=b, field=f, objective=obj, seed=s, method=m,
-                  J=2.0 - gain_of(obj, m) + rng.gauss(0, 0.01))
+                w(
+                    benchmark="lacuna",
+                    build=b,
+                    field=f,
+                    objective=obj,
+                    seed=s,
+                    method=m,
+                    J=2.0 - gain_of(obj, m) + rng.gauss(0, 0.01),
+                )
 
 
-@pytest.mark.parametrize(("gain_of", "same_noise", "want"), [
-    (lambda o, m: 1.0, True, V.HOLDS),                                  # all six named comparisons positive
-    (lambda o, m: -1.0 if m == "memflex" else 1.0, True, V.FAILS),    # two of six surely negative
-    (lambda o, m: 0.0, False, V.INCONCLUSIVE)])                        # no effect: neither reaches
-def test_a_count_claim_holds_fails_or_is_inconclusive_by_its_comparisons(tmp_path, gain_of, same_noise, want):
+@pytest.mark.parametrize(
+    ("gain_of", "same_noise", "want"),
+    [
+        (lambda o, m: 1.0, True, V.HOLDS),  # all six named comparisons positive
+        (lambda o, m: -1.0 if m == "memflex" else 1.0, True, V.FAILS),  # two of six surely negative
+        (lambda o, m: 0.0, False, V.INCONCLUSIVE),
+    ],
+)  # no effect: neither reaches
+def test_a_count_claim_holds_fails_or_is_inconclusive_by_its_comparisons(
+    tmp_path, gain_of, same_noise, want
+):
     ctx, con = _registry(tmp_path, lambda w: _count_registry(w, gain_of, same_noise))
     v = V.count(PAPER.by_id("lacuna-named"), DEFAULTS, ctx, con)
     assert v.verdict == want, v.why
@@ -293,8 +426,8 @@ def test_a_count_claim_holds_fails_or_is_inconclusive_by_its_comparisons(tmp_pat
 
 @pytest.mark.parametrize(("overlap", "want"), [("objective", V.HOLDS), ("none", V.INCONCLUSIVE)])
 def test_the_support_contrast_against_seed_to_seed_overlap(tmp_path, overlap, want):
-    """Supports that depend on the objective (each objective its own groups, shared across seeds) hold; supports
-    drawn afresh per seed whatever the objective have no contrast."""
+    """Supports that depend on the objective (each objective its own groups, shared across seeds)
+    hold; supports drawn afresh per seed whatever the objective have no contrast."""
     rng = random.Random(4)
 
     def write(w):
@@ -302,7 +435,16 @@ def test_the_support_contrast_against_seed_to_seed_overlap(tmp_path, overlap, wa
             for k, obj in enumerate(("npo", "simnpo")):
                 base = list(range(10 * k, 10 * k + 8)) if overlap == "objective" else []
                 groups = sorted(set(base + rng.sample(range(100), 2 if base else 8)))
-                w(benchmark="natural_tofu", build=b, field=f, objective=obj, seed=s, J=1.0, groups=groups)
+                w(
+                    benchmark="natural_tofu",
+                    build=b,
+                    field=f,
+                    objective=obj,
+                    seed=s,
+                    J=1.0,
+                    groups=groups,
+                )
+
     ctx, con = _registry(tmp_path, write)
     v = V.contrast(PAPER.by_id("natural-support"), DEFAULTS, ctx, con)
     assert v.verdict == want, v.why

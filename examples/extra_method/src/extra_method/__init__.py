@@ -4,7 +4,8 @@ Installed with ``pip install examples/extra_method``; supportbench finds it thro
 ``supportbench.methods`` entry point, no import needed on the user's side.
 
 It also shows a plugin diagnostic: ``forget_answer_length`` is computed once per sweep cell by
-``Diagnostics`` and shared by every method that lists it in ``requires`` (here: ``length_weighted_norm``).
+``Diagnostics`` and shared by every method that lists it in ``requires`` (here:
+``length_weighted_norm``).
 """
 
 from dataclasses import dataclass
@@ -21,8 +22,10 @@ def forget_answer_length(diag) -> float:
 
 @dataclass
 class GradientNorm(MethodBase):
-    display_name = "Gradient norm"   # how reports print it (default: the registered name)
-    provenance = "examples/extra_method: ||P_g grad l_F||_2 (an illustration, not a baseline of the paper)"
+    display_name = "Gradient norm"  # how reports print it (default: the registered name)
+    provenance = (
+        "examples/extra_method: ||P_g grad l_F||_2 (an illustration, not a baseline of the paper)"
+    )
     requires = ("grad:F",)
 
     def score(self, diag, geometry):
@@ -32,7 +35,9 @@ class GradientNorm(MethodBase):
 @dataclass
 class LengthWeightedNorm(MethodBase):
     display_name = "Length-weighted norm"
-    provenance = "examples/extra_method: ||P_g grad l_F||_2 x mean forget answer length (illustration only)"
+    provenance = (
+        "examples/extra_method: ||P_g grad l_F||_2 x mean forget answer length (illustration only)"
+    )
     requires = ("grad:F", "forget_answer_length")
 
     def score(self, diag, geometry):
