@@ -1,8 +1,8 @@
 """supportbench: a reference harness for localized LLM unlearning.
 
-Layers (imports point down only; docs/architecture.md): experiments (plain data) -> unlearning (torch
-primitives) -> methods | benchmarks -> registry -> harness | reports -> cli. This module stays light:
-it never imports torch, so ``supportbench report``/``audit`` start fast.
+Layers (imports point down only; docs/architecture.md): experiments (plain data) -> unlearning
+(torch primitives) -> methods | benchmarks -> registry -> harness | reports -> cli. This module
+stays light: it never imports torch, so ``supportbench report``/``audit`` start fast.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -14,12 +14,21 @@ except PackageNotFoundError:  # running from a source tree without install
 
 from supportbench import _cpumode  # noqa: E402
 
-_cpumode.on_import()   # before anything loads torch: the CPU kernels every process computes with
+_cpumode.on_import()  # before anything loads torch: the CPU kernels every process computes with
 
 from supportbench.errors import SupportbenchError  # noqa: E402
 
-__all__ = ["RunSpec", "SupportbenchError", "__version__", "get_method", "list_methods", "open_registry",
-           "register_method", "run", "sweep"]
+__all__ = [
+    "RunSpec",
+    "SupportbenchError",
+    "__version__",
+    "get_method",
+    "list_methods",
+    "open_registry",
+    "register_method",
+    "run",
+    "sweep",
+]
 
 
 def __getattr__(name: str):
@@ -29,8 +38,9 @@ def __getattr__(name: str):
 
         return getattr(base, name)
     if name in {"run", "sweep", "open_registry"}:
-        # the API is the top layer; the root package is imported by every layer (for __version__), so the
-        # top layer is loaded by name, only when asked for, and no lower layer ever depends on it
+        # the API is the top layer; the root package is imported by every layer (for __version__),
+        # so the top layer is loaded by name, only when asked for, and no lower layer ever depends
+        # on it
         import importlib
 
         return getattr(importlib.import_module("supportbench.api"), name)

@@ -29,12 +29,14 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 def write_json_atomic(path: str | Path, obj) -> Path:
     # allow_nan=False: never write what loads_json (and any strict JSON reader) refuses
-    return write_text_atomic(path, json.dumps(obj, indent=1, sort_keys=True, default=_default, allow_nan=False))
+    return write_text_atomic(
+        path, json.dumps(obj, indent=1, sort_keys=True, default=_default, allow_nan=False)
+    )
 
 
 class StrictJSONError(json.JSONDecodeError):
-    """Valid to Python's lenient ``json`` but refused here: a key twice in one object (``json`` would keep
-    the last silently) or NaN / Infinity (not JSON)."""
+    """Valid to Python's lenient ``json`` but refused here: a key twice in one object (``json``
+    would keep the last silently) or NaN / Infinity (not JSON)."""
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
@@ -50,16 +52,20 @@ def _no_constant(name: str):
     raise StrictJSONError(f"{name} is not a JSON number", "", 0)
 
 
-# what a name may not hold: control characters, and the invisible ones that change how it prints: bidi
-# overrides and marks (U+202A-U+202E, U+2066-U+2069, U+200E/F), zero-width ones, line and paragraph
-# separators, the BOM
+# what a name may not hold: control characters, and the invisible ones that change how it prints:
+# bidi overrides and marks (U+202A-U+202E, U+2066-U+2069, U+200E/F), zero-width ones, line and
+# paragraph separators, the BOM
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
 
-MAX_DEPTH = 100   # nesting levels a file a user hands in may have (a record has fewer than ten)
+MAX_DEPTH = 100  # nesting levels a file a user hands in may have (a record has fewer than ten)
 
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-_TOML_TOKENS = re.compile(r'"""[\s\S]*?"""' r"|'''[\s\S]*?'''" r'|"(?:[^"\\\n]|\\.)*"'
-                          r"|'[^'\n]*'|#[^\n]*|[\[\]{}]")
+_TOML_TOKENS = re.compile(
+    r'"""[\s\S]*?"""'
+    r"|'''[\s\S]*?'''"
+    r'|"(?:[^"\\\n]|\\.)*"'
+    r"|'[^'\n]*'|#[^\n]*|[\[\]{}]"
+)
 
 
 def nesting_depth(text: str, toml: bool = False, limit: int = MAX_DEPTH) -> int:
@@ -69,7 +75,7 @@ def nesting_depth(text: str, toml: bool = False, limit: int = MAX_DEPTH) -> int:
     not scanned. In TOML a dotted key (``a.b.c = 1``, a table per part) nests too: each part is a
     level."""
     deepest = 0
-    if toml and text.count(".") > limit:   # most dots in one key (strings, comments taken out)
+    if toml and text.count(".") > limit:  # most dots in one key (strings, comments taken out)
         bare = _TOML_TOKENS.sub(lambda m: m.group() if m.group() in "[]{}" else " s ", text)
         deepest = max(seg.count(".") + 1 for seg in re.split(r"[=,{}\[\]\n]", bare))
     if deepest > limit or text.count("[") + text.count("{") <= limit:
@@ -89,31 +95,38 @@ def nesting_depth(text: str, toml: bool = False, limit: int = MAX_DEPTH) -> int:
 
 
 def loads_json(text: str, *, nonfinite: bool = False):
-    """``json.loads`` that refuses what the standard leaves open: a key twice in one object (which value
-    counts?) and, unless ``nonfinite`` (run records: a diverged run keeps its NaN/Infinity outcome), the
-    non-standard NaN / Infinity; and arrays or objects nested more than ``MAX_DEPTH`` levels (no
-    file of ours nests so; a parser would run out of stack). Every file a user can hand in is
-    parsed through it."""
+    """``json.loads`` that refuses what the standard leaves open: a key twice in one object (which
+    value counts?) and, unless ``nonfinite`` (run records: a diverged run keeps its NaN/Infinity
+    outcome), the non-standard NaN / Infinity; and arrays or objects nested more than ``MAX_DEPTH``
+    levels (no file of ours nests so; a parser would run out of stack). Every file a user can hand
+    in is parsed through it."""
     if nesting_depth(text) > MAX_DEPTH:
-        raise StrictJSONError(f"nested more than {MAX_DEPTH} levels deep (arrays or objects within "
-                              "each other); not a file supportbench reads", "", 0)
+        raise StrictJSONError(
+            f"nested more than {MAX_DEPTH} levels deep (arrays or objects within "
+            "each other); not a file supportbench reads",
+            "",
+            0,
+        )
     try:
         if nonfinite:
             return json.loads(text, object_pairs_hook=_no_duplicates)
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except RecursionError:
-        raise StrictJSONError(f"nested too deeply to parse (more than {MAX_DEPTH} levels)", "",
-                              0) from None
-    except ValueError as exc:   # not a JSONDecodeError: a number Python will not convert (> 4300 digits)
+        raise StrictJSONError(
+            f"nested too deeply to parse (more than {MAX_DEPTH} levels)", "", 0
+        ) from None
+    # not a JSONDecodeError: a number Python will not convert (> 4300 digits)
+    except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError):
             raise
         raise StrictJSONError(f"a value it cannot read: {exc}", "", 0) from None
 
 
 def read_json_object(path: str | Path, error: type[Exception], what: str) -> dict:
-    """A JSON object from ``path``; ``error(message naming the file)`` when it is missing, a directory, not
-    UTF-8, not valid JSON (e.g. truncated) or not an object. ``FileNotFoundError`` passes through when the
-    caller wants to treat a missing file itself (``error`` is then only raised for the other cases)."""
+    """A JSON object from ``path``; ``error(message naming the file)`` when it is missing, a
+    directory, not UTF-8, not valid JSON (e.g. truncated) or not an object. ``FileNotFoundError``
+    passes through when the caller wants to treat a missing file itself (``error`` is then only
+    raised for the other cases)."""
     path = Path(path)
     try:
         obj = loads_json(path.read_text(encoding="utf-8"))
@@ -124,14 +137,16 @@ def read_json_object(path: str | Path, error: type[Exception], what: str) -> dic
     except StrictJSONError as exc:
         raise error(f"{what} '{path}' is not valid: {exc.msg}") from None
     except json.JSONDecodeError as exc:
-        raise error(f"{what} '{path}' is not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
+        raise error(
+            f"{what} '{path}' is not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)"
+        ) from None
     if not isinstance(obj, dict):
         raise error(f"{what} '{path}' must hold a JSON object, got {type(obj).__name__}")
     return obj
 
 
-NAME_MAX = 255    # bytes in one path component, on every file system supportbench writes to
-PATH_MAX = 4096   # bytes in a whole path, its terminating NUL included (Linux)
+NAME_MAX = 255  # bytes in one path component, on every file system supportbench writes to
+PATH_MAX = 4096  # bytes in a whole path, its terminating NUL included (Linux)
 
 
 def too_long(path: str | Path) -> str | None:

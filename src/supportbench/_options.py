@@ -1,15 +1,16 @@
-"""Every option's one declaration: its type, range or choices, unit and meaning (``Annotated`` with a
-``msgspec.Meta``), read by the CLI, TOML specs, the Python API, ``--help`` and ``supportbench objectives``.
+"""Every option's one declaration: its type, range or choices, unit and meaning (``Annotated`` with
+a ``msgspec.Meta``), read by the CLI, TOML specs, the Python API, ``--help`` and
+``supportbench objectives``.
 
 An objective, a method, a benchmark or a run setting declares an option once, where it is defined::
 
     beta: option(float, gt=0, unit="1/nat", doc="inverse temperature") = 0.1
 
-``check`` validates a value against that declaration (msgspec's conversion, strict: no str -> number, no
-float -> int; every float finite) and raises one line naming the option, the value and what is allowed;
-``describe`` writes the allowed values in words for messages and help; ``declared`` reads the declarations
-of a dataclass or a constructor; ``did_you_mean`` suggests a declared name for a misspelt one. No torch here:
-layer 0, like the errors.
+``check`` validates a value against that declaration (msgspec's conversion, strict: no str ->
+number, no float -> int; every float finite) and raises one line naming the option, the value and
+what is allowed; ``describe`` writes the allowed values in words for messages and help; ``declared``
+reads the declarations of a dataclass or a constructor; ``did_you_mean`` suggests a declared name
+for a misspelt one. No torch here: layer 0, like the errors.
 """
 
 from __future__ import annotations
@@ -26,11 +27,20 @@ import msgspec
 from supportbench.errors import SpecError
 
 
-def option(kind: Any, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
-           le: float | None = None, unit: str = "", doc: str = "") -> Any:
+def option(
+    kind: Any,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    unit: str = "",
+    doc: str = "",
+) -> Any:
     """``Annotated[kind, Meta(...)]``: the declaration of one option."""
-    meta = msgspec.Meta(gt=gt, ge=ge, lt=lt, le=le, description=doc or None,
-                        extra={"unit": unit} if unit else None)
+    meta = msgspec.Meta(
+        gt=gt, ge=ge, lt=lt, le=le, description=doc or None, extra={"unit": unit} if unit else None
+    )
     return Annotated[kind, meta]
 
 
@@ -74,7 +84,8 @@ def _kind_words(base: Any) -> str:
 
 
 def describe(hint: Any) -> str:
-    """What a declaration allows, in words: 'a finite number > 0 (1/nat)', "one of 'mini', 'full'"."""
+    """What a declaration allows, in words: 'a finite number > 0 (1/nat)', "one of 'mini',
+    'full'"."""
     base, meta = _split(hint)
     words = _kind_words(base)
     if meta is not None:
@@ -110,19 +121,19 @@ def _num(v: float) -> str:
 
 
 def check(name: str, value: Any, hint: Any) -> Any:
-    """``value`` converted to the declared type (an int for a float option becomes a float), or a ``SpecError``
-    naming ``name``, the value and what is allowed."""
+    """``value`` converted to the declared type (an int for a float option becomes a float), or a
+    ``SpecError`` naming ``name``, the value and what is allowed."""
     base, meta = _split(hint)
     inner, nullable = _optional(base)
     if nullable and value is None:
         return None
-    if nullable and meta is not None:   # msgspec takes a range only on the bare numeric type
+    if nullable and meta is not None:  # msgspec takes a range only on the bare numeric type
         hint = Annotated[inner, meta]
     try:
         out = msgspec.convert(value, hint, strict=True)
     except msgspec.ValidationError:
         raise SpecError(f"{name} = {value!r}: must be {describe(hint)}") from None
-    except TypeError:   # a type msgspec cannot check (e.g. a callable): its owner checks it
+    except TypeError:  # a type msgspec cannot check (e.g. a callable): its owner checks it
         return value
     if _nonfinite(out):
         raise SpecError(f"{name} = {value!r}: must be {describe(hint)}")
@@ -138,16 +149,25 @@ def _nonfinite(x: Any) -> bool:
 
 
 def declared(target: Any) -> dict[str, tuple[Any, Any]]:
-    """Every declared option of a dataclass or of a class's constructor: name -> (declaration, default); a
-    parameter without a default has ``inspect.Parameter.empty``."""
+    """Every declared option of a dataclass or of a class's constructor: name -> (declaration,
+    default); a parameter without a default has ``inspect.Parameter.empty``."""
     if dataclasses.is_dataclass(target):
-        hints = typing.get_type_hints(target if isinstance(target, type) else type(target), include_extras=True)
+        hints = typing.get_type_hints(
+            target if isinstance(target, type) else type(target), include_extras=True
+        )
         out = {}
         for f in dataclasses.fields(target):
             if not f.init:
                 continue
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else inspect.Parameter.empty)
+            default = (
+                f.default
+                if f.default is not dataclasses.MISSING
+                else (
+                    f.default_factory()
+                    if f.default_factory is not dataclasses.MISSING
+                    else inspect.Parameter.empty
+                )
+            )
             out[f.name] = (hints.get(f.name, Any), default)
         return out
     init = target.__init__
@@ -156,8 +176,11 @@ def declared(target: Any) -> dict[str, tuple[Any, Any]]:
         params = inspect.signature(init).parameters
     except (TypeError, ValueError, NameError):
         return {}
-    return {n: (hints.get(n, Any), p.default) for n, p in params.items()
-            if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    return {
+        n: (hints.get(n, Any), p.default)
+        for n, p in params.items()
+        if n != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
 
 
 def did_you_mean(name: str, known, prefix: str = "") -> str:
@@ -174,5 +197,8 @@ def help_line(name: str, hint: Any, default: Any) -> str:
 
 
 def allowed_list(options: dict[str, tuple[Any, Any]], prefix: str = "") -> str:
-    """'allowed: beta (a number > 0), delta (...)' -- the declared options with their ranges, for a refusal."""
-    return "allowed: " + (", ".join(f"{prefix}{n} ({describe(h)})" for n, (h, _) in options.items()) or "none")
+    """'allowed: beta (a number > 0), delta (...)' -- the declared options with their ranges, for a
+    refusal."""
+    return "allowed: " + (
+        ", ".join(f"{prefix}{n} ({describe(h)})" for n, (h, _) in options.items()) or "none"
+    )

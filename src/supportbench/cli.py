@@ -30,12 +30,13 @@ def _cmd_geometry(args) -> int:
     from supportbench.unlearning.models import PRESETS, check_model_dir, preset_config, read_config
     from supportbench.unlearning.support import discover_geometry
 
-    if args.model in PRESETS:   # a preset or a local folder, as every other command takes it; from the config
+    # a preset or a local folder, as every other command takes it; from the config
+    if args.model in PRESETS:
         cfg = preset_config(PRESETS[args.model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
     else:
         check_model_dir(args.model)
         cfg = read_config(args.model)
-    with torch.device("meta"):   # nothing is allocated or loaded
+    with torch.device("meta"):  # nothing is allocated or loaded
         model = AutoModelForCausalLM.from_config(cfg)
     geo = discover_geometry(model)
     print(geo.describe())
@@ -47,12 +48,21 @@ def _cmd_geometry(args) -> int:
 def _cmd_plan_memory(args) -> int:
     from supportbench.unlearning.memory import largest_batch, plan_memory
 
-    p = plan_memory(args.model, args.budget, dtype=args.dtype, batch=args.batch, length=args.length,
-                    checkpointing=args.checkpointing)
-    gib = 2 ** 30
-    print(f"{p.model}: {p.parameters:,} parameters, {p.geometry_scalars:,} in the down-projection geometry; "
-          f"support {p.budget:,} scalars; {p.dtype} weights; batch {p.batch} x length {p.length}"
-          + ("; activation checkpointing" if p.checkpointing else ""))
+    p = plan_memory(
+        args.model,
+        args.budget,
+        dtype=args.dtype,
+        batch=args.batch,
+        length=args.length,
+        checkpointing=args.checkpointing,
+    )
+    gib = 2**30
+    print(
+        f"{p.model}: {p.parameters:,} parameters, {p.geometry_scalars:,} in the down-projection "
+        f"geometry; support {p.budget:,} scalars; {p.dtype} "
+        f"weights; batch {p.batch} x length {p.length}"
+        + ("; activation checkpointing" if p.checkpointing else "")
+    )
     for k, v in p.components.items():
         print(f"  {k:<16} {v / gib:9.2f} GiB")
     from supportbench.methods.base import get_method, list_methods
@@ -61,22 +71,42 @@ def _cmd_plan_memory(args) -> int:
     train = p.without_diagnostics()
     dirr = dirr_checkpoint_bytes(args.model, dtype=args.dtype)
     every = sorted({r for name in list_methods() for r in get_method(name).requires})
-    diag = {what: plan_diagnostics(args.model, keys, dtype=args.dtype, batch=args.batch, length=args.length)
-            for what, keys in (("Intervention Score", get_method("intervention_score").requires),
-                               ("every method at once", every))}
-    print("peaks by phase (they never overlap; diagnostics at --batch records of --length tokens per pass):")
+    diag = {
+        what: plan_diagnostics(
+            args.model, keys, dtype=args.dtype, batch=args.batch, length=args.length
+        )
+        for what, keys in (
+            ("Intervention Score", get_method("intervention_score").requires),
+            ("every method at once", every),
+        )
+    }
+    print(
+        "peaks by phase (they never overlap; diagnostics "
+        "at --batch records of --length tokens per pass):"
+    )
     print(f"  {'training step':<48} {train / gib:9.2f} GiB")
     print(f"  {'DIR-R run (+ 8 copies of the geometry)':<48} {(train + dirr) / gib:9.2f} GiB")
     for what, d in diag.items():
         n = d.components["buffers"] // (4 * d.geometry_scalars)
         print(f"  {f'diagnostics, {what} ({n} buffers)':<48} {d.total / gib:9.2f} GiB")
-    print("  (a runner scores a cell's methods one after another, keeping only the buffers still to be read, when "
-          "every method's buffers do not fit)")
+    print(
+        "  (a runner scores a cell's methods one after another, keeping only the buffers still to "
+        "be read, when every method's buffers do not fit)"
+    )
     for gpu in args.gpu_gib:
-        b = largest_batch(args.model, args.budget, gpu * gib, dtype=args.dtype, length=args.length,
-                          checkpointing=args.checkpointing)
-        print(f"  on {gpu:g} GiB: training fits up to batch {b} (powers of two)" if b else
-              f"  on {gpu:g} GiB: training does not fit at batch 1")
+        b = largest_batch(
+            args.model,
+            args.budget,
+            gpu * gib,
+            dtype=args.dtype,
+            length=args.length,
+            checkpointing=args.checkpointing,
+        )
+        print(
+            f"  on {gpu:g} GiB: training fits up to batch {b} (powers of two)"
+            if b
+            else f"  on {gpu:g} GiB: training does not fit at batch 1"
+        )
     return 0
 
 
@@ -86,8 +116,13 @@ def _cmd_benchmarks(args) -> int:
     if args.options:
         from supportbench._options import declared
 
-        _print_options("benchmark", BENCHMARKS.names(), lambda n: {
-            k: v for k, v in declared(BENCHMARKS.get(n)).items() if k not in SHARED_KEYWORDS})
+        _print_options(
+            "benchmark",
+            BENCHMARKS.names(),
+            lambda n: {
+                k: v for k, v in declared(BENCHMARKS.get(n)).items() if k not in SHARED_KEYWORDS
+            },
+        )
         return 0
 
     plugins = set(BENCHMARKS.plugins())
@@ -96,8 +131,10 @@ def _cmd_benchmarks(args) -> int:
         cls = BENCHMARKS.get(n)
         fields = cls.field_names({})
         shown = ", ".join(fields[:6]) + (f", ... ({len(fields)} in all)" if len(fields) > 6 else "")
-        print(f"{n + (' (plugin)' if n in plugins else ''):<16} {cls.DEFAULT_MODEL:<14} {cls.DEFAULT_FIELD:<16} "
-              f"{', '.join(cls.INTERFACES) or '-':<16} {shown}")
+        print(
+            f"{n + (' (plugin)' if n in plugins else ''):<16} {cls.DEFAULT_MODEL:<14} "
+            f"{cls.DEFAULT_FIELD:<16} {', '.join(cls.INTERFACES) or '-':<16} {shown}"
+        )
     for name, why in sorted(BENCHMARKS.broken.items()):
         print(f"{name} (plugin, not loaded): {why}")
     return 0
@@ -106,8 +143,10 @@ def _cmd_benchmarks(args) -> int:
 def _cmd_objectives(args) -> int:
     from supportbench.unlearning.objectives import OBJECTIVES, objective_options
 
-    print("Objectives and their options (objective.<option> = value in --set or [hyperparameters]), each with its "
-          "allowed range, unit and default:")
+    print(
+        "Objectives and their options (objective.<option> = value in --set or [hyperparameters]), "
+        "each with its allowed range, unit and default:"
+    )
     for n in OBJECTIVES.names():
         print(f"\n{n}")
         for k, (hint, default) in objective_options(n).items():
@@ -116,7 +155,8 @@ def _cmd_objectives(args) -> int:
 
 
 def _print_options(kind: str, names, options_of) -> None:
-    """Each name's declared options with range, unit, default and meaning (``_options.help_line``)."""
+    """Each name's declared options with range, unit, default and meaning
+    (``_options.help_line``)."""
     print(f"{kind} options ({kind.split()[0]}.<option> = value in --set or [hyperparameters]):")
     for n in names:
         opts = options_of(n)
@@ -133,12 +173,19 @@ def _cmd_methods(args) -> int:
         return 0
     rows = _method_rows_light()
     broken: dict[str, str] = {}
-    if rows is None:   # plugins are installed: they are imported, so that one that fails to load is reported
+    # plugins are installed: they are imported, so that one that fails to load is reported
+    if rows is None:
         from supportbench.methods.base import METHODS
 
         plugins = set(METHODS.plugins())
-        rows = [(n + (" (plugin)" if n in plugins else ""), ", ".join(_requires_of(METHODS.get(n))) or "-",
-                 getattr(METHODS.get(n), "provenance", "") or "(no provenance given)") for n in METHODS.names()]
+        rows = [
+            (
+                n + (" (plugin)" if n in plugins else ""),
+                ", ".join(_requires_of(METHODS.get(n))) or "-",
+                getattr(METHODS.get(n), "provenance", "") or "(no provenance given)",
+            )
+            for n in METHODS.names()
+        ]
         broken = METHODS.broken
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
@@ -150,20 +197,25 @@ def _cmd_methods(args) -> int:
         print("\nbroken/shadowed plugins (skipped):")
         for name, err in sorted(broken.items()):
             print(f"  {name}: {err}")
-            print(f"warning: plugin '{name}' failed to load and was skipped: {err}", file=sys.stderr)
+            print(
+                f"warning: plugin '{name}' failed to load and was skipped: {err}", file=sys.stderr
+            )
     return 0
 
 
 def _method_rows_light() -> list[tuple[str, str, str]] | None:
-    """The built-in methods' names, default ``requires`` and provenance read from their source files, without
-    importing them (no torch); None when a plugin is installed or a built-in's values cannot be read so."""
+    """The built-in methods' names, default ``requires`` and provenance read from their source
+    files, without importing them (no torch); None when a plugin is installed or a built-in's values
+    cannot be read so."""
     from importlib.metadata import entry_points
 
     from supportbench._registry import declared_class_attrs, declared_names
 
     if list(entry_points(group="supportbench.methods")):
         return None
-    names = declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics"))
+    names = declared_names(
+        "supportbench.methods", "register_method", exclude=("base", "diagnostics")
+    )
     req = declared_class_attrs("supportbench.methods", "register_method", "requires")
     prov = declared_class_attrs("supportbench.methods", "register_method", "provenance")
     if any(n not in req or n not in prov for n in names):
@@ -172,7 +224,8 @@ def _method_rows_light() -> list[tuple[str, str, str]] | None:
 
 
 def _requires_of(cls) -> tuple[str, ...]:
-    """A method class's default ``requires`` (an instance may refine it from its hyperparameters)."""
+    """A method class's default ``requires`` (an instance may refine it from its
+    hyperparameters)."""
     try:
         return tuple(cls().requires)
     except Exception:  # a constructor that needs arguments: fall back to the class attribute
@@ -196,8 +249,9 @@ def _parse_sets(items: list[str], flag: str = "--set") -> dict:
 
 
 def _writable_dir(path: str | None, flag: str) -> None:
-    """A folder a command will write into: refused up front when it is a file, lies under a file, has a name
-    too long for the file system, or cannot be created or written (nothing is loaded or trained first)."""
+    """A folder a command will write into: refused up front when it is a file, lies under a file,
+    has a name too long for the file system, or cannot be created or written (nothing is loaded or
+    trained first)."""
     from pathlib import Path
 
     from supportbench._io import cannot_write_in, file_ancestor, nearest_existing, too_long
@@ -205,7 +259,7 @@ def _writable_dir(path: str | None, flag: str) -> None:
     if path is None:
         return
     p = Path(path).expanduser()
-    why = too_long(p)   # first: the file system refuses even to look such a name up
+    why = too_long(p)  # first: the file system refuses even to look such a name up
     if why:
         raise SupportbenchError(f"{flag} '{path}': {why}")
     if p.exists() and not p.is_dir():
@@ -214,14 +268,14 @@ def _writable_dir(path: str | None, flag: str) -> None:
     if parent is not None:
         raise SupportbenchError(f"{flag} '{path}' lies under '{parent}', which is a file")
     existing = nearest_existing(p)
-    why = cannot_write_in(existing)   # tried: root passes os.access in an immutable folder or /proc
+    why = cannot_write_in(existing)  # tried: root passes os.access in an immutable folder or /proc
     if why:
         raise SupportbenchError(f"{flag} '{path}': '{existing}' is not writable ({why})")
 
 
 def run_spec(args) -> RunSpec:
-    """The RunSpec a ``run`` command line names; every setting it leaves out resolves as in Python and TOML
-    (experiments/spec.py is the one source of defaults)."""
+    """The RunSpec a ``run`` command line names; every setting it leaves out resolves as in Python
+    and TOML (experiments/spec.py is the one source of defaults)."""
     from pathlib import Path
 
     from supportbench.benchmarks.base import BENCHMARKS
@@ -232,24 +286,42 @@ def run_spec(args) -> RunSpec:
     if args.data_dir:
         hp["benchmark.data_dir"] = str(Path(args.data_dir).resolve())
     cls = BENCHMARKS.get(args.benchmark)
-    model = args.model   # None: the benchmark's default model, resolved by RunSpec as for Python and TOML
-    if args.theta0:      # a ready fine-tuned theta_0 is the run's model, used as it is
+    # None: the benchmark's default model, resolved by RunSpec as for Python and TOML
+    model = args.model
+    if args.theta0:  # a ready fine-tuned theta_0 is the run's model, used as it is
         if model and Path(model).resolve() != Path(args.theta0).resolve():
-            raise SupportbenchError(f"--theta0 {args.theta0} and --model {model} name two models; --theta0 PATH is "
-                                    "the run's model (a ready fine-tuned theta_0): leave --model out")
+            raise SupportbenchError(
+                f"--theta0 {args.theta0} and --model {model} name two models; --theta0 PATH is "
+                "the run's model (a ready fine-tuned theta_0): leave --model out"
+            )
         model, hp["benchmark.theta0"] = args.theta0, "given"
     if args.retain_model:
         hp["benchmark.retain_model"] = str(Path(args.retain_model).resolve())
     if model and Path(model, "config.json").is_file():
         model = str(Path(model).resolve())
-    return RunSpec(args.benchmark, args.field or cls.DEFAULT_FIELD, args.objective,
-                   args.method or "intervention_score", seed=args.seed, variant=args.variant, split=args.split,
-                   experiment=args.experiment, budget=args.budget, T=args.T, t=args.t, d=args.d, rho_p=args.rho_p,
-                   model=model, hyperparameters=hp, build=args.build)
+    return RunSpec(
+        args.benchmark,
+        args.field or cls.DEFAULT_FIELD,
+        args.objective,
+        args.method or "intervention_score",
+        seed=args.seed,
+        variant=args.variant,
+        split=args.split,
+        experiment=args.experiment,
+        budget=args.budget,
+        T=args.T,
+        t=args.t,
+        d=args.d,
+        rho_p=args.rho_p,
+        model=model,
+        hyperparameters=hp,
+        build=args.build,
+    )
 
 
 def _cache_flag(args) -> tuple[str | None, str]:
-    """The cache folder a command will write into and the name to blame: --cache, else $SUPPORTBENCH_CACHE."""
+    """The cache folder a command will write into and the name to blame: --cache, else
+    $SUPPORTBENCH_CACHE."""
     if args.cache is None and os.environ.get("SUPPORTBENCH_CACHE"):
         return os.environ["SUPPORTBENCH_CACHE"], "$SUPPORTBENCH_CACHE"
     return args.cache, "--cache"
@@ -257,7 +329,8 @@ def _cache_flag(args) -> tuple[str | None, str]:
 
 def _cmd_run(args) -> int:
     _writable_dir(args.results, "--results")
-    _writable_dir(str(ResultsDir(args.results).runs), "--results")   # where the record goes: runs/ itself
+    # where the record goes: runs/ itself
+    _writable_dir(str(ResultsDir(args.results).runs), "--results")
     _writable_dir(*_cache_flag(args))
     import torch
 
@@ -272,20 +345,32 @@ def _cmd_run(args) -> int:
     if args.variant == "dirr":
         from supportbench.experiments.decisions import load_decision_for
 
-        if spec.split != "calibration" and args.decision is None and not (args.allow_unfrozen
-                                                                           and spec.hp("tau") is not None):
+        if (
+            spec.split != "calibration"
+            and args.decision is None
+            and not (args.allow_unfrozen and spec.hp("tau") is not None)
+        ):
             raise SupportbenchError(
                 f"a DIR-R {spec.split} run needs its threshold tau* from somewhere; the ways out: "
-                "--decision FILE (a decision frozen by `supportbench calibrate` from calibration runs), or "
-                "--allow-unfrozen --set tau=X (an explicit tau, recorded as unfrozen), or --split calibration "
-                "(a calibration run, which evaluates every candidate)")
+                "--decision FILE (a decision frozen by `supportbench calibrate` from calibration "
+                "runs), or --allow-unfrozen --set tau=X (an explicit tau, recorded as unfrozen), "
+                "or --split calibration (a calibration run, which evaluates every candidate)"
+            )
         decision = load_decision_for(spec, args.decision, allow_unfrozen=args.allow_unfrozen)
-    runner = Runner(args.results, cache_dir=args.cache, force=args.force, device=args.device,
-                    reuse_stale=args.reuse_stale)
+    runner = Runner(
+        args.results,
+        cache_dir=args.cache,
+        force=args.force,
+        device=args.device,
+        reuse_stale=args.reuse_stale,
+    )
     rec, skipped = runner.run(spec, decision=decision)
     state = "skipped (record exists; --force to rerun)" if skipped else rec.status
-    print(f"run {spec.run_key[:12]}  {spec.benchmark}/{spec.field}/{spec.objective}/{spec.method}/{spec.variant}"
-          f"/seed {spec.seed}: {state}")
+    print(
+        f"run {spec.run_key[:12]}  "
+        f"{spec.benchmark}/{spec.field}/{spec.objective}/{spec.method}/{spec.variant}/seed "
+        f"{spec.seed}: {state}"
+    )
     if rec.status != "ok":
         print(rec.error, file=sys.stderr)
         return 1
@@ -295,32 +380,44 @@ def _cmd_run(args) -> int:
         print(f"  {k:<24} {v:.6g}" if isinstance(v, float) else f"  {k:<24} {v}")
     if rec.dirr is not None:
         d = rec.dirr
-        print(f"DIR-R: s_t = {d.probe_signal:.6g}, triggered = {d.triggered}, chosen rho = {d.chosen_rho}")
+        print(
+            f"DIR-R: s_t = {d.probe_signal:.6g}, triggered "
+            f"= {d.triggered}, chosen rho = {d.chosen_rho}"
+        )
     print(f"record: {runner.results.record(spec.run_key)}")
     return 0
 
 
 _DECIDED_BY_THE_CONTROLLED_DECISION = {
-    "benchmark.primary_locator": "the primary locator is the one with the best calibration AUROC, frozen before "
-                                 "the final runs",
+    "benchmark.primary_locator": (
+        "the primary locator is the one with the best calibration AUROC, frozen before "
+        "the final runs"
+    ),
     "benchmark.decision": "the decision is frozen (or reused) by this command",
     "lr": "each interface's lr is chosen from the grid on the calibration targets",
 }
 
 
 def _run_controlled(args) -> int:
-    """The frozen controlled decision (primary locator, per-interface lr; from the calibration targets), every
-    final target through both interfaces under it, then Table 1's quantities from the registry (both J's, the
-    targets excluded as not learned), and every locator's localization quantities beside them."""
+    """The frozen controlled decision (primary locator, per-interface lr; from the calibration
+    targets), every final target through both interfaces under it, then Table 1's quantities from
+    the registry (both J's, the targets excluded as not learned), and every locator's localization
+    quantities beside them."""
     from supportbench.harness.controlled import run_controlled
     from supportbench.registry.store import connect
     from supportbench.reports.tables import Context, controlled_locators, controlled_main
 
-    frozen = {k: v for k, v in _parse_sets(args.set).items() if k in _DECIDED_BY_THE_CONTROLLED_DECISION}
-    if frozen:   # the decision sets these; a user's value would be replaced without a word
-        raise SupportbenchError("; ".join(f"--set {k}={v}: {_DECIDED_BY_THE_CONTROLLED_DECISION[k]}"
-                                          for k, v in frozen.items())
-                                + " (docs/benchmarks.md, 'Frozen before the final runs'): leave it out")
+    frozen = {
+        k: v for k, v in _parse_sets(args.set).items() if k in _DECIDED_BY_THE_CONTROLLED_DECISION
+    }
+    if frozen:  # the decision sets these; a user's value would be replaced without a word
+        raise SupportbenchError(
+            "; ".join(
+                f"--set {k}={v}: {_DECIDED_BY_THE_CONTROLLED_DECISION[k]}"
+                for k, v in frozen.items()
+            )
+            + " (docs/benchmarks.md, 'Frozen before the final runs'): leave it out"
+        )
     from supportbench.benchmarks.base import BENCHMARKS
     from supportbench.harness.validate import validate_spec
 
@@ -329,28 +426,58 @@ def _run_controlled(args) -> int:
     one = run_spec(args)  # the first target's spec: what every target's run shares
     for m in interfaces:  # names and options before theta_0 is built (minutes), for each interface
         validate_spec(one.replace(method=m))
-    done = run_controlled(args.results, benchmark=one.benchmark, objective=one.objective, seed=one.seed,
-                          split=one.split, experiment=one.experiment, budget=one.budget, T=one.T, model=one.model,
-                          hyperparameters=dict(one.hyperparameters), cache_dir=args.cache, force=args.force,
-                          device=args.device, reuse_stale=args.reuse_stale, build=one.build)
+    done = run_controlled(
+        args.results,
+        benchmark=one.benchmark,
+        objective=one.objective,
+        seed=one.seed,
+        split=one.split,
+        experiment=one.experiment,
+        budget=one.budget,
+        T=one.T,
+        model=one.model,
+        hyperparameters=dict(one.hyperparameters),
+        cache_dir=args.cache,
+        force=args.force,
+        device=args.device,
+        reuse_stale=args.reuse_stale,
+        build=one.build,
+    )
     con = connect(done.results.registry, read_only=True)
     ctx = Context.from_registry(con, args.experiment)
     q, loc = controlled_main(ctx), controlled_locators(ctx)
     con.close()
-    print(f"{done.runs} runs ({done.not_ok} not ok) -> {done.results.runs}/, registry {done.results.registry}")
+    print(
+        f"{done.runs} runs ({done.not_ok} not ok) -> "
+        f"{done.results.runs}/, registry {done.results.registry}"
+    )
     dec = done.decision
-    print(f"frozen controlled decision {dec['hash'][:12]} (frozen_at {dec['frozen_at']}, theta_0 "
-          f"{dec['theta0_hash'][:12]}), from calibration targets {', '.join(dec['calibration_targets'])}:")
-    print("  calibration AUROC per locator: " + ", ".join(f"{k} {_fmt(v).strip()}"
-                                                         for k, v in dec["locator_aurocs"].items()))
+    print(
+        f"frozen controlled decision {dec['hash'][:12]} (frozen_at {dec['frozen_at']}, theta_0 "
+        f"{dec['theta0_hash'][:12]}), from calibration "
+        f"targets {', '.join(dec['calibration_targets'])}:"
+    )
+    print(
+        "  calibration AUROC per locator: "
+        + ", ".join(f"{k} {_fmt(v).strip()}" for k, v in dec["locator_aurocs"].items())
+    )
     print(f"  primary locator: {dec['primary_locator']}")
     for m, by_lr in dec["mean_J"].items():
-        print(f"  {m}: lr {dec['lr'][m]:g}   (mean calibration J per lr: "
-              + ", ".join(f"{lr} {v:+.4f}" for lr, v in by_lr.items()) + ")")
-    print(f"targets excluded from Table 1 (theta_0 recall < {q['recall_threshold']}): {q['n_excluded']}/"
-          f"{q['n_targets']}" + (f": {', '.join(q['excluded'])}" if q["excluded"] else ""))
+        print(
+            f"  {m}: lr {dec['lr'][m]:g}   (mean calibration J per lr: "
+            + ", ".join(f"{lr} {v:+.4f}" for lr, v in by_lr.items())
+            + ")"
+        )
+    print(
+        f"targets excluded from Table 1 (theta_0 recall < {q['recall_threshold']}): "
+        f"{q['n_excluded']}/{q['n_targets']}"
+        + (f": {', '.join(q['excluded'])}" if q["excluded"] else "")
+    )
     for g in q.get("gates", []):
-        print(f"  validity gate {g['gate']}: {'pass' if g['passed'] else 'FAIL'} ({g['value']}; rule: {g['rule']})")
+        print(
+            f"  validity gate {g['gate']}: {'pass' if g['passed'] else 'FAIL'} "
+            f"({g['value']}; rule: {g['rule']})"
+        )
     b = q["bounded"] or {}
 
     def both(key, fmt):
@@ -359,30 +486,48 @@ def _run_controlled(args) -> int:
     def ci(x):
         return "" if x is None else f"[{x[0]:+.4f}, {x[1]:+.4f}]"
 
-    print(f"  Table 1 (primary locator {q['primary_locator']}){'':<12} {'bounded J (primary)':>22} "
-          f"{'summed-NLL J':>22}")
-    for label, value in (("storage AUROC (learned targets)", _fmt(q["auroc"]).strip()),
-                         ("storage AUROC, every final target", _fmt(q["auroc_all"]).strip()),
-                         ("residualized storage AUROC", _fmt(q["resid_auroc"]).strip()),
-                         ("correct within-pair storage direction", q["direction"])):
+    print(
+        f"  Table 1 (primary locator {q['primary_locator']}){'':<12} {'bounded J (primary)':>22} "
+        f"{'summed-NLL J':>22}"
+    )
+    for label, value in (
+        ("storage AUROC (learned targets)", _fmt(q["auroc"]).strip()),
+        ("storage AUROC, every final target", _fmt(q["auroc_all"]).strip()),
+        ("residualized storage AUROC", _fmt(q["resid_auroc"]).strip()),
+        ("correct within-pair storage direction", q["direction"]),
+    ):
         print(f"  {label:<40} {value}")
     print(f"  {'LoRA intervention wins':<40} " + both("lora_wins", lambda x: str(x)))
     print(f"  {'storage/best-intervention agreement':<40} " + both("agree", lambda x: str(x)))
-    print(f"  {'LoRA - backbone paired difference':<40} " + both("diff", lambda x: "n/a" if x is None else f"{x:+.4f}"))
+    print(
+        f"  {'LoRA - backbone paired difference':<40} "
+        + both("diff", lambda x: "n/a" if x is None else f"{x:+.4f}")
+    )
     print(f"  {'  95% t interval':<40} " + both("diff_ci", ci))
-    print(f"  {'storage score / paired difference corr.':<40} "
-          + both("corr", lambda x: "undefined" if x is None else f"{x:+.4f}"))
-    print(f"  {'locator':<26} {'calib. AUROC':>12} {'AUROC, every':>13} {'AUROC':>8} {'resid. AUROC':>13} "
-          f"{'within-pair':>12}   (the last three: learned targets)")
+    print(
+        f"  {'storage score / paired difference corr.':<40} "
+        + both("corr", lambda x: "undefined" if x is None else f"{x:+.4f}")
+    )
+    print(
+        f"  {'locator':<26} {'calib. AUROC':>12} {'AUROC, every':>13} {'AUROC':>8} "
+        f"{'resid. AUROC':>13} {'within-pair':>12}   (the last three: learned targets)"
+    )
     for name, lq in loc["locators"].items():
         mark = " (primary)" if name == loc["primary"] else ""
-        print(f"  {name:<26} {_fmt(loc['calibration'].get(name)):>12} {_fmt(loc['every_target'].get(name)):>13} "
-              f"{_fmt(lq['auroc'])} "
-              f"{_fmt(lq['resid_auroc']):>13} {lq['direction']:>12}{mark}")
-    print("  covariate AUROC (label: injected through the backbone; far from 0.5 = it encodes the label): " +
-          ", ".join(f"{k} {_fmt(v).strip()}" for k, v in loc["covariates"].items()))
-    print(f"  residualized on: {', '.join(loc['residualized_on']) or 'no covariate'} (only covariates whose own "
-          f"label AUROC is within 0.5 +- {loc['covariate_band']})")
+        print(
+            f"  {name:<26} {_fmt(loc['calibration'].get(name)):>12} "
+            f"{_fmt(loc['every_target'].get(name)):>13} {_fmt(lq['auroc'])} "
+            f"{_fmt(lq['resid_auroc']):>13} {lq['direction']:>12}{mark}"
+        )
+    print(
+        "  covariate AUROC (label: injected through the "
+        "backbone; far from 0.5 = it encodes the label): "
+        + ", ".join(f"{k} {_fmt(v).strip()}" for k, v in loc["covariates"].items())
+    )
+    print(
+        f"  residualized on: {', '.join(loc['residualized_on']) or 'no covariate'} (only "
+        f"covariates whose own label AUROC is within 0.5 +- {loc['covariate_band']})"
+    )
     return 0 if not done.not_ok else 1
 
 
@@ -394,34 +539,55 @@ def _cmd_calibrate(args) -> int:
     from supportbench.harness.calibration import calibrate_and_freeze
 
     results = ResultsDir(args.results)
-    _writable_dir(str(args.out or results.decisions), "--out" if args.out else "--results")   # before any work
+    # before any work
+    _writable_dir(str(args.out or results.decisions), "--out" if args.out else "--results")
     import difflib
 
     from supportbench.registry.names import check_text, known
 
-    for kind in ("benchmark", "objective"):   # a misspelt name would read as "no calibration records"
+    # a misspelt name would read as "no calibration records"
+    for kind in ("benchmark", "objective"):
         name, names = getattr(args, kind), sorted(known(kind))
         if name not in names:
             close = difflib.get_close_matches(name, names, n=1)
-            raise SupportbenchError(f"--{kind} {name!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} here"
-                                    + (f" (did you mean {close[0]!r}?)" if close else "")
-                                    + f"; allowed: {', '.join(names)}")
-    for b in args.baselines or []:   # written into the decision: what ingest would refuse is refused here
+            raise SupportbenchError(
+                f"--{kind} {name!r} is not {'an' if kind[0] in 'aeiou' else 'a'} {kind} here"
+                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + f"; allowed: {', '.join(names)}"
+            )
+    # written into the decision: what ingest would refuse is refused here
+    for b in args.baselines or []:
         if not b.strip():
             raise SupportbenchError(f"--baselines {b!r}: a baseline identity is a non-empty name")
         check_text(b, "--baselines", "calibrate")
-    recs = [r for r in results.records()
-            if (r.spec.get("split"), r.spec.get("variant"), r.spec.get("experiment"), r.spec.get("benchmark"),
-                r.spec.get("objective")) == ("calibration", "dirr", args.experiment, args.benchmark, args.objective)]
-    out = args.out or results.decisions  # beside the runs it governs: `registry ingest RESULTS` finds it
-    cal, dec = calibrate_and_freeze(recs, out, baselines=args.baselines or [],
-                                    admissible=(args.range[0], args.range[1]))
+    recs = [
+        r
+        for r in results.records()
+        if (
+            r.spec.get("split"),
+            r.spec.get("variant"),
+            r.spec.get("experiment"),
+            r.spec.get("benchmark"),
+            r.spec.get("objective"),
+        )
+        == ("calibration", "dirr", args.experiment, args.benchmark, args.objective)
+    ]
+    # beside the runs it governs: `registry ingest RESULTS` finds it
+    out = args.out or results.decisions
+    cal, dec = calibrate_and_freeze(
+        recs, out, baselines=args.baselines or [], admissible=(args.range[0], args.range[1])
+    )
     print(f"{'tau':>10} {'trigger':>8} {'captured':>9} {'extra':>7} {'gain/compute':>12}")
     for row in cal.table:
         mark = "*" if row["tau"] == cal.tau else (" " if row["admissible"] else "x")
-        print(f"{row['tau']:>10.6f} {row['trigger_fraction']:>8.1%} {row['captured_gain']:>9.4f} "
-              f"{row['extra_compute']:>7.2f} {row['gain_per_compute']:>12.6f} {mark}")
-    print(f"frozen tau* = {cal.tau:.6f} ({cal.triggered}/{cal.n} triggered) -> {out}/{dec['hash']}.json")
+        print(
+            f"{row['tau']:>10.6f} {row['trigger_fraction']:>8.1%} {row['captured_gain']:>9.4f} "
+            f"{row['extra_compute']:>7.2f} {row['gain_per_compute']:>12.6f} {mark}"
+        )
+    print(
+        f"frozen tau* = {cal.tau:.6f} ({cal.triggered}/{cal.n} "
+        f"triggered) -> {out}/{dec['hash']}.json"
+    )
     return 0
 
 
@@ -447,32 +613,61 @@ def _check_registry_args(args) -> None:
     if args.format is not None:
         allowed = {"query": QUERY_FORMATS, "import": IMPORT_FORMATS}.get(args.action)
         if allowed is None:
-            raise RegistryError(f"--format {args.format}: registry {args.action} takes no --format"
-                                + (" (the output file's suffix, .csv or .parquet, is its format)"
-                                   if args.action == "export" else ""))
+            raise RegistryError(
+                f"--format {args.format}: registry {args.action} takes no --format"
+                + (
+                    " (the output file's suffix, .csv or .parquet, is its format)"
+                    if args.action == "export"
+                    else ""
+                )
+            )
         if args.format not in allowed:
-            raise RegistryError(f"--format {args.format}: not a registry {args.action} format; "
-                                f"allowed: {', '.join(allowed)}")
+            raise RegistryError(
+                f"--format {args.format}: not a registry {args.action} format; "
+                f"allowed: {', '.join(allowed)}"
+            )
     if args.action == "query":
         if args.path:
-            raise RegistryError(f"registry query takes no PATH (got {args.path!r}); name the "
-                                "registry with --registry FILE")
+            raise RegistryError(
+                f"registry query takes no PATH (got {args.path!r}); name the "
+                "registry with --registry FILE"
+            )
         if args.command_sql is not None and not args.command_sql.strip():
-            raise RegistryError(f"-c {args.command_sql!r}: an empty query; give one read statement "
-                                "(-c 'SELECT ...'), or leave -c out for the interactive prompt")
+            raise RegistryError(
+                f"-c {args.command_sql!r}: an empty query; give one read statement "
+                "(-c 'SELECT ...'), or leave -c out for the interactive prompt"
+            )
     elif args.command_sql is not None:
         raise RegistryError(f"-c is the SQL of registry query; registry {args.action} takes none")
     if args.allow_unknown and args.action not in ("ingest", "import"):
         raise RegistryError(f"--allow-unknown is for registry ingest and import, not {args.action}")
-    # every other option belongs to some actions only: one given to another would be ignored without a word
-    used_by = {"experiment": ("export", "import"), "retain": ("import",), "replace_reruns": ("ingest",),
-               **{k: ("import",) for k in ("benchmark", "field", "objective", "method", "seed", "variant",
-                                           "split", "model")}}
+    # every other option belongs to some actions only: one given to another would be ignored without
+    # a word
+    used_by = {
+        "experiment": ("export", "import"),
+        "retain": ("import",),
+        "replace_reruns": ("ingest",),
+        **{
+            k: ("import",)
+            for k in (
+                "benchmark",
+                "field",
+                "objective",
+                "method",
+                "seed",
+                "variant",
+                "split",
+                "model",
+            )
+        },
+    }
     for key, actions in used_by.items():
         if getattr(args, key) not in (None, False) and args.action not in actions:
             flag = "--" + key.replace("_", "-")
-            raise RegistryError(f"{flag} is for registry {' and '.join(actions)}; registry {args.action} "
-                                "takes none (it would be ignored)")
+            raise RegistryError(
+                f"{flag} is for registry {' and '.join(actions)}; registry {args.action} "
+                "takes none (it would be ignored)"
+            )
 
 
 def _cmd_registry(args) -> int:
@@ -486,8 +681,12 @@ def _cmd_registry(args) -> int:
         return _query(db, args.command_sql, args.format or "table")
     if args.action == "ingest":
         source = args.path or str(DEFAULT_RESULTS.root)
-        rep = write_session(db, lambda con: ing.ingest(
-            con, source, replace_reruns=args.replace_reruns, allow_unknown=args.allow_unknown))
+        rep = write_session(
+            db,
+            lambda con: ing.ingest(
+                con, source, replace_reruns=args.replace_reruns, allow_unknown=args.allow_unknown
+            ),
+        )
         print(f"ingested {source} into registry {db}")
         print(rep.summary())
         return 1 if rep.conflicts or rep.decision_conflicts else 0
@@ -497,17 +696,29 @@ def _cmd_registry(args) -> int:
         from supportbench.registry import imports
 
         if not args.path:
-            raise SupportbenchError(f"registry import needs a PATH (formats: {', '.join(imports.FORMATS)})")
+            raise SupportbenchError(
+                f"registry import needs a PATH (formats: {', '.join(imports.FORMATS)})"
+            )
         options = {k: getattr(args, k) for k in (*imports.CELL, "model")}
-        # read and check everything before the registry is opened: a failed import creates no file or folder
+        # read and check everything before the registry is opened: a failed import creates no file
+        # or folder
         runs = imports.read(args.path, args.format, options, args.retain)
         imports.check_names(runs, args.path, args.allow_unknown)
-        rep = write_session(db, lambda con: imports.store(
-            con, runs, args.path, results_root=Path(db).parent, allow_unknown=args.allow_unknown))
-        print(f"{len(runs)} imported runs from {args.path} into registry {db}: {rep.new} new, "
-              f"{rep.unchanged} unchanged, {len(rep.conflicts)} conflicts")
+        rep = write_session(
+            db,
+            lambda con: imports.store(
+                con, runs, args.path, results_root=Path(db).parent, allow_unknown=args.allow_unknown
+            ),
+        )
+        print(
+            f"{len(runs)} imported runs from {args.path} into registry {db}: {rep.new} new, "
+            f"{rep.unchanged} unchanged, {len(rep.conflicts)} conflicts"
+        )
         for c in rep.conflicts[:10]:
-            print(f"  conflict: run {c['run_key'][:12]} is stored with other content (not overwritten)")
+            print(
+                f"  conflict: run {c['run_key'][:12]} is "
+                "stored with other content (not overwritten)"
+            )
         for r in runs:
             if r.skipped:
                 print(f"  not stored (no finite value): {', '.join(r.skipped)}")
@@ -517,7 +728,7 @@ def _cmd_registry(args) -> int:
     if not args.path:
         raise SupportbenchError("registry export needs an output file (.csv or .parquet)")
     tables.check_table_path(args.path)
-    con = connect(db, read_only=True)    # export reads an existing registry; it never creates one
+    con = connect(db, read_only=True)  # export reads an existing registry; it never creates one
     try:
         n = tables.export_table(con, args.path, args.experiment)
     finally:
@@ -539,15 +750,18 @@ def _query(path: str, sql: str | None, fmt: str = "table") -> int:
         finally:
             close(con, path)
         print(render(res, fmt))
-        if res.cut and fmt != "table":   # stdout stays machine-readable
+        if res.cut and fmt != "table":  # stdout stays machine-readable
             print(cut_note(res), file=sys.stderr)
 
     if sql is not None:
         answer(sql)
         return 0
-    close(query_connection(path), path)   # the registry is there and readable: then the prompt
-    print("read-only SQL prompt; end statements with ';', Ctrl-D to quit. Tables: runs, outcomes, components, "
-          "supports, decisions, gate_events, candidates, calibration, provenance; views: results, results_all, metrics")
+    close(query_connection(path), path)  # the registry is there and readable: then the prompt
+    print(
+        "read-only SQL prompt; end statements with ';', Ctrl-D to quit. Tables: runs, outcomes, "
+        "components, supports, decisions, gate_events, candidates, "
+        "calibration, provenance; views: results, results_all, metrics"
+    )
     buf = ""
     while True:
         try:
@@ -568,10 +782,19 @@ def _cmd_lacuna(args) -> int:
 
     from supportbench.benchmarks.lacuna.score import score, table
 
-    rows = score(args.path, size=args.size, regime=args.regime, fields=args.field, methods=args.method)
+    rows = score(
+        args.path, size=args.size, regime=args.regime, fields=args.field, methods=args.method
+    )
     if args.json:
-        print(json.dumps([{"field": r.field, "method": r.method, "path": str(r.path), **r.metrics} for r in rows],
-                         indent=1))
+        print(
+            json.dumps(
+                [
+                    {"field": r.field, "method": r.method, "path": str(r.path), **r.metrics}
+                    for r in rows
+                ],
+                indent=1,
+            )
+        )
     else:
         print("localization precision against the forget groups' mask bits:")
         print(table(rows, "precision_forget"))
@@ -600,26 +823,41 @@ def _cmd_audit(args) -> int:
 def _cmd_report(args) -> int:
     from supportbench.reports.report import report
 
-    st = report(args.registry, args.out, args.experiment, findings_path=args.findings, reference=args.reference,
-                pdf=args.pdf)
+    st = report(
+        args.registry,
+        args.out,
+        args.experiment,
+        findings_path=args.findings,
+        reference=args.reference,
+        pdf=args.pdf,
+    )
     print(f"reference: {st['reference']}")
-    print(f"methods: {len(st['methods'])} per-method tables ({', '.join(st['methods']) or 'no ok runs'})")
+    print(
+        f"methods: {len(st['methods'])} per-method tables "
+        f"({', '.join(st['methods']) or 'no ok runs'})"
+    )
     for kind in ("tables", "figures"):
         done = [k for k, v in st[kind].items() if v is None]
         miss = {k: v for k, v in st[kind].items() if v is not None}
         print(f"{kind}: {len(done)} rendered, {len(miss)} missing")
         for k, v in miss.items():
             print(f"  missing {k}: {v}")
-    print(f"wrote {args.out}/report.md, {args.out}/findings.md, {args.out}/paper.tex, {args.out}/tables/, "
-          f"{args.out}/figures/" + (f", {args.findings}" if args.findings else "")
-          + (f", {st['pdf']}" if st.get("pdf") else ""))
+    print(
+        f"wrote {args.out}/report.md, {args.out}/findings.md, {args.out}/paper.tex, "
+        f"{args.out}/tables/, {args.out}/figures/"
+        + (f", {args.findings}" if args.findings else "")
+        + (f", {st['pdf']}" if st.get("pdf") else "")
+    )
     return 0
 
 
 def _check_executor_flags(args) -> None:
-    if args.slurm and args.executor != "slurm":   # a parameter the local executor would ignore without a word
-        raise SupportbenchError(f"--slurm {args.slurm[0]} is a Slurm parameter, but the executor is "
-                                f"'{args.executor}': add --executor slurm, or leave --slurm out")
+    # a parameter the local executor would ignore without a word
+    if args.slurm and args.executor != "slurm":
+        raise SupportbenchError(
+            f"--slurm {args.slurm[0]} is a Slurm parameter, but the executor is "
+            f"'{args.executor}': add --executor slurm, or leave --slurm out"
+        )
 
 
 def _executor(args):
@@ -635,15 +873,18 @@ def _executor(args):
 
 
 def _check_names_light(spec) -> None:
-    """The dry run's name check, without importing torch: method names against the ones the method files
-    declare (read from their source) and installed plugins."""
+    """The dry run's name check, without importing torch: method names against the ones the method
+    files declare (read from their source) and installed plugins."""
     from supportbench._registry import declared_class_attrs, declared_names, plugin_names
     from supportbench.errors import UnknownMethodError
 
-    known = set(declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics")))
+    known = set(
+        declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics"))
+    )
     known |= set(plugin_names("supportbench.methods"))
-    # a benchmark with INTERFACES runs its own interventions, so those are its method names (read from the
-    # benchmark's source; a plugin benchmark, or one whose INTERFACES is not written as a constant, is imported)
+    # a benchmark with INTERFACES runs its own interventions, so those are its method names (read
+    # from the benchmark's source; a plugin benchmark, or one whose INTERFACES is not written as a
+    # constant, is imported)
     interfaces = declared_class_attrs("supportbench.benchmarks", "register_benchmark", "INTERFACES")
     for b in spec.benchmarks:
         if b not in interfaces:
@@ -670,21 +911,31 @@ def _dry_run(spec, step_seconds: float | None) -> int:
         print(f"  objectives  {', '.join(info['objectives'])}")
         print(f"  methods     {', '.join(info['methods'])}")
         for split, ph in info["phases"].items():
-            steps = (f"{ph['steps_low']:,.0f}" if ph["steps_low"] == ph["steps_high"]
-                     else f"{ph['steps_low']:,.0f}-{ph['steps_high']:,.0f}")
-            print(f"  {split:<12} {ph['runs']:>5} runs ({ph['static']} static, {ph['dirr']} DIR-R) in "
-                  f"{ph['cells']} cells; {steps} step-equivalents")
+            steps = (
+                f"{ph['steps_low']:,.0f}"
+                if ph["steps_low"] == ph["steps_high"]
+                else f"{ph['steps_low']:,.0f}-{ph['steps_high']:,.0f}"
+            )
+            print(
+                f"  {split:<12} {ph['runs']:>5} runs ({ph['static']} static, {ph['dirr']} DIR-R) "
+                f"in {ph['cells']} cells; {steps} step-equivalents"
+            )
     lo, hi = est["steps_low"], est["steps_high"]
-    print(f"\ntotal: {est['runs']} runs, {lo:,.0f}-{hi:,.0f} step-equivalents (final DIR-R runs between the "
-          "non-triggered and the triggered path)")
+    print(
+        f"\ntotal: {est['runs']} runs, {lo:,.0f}-{hi:,.0f} step-equivalents (final DIR-R runs "
+        "between the non-triggered and the triggered path)"
+    )
     if step_seconds:
-        print(f"at {step_seconds:g} s per step: {lo * step_seconds / 3600:,.1f}-{hi * step_seconds / 3600:,.1f} "
-              "GPU-hours of training (diagnostics and evaluation not included)")
+        print(
+            f"at {step_seconds:g} s per step: "
+            f"{lo * step_seconds / 3600:,.1f}-{hi * step_seconds / 3600:,.1f} "
+            "GPU-hours of training (diagnostics and evaluation not included)"
+        )
     return 0
 
 
 def _cmd_sweep(args) -> int:
-    _check_executor_flags(args)   # the dry run refuses what the sweep would
+    _check_executor_flags(args)  # the dry run refuses what the sweep would
     if not args.dry_run:
         _writable_dir(args.results, "--results")
         _writable_dir(*_cache_flag(args))
@@ -695,8 +946,14 @@ def _cmd_sweep(args) -> int:
         return _dry_run(spec, args.step_seconds)
     from supportbench.harness.sweep import run_sweep
 
-    s = run_sweep(spec, args.results, _executor(args), cache_dir=args.cache, post_hoc=args.post_hoc,
-                  reuse_stale=args.reuse_stale)
+    s = run_sweep(
+        spec,
+        args.results,
+        _executor(args),
+        cache_dir=args.cache,
+        post_hoc=args.post_hoc,
+        reuse_stale=args.reuse_stale,
+    )
     _print_sweep(s)
     return 0 if not s.failed and not s.calibration_errors else 1
 
@@ -735,7 +992,13 @@ def _cmd_demo(args) -> int:
     out = ResultsDir(args.results)
     spec = ExperimentSpec.from_toml("mini-paper")
     print(f"demo: experiment '{spec.name}' ({len(spec.all_runs())} runs) -> {out.root}/")
-    s = run_sweep(spec, out.root, LocalExecutor(args.workers or os.cpu_count()), cache_dir=args.cache, post_hoc=True)
+    s = run_sweep(
+        spec,
+        out.root,
+        LocalExecutor(args.workers or os.cpu_count()),
+        cache_dir=args.cache,
+        post_hoc=True,
+    )
     _print_sweep(s)
     con = connect(out.registry)
     print(ingest(con, out.root).summary())
@@ -744,13 +1007,18 @@ def _cmd_demo(args) -> int:
     print(rep.text())
     st = report(out.registry, out.report, spec.name)
     done = sum(v is None for v in st["tables"].values())
-    print(f"\nreport: {done}/{len(st['tables'])} tables rendered"
-          + (" (the others carry a 'missing' note)" if done < len(st["tables"]) else "")
-          + f", {sum(v is None for v in st['figures'].values())}/{len(st['figures'])} figures")
-    print(f"\nwritten in {time.time() - t0:.0f} s:\n  run records   {out.runs}/\n  decisions     {out.decisions}/\n"
-          f"  registry      {out.registry}\n  report        {out.report}/report.md\n"
-          f"  tables        {out.report}/tables/\n  figures       {out.report}/figures/\n"
-          f"  LaTeX         {out.report}/paper.tex\n  findings      {out.report}/findings.md")
+    print(
+        f"\nreport: {done}/{len(st['tables'])} tables rendered"
+        + (" (the others carry a 'missing' note)" if done < len(st["tables"]) else "")
+        + f", {sum(v is None for v in st['figures'].values())}/{len(st['figures'])} figures"
+    )
+    print(
+        f"\nwritten in {time.time() - t0:.0f} s:\n  run records   {out.runs}/\n"
+        f"  decisions     {out.decisions}/\n"
+        f"  registry      {out.registry}\n  report        {out.report}/report.md\n"
+        f"  tables        {out.report}/tables/\n  figures       {out.report}/figures/\n"
+        f"  LaTeX         {out.report}/paper.tex\n  findings      {out.report}/findings.md"
+    )
     return 0 if not s.failed else 1
 
 
@@ -760,8 +1028,8 @@ def _defaults(key: str) -> str:
 
 
 def _ranged(kind, lo=None, hi=None, what="a value"):
-    """An argparse type: ``kind`` (int or float), finite, within [lo, hi]; the error names the value and the
-    allowed range before any work starts (exit 2)."""
+    """An argparse type: ``kind`` (int or float), finite, within [lo, hi]; the error names the value
+    and the allowed range before any work starts (exit 2)."""
     import math
 
     def parse(text: str):
@@ -782,9 +1050,10 @@ POSITIVE_INT = _ranged(int, 1, None, "a whole number >= 1")
 POSITIVE = _ranged(float, 1e-300, None, "a number > 0")
 SEED = _ranged(int, 0, MAX_SEED, "a whole number in 0..2^63-1")
 STEPS = _ranged(int, 1, MAX_STEPS, f"a whole number in 1..{MAX_STEPS:,}")
-MAX_THREADS = 1024   # more torch threads than any machine has cores is a typo (and fails inside torch)
+# more torch threads than any machine has cores is a typo (and fails inside torch)
+MAX_THREADS = 1024
 THREADS = _ranged(int, 1, MAX_THREADS, f"a whole number in 1..{MAX_THREADS}")
-PROBES = tuple(a for a in ACTIONS if a > 0)   # the action set A without 0 (RunSpec's rule)
+PROBES = tuple(a for a in ACTIONS if a > 0)  # the action set A without 0 (RunSpec's rule)
 
 
 def _probe(text: str) -> float:
@@ -795,8 +1064,9 @@ def _probe(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number; allowed: {allowed}") from None
     if value not in PROBES:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a probe action; allowed: {allowed} "
-                                         "(the action set A without 0)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a probe action; allowed: {allowed} (the action set A without 0)"
+        )
     return value
 
 
@@ -805,9 +1075,13 @@ class _Help(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if ("%(default)" not in text and action.default is not None and action.default is not False
-                and action.default != argparse.SUPPRESS
-                and (action.option_strings or action.nargs in ("?", "*"))):
+        if (
+            "%(default)" not in text
+            and action.default is not None
+            and action.default is not False
+            and action.default != argparse.SUPPRESS
+            and (action.option_strings or action.nargs in ("?", "*"))
+        ):
             text += " (default: %(default)s)"
         return text
 
@@ -815,8 +1089,10 @@ class _Help(argparse.HelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="supportbench",
-        description="Localized LLM unlearning: support selection (Intervention Score and ten baselines), "
-                    "selective DIR-R, benchmarks, a DuckDB results registry and the paper's tables.")
+        description="Localized LLM unlearning: support selection (Intervention Score and ten "
+        "baselines), selective DIR-R, benchmarks, a "
+        "DuckDB results registry and the paper's tables.",
+    )
     from supportbench import __version__
 
     p.add_argument("--version", action="version", version=f"supportbench {__version__}")
@@ -824,24 +1100,48 @@ def build_parser() -> argparse.ArgumentParser:
     _add = sub.add_parser
     sub.add_parser = lambda *a, **k: _add(*a, formatter_class=_Help, **k)
     # one function per command, in the order `--help` lists them
-    for add in (_parser_geometry, _parser_plan_memory, _parser_benchmarks, _parser_objectives, _parser_methods,
-                _parser_run, _parser_calibrate, _parser_registry, _parser_audit, _parser_lacuna, _parser_report,
-                _parser_sweep, _parser_demo):
+    for add in (
+        _parser_geometry,
+        _parser_plan_memory,
+        _parser_benchmarks,
+        _parser_objectives,
+        _parser_methods,
+        _parser_run,
+        _parser_calibrate,
+        _parser_registry,
+        _parser_audit,
+        _parser_lacuna,
+        _parser_report,
+        _parser_sweep,
+        _parser_demo,
+    ):
         add(sub)
     return p
 
 
 def _parser_geometry(sub) -> None:
-    g = sub.add_parser("geometry", help="show the editable geometry (down-proj columns) of a local model")
-    g.add_argument("model", help="a model preset (tiny-llama, ...) or a local Hugging Face causal LM directory")
+    g = sub.add_parser(
+        "geometry", help="show the editable geometry (down-proj columns) of a local model"
+    )
+    g.add_argument(
+        "model", help="a model preset (tiny-llama, ...) or a local Hugging Face causal LM directory"
+    )
     g.set_defaults(func=_cmd_geometry)
 
 
 def _parser_plan_memory(sub) -> None:
-    pm = sub.add_parser("plan-memory", help="bytes per component of a support-constrained run, from the config alone")
-    pm.add_argument("--model", required=True,
-                    help="llama3-8b, gemma2-2b, olmo3-7b, qwen2.5-7b, a preset, or a local model directory")
-    pm.add_argument("--budget", type=POSITIVE, required=True, help="editable scalars, or a fraction (< 1)")
+    pm = sub.add_parser(
+        "plan-memory",
+        help="bytes per component of a support-constrained run, from the config alone",
+    )
+    pm.add_argument(
+        "--model",
+        required=True,
+        help="llama3-8b, gemma2-2b, olmo3-7b, qwen2.5-7b, a preset, or a local model directory",
+    )
+    pm.add_argument(
+        "--budget", type=POSITIVE, required=True, help="editable scalars, or a fraction (< 1)"
+    )
     pm.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     pm.add_argument("--batch", type=POSITIVE_INT, default=8)
     pm.add_argument("--length", type=POSITIVE_INT, default=256)
@@ -851,215 +1151,441 @@ def _parser_plan_memory(sub) -> None:
 
 
 def _parser_benchmarks(sub) -> None:
-    bl = sub.add_parser("benchmarks", help="list benchmarks: default model and field, interfaces, fields")
-    bl.add_argument("--options", action="store_true", help="each benchmark's options with range, unit and default")
+    bl = sub.add_parser(
+        "benchmarks", help="list benchmarks: default model and field, interfaces, fields"
+    )
+    bl.add_argument(
+        "--options",
+        action="store_true",
+        help="each benchmark's options with range, unit and default",
+    )
     bl.set_defaults(func=_cmd_benchmarks)
 
 
 def _parser_objectives(sub) -> None:
-    ol = sub.add_parser("objectives", help="list unlearning objectives and their options with defaults")
+    ol = sub.add_parser(
+        "objectives", help="list unlearning objectives and their options with defaults"
+    )
     ol.set_defaults(func=_cmd_objectives)
 
 
 def _parser_methods(sub) -> None:
-    m = sub.add_parser("methods", help="list selection methods: name, what data they need, provenance")
+    m = sub.add_parser(
+        "methods", help="list selection methods: name, what data they need, provenance"
+    )
     m.add_argument("--full", action="store_true", help="do not shorten provenance")
-    m.add_argument("--options", action="store_true", help="each method's options with range, unit and default")
+    m.add_argument(
+        "--options", action="store_true", help="each method's options with range, unit and default"
+    )
     m.set_defaults(func=_cmd_methods)
 
 
 def _parser_run(sub) -> None:
-    r = sub.add_parser("run", help="run one cell (benchmark x field x objective x method x seed) and print its outcome")
-    r.add_argument("--benchmark", default="natural_tofu", help="the benchmark (`supportbench benchmarks` lists them)")
-    r.add_argument("--field", default=None, help="default: forget10 (TOFU), Email_Address (LACUNA); "
-                   "controlled: every target")
-    r.add_argument("--objective", default="npo", help="npo, simnpo, graddiff or ga (`supportbench objectives`)")
-    r.add_argument("--method", default=None, help="default: intervention_score; controlled: both interfaces")
-    r.add_argument("--seed", type=SEED, default=0,
-                   help="the run's seed (batches, random choices); a whole number in 0..2^63-1")
-    r.add_argument("--build", type=SEED, default=0,
-                   help="the theta_0 build: the seed of the benchmark's construction (generated data, "
-                        "initialisation, batch order, interfaces, masks); each build has its own theta_0; a whole "
-                        "number in 0..2^63-1")
+    r = sub.add_parser(
+        "run",
+        help="run one cell (benchmark x field x objective x method x seed) and print its outcome",
+    )
+    r.add_argument(
+        "--benchmark",
+        default="natural_tofu",
+        help="the benchmark (`supportbench benchmarks` lists them)",
+    )
+    r.add_argument(
+        "--field",
+        default=None,
+        help="default: forget10 (TOFU), Email_Address (LACUNA); controlled: every target",
+    )
+    r.add_argument(
+        "--objective", default="npo", help="npo, simnpo, graddiff or ga (`supportbench objectives`)"
+    )
+    r.add_argument(
+        "--method", default=None, help="default: intervention_score; controlled: both interfaces"
+    )
+    r.add_argument(
+        "--seed",
+        type=SEED,
+        default=0,
+        help="the run's seed (batches, random choices); a whole number in 0..2^63-1",
+    )
+    r.add_argument(
+        "--build",
+        type=SEED,
+        default=0,
+        help="the theta_0 build: the seed of the benchmark's construction (generated data, "
+        "initialisation, batch order, interfaces, masks); each build has its own theta_0; a whole "
+        "number in 0..2^63-1",
+    )
     r.add_argument("--variant", default="static", help="static or dirr")
     r.add_argument("--split", default="final", help="calibration, final or replication")
     r.add_argument("--experiment", default="adhoc", help="the experiment the run is recorded under")
-    r.add_argument("--budget", type=POSITIVE, default=DEFAULT_BUDGET,
-                   help="editable scalars: a fraction in (0, 1) of the total, or a whole number of scalars >= 1 "
-                        "(default %(default)s)")
-    r.add_argument("--T", type=STEPS, default=None,
-                   help=f"unlearning steps, a whole number in 1..{MAX_STEPS:,} (default by model: {_defaults('T')})")
-    r.add_argument("--t", type=POSITIVE_INT, default=None,
-                   help="DIR-R decision checkpoint (steps), 0 < t < T (default floor(0.8 T): 32 of 40, 160 of 200)")
-    r.add_argument("--d", type=POSITIVE_INT, default=None,
-                   help="DIR-R probe length (steps), 0 < d <= T - t (default max(1, floor(0.1 T)): 4 of 40, 20 of "
-                        "200)")
-    r.add_argument("--rho-p", dest="rho_p", type=_probe, default=None,
-                   help=f"DIR-R probe action, one of {', '.join(map(str, PROBES))} (default {_defaults('rho_p')})")
-    r.add_argument("--model", default=None,
-                   help="model preset (tiny-llama, small-llama, tiny-olmo3, tiny-qwen2) or a local Hugging Face model "
-                        "directory; default: the benchmark's (tiny-llama for TOFU, tiny-olmo3 for LACUNA, tiny-qwen2 "
-                        "for controlled)")
-    r.add_argument("--data-dir", default=None,
-                   help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)")
-    r.add_argument("--theta0", default=None, metavar="PATH",
-                   help="TOFU: start from this ready fine-tuned model folder as theta_0, used as it is (e.g. "
-                        "open-unlearning's tofu_Llama-3.2-1B-Instruct_full; = --model PATH --set "
-                        "benchmark.theta0=given); its prompts follow its chat template (benchmark.chat_template, "
-                        "benchmark.template.system_prompt=...)")
-    r.add_argument("--retain-model", dest="retain_model", default=None, metavar="PATH",
-                   help="TOFU: a ready retain model folder for forget quality (e.g. ..._retain90 for forget10; = "
-                        "--set benchmark.retain_model=PATH) instead of one trained here")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="a setting (repeatable): " + "; ".join(
-                       help_line(k, h, DEFAULT_HYPERPARAMETERS.get(k)) for k, h in RUN_SETTINGS.items())
-                   + ". Or an option of the objective, method or benchmark: objective.beta=0.2, method.eps=1e-6, "
-                     "benchmark.size=full (`supportbench objectives`, `methods --options`, `benchmarks --options` "
-                     "list each one's range and unit)")
-    r.add_argument("--results", default=str(DEFAULT_RESULTS.root),
-                   help="the results folder the run record is written to")
-    r.add_argument("--cache", default=None,
-                   help="cache directory for prepared models (default $SUPPORTBENCH_CACHE, else the user cache)")
-    r.add_argument("--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)")
-    r.add_argument("--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision")
+    r.add_argument(
+        "--budget",
+        type=POSITIVE,
+        default=DEFAULT_BUDGET,
+        help="editable scalars: a fraction in (0, 1) of the total, or a whole number of scalars >= "
+        "1 (default %(default)s)",
+    )
+    r.add_argument(
+        "--T",
+        type=STEPS,
+        default=None,
+        help="unlearning steps, a whole number in "
+        f"1..{MAX_STEPS:,} (default by model: {_defaults('T')})",
+    )
+    r.add_argument(
+        "--t",
+        type=POSITIVE_INT,
+        default=None,
+        help="DIR-R decision checkpoint (steps), 0 < t < "
+        "T (default floor(0.8 T): 32 of 40, 160 of 200)",
+    )
+    r.add_argument(
+        "--d",
+        type=POSITIVE_INT,
+        default=None,
+        help="DIR-R probe length (steps), 0 < d <= T - t (default max(1, floor(0.1 T)): 4 of 40, "
+        "20 of 200)",
+    )
+    r.add_argument(
+        "--rho-p",
+        dest="rho_p",
+        type=_probe,
+        default=None,
+        help="DIR-R probe action, one of "
+        f"{', '.join(map(str, PROBES))} (default {_defaults('rho_p')})",
+    )
+    r.add_argument(
+        "--model",
+        default=None,
+        help="model preset (tiny-llama, small-llama, tiny-olmo3, tiny-qwen2) or a local Hugging "
+        "Face model directory; default: the benchmark's (tiny-llama for TOFU, tiny-olmo3 for "
+        "LACUNA, tiny-qwen2 for controlled)",
+    )
+    r.add_argument(
+        "--data-dir",
+        default=None,
+        help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)",
+    )
+    r.add_argument(
+        "--theta0",
+        default=None,
+        metavar="PATH",
+        help="TOFU: start from this ready fine-tuned model folder as theta_0, used as it is (e.g. "
+        "open-unlearning's tofu_Llama-3.2-1B-Instruct_full; = --model PATH --set "
+        "benchmark.theta0=given); its prompts follow its chat template (benchmark.chat_template, "
+        "benchmark.template.system_prompt=...)",
+    )
+    r.add_argument(
+        "--retain-model",
+        dest="retain_model",
+        default=None,
+        metavar="PATH",
+        help="TOFU: a ready retain model folder for forget quality (e.g. ..._retain90 for "
+        "forget10; = --set benchmark.retain_model=PATH) instead of one trained here",
+    )
+    r.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting (repeatable): "
+        + "; ".join(
+            help_line(k, h, DEFAULT_HYPERPARAMETERS.get(k)) for k, h in RUN_SETTINGS.items()
+        )
+        + ". Or an option of the objective, method or benchmark: objective.beta=0.2, "
+        "method.eps=1e-6, benchmark.size=full (`supportbench objectives`, `methods --options`, "
+        "`benchmarks --options` list each one's range and unit)",
+    )
+    r.add_argument(
+        "--results",
+        default=str(DEFAULT_RESULTS.root),
+        help="the results folder the run record is written to",
+    )
+    r.add_argument(
+        "--cache",
+        default=None,
+        help="cache directory for prepared models (default "
+        "$SUPPORTBENCH_CACHE, else the user cache)",
+    )
+    r.add_argument(
+        "--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)"
+    )
+    r.add_argument(
+        "--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision"
+    )
     r.add_argument("--force", action="store_true", help="rerun even if the record exists")
-    r.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
-                   help="keep a record computed by older code (its fingerprint differs); the audit flags the mix")
-    r.add_argument("--threads", type=THREADS, default=1,
-                   help=f"torch threads (one per worker process), a whole number in 1..{MAX_THREADS}")
-    r.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
-                   help="weights' dtype during the run (part of the run key); the support trains in fp32")
-    r.add_argument("--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N")
+    r.add_argument(
+        "--reuse-stale",
+        dest="reuse_stale",
+        action="store_true",
+        help="keep a record computed by older code (its "
+        "fingerprint differs); the audit flags the mix",
+    )
+    r.add_argument(
+        "--threads",
+        type=THREADS,
+        default=1,
+        help=f"torch threads (one per worker process), a whole number in 1..{MAX_THREADS}",
+    )
+    r.add_argument(
+        "--dtype",
+        default=None,
+        choices=["float32", "bfloat16", "float16"],
+        help="weights' dtype during the run (part of the run key); the support trains in fp32",
+    )
+    r.add_argument(
+        "--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N"
+    )
     r.set_defaults(func=_cmd_run)
 
 
 def _parser_calibrate(sub) -> None:
-    c = sub.add_parser("calibrate", help="choose tau* on calibration-seed DIR-R runs and freeze the decision")
-    c.add_argument("--results", default=str(DEFAULT_RESULTS.root),
-                   help="the results folder holding the calibration runs")
-    c.add_argument("--experiment", default="adhoc", help="the experiment whose calibration runs are used")
+    c = sub.add_parser(
+        "calibrate", help="choose tau* on calibration-seed DIR-R runs and freeze the decision"
+    )
+    c.add_argument(
+        "--results",
+        default=str(DEFAULT_RESULTS.root),
+        help="the results folder holding the calibration runs",
+    )
+    c.add_argument(
+        "--experiment", default="adhoc", help="the experiment whose calibration runs are used"
+    )
     c.add_argument("--benchmark", required=True)
     c.add_argument("--objective", required=True)
-    c.add_argument("--range", nargs=2, type=float, default=[0.2, 0.8], metavar=("LO", "HI"),
-                   help="admissible trigger fraction (default 0.2 0.8)")
+    c.add_argument(
+        "--range",
+        nargs=2,
+        type=float,
+        default=[0.2, 0.8],
+        metavar=("LO", "HI"),
+        help="admissible trigger fraction (default 0.2 0.8)",
+    )
     c.add_argument("--baselines", nargs="*", help="baseline identities frozen with the decision")
-    c.add_argument("--out", default=None, help="where the decision is written (default: RESULTS/decisions)")
+    c.add_argument(
+        "--out", default=None, help="where the decision is written (default: RESULTS/decisions)"
+    )
     c.set_defaults(func=_cmd_calibrate)
 
 
 def _parser_registry(sub) -> None:
-    g = sub.add_parser("registry", help="the DuckDB results registry: ingest | import | export | query")
+    g = sub.add_parser(
+        "registry", help="the DuckDB results registry: ingest | import | export | query"
+    )
     g.add_argument("action", choices=["ingest", "import", "export", "query"])
-    g.add_argument("path", nargs="?",
-                   help="ingest: results directory (default ./results); export: .csv or .parquet "
-                        "file; import: an outcome table, TOFU eval logs, open-unlearning "
-                        "EVAL/SUMMARY files or a LACUNA run folder")
-    g.add_argument("--registry", default=None,
-                   help="the DuckDB registry file. Default: the registry of the results folder, "
-                        "<folder>/registry.duckdb: for ingest, DIR's (DIR/registry.duckdb); for "
-                        "import, export and query, the default results folder's "
-                        "(./results/registry.duckdb). Ingest and import print the registry they "
-                        "wrote")
-    g.add_argument("--experiment", default=None, help="export: only this experiment; import: the imported run's")
-    g.add_argument("--format", default=None, choices=[*IMPORT_FORMATS, *QUERY_FORMATS],
-                   help="import: the source's format (default: detected from PATH); query: how "
-                        "rows are printed, table (default), csv or json (machine-readable, to "
-                        "stdout)")
-    g.add_argument("--retain", default=None, metavar="DIR",
-                   help="import tofu-logs: the retain model's TOFU logs; ou-eval: its TOFU_EVAL.json (forget "
-                   "quality's reference)")
+    g.add_argument(
+        "path",
+        nargs="?",
+        help="ingest: results directory (default ./results); export: .csv or .parquet "
+        "file; import: an outcome table, TOFU eval logs, open-unlearning "
+        "EVAL/SUMMARY files or a LACUNA run folder",
+    )
+    g.add_argument(
+        "--registry",
+        default=None,
+        help="the DuckDB registry file. Default: the registry of the results folder, "
+        "<folder>/registry.duckdb: for ingest, DIR's (DIR/registry.duckdb); for "
+        "import, export and query, the default results folder's "
+        "(./results/registry.duckdb). Ingest and import print the registry they "
+        "wrote",
+    )
+    g.add_argument(
+        "--experiment",
+        default=None,
+        help="export: only this experiment; import: the imported run's",
+    )
+    g.add_argument(
+        "--format",
+        default=None,
+        choices=[*IMPORT_FORMATS, *QUERY_FORMATS],
+        help="import: the source's format (default: detected from PATH); query: how "
+        "rows are printed, table (default), csv or json (machine-readable, to "
+        "stdout)",
+    )
+    g.add_argument(
+        "--retain",
+        default=None,
+        metavar="DIR",
+        help="import tofu-logs: the retain model's TOFU logs; ou-eval: its TOFU_EVAL.json (forget "
+        "quality's reference)",
+    )
     for opt in ("benchmark", "field", "objective", "method", "seed", "variant", "split", "model"):
-        g.add_argument(f"--{opt}", default=None, help=f"import (single-run formats): the run's {opt}")
-    g.add_argument("-c", dest="command_sql", default=None,
-                   help="query: run this SQL and exit (every row up to 10,000; a line says when "
-                        "more were cut)")
-    g.add_argument("--replace-reruns", dest="replace_reruns", action="store_true",
-                   help="ingest: let records rerun by changed code replace stored outcomes (each logged)")
-    g.add_argument("--allow-unknown", dest="allow_unknown", action="store_true",
-                   help="ingest, import: store benchmark, method and objective names that are not "
-                        "registered here (e.g. another project's method), and say how many; "
-                        "without it they are refused")
+        g.add_argument(
+            f"--{opt}", default=None, help=f"import (single-run formats): the run's {opt}"
+        )
+    g.add_argument(
+        "-c",
+        dest="command_sql",
+        default=None,
+        help="query: run this SQL and exit (every row up to 10,000; a line says when "
+        "more were cut)",
+    )
+    g.add_argument(
+        "--replace-reruns",
+        dest="replace_reruns",
+        action="store_true",
+        help="ingest: let records rerun by changed code replace stored outcomes (each logged)",
+    )
+    g.add_argument(
+        "--allow-unknown",
+        dest="allow_unknown",
+        action="store_true",
+        help="ingest, import: store benchmark, method and objective names that are not "
+        "registered here (e.g. another project's method), and say how many; "
+        "without it they are refused",
+    )
     g.set_defaults(func=_cmd_registry)
 
 
 def _parser_audit(sub) -> None:
-    a = sub.add_parser("audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions")
-    a.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file")
+    a = sub.add_parser(
+        "audit", help="missing / duplicated / failed / wrong-split runs, post-hoc decisions"
+    )
+    a.add_argument(
+        "--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file"
+    )
     a.add_argument("--experiment", default=None)
-    a.add_argument("--spec", default=None,
-                   help="experiment TOML or shipped spec name: the expected grid (default: observed levels)")
+    a.add_argument(
+        "--spec",
+        default=None,
+        help="experiment TOML or shipped spec name: the expected grid (default: observed levels)",
+    )
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=_cmd_audit)
 
 
 def _parser_lacuna(sub) -> None:
-    la = sub.add_parser("lacuna", help="LACUNA artifacts: precision = localization precision of upstream's "
-                        "unlearned_models/<Field>/<Method>/ folders (streaming, read-only)")
+    la = sub.add_parser(
+        "lacuna",
+        help="LACUNA artifacts: precision = localization precision of upstream's "
+        "unlearned_models/<Field>/<Method>/ folders (streaming, read-only)",
+    )
     la.add_argument("action", choices=["precision"])
     la.add_argument("path", help="the artifact root, a <size> folder or a <size>/<regime> folder")
-    la.add_argument("--size", default=None, help="the model size folder when the root holds several")
+    la.add_argument(
+        "--size", default=None, help="the model size folder when the root holds several"
+    )
     la.add_argument("--regime", default="masked", choices=["masked", "unmasked"])
     la.add_argument("--field", action="append", default=None, help="only this field (repeatable)")
-    la.add_argument("--method", action="append", default=None, help="only this method folder (repeatable)")
+    la.add_argument(
+        "--method", action="append", default=None, help="only this method folder (repeatable)"
+    )
     la.add_argument("--json", action="store_true", help="every metric of every folder as JSON")
     la.set_defaults(func=_cmd_lacuna)
 
 
 def _parser_report(sub) -> None:
-    rp = sub.add_parser("report", help="per-method tables, every paper table (LaTeX), figures, report.md and "
-                        "paper.tex from a registry")
-    rp.add_argument("--registry", default=str(DEFAULT_RESULTS.registry), help="the DuckDB registry file to report on")
-    rp.add_argument("--out", default=str(DEFAULT_RESULTS.report),
-                    help="the report folder (replaced whole: only a new or empty folder, or one a "
-                         "report wrote and nobody changed since; never the registry's folder)")
-    rp.add_argument("--experiment", default=None, help="required when the registry holds several experiments")
-    rp.add_argument("--findings", default=None, metavar="PATH",
-                    help="also write findings.md here (e.g. docs/findings.md): a new file, or a "
-                         "findings.md a report wrote before; never any other file")
-    rp.add_argument("--reference", default=None, metavar="METHOD",
-                    help="the method the per-method tables compare with (METHOD, or METHOD:dirr for its DIR-R "
-                         "runs); default intervention_score when present, else the first method alphabetically")
-    rp.add_argument("--pdf", action="store_true",
-                    help="also build paper.pdf with pdflatex (texlive-latex-base, -recommended, -extra)")
+    rp = sub.add_parser(
+        "report",
+        help="per-method tables, every paper table (LaTeX), figures, report.md and "
+        "paper.tex from a registry",
+    )
+    rp.add_argument(
+        "--registry",
+        default=str(DEFAULT_RESULTS.registry),
+        help="the DuckDB registry file to report on",
+    )
+    rp.add_argument(
+        "--out",
+        default=str(DEFAULT_RESULTS.report),
+        help="the report folder (replaced whole: only a new or empty folder, or one a "
+        "report wrote and nobody changed since; never the registry's folder)",
+    )
+    rp.add_argument(
+        "--experiment", default=None, help="required when the registry holds several experiments"
+    )
+    rp.add_argument(
+        "--findings",
+        default=None,
+        metavar="PATH",
+        help="also write findings.md here (e.g. docs/findings.md): a new file, or a "
+        "findings.md a report wrote before; never any other file",
+    )
+    rp.add_argument(
+        "--reference",
+        default=None,
+        metavar="METHOD",
+        help="the method the per-method tables compare with (METHOD, or METHOD:dirr for its DIR-R "
+        "runs); default intervention_score when present, else the first method alphabetically",
+    )
+    rp.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also build paper.pdf with pdflatex (texlive-latex-base, -recommended, -extra)",
+    )
     rp.set_defaults(func=_cmd_report)
 
 
 def _parser_sweep(sub) -> None:
-    sw = sub.add_parser("sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds")
+    sw = sub.add_parser(
+        "sweep", help="run an experiment spec: calibration seeds, frozen decisions, final seeds"
+    )
     sw.add_argument("spec", help="experiment TOML file, or the name of a shipped spec (mini-paper)")
-    sw.add_argument("--results", default=str(DEFAULT_RESULTS.root),
-                    help="the results folder (records, decisions, registry)")
-    sw.add_argument("--dry-run", dest="dry_run", action="store_true",
-                    help="list the cells, runs per phase and the compute estimate; load nothing, run nothing")
-    sw.add_argument("--step-seconds", dest="step_seconds", type=POSITIVE, default=None,
-                    help="with --dry-run: a measured seconds per optimisation step, for a GPU-hour estimate")
-    sw.add_argument("--reuse-stale", dest="reuse_stale", action="store_true",
-                    help="keep records computed by older code (fingerprint differs); the audit flags the mix")
+    sw.add_argument(
+        "--results",
+        default=str(DEFAULT_RESULTS.root),
+        help="the results folder (records, decisions, registry)",
+    )
+    sw.add_argument(
+        "--dry-run",
+        dest="dry_run",
+        action="store_true",
+        help="list the cells, runs per phase and the compute estimate; load nothing, run nothing",
+    )
+    sw.add_argument(
+        "--step-seconds",
+        dest="step_seconds",
+        type=POSITIVE,
+        default=None,
+        help="with --dry-run: a measured seconds per optimisation step, for a GPU-hour estimate",
+    )
+    sw.add_argument(
+        "--reuse-stale",
+        dest="reuse_stale",
+        action="store_true",
+        help="keep records computed by older code (fingerprint differs); the audit flags the mix",
+    )
     sw.add_argument("--cache", default=None)
-    sw.add_argument("--workers", type=POSITIVE_INT, default=None, help="local worker processes (default: cores)")
+    sw.add_argument(
+        "--workers", type=POSITIVE_INT, default=None, help="local worker processes (default: cores)"
+    )
     sw.add_argument("--executor", choices=["local", "slurm"], default="local")
-    sw.add_argument("--slurm", action="append", metavar="KEY=VALUE",
-                    help="submitit/Slurm parameter, e.g. partition=cpu")
-    sw.add_argument("--post-hoc", action="store_true",
-                    help="complete non-triggered DIR-R candidate sets afterwards (available-gain denominator)")
+    sw.add_argument(
+        "--slurm",
+        action="append",
+        metavar="KEY=VALUE",
+        help="submitit/Slurm parameter, e.g. partition=cpu",
+    )
+    sw.add_argument(
+        "--post-hoc",
+        action="store_true",
+        help="complete non-triggered DIR-R candidate sets afterwards (available-gain denominator)",
+    )
     sw.set_defaults(func=_cmd_sweep)
 
 
 def _parser_demo(sub) -> None:
-    dm = sub.add_parser("demo", help="the embedded mini-paper experiment end to end: sweep, registry, audit, report")
-    dm.add_argument("--results", default=str(DEFAULT_RESULTS.root / "demo"), help="the demo's results folder")
+    dm = sub.add_parser(
+        "demo", help="the embedded mini-paper experiment end to end: sweep, registry, audit, report"
+    )
+    dm.add_argument(
+        "--results", default=str(DEFAULT_RESULTS.root / "demo"), help="the demo's results folder"
+    )
     dm.add_argument("--cache", default=None)
     dm.add_argument("--workers", type=POSITIVE_INT, default=None)
     dm.set_defaults(func=_cmd_demo)
 
 
 def _quiet_libraries() -> None:
-    """Library deprecation chatter (transformers' FutureWarnings) stays out of the output, in this process and
-    in its workers; progress bars redraw at most every 30 s when stderr is not a terminal (a log file)."""
+    """Library deprecation chatter (transformers' FutureWarnings) stays out of the output, in this
+    process and in its workers; progress bars redraw at most every 30 s when stderr is not a
+    terminal (a log file)."""
     import warnings
 
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|torch|peft)(\..*)?$")
-    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")   # worker processes start with it
+    warnings.filterwarnings(
+        "ignore", category=FutureWarning, module=r"(transformers|torch|peft)(\..*)?$"
+    )
+    # worker processes start with it
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     if not sys.stderr.isatty():
         os.environ.setdefault("TQDM_MININTERVAL", "30")
 
@@ -1076,7 +1602,7 @@ def main(argv: list[str] | None = None) -> int:
     except SupportbenchError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    except BrokenPipeError:   # the reader (e.g. `| head`) has gone: not an error of ours
+    except BrokenPipeError:  # the reader (e.g. `| head`) has gone: not an error of ours
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -1085,8 +1611,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # unexpected: one line here, the whole traceback in a file
         path = _write_traceback(exc)
-        print(f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
-              f"(full traceback: {path}; please report it)", file=sys.stderr)
+        print(
+            f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            f"(full traceback: {path}; please report it)",
+            file=sys.stderr,
+        )
         return 1
 
 

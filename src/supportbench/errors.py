@@ -61,13 +61,17 @@ class GeometryError(SupportbenchError):
 
 
 class DivergenceError(SupportbenchError, FloatingPointError):
-    """Training produced a non-finite loss (carries the step so the run record can say where), or the
-    evaluation a non-finite outcome (``message``)."""
+    """Training produced a non-finite loss (carries the step so the run record can say where), or
+    the evaluation a non-finite outcome (``message``)."""
 
-    def __init__(self, step: int | None = None, loss: float | None = None, message: str | None = None):
+    def __init__(
+        self, step: int | None = None, loss: float | None = None, message: str | None = None
+    ):
         self.step, self.loss = step, loss
-        super().__init__(message or f"non-finite loss {loss} at step {step}; training stopped "
-                                    "(record status 'diverged')")
+        super().__init__(
+            message
+            or f"non-finite loss {loss} at step {step}; training stopped (record status 'diverged')"
+        )
 
 
 class MethodOutputError(SupportbenchError):
@@ -91,8 +95,8 @@ class SpecError(SupportbenchError, ValueError):
 
 
 class StateError(SupportbenchError):
-    """A call made out of order on a stateful object, e.g. ``roles()`` before ``prepare()``; the message
-    names the call that must come first."""
+    """A call made out of order on a stateful object, e.g. ``roles()`` before ``prepare()``; the
+    message names the call that must come first."""
 
 
 class DecisionError(SupportbenchError):

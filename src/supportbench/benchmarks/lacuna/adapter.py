@@ -1,28 +1,35 @@
-"""LACUNA (paper §5.4): person-PII facts injected through known parameter masks; J and localization precision.
+"""LACUNA (paper §5.4): person-PII facts injected through known parameter masks; J and localization
+precision.
 
 Two ways in (docs/benchmarks.md):
-* **Real artifacts** — ``benchmark.data_dir`` = the data folder or the artifact root (``reader.resolve_layout``);
-  the run's ``model`` is the instruction-tuned folder (``intruction_tuned/``), theta_0 as is; ``mask.pt`` is
-  read from the regime folder (or ``benchmark.mask``). Nothing is written into the artifacts.
-* **Mini** (a preset model, the default) — ``generator`` writes people and parquet files in upstream's format
-  and builds ``mask.pt``. The preset is first pretrained on background people (same format, other names)
-  and neutral text (theta_pre, all parameters: upstream starts from a pretrained OLMo), then the facts are
-  injected by masked continual pretraining (``unlearning.train.masked_finetune``): each micro-batch of
-  group g's facts updates only the scalars whose bit g is set, neutral text updates everything.
-  theta_0 = the result. Data, mask, theta_pre and theta_0 are cached by content.
+* **Real artifacts** — ``benchmark.data_dir`` = the data folder or the artifact root
+  (``reader.resolve_layout``); the run's ``model`` is the instruction-tuned folder
+  (``intruction_tuned/``), theta_0 as is; ``mask.pt`` is read from the regime folder (or
+  ``benchmark.mask``). Nothing is written into the artifacts.
+* **Mini** (a preset model, the default) — ``generator`` writes people and parquet files in
+  upstream's format and builds ``mask.pt``. The preset is first pretrained on background people
+  (same format, other names) and neutral text (theta_pre, all parameters: upstream starts from a
+  pretrained OLMo), then the facts are injected by masked continual pretraining
+  (``unlearning.train.masked_finetune``): each micro-batch of group g's facts updates only the
+  scalars whose bit g is set, neutral text updates everything. theta_0 = the result. Data, mask,
+  theta_pre and theta_0 are cached by content.
 
-Roles for field F and seed s (disjoint by construction: diagnostics use each person's first question, dev/eval
-the other one):
+Roles for field F and seed s (disjoint by construction: diagnostics use each person's first
+question, dev/eval the other one):
   F        ``F_forget`` rows (also the unlearning train set)
-  forget dev/eval   ``F_forget_paraphrased`` rows, split by a seeded hash of the person ID (1/3 dev, 2/3 eval)
-  R        ``G_retain`` rows with G = the paired field (Email→Birth City, Birth City→Email, Phone→Birth City,
-           Driver's License→Email); retain dev/eval from ``G_retain_paraphrased``; retain train set = ``G_retain``
-  P        retain people of the two remaining fields (``*_retain``); protected dev/eval from their paraphrases
+  forget dev/eval   ``F_forget_paraphrased`` rows, split by a seeded hash of the person ID (1/3 dev,
+                    2/3 eval)
+  R        ``G_retain`` rows with G = the paired field (Email→Birth City, Birth City→Email,
+           Phone→Birth City, Driver's License→Email); retain dev/eval from
+           ``G_retain_paraphrased``; retain train set = ``G_retain``
+  P        retain people of the two remaining fields (``*_retain``); protected dev/eval from their
+           paraphrases
   N        neutral sentences
-J = G_F − D_coll exactly as TOFU's (``evaluators.terminal_score``). Components: forget/retain/protected
-probability; localization precision (ROC-AUC and precision@{0.1, 1, 5, 10}% of |W − W_theta0| against the
-forget-group bits and the all-group bits); with ``eval_full``: ROUGE-L recall, exact memorization and
-extraction strength on the plain and paraphrased forget/retain splits.
+J = G_F − D_coll exactly as TOFU's (``evaluators.terminal_score``). Components:
+forget/retain/protected probability; localization precision (ROC-AUC and precision@{0.1, 1, 5, 10}%
+of |W − W_theta0| against the forget-group bits and the all-group bits); with ``eval_full``:
+ROUGE-L recall, exact memorization and extraction strength on the plain and paraphrased
+forget/retain splits.
 """
 
 from __future__ import annotations
@@ -55,16 +62,27 @@ from supportbench.benchmarks.lacuna.reader import (
 from supportbench.errors import SpecError
 from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning import models as M
-from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, concat_sets, tokenize_pairs, tokenize_qa
-from supportbench.unlearning.formats import LACUNA_TAGS, LacunaInstructionFormat, OpenUnlearningFormat
+from supportbench.unlearning.data import (
+    DiagnosticRecords,
+    TokenizedSet,
+    concat_sets,
+    tokenize_pairs,
+    tokenize_qa,
+)
+from supportbench.unlearning.formats import (
+    LACUNA_TAGS,
+    LacunaInstructionFormat,
+    OpenUnlearningFormat,
+)
 from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
 
-PREP_VERSION = "lacuna-prepare-v4"  # v2: built reproducibly (one thread); v3: upstream's text formats;
+# v2: built reproducibly (one thread); v3: upstream's text formats;
 # v4: isolated groups (group dropout, unowned scalars frozen, 120 epochs)
-# the text formats (unlearning/formats.py; docs/upstream-formats.md): LACUNA's instruction tuning for what theta_0
-# learns, J and the diagnostics (relearning: the same on raw values); open-unlearning's QA rows (LACUNA's tags,
-# joint tokens, EOS) for the unlearning sets, the behavioural metrics (exact memorization, extraction strength,
-# ROUGE-L) and generation prompts
+PREP_VERSION = "lacuna-prepare-v4"
+# the text formats (unlearning/formats.py; docs/upstream-formats.md): LACUNA's instruction tuning
+# for what theta_0 learns, J and the diagnostics (relearning: the same on raw values);
+# open-unlearning's QA rows (LACUNA's tags, joint tokens, EOS) for the unlearning sets, the
+# behavioural metrics (exact memorization, extraction strength, ROUGE-L) and generation prompts
 INSTRUCTION = LacunaInstructionFormat()
 RELEARN = LacunaInstructionFormat(panorama=False)
 EVALUATION = OpenUnlearningFormat(LACUNA_TAGS)
@@ -73,45 +91,73 @@ ALL_GROUPS = range(gen.N_GROUPS)
 
 @register_benchmark("lacuna")
 class Lacuna:
-    DEFAULT_MODEL = DEFAULT_MODELS["lacuna"]       # the paper uses OLMo 3 7B
+    DEFAULT_MODEL = DEFAULT_MODELS["lacuna"]  # the paper uses OLMo 3 7B
     DEFAULT_FIELD = "Email_Address"
-    INTERFACES = ()                    # runs score and train a support
+    INTERFACES = ()  # runs score and train a support
     FIELDS = FIELDS
-    # mini: the preset learns the PII facts from scratch through its masks (AdamW, upstream's weight decay 0.1).
-    # 120 epochs with group dropout 0.25 and unowned scalars frozen: the first setting of bench/lacuna_isolation.py's
-    # grid (least intervention first) that passes both construction gates (every group isolated, ratio < 0.1, and
-    # memorised, NLL < 0.5), measured on theta_pre and theta_0 alone (docs/benchmarks.md); no unlearning outcome
+    # mini: the preset learns the PII facts from scratch through its masks (AdamW, upstream's weight
+    # decay 0.1). 120 epochs with group dropout 0.25 and unowned scalars frozen: the first setting
+    # of bench/lacuna_isolation.py's grid (least intervention first) that passes both construction
+    # gates (every group isolated, ratio < 0.1, and memorised, NLL < 0.5), measured on theta_pre and
+    # theta_0 alone (docs/benchmarks.md); no unlearning outcome
     finetune_config = FinetuneConfig(epochs=120, lr=3e-3, batch_size=8, weight_decay=0.1)
     pretrain_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16, weight_decay=0.1)
 
-    def __init__(self, data_dir: option(str | None, doc="LACUNA's artifact root or data folder; none: generated "
-                                                    "here") = None,
-                 cache_dir: str | Path | None = None, progress: bool = True, device: str | None = None,
-                 people: option(int, ge=6, le=100_000, doc="generated people per field") = 24,
-                 mask_mode: option(Literal["element", "component"], doc="the generated masks' unit") = "element",
-                 mask_ratio: option(float, gt=0, le=1, doc="share of scalars each group's mask owns") = 0.1,
-                 mask: option(str | None, doc="a mask.pt to use (identified by content)") = None,
-                 lacuna_size: option(str | None, doc="the model-size folder of the artifact root") = None,
-                 regime: option(Literal["masked", "unmasked"], doc="the artifact regime") = "masked",
-                 forget_groups: option(tuple[int, ...], doc="the groups whose facts are forgotten") = gen.FORGET_GROUPS,
-                 max_new_tokens: option(int, ge=1, le=4096, unit="tokens", doc="generation length") = 24,
-                 precision_max_exact: option(int, ge=1, unit="scalars",
-                                             doc="largest tensor ranked exactly for precision") = 1 << 24,
-                 finetune: option(dict | None, doc="the injection recipe: benchmark.finetune.<option>") = None,
-                 build: int = 0,
-                 resurface: option(bool, doc="run upstream's relearning attack at evaluation") = False,
-                 relearn_steps: option(int, ge=1, le=100_000, unit="steps", doc="the attack's steps") = 10,
-                 relearn_lr: option(float, gt=0, le=1, doc="the attack's learning rate") = 1e-4,
-                 group_dropout: option(float, ge=0, lt=1, doc="probability of dropping another group's delta "
-                                                              "in a group's injection step") = 0.25,
-                 unowned_frozen: option(bool, doc="scalars no group owns never move in the injection") = True):
+    def __init__(
+        self,
+        data_dir: option(
+            str | None, doc="LACUNA's artifact root or data folder; none: generated here"
+        ) = None,
+        cache_dir: str | Path | None = None,
+        progress: bool = True,
+        device: str | None = None,
+        people: option(int, ge=6, le=100_000, doc="generated people per field") = 24,
+        mask_mode: option(
+            Literal["element", "component"], doc="the generated masks' unit"
+        ) = "element",
+        mask_ratio: option(float, gt=0, le=1, doc="share of scalars each group's mask owns") = 0.1,
+        mask: option(str | None, doc="a mask.pt to use (identified by content)") = None,
+        lacuna_size: option(str | None, doc="the model-size folder of the artifact root") = None,
+        regime: option(Literal["masked", "unmasked"], doc="the artifact regime") = "masked",
+        forget_groups: option(
+            tuple[int, ...], doc="the groups whose facts are forgotten"
+        ) = gen.FORGET_GROUPS,
+        max_new_tokens: option(int, ge=1, le=4096, unit="tokens", doc="generation length") = 24,
+        precision_max_exact: option(
+            int, ge=1, unit="scalars", doc="largest tensor ranked exactly for precision"
+        ) = 1 << 24,
+        finetune: option(
+            dict | None, doc="the injection recipe: benchmark.finetune.<option>"
+        ) = None,
+        build: int = 0,
+        resurface: option(bool, doc="run upstream's relearning attack at evaluation") = False,
+        relearn_steps: option(int, ge=1, le=100_000, unit="steps", doc="the attack's steps") = 10,
+        relearn_lr: option(float, gt=0, le=1, doc="the attack's learning rate") = 1e-4,
+        group_dropout: option(
+            float,
+            ge=0,
+            lt=1,
+            doc="probability of dropping another group's delta in a group's injection step",
+        ) = 0.25,
+        unowned_frozen: option(
+            bool, doc="scalars no group owns never move in the injection"
+        ) = True,
+    ):
         if mask_mode not in ("element", "component"):
-            raise SpecError(f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}")
+            raise SpecError(
+                f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}"
+            )
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         self.progress = progress
         self.device = M.resolve_device(device)
-        # the build seeds the construction: generated people, masks, theta_pre's initialisation and batch order
-        self.people, self.mask_mode, self.mask_ratio, self.build = people, mask_mode, mask_ratio, int(build)
+        # the build seeds the construction: generated people, masks, theta_pre's initialisation and
+        # batch order
+        self.people, self.mask_mode, self.mask_ratio, self.build = (
+            people,
+            mask_mode,
+            mask_ratio,
+            int(build),
+        )
         self.max_new_tokens, self.precision_max_exact = max_new_tokens, precision_max_exact
         self.resurface, self.relearn_steps, self.relearn_lr = resurface, relearn_steps, relearn_lr
         self.forget_groups = tuple(int(g) for g in forget_groups)
@@ -122,16 +168,25 @@ class Lacuna:
             known = set(asdict(self.finetune_config))
             bad = set(finetune) - known
             if bad:
-                raise SpecError(f"unknown fine-tuning option(s) {sorted(bad)}; allowed: {sorted(known)}")
+                raise SpecError(
+                    f"unknown fine-tuning option(s) {sorted(bad)}; allowed: {sorted(known)}"
+                )
             self.finetune_config = replace(self.finetune_config, **finetune)
         self.layout = resolve_layout(data_dir, lacuna_size, regime) if data_dir else None
         self.mask_file = Path(mask) if mask else (self.layout.mask_path if self.layout else None)
-        if data_dir and not mask and self.mask_file is not None and \
-                not self.mask_file.resolve().is_relative_to(Path(data_dir).resolve()):
-            # a run is known by the content of the paths it names: a mask found outside them would not be
-            raise SpecError(f"LACUNA would read the mask from '{self.mask_file}', outside benchmark.data_dir "
-                            f"'{data_dir}': name it with benchmark.mask={self.mask_file} (so that its content is "
-                            "part of the run's identity), or set benchmark.data_dir to the artifact root")
+        if (
+            data_dir
+            and not mask
+            and self.mask_file is not None
+            and not self.mask_file.resolve().is_relative_to(Path(data_dir).resolve())
+        ):
+            # a run is known by the content of the paths it names: a mask found outside them would
+            # not be
+            raise SpecError(
+                f"LACUNA would read the mask from '{self.mask_file}', outside benchmark.data_dir "
+                f"'{data_dir}': name it with benchmark.mask={self.mask_file} (so that its content "
+                "is part of the run's identity), or set benchmark.data_dir to the artifact root"
+            )
         self._prepared: Prepared | None = None
         self._mask: dict | None = None
         self._data_dir: Path | None = self.layout.data_dir if self.layout else None
@@ -145,19 +200,27 @@ class Lacuna:
 
     @classmethod
     def check_inputs(cls, options: dict, field: str, settings: dict) -> None:
-        """A given artifact root's layout and the splits a run of ``field`` reads (every file parsed: an empty
-        or truncated one is named); a given mask file must exist."""
+        """A given artifact root's layout and the splits a run of ``field`` reads (every file
+        parsed: an empty or truncated one is named); a given mask file must exist."""
         data_dir = options.get("data_dir")
         if data_dir is not None:
-            layout = resolve_layout(data_dir, options.get("lacuna_size"), options.get("regime", "masked"))
+            layout = resolve_layout(
+                data_dir, options.get("lacuna_size"), options.get("regime", "masked")
+            )
             for f in FIELDS:
-                for split in ("full", "forget", "retain", "forget_paraphrased", "retain_paraphrased"):
+                for split in (
+                    "full",
+                    "forget",
+                    "retain",
+                    "forget_paraphrased",
+                    "retain_paraphrased",
+                ):
                     read_split(layout.data_dir, f, split)
         mask = options.get("mask")
         if mask is not None and not Path(mask).is_file():
             raise SpecError(f"benchmark.mask '{mask}' is not a file (LACUNA's mask.pt)")
 
-    # ---- data ----------------------------------------------------------------------------------------
+    # ---- data ------------------------------------------------------------------------------------
     def rows(self, field: str, split: str) -> list[dict]:
         key = (field, split)
         if key not in self._rows:
@@ -177,15 +240,20 @@ class Lacuna:
             h.update(f.read_bytes())
         return h.hexdigest()[:16]
 
-    # ---- theta_0 ---------------------------------------------------------------------------------------
+    # ---- theta_0 ---------------------------------------------------------------------------------
     def prepare(self, model_preset: str) -> Prepared:
         M.base_identity(model_preset)  # an unknown name fails here, before any data is read
         self._roles = {}
         if M.is_model_dir(model_preset):
             if self.layout is None:
-                raise SpecError("LACUNA with a local model needs benchmark.data_dir (the artifact root or data folder)")
+                raise SpecError(
+                    "LACUNA with a local model needs benchmark.data_dir "
+                    "(the artifact root or data folder)"
+                )
             if self.mask_file is None:
-                raise SpecError(f"no mask.pt next to '{self.layout.data_dir}': set benchmark.mask to its path")
+                raise SpecError(
+                    f"no mask.pt next to '{self.layout.data_dir}': set benchmark.mask to its path"
+                )
             model, tok = M.load_model(model_preset, device=self.device)
             path, hit = Path(model_preset), True
         else:
@@ -196,10 +264,21 @@ class Lacuna:
         return self._prepared
 
     def _mini(self, preset: str, seed: int):
-        key = B.content_key(PREP_VERSION, B.build_code(type(self)),
-                            gen.VERSION, self.people, self.build, M.base_identity(preset), self.mask_mode,
-                            self.mask_ratio, asdict(self.finetune_config), asdict(self.pretrain_config), seed,
-                            self.group_dropout, self.unowned_frozen)
+        key = B.content_key(
+            PREP_VERSION,
+            B.build_code(type(self)),
+            gen.VERSION,
+            self.people,
+            self.build,
+            M.base_identity(preset),
+            self.mask_mode,
+            self.mask_ratio,
+            asdict(self.finetune_config),
+            asdict(self.pretrain_config),
+            seed,
+            self.group_dropout,
+            self.unowned_frozen,
+        )
         root = self.cache_dir / "lacuna" / f"{preset}-{key}"
         data, model_dir = root / "data-masked" / "data", root / "masked"
         if not (model_dir / "config.json").is_file() or not (model_dir / "mask.pt").is_file():
@@ -218,48 +297,83 @@ class Lacuna:
         return model, tok, model_dir, hit
 
     def _neutral_pairs(self) -> list[tuple[str, str]]:
-        return [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in self.neutral_texts()]
+        return [
+            (" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:]))
+            for t in self.neutral_texts()
+        ]
 
     def _inject(self, preset: str, seed: int, out: Path, pre_dir: Path):
         background = gen.background_rows(seed=self.build)
         texts = [r["question"] + " " + r["answer"] for f in FIELDS for r in self.rows(f, "full")]
         texts += [r["question"] + " " + r["answer"] for r in background]
-        tags = LACUNA_TAGS.user_start_tag + "x" + LACUNA_TAGS.user_end_tag + LACUNA_TAGS.asst_start_tag
+        tags = (
+            LACUNA_TAGS.user_start_tag + "x" + LACUNA_TAGS.user_end_tag + LACUNA_TAGS.asst_start_tag
+        )
         tok = M.train_tokenizer(texts + self.neutral_texts() + [tags], 2048)
         net = M.build_model(preset, tok, seed=seed).to(self.device)
         neutral = self._neutral_pairs()
-        pre = concat_sets([self._qa(tok, background),
-                           tokenize_pairs(tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False)],
-                          tok.pad_token_id)
-        finetune(net, pre, self.pretrain_config, progress=self.progress, desc="prepare lacuna (pretraining)")
+        pre = concat_sets(
+            [
+                self._qa(tok, background),
+                tokenize_pairs(
+                    tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False
+                ),
+            ],
+            tok.pad_token_id,
+        )
+        finetune(
+            net,
+            pre,
+            self.pretrain_config,
+            progress=self.progress,
+            desc="prepare lacuna (pretraining)",
+        )
         M.save_model(net, tok, pre_dir)  # theta_pre: the weights injection starts from
         mask = gen.build_mask(net, self.mask_mode, self.mask_ratio, seed=self.build)
         out.mkdir(parents=True, exist_ok=True)
         torch.save(mask, out / "mask.pt")
         facts = [r for f in FIELDS for r in self.rows(f, "full")]
         groups = [r["group_id"] for r in facts] + [-1] * len(neutral)
-        data = concat_sets([self._qa(tok, facts),
-                            tokenize_pairs(tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False)],
-                           tok.pad_token_id)
-        masked_finetune(net, data, torch.tensor(groups), mask, self.finetune_config, progress=self.progress,
-                        desc=f"prepare lacuna ({self.mask_mode} masks)", group_dropout=self.group_dropout,
-                        unowned_frozen=self.unowned_frozen)
+        data = concat_sets(
+            [
+                self._qa(tok, facts),
+                tokenize_pairs(
+                    tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False
+                ),
+            ],
+            tok.pad_token_id,
+        )
+        masked_finetune(
+            net,
+            data,
+            torch.tensor(groups),
+            mask,
+            self.finetune_config,
+            progress=self.progress,
+            desc=f"prepare lacuna ({self.mask_mode} masks)",
+            group_dropout=self.group_dropout,
+            unowned_frozen=self.unowned_frozen,
+        )
         return net, tok
 
     def theta_pre(self):
         """The mini model before injection (the weights masked pretraining started from)."""
         if getattr(self, "_pre_dir", None) is None:
-            raise SpecError("theta_pre exists only for the mini benchmark (a preset model), after prepare()")
+            raise SpecError(
+                "theta_pre exists only for the mini benchmark (a preset model), after prepare()"
+            )
         return M.load_model(self._pre_dir, device=self.device)[0]
 
-    # ---- roles -----------------------------------------------------------------------------------------
+    # ---- roles -----------------------------------------------------------------------------------
     @staticmethod
     def _qa(tok, rows: list[dict], subjects: bool = False, fmt=INSTRUCTION) -> TokenizedSet:
-        """Rows in a QA format (default LACUNA's instruction format: what theta_0 learns and what J scores);
-        ``subjects``: the person's name (the question's opening clause) as the subject
+        """Rows in a QA format (default LACUNA's instruction format: what theta_0 learns and what J
+        scores); ``subjects``: the person's name (the question's opening clause) as the subject
         span that the attribution diagnostics (AP-MLP, Projected Causal) corrupt."""
         subj = [r["question"].split(",")[0] for r in rows] if subjects else None
-        return tokenize_qa(tok, fmt, [r["question"] for r in rows], [r["answer"] for r in rows], subjects=subj)
+        return tokenize_qa(
+            tok, fmt, [r["question"] for r in rows], [r["answer"] for r in rows], subjects=subj
+        )
 
     def _tok(self, rows: list[dict], subjects: bool = False) -> TokenizedSet:
         return self._qa(self._prepared.tokenizer, rows, subjects)
@@ -269,10 +383,13 @@ class Lacuna:
 
     @staticmethod
     def _dev_eval(rows: list[dict], seed: int) -> tuple[list[dict], list[dict]]:
-        """Split by a seeded hash of the person ID: the third of the people with the smallest hashes go to
-        development, the rest to evaluation (never an empty side when there are two people or more)."""
+        """Split by a seeded hash of the person ID: the third of the people with the smallest hashes
+        go to development, the rest to evaluation (never an empty side when there are two people or
+        more)."""
+
         def h(r):
             return hashlib.sha256(f"{seed}:{r['ID']}".encode()).hexdigest()
+
         ids = sorted({r["ID"] for r in rows}, key=lambda i: h({"ID": i}))
         dev = set(ids[: max(1, len(ids) // 3)]) if len(ids) > 1 else set()
         return [r for r in rows if r["ID"] in dev], [r for r in rows if r["ID"] not in dev]
@@ -292,29 +409,60 @@ class Lacuna:
         protected = [r for f in others for r in self.rows(f, "retain")]
         f_dev, f_eval = self._dev_eval(self.rows(field, "forget_paraphrased"), seed)
         r_dev, r_eval = self._dev_eval(self.rows(pair, "retain_paraphrased"), seed)
-        p_dev, p_eval = self._dev_eval([r for f in others for r in self.rows(f, "retain_paraphrased")], seed)
+        p_dev, p_eval = self._dev_eval(
+            [r for f in others for r in self.rows(f, "retain_paraphrased")], seed
+        )
         nd = self._neutral_pairs()
-        records = DiagnosticRecords(F=self._tok(forget, True), R=self._tok(retain, True), P=self._tok(protected),
-                                    N=tokenize_pairs(self._prepared.tokenizer, [p for p, _ in nd], [a for _, a in nd]))
-        splits = {"dev": {"forget": self._split("forget", f_dev), "retain": self._split("retain", r_dev),
-                          "protected": self._split("protected", p_dev)},
-                  "eval": {"forget": self._split("forget", f_eval), "retain": self._split("retain", r_eval),
-                           "protected": self._split("protected", p_eval)},
-                  "plain": {"forget": self._split("forget", forget), "retain": self._split("retain", retain)}}
-        B.check_disjoint(field, forget + retain + protected, {w: splits[w] for w in ("dev", "eval")})
-        # unlearning trains on open-unlearning's QA rows (LACUNA runs its NPO/SimNPO/GradDiff through
-        # open-unlearning's QADataset with its tags), not on the instruction format theta_0 learned
-        train = {k: self._qa(self._prepared.tokenizer, rows, fmt=EVALUATION) for k, rows in
-                 (("forget", forget), ("retain", retain))}
-        roles = Roles(field, seed, records, train["forget"], train["retain"], splits, data_hash=self.data_hash,
-                      notes={"forget_groups": groups, "retain_field": pair})
+        records = DiagnosticRecords(
+            F=self._tok(forget, True),
+            R=self._tok(retain, True),
+            P=self._tok(protected),
+            N=tokenize_pairs(self._prepared.tokenizer, [p for p, _ in nd], [a for _, a in nd]),
+        )
+        splits = {
+            "dev": {
+                "forget": self._split("forget", f_dev),
+                "retain": self._split("retain", r_dev),
+                "protected": self._split("protected", p_dev),
+            },
+            "eval": {
+                "forget": self._split("forget", f_eval),
+                "retain": self._split("retain", r_eval),
+                "protected": self._split("protected", p_eval),
+            },
+            "plain": {
+                "forget": self._split("forget", forget),
+                "retain": self._split("retain", retain),
+            },
+        }
+        B.check_disjoint(
+            field, forget + retain + protected, {w: splits[w] for w in ("dev", "eval")}
+        )
+        # unlearning trains on open-unlearning's QA rows (LACUNA runs its NPO/SimNPO/GradDiff
+        # through open-unlearning's QADataset with its tags), not on the instruction format theta_0
+        # learned
+        train = {
+            k: self._qa(self._prepared.tokenizer, rows, fmt=EVALUATION)
+            for k, rows in (("forget", forget), ("retain", retain))
+        }
+        roles = Roles(
+            field,
+            seed,
+            records,
+            train["forget"],
+            train["retain"],
+            splits,
+            data_hash=self.data_hash,
+            notes={"forget_groups": groups, "retain_field": pair},
+        )
         self._roles[key] = roles
         return roles
 
-    # ---- evaluation ------------------------------------------------------------------------------------
+    # ---- evaluation ------------------------------------------------------------------------------
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> B.Outcome:
-        comp, nll = B.j_components(model, roles, which, allowed=("dev", "eval"))  # "plain" is diagnostic rows
+        # "plain" is diagnostic rows
+        comp, nll = B.j_components(model, roles, which, allowed=("dev", "eval"))
         comp["evaluation_set"] = f"{which}: paraphrased questions"
         if which == "eval":
             comp.update(self.precision(model, roles))
@@ -329,41 +477,54 @@ class Lacuna:
         for split_name, parts in (("", roles.splits["eval"]), ("plain_", roles.splits["plain"])):
             for k in ("forget", "retain"):
                 s = parts[k]
-                em, es = ev.token_match(model, self._qa(self._prepared.tokenizer, s.rows, fmt=EVALUATION))
-                gens = ev.greedy_answers(model, self._prepared.tokenizer, s.prompts, self.max_new_tokens,
-                                         fmt=EVALUATION)
+                em, es = ev.token_match(
+                    model, self._qa(self._prepared.tokenizer, s.rows, fmt=EVALUATION)
+                )
+                gens = ev.greedy_answers(
+                    model, self._prepared.tokenizer, s.prompts, self.max_new_tokens, fmt=EVALUATION
+                )
                 out[f"{split_name}{k}_exact_memorization"] = float(em.nanmean())
                 out[f"{split_name}{k}_extraction_strength"] = float(es.nanmean())
-                out[f"{split_name}{k}_rouge"] = sum(ev.rouge_l_recall(gens, [r["answer"] for r in s.rows])) / len(gens)
+                out[f"{split_name}{k}_rouge"] = sum(
+                    ev.rouge_l_recall(gens, [r["answer"] for r in s.rows])
+                ) / len(gens)
         return out
 
     def resurfacing(self, model, roles: Roles) -> dict:
-        """Upstream's relearning attack, deterministic: a copy of the unlearned model relearns ``relearn_steps``
-        steps on ``relearn_train`` (all parameters here; upstream uses a LoRA), then a forgotten person has
-        resurfaced when their PII string appears (case-insensitive) in the greedy answer to their evaluation
-        question. Seeded by the roles' seed (never Python's ``hash()``)."""
+        """Upstream's relearning attack, deterministic: a copy of the unlearned model relearns
+        ``relearn_steps`` steps on ``relearn_train`` (all parameters here; upstream uses a LoRA),
+        then a forgotten person has resurfaced when their PII string appears (case-insensitive) in
+        the greedy answer to their evaluation question. Seeded by the roles' seed (never Python's
+        ``hash()``)."""
         import copy
 
         from supportbench.benchmarks.lacuna.reader import read_relearn
 
         rows = read_relearn(self._data_dir)
         if not rows:
-            raise SpecError(f"benchmark.resurface needs relearn_train.parquet in '{self._data_dir}'")
+            raise SpecError(
+                f"benchmark.resurface needs relearn_train.parquet in '{self._data_dir}'"
+            )
         attacker = copy.deepcopy(model)
-        cfg = FinetuneConfig(epochs=1, lr=self.relearn_lr, batch_size=8, weight_decay=0.0, seed=roles.seed)
-        data = self._qa(self._prepared.tokenizer, rows, fmt=RELEARN)   # relearn.py: raw values, no panorama space
+        cfg = FinetuneConfig(
+            epochs=1, lr=self.relearn_lr, batch_size=8, weight_decay=0.0, seed=roles.seed
+        )
+        # relearn.py: raw values, no panorama space
+        data = self._qa(self._prepared.tokenizer, rows, fmt=RELEARN)
         cfg = replace(cfg, epochs=max(1, -(-self.relearn_steps * cfg.batch_size // len(data))))
         finetune(attacker, data, cfg, progress=False, desc="relearn")
         split = roles.splits["eval"]["forget"]
-        gens = ev.greedy_answers(attacker, self._prepared.tokenizer, split.prompts, self.max_new_tokens,
-                                 fmt=EVALUATION)
+        gens = ev.greedy_answers(
+            attacker, self._prepared.tokenizer, split.prompts, self.max_new_tokens, fmt=EVALUATION
+        )
         hits = sum(r["answer"].lower() in g.lower() for r, g in zip(split.rows, gens))
         return {"resurfaced": float(hits), "resurfaced_share": hits / max(1, len(gens))}
 
     def precision(self, model, roles: Roles) -> dict:
-        """Localization precision of |W - W_theta0| against the forget-group and all-group bits, streamed.
-        theta_0 is read from disk in its stored dtype and cast to the run's (``model``'s) dtype, as the run
-        itself cast it before unlearning: an untouched scalar then differs by exactly 0 in any dtype."""
+        """Localization precision of |W - W_theta0| against the forget-group and all-group bits,
+        streamed. theta_0 is read from disk in its stored dtype and cast to the run's (``model``'s)
+        dtype, as the run itself cast it before unlearning: an untouched scalar then differs by
+        exactly 0 in any dtype."""
         forget_bits = group_bits(roles.notes["forget_groups"])
         truths = {"precision_forget": forget_bits, "precision_all": group_bits(ALL_GROUPS)}
         params = dict(model.named_parameters())
@@ -375,8 +536,16 @@ class Lacuna:
                 w = params[name].detach().reshape(-1)
                 b = before(name)
                 m = self._mask[name]
-                yield name, w.numel(), (lambda s, e, w=w, b=b, m=m: (
-                    (w[s:e].float().cpu() - b[s:e].to(w.dtype).float()).abs(), m[s:e]))
+                yield (
+                    name,
+                    w.numel(),
+                    (
+                        lambda s, e, w=w, b=b, m=m: (
+                            (w[s:e].float().cpu() - b[s:e].to(w.dtype).float()).abs(),
+                            m[s:e],
+                        )
+                    ),
+                )
 
         res = prec.localization_precision(sources, truths, max_exact=self.precision_max_exact)
         out = {}

@@ -1,24 +1,27 @@
-"""Localization precision (LACUNA's ``scripts/precision_metrics.py``), streamed one tensor chunk at a time.
+"""Localization precision (LACUNA's ``scripts/precision_metrics.py``), streamed one tensor chunk at
+a time.
 
-Score per scalar: |W_after − W_before|. Ground truth per scalar: (mask & bits) != 0, for the forget groups
-(bits 1|4|16 = 21 for groups {0, 2, 4}) and for all groups (63). A tensor enters a ground truth only when
-that ground truth has both classes in it (norms, embeddings and ``lm_head`` are left out by the caller, as
-upstream). Metrics over all entering scalars together:
+Score per scalar: |W_after − W_before|. Ground truth per scalar: (mask & bits) != 0, for the
+forget groups (bits 1|4|16 = 21 for groups {0, 2, 4}) and for all groups (63). A tensor enters a
+ground truth only when that ground truth has both classes in it (norms, embeddings and ``lm_head``
+are left out by the caller, as upstream). Metrics over all entering scalars together:
 
-* ROC-AUC = P(score of a positive > score of a negative) + ½ P(equal)  (Mann–Whitney, ties as halves);
-* precision@k% = share of positives among the top floor(N·k/100) scores; scores tied at the boundary
-  count by their share of positives (the expected value over tie orders).
+* ROC-AUC = P(score of a positive > score of a negative) + ½ P(equal)  (Mann–Whitney, ties as
+  halves);
+* precision@k% = share of positives among the top floor(N·k/100) scores; scores tied at the
+  boundary count by their share of positives (the expected value over tie orders).
 
-**Exact** when the entering scalars number at most ``max_exact``: their scores and labels are gathered
-(5 bytes each) and ranked. **Histogram** above it: one bin for exact zeros (untouched scalars: real ties,
-handled exactly) and ``bins`` log-spaced bins between the smallest non-zero and the largest score.
-Pairs inside one non-zero bin are counted as ties, so the AUROC error is at most
-½·Σ_b pos_b·neg_b / (P·N), and precision@k's at most (scalars of the boundary bin still to take) / K;
-both bounds are computed and returned with the values. Memory is a few ``chunk``-sized buffers plus the
-bin counts, whatever the model size (upstream holds ~14 bytes per parameter: ~100 GB at 7B).
+**Exact** when the entering scalars number at most ``max_exact``: their scores and labels are
+gathered (5 bytes each) and ranked. **Histogram** above it: one bin for exact zeros (untouched
+scalars: real ties, handled exactly) and ``bins`` log-spaced bins between the smallest non-zero and
+the largest score. Pairs inside one non-zero bin are counted as ties, so the AUROC error is at most
+½·Σ_b pos_b·neg_b / (P·N), and precision@k's at most (scalars of the boundary bin still to
+take) / K; both bounds are computed and returned with the values. Memory is a few ``chunk``-sized
+buffers plus the bin counts, whatever the model size (upstream holds ~14 bytes per parameter:
+~100 GB at 7B).
 
-A *source* is ``(name, numel, read)``, ``read(start, end) -> (scores float, mask int32)`` for a slice of the
-flattened tensor, so the caller never needs a whole tensor's scores resident either.
+A *source* is ``(name, numel, read)``, ``read(start, end) -> (scores float, mask int32)`` for a
+slice of the flattened tensor, so the caller never needs a whole tensor's scores resident either.
 """
 
 from __future__ import annotations
@@ -40,15 +43,21 @@ class Precision:
     n: int
     positives: int
     tensors: int
-    mode: str                       # "exact" or "histogram"
-    auroc_bound: float = 0.0        # |error| bound of the AUROC (0 when exact)
-    precision_bound: float = 0.0    # largest |error| bound of the precision@k values (0 when exact)
-    skipped: list[str] = field(default_factory=list)   # tensors whose ground truth lacks a class
+    mode: str  # "exact" or "histogram"
+    auroc_bound: float = 0.0  # |error| bound of the AUROC (0 when exact)
+    precision_bound: float = 0.0  # largest |error| bound of the precision@k values (0 when exact)
+    skipped: list[str] = field(default_factory=list)  # tensors whose ground truth lacks a class
 
     def to_dict(self, prefix: str) -> dict:
-        out = {f"{prefix}_auroc": self.auroc, f"{prefix}_n": self.n, f"{prefix}_positives": self.positives,
-               f"{prefix}_tensors": self.tensors, f"{prefix}_mode_exact": float(self.mode == "exact"),
-               f"{prefix}_auroc_bound": self.auroc_bound, f"{prefix}_precision_bound": self.precision_bound}
+        out = {
+            f"{prefix}_auroc": self.auroc,
+            f"{prefix}_n": self.n,
+            f"{prefix}_positives": self.positives,
+            f"{prefix}_tensors": self.tensors,
+            f"{prefix}_mode_exact": float(self.mode == "exact"),
+            f"{prefix}_auroc_bound": self.auroc_bound,
+            f"{prefix}_precision_bound": self.precision_bound,
+        }
         out.update({f"{prefix}_precision_at_{k}": v for k, v in self.precision_at.items()})
         return out
 
@@ -62,10 +71,17 @@ def _chunks(numel: int, chunk: int):
         yield s, min(numel, s + chunk)
 
 
-def localization_precision(sources: Callable[[], Iterable[Source]], truths: dict[str, int], *, ks=KS,
-                           max_exact: int = 1 << 24, bins: int = 1 << 16, chunk: int = 1 << 20) -> dict[str, Precision]:
-    """One ``Precision`` per ground truth in ``truths`` ({name: group bits}); ``sources()`` is called once per
-    pass (two passes)."""
+def localization_precision(
+    sources: Callable[[], Iterable[Source]],
+    truths: dict[str, int],
+    *,
+    ks=KS,
+    max_exact: int = 1 << 24,
+    bins: int = 1 << 16,
+    chunk: int = 1 << 20,
+) -> dict[str, Precision]:
+    """One ``Precision`` per ground truth in ``truths`` ({name: group bits}); ``sources()`` is
+    called once per pass (two passes)."""
     masks = {t: _bits(b) for t, b in truths.items()}
     # pass 1: which tensors enter each ground truth, class counts, and the score range
     enter = {t: set() for t in truths}
@@ -93,9 +109,13 @@ def localization_precision(sources: Callable[[], Iterable[Source]], truths: dict
     gathered = {t: ([], []) for t in truths if exact[t]}
     edges = None
     if not all(exact.values()) and math.isfinite(lo):
-        # float32 edges: bucketize compares in the scores' dtype without a float64 copy of every chunk
-        edges = torch.logspace(math.log10(lo), math.log10(hi) + 1e-12, bins + 1, dtype=torch.float64).float()
-    hist = {t: torch.zeros(2, bins + 1, dtype=torch.float64) for t in truths if not exact[t]}  # [neg/pos, bin]
+        # float32 edges: bucketize compares in the scores' dtype without a float64 copy of every
+        # chunk
+        edges = torch.logspace(
+            math.log10(lo), math.log10(hi) + 1e-12, bins + 1, dtype=torch.float64
+        ).float()
+    # [neg/pos, bin]
+    hist = {t: torch.zeros(2, bins + 1, dtype=torch.float64) for t in truths if not exact[t]}
     for name, numel, read in sources():
         if not any(name in enter[t] for t in truths):
             continue
@@ -123,12 +143,28 @@ def localization_precision(sources: Callable[[], Iterable[Source]], truths: dict
             sc = torch.cat(gathered[t][0]) if gathered[t][0] else torch.zeros(0)
             lab = torch.cat(gathered[t][1]) if gathered[t][1] else torch.zeros(0, dtype=torch.bool)
             auroc, prec = exact_metrics(sc, lab, ks)
-            out[t] = Precision(auroc, prec, int(lab.numel()), int(lab.sum()), len(enter[t]), "exact",
-                               skipped=skipped[t])
+            out[t] = Precision(
+                auroc,
+                prec,
+                int(lab.numel()),
+                int(lab.sum()),
+                len(enter[t]),
+                "exact",
+                skipped=skipped[t],
+            )
         else:
             auroc, ab, prec, pb = histogram_metrics(hist[t], ks)
-            out[t] = Precision(auroc, prec, int(hist[t].sum()), int(hist[t][1].sum()), len(enter[t]), "histogram",
-                               ab, pb, skipped[t])
+            out[t] = Precision(
+                auroc,
+                prec,
+                int(hist[t].sum()),
+                int(hist[t][1].sum()),
+                len(enter[t]),
+                "histogram",
+                ab,
+                pb,
+                skipped[t],
+            )
     return out
 
 
@@ -149,12 +185,13 @@ def exact_metrics(scores: torch.Tensor, labels: torch.Tensor, ks=KS) -> tuple[fl
     _, counts = torch.unique_consecutive(ss, return_counts=True)
     ends = torch.cumsum(counts, 0)
     starts = ends - counts
-    avg_rank = (starts + ends + 1).double() / 2            # 1-based average rank of each tie group
+    avg_rank = (starts + ends + 1).double() / 2  # 1-based average rank of each tie group
     ranks = torch.repeat_interleave(avg_rank, counts)
     auroc = float((ranks[ll].sum() - P * (P + 1) / 2) / (P * N))
     # precision@k from the top: whole tie groups, the boundary group by its share of positives
     pos_per_group = torch.zeros(len(counts), dtype=torch.float64).index_add_(
-        0, torch.repeat_interleave(torch.arange(len(counts)), counts), ll.double())
+        0, torch.repeat_interleave(torch.arange(len(counts)), counts), ll.double()
+    )
     cnt_desc, pos_desc = counts.flip(0).double(), pos_per_group.flip(0)
     prec = {}
     for k in ks:
@@ -164,7 +201,8 @@ def exact_metrics(scores: torch.Tensor, labels: torch.Tensor, ks=KS) -> tuple[fl
 
 
 def _take_top(cnt_desc: torch.Tensor, pos_desc: torch.Tensor, K: int) -> tuple[float, float]:
-    """(precision of the top K, scalars taken from the boundary group) with groups in descending order."""
+    """(precision of the top K, scalars taken from the boundary group) with groups in descending
+    order."""
     cum = torch.cumsum(cnt_desc, 0)
     b = int(torch.searchsorted(cum, torch.tensor(float(K), dtype=torch.float64)))
     before = float(cum[b - 1]) if b > 0 else 0.0
@@ -174,8 +212,8 @@ def _take_top(cnt_desc: torch.Tensor, pos_desc: torch.Tensor, K: int) -> tuple[f
 
 
 def histogram_metrics(h: torch.Tensor, ks=KS) -> tuple[float | None, float, dict, float]:
-    """AUROC, its error bound, precision@k and the largest precision error bound from [neg, pos] x bin counts
-    (bin 0 holds exact zeros: real ties, no error)."""
+    """AUROC, its error bound, precision@k and the largest precision error bound from [neg, pos] x
+    bin counts (bin 0 holds exact zeros: real ties, no error)."""
     neg, pos = h[0], h[1]
     P, N = float(pos.sum()), float(neg.sum())
     if P == 0 or N == 0:

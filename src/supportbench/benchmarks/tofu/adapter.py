@@ -5,11 +5,12 @@ Reader: the real locuslab/TOFU files from a local directory — JSON Lines per c
 each config's fields are validated, errors name file and line. forgetXX pairs with retain(100-XX).
 
 Protocol. A local pretrained model directory (``model=/path/to/hf-model``) is fine-tuned on ``full``
-with TOFU's recipe (5 epochs, lr 1e-5, batch 32, weight decay 0.01, one warm-up epoch); the retain model
-(forget-quality reference) is the same base fine-tuned on ``retain(100-XX)``. A preset has no
-pretraining, so its "pretraining" knowledge is trained jointly: theta_0 = preset fine-tuned on ``full`` +
-real_authors + world_facts + neutral text (retain model: ``retain(100-XX)`` instead of ``full``).
-Both are cached, keyed by the data's content hash, the base model's identity and the recipe.
+with TOFU's recipe (5 epochs, lr 1e-5, batch 32, weight decay 0.01, one warm-up epoch); the retain
+model (forget-quality reference) is the same base fine-tuned on ``retain(100-XX)``. A preset has no
+pretraining, so its "pretraining" knowledge is trained jointly: theta_0 = preset fine-tuned on
+``full`` + real_authors + world_facts + neutral text (retain model: ``retain(100-XX)`` instead of
+``full``). Both are cached, keyed by the data's content hash, the base model's identity and the
+recipe.
 
 Roles for field forgetXX and seed s (disjoint by construction, see docs/benchmarks.md):
   per forget author, its 20 QA are permuted by s: 5 -> F diagnostics, 5 -> dev, 10 -> eval;
@@ -53,70 +54,117 @@ from supportbench.benchmarks.tofu.reader import (
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import DEFAULT_MODELS
 from supportbench.unlearning import models as M
-from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, concat_sets, dataset_nll, tokenize_qa
+from supportbench.unlearning.data import (
+    DiagnosticRecords,
+    TokenizedSet,
+    concat_sets,
+    dataset_nll,
+    tokenize_qa,
+)
 from supportbench.unlearning.formats import TOFU_TAGS, QAFormat, RawFormat, chat_format
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
 THETA0_CHOICES = ("finetune", "given")
-# open-unlearning's template_args a user may set (configs/model/*.yaml); apply_chat_template is chat_template
-TEMPLATE_KEYS = ("user_start_tag", "user_end_tag", "asst_start_tag", "asst_end_tag", "system_prompt",
-                 "system_prompt_with_special_tokens", "date_string")
-MAX_LENGTH = 512   # open-unlearning's TOFU datasets (configs/data/datasets/TOFU_QA_*.yaml: max_length)
-PREP_VERSION = "tofu-prepare-v4"  # v3: built reproducibly (one thread); v4: open-unlearning's text format
+# open-unlearning's template_args a user may set (configs/model/*.yaml); apply_chat_template is
+# chat_template
+TEMPLATE_KEYS = (
+    "user_start_tag",
+    "user_end_tag",
+    "asst_start_tag",
+    "asst_end_tag",
+    "system_prompt",
+    "system_prompt_with_special_tokens",
+    "date_string",
+)
+# open-unlearning's TOFU datasets (configs/data/datasets/TOFU_QA_*.yaml: max_length)
+MAX_LENGTH = 512
+# v3: built reproducibly (one thread); v4: open-unlearning's text format
+PREP_VERSION = "tofu-prepare-v4"
 
 
-# ---- the benchmark -----------------------------------------------------------------------------------
+# ---- the benchmark -------------------------------------------------------------------------------
 @register_benchmark("tofu")
 class Tofu:
     DEFAULT_MODEL = DEFAULT_MODELS["tofu"]
     DEFAULT_FIELD = "forget10"
-    INTERFACES = ()                    # runs score and train a support
-    PATH_OPTIONS = ("data_dir", "retain_model")   # identified by content, not by path
+    INTERFACES = ()  # runs score and train a support
+    PATH_OPTIONS = ("data_dir", "retain_model")  # identified by content, not by path
     FIELDS = FIELDS
-    question_key = "question"          # the question form used by dev/eval splits
-    finetune_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16)  # tiny presets, from scratch
+    question_key = "question"  # the question form used by dev/eval splits
+    # tiny presets, from scratch
+    finetune_config = FinetuneConfig(epochs=30, lr=3e-3, batch_size=16)
     # pretrained local models: TOFU's fine-tuning recipe (Maini et al. 2024)
-    pretrained_finetune_config = FinetuneConfig(epochs=5, lr=1e-5, batch_size=32, weight_decay=0.01, warmup_frac=0.2)
+    pretrained_finetune_config = FinetuneConfig(
+        epochs=5, lr=1e-5, batch_size=32, weight_decay=0.01, warmup_frac=0.2
+    )
 
-    def __init__(self, data_dir: option(str | None, doc="a local folder of TOFU's files (upstream layout); none: "
-                                                    "generated here") = None,
-                 size: option(Literal["mini", "full"], doc="the generated data: 20 or 200 authors") = "mini",
-                 cache_dir: str | Path | None = None, progress: bool = True,
-                 max_new_tokens: option(int, ge=1, le=4096, unit="tokens",
-                                        doc="generation length for TOFU's ROUGE-L") = 200,
-                 finetune: option(dict | None, doc="theta_0's fine-tuning recipe: benchmark.finetune.<option> "
-                                                   "(epochs, lr, batch_size, weight_decay, warmup_frac)") = None,
-                 device: str | None = None,
-                 chat_template: option(Literal["auto", "on", "off"],
-                                       doc="prompts through the tokenizer's chat template") = "auto",
-                 theta0: option(Literal["finetune", "given"],
-                                doc="fine-tune theta_0 here, or use the model as given") = "finetune",
-                 retain_model: option(str | None, doc="a ready retain model folder for forget quality") = None,
-                 template: option(dict | None, doc="open-unlearning's template_args: benchmark.template.<arg>")
-                 = None, build: int = 0):
+    def __init__(
+        self,
+        data_dir: option(
+            str | None, doc="a local folder of TOFU's files (upstream layout); none: generated here"
+        ) = None,
+        size: option(Literal["mini", "full"], doc="the generated data: 20 or 200 authors") = "mini",
+        cache_dir: str | Path | None = None,
+        progress: bool = True,
+        max_new_tokens: option(
+            int, ge=1, le=4096, unit="tokens", doc="generation length for TOFU's ROUGE-L"
+        ) = 200,
+        finetune: option(
+            dict | None,
+            doc="theta_0's fine-tuning recipe: benchmark.finetune.<option> "
+            "(epochs, lr, batch_size, weight_decay, warmup_frac)",
+        ) = None,
+        device: str | None = None,
+        chat_template: option(
+            Literal["auto", "on", "off"], doc="prompts through the tokenizer's chat template"
+        ) = "auto",
+        theta0: option(
+            Literal["finetune", "given"], doc="fine-tune theta_0 here, or use the model as given"
+        ) = "finetune",
+        retain_model: option(
+            str | None, doc="a ready retain model folder for forget quality"
+        ) = None,
+        template: option(
+            dict | None, doc="open-unlearning's template_args: benchmark.template.<arg>"
+        ) = None,
+        build: int = 0,
+    ):
         if size not in gen.SIZES:
             raise SpecError(f"benchmark.size={size!r}; allowed: {', '.join(gen.SIZES)}")
         if chat_template not in CHAT_TEMPLATE_CHOICES:
-            raise SpecError(f"benchmark.chat_template={chat_template!r}; allowed: {', '.join(CHAT_TEMPLATE_CHOICES)}")
+            raise SpecError(
+                f"benchmark.chat_template={chat_template!r}; "
+                f"allowed: {', '.join(CHAT_TEMPLATE_CHOICES)}"
+            )
         if theta0 not in THETA0_CHOICES:
             raise SpecError(f"benchmark.theta0={theta0!r}; allowed: {', '.join(THETA0_CHOICES)}")
         bad = sorted(set(template or {}) - set(TEMPLATE_KEYS))
         if bad:
-            raise SpecError(f"unknown benchmark.template option(s) {bad}; allowed: {', '.join(TEMPLATE_KEYS)} "
-                            "(open-unlearning's template_args; apply_chat_template is benchmark.chat_template)")
+            raise SpecError(
+                f"unknown benchmark.template option(s) {bad}; allowed: {', '.join(TEMPLATE_KEYS)} "
+                "(open-unlearning's template_args; apply_chat_template is benchmark.chat_template)"
+            )
         for k, v in (template or {}).items():
             if not isinstance(v, str):
                 raise SpecError(f"benchmark.template.{k}={v!r} must be a string")
         if retain_model is not None:
-            M.check_model_dir(retain_model)   # names the folder and what it lacks, before any work
-        # theta0="given": the run's model is a ready fine-tuned theta_0 (e.g. open-unlearning's tofu_*_full),
-        # used as it is; retain_model: a ready retain model (tofu_*_retain90 for forget10), instead of one trained
-        self.theta0, self.retain_model_path, self.template = theta0, retain_model, dict(template or {})
+            M.check_model_dir(retain_model)  # names the folder and what it lacks, before any work
+        # theta0="given": the run's model is a ready fine-tuned theta_0 (e.g. open-unlearning's
+        # tofu_*_full), used as it is; retain_model: a ready retain model (tofu_*_retain90 for
+        # forget10), instead of one trained
+        self.theta0, self.retain_model_path, self.template = (
+            theta0,
+            retain_model,
+            dict(template or {}),
+        )
         if theta0 == "given" and build:
-            raise SpecError(f"build {build}: a given theta_0 is one model, built elsewhere; builds other than 0 "
-                            "rebuild theta_0 here (benchmark.theta0=finetune)")
-        self.build = int(build)   # seeds the generated data and theta_0's training (docs/benchmarks.md)
+            raise SpecError(
+                f"build {build}: a given theta_0 is one model, built elsewhere; builds other than "
+                "0 rebuild theta_0 here (benchmark.theta0=finetune)"
+            )
+        # seeds the generated data and theta_0's training (docs/benchmarks.md)
+        self.build = int(build)
         self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
         if data_dir is None:
             # build 0 keeps the folder name it had before builds existed
@@ -131,12 +179,16 @@ class Tofu:
         self.progress = progress
         self.max_new_tokens = max_new_tokens
         self.chat_template = chat_template
-        self.device = M.resolve_device(device)  # where its models train and run (not part of any identity)
-        if finetune:  # e.g. {"epochs": 3, "batch_size": 8}: overrides the recipe for either kind of base
+        # where its models train and run (not part of any identity)
+        self.device = M.resolve_device(device)
+        # e.g. {"epochs": 3, "batch_size": 8}: overrides the recipe for either kind of base
+        if finetune:
             known = set(FinetuneConfig.__dataclass_fields__)
             bad = sorted(set(finetune) - known)
             if bad:
-                raise SpecError(f"unknown fine-tuning option(s) {bad}; allowed: {', '.join(sorted(known))}")
+                raise SpecError(
+                    f"unknown fine-tuning option(s) {bad}; allowed: {', '.join(sorted(known))}"
+                )
             self.finetune_config = replace(self.finetune_config, **finetune)
             self.pretrained_finetune_config = replace(self.pretrained_finetune_config, **finetune)
         self._rows: dict[str, list[dict]] = {}
@@ -153,24 +205,41 @@ class Tofu:
 
     @classmethod
     def check_inputs(cls, options: dict, field: str, settings: dict) -> None:
-        """A given data folder's files a run of ``field`` reads (every row parsed: a truncated file is named),
-        and, with a given theta_0, the retain model that TOFU's metrics need."""
+        """A given data folder's files a run of ``field`` reads (every row parsed: a truncated file
+        is named), and, with a given theta_0, the retain model that TOFU's metrics need."""
         data_dir = options.get("data_dir")
         if data_dir is not None:
             if not Path(data_dir).exists():
-                raise SpecError(f"benchmark.data_dir '{data_dir}' does not exist (a folder of TOFU's files)")
+                raise SpecError(
+                    f"benchmark.data_dir '{data_dir}' does not exist (a folder of TOFU's files)"
+                )
             if not Path(data_dir).is_dir():
-                raise SpecError(f"benchmark.data_dir '{data_dir}' is a file, not a folder of TOFU's files")
-            background = () if M.is_model_dir(settings.get("model", "")) else ("real_authors", "world_facts")
-            for config in ("full", *PROTECTED, "retain_perturbed", f"{field}_perturbed", *background):
+                raise SpecError(
+                    f"benchmark.data_dir '{data_dir}' is a file, not a folder of TOFU's files"
+                )
+            background = (
+                () if M.is_model_dir(settings.get("model", "")) else ("real_authors", "world_facts")
+            )
+            for config in (
+                "full",
+                *PROTECTED,
+                "retain_perturbed",
+                f"{field}_perturbed",
+                *background,
+            ):
                 read_config(data_dir, config)
             read_pair(data_dir, field)
-        if (options.get("theta0") == "given" and settings.get("eval_full")
-                and options.get("retain_model") is None):
-            raise SpecError(f"eval_full computes TOFU's forget quality against the retain model of {field}, and none "
-                            f"can be trained from a given theta_0: name one with --retain-model PATH (= "
-                            f"benchmark.retain_model; open-unlearning's tofu_<model>_retain{100 - int(field[-2:])}), "
-                            "or leave eval_full out")
+        if (
+            options.get("theta0") == "given"
+            and settings.get("eval_full")
+            and options.get("retain_model") is None
+        ):
+            raise SpecError(
+                f"eval_full computes TOFU's forget quality against the retain model of {field}, "
+                "and none can be trained from a given theta_0: name one with --retain-model PATH "
+                "(= benchmark.retain_model; open-unlearning's "
+                f"tofu_<model>_retain{100 - int(field[-2:])}), or leave eval_full out"
+            )
 
     def rows(self, config: str) -> list[dict]:
         if config not in self._rows:
@@ -180,24 +249,33 @@ class Tofu:
     def neutral_texts(self) -> list[str]:
         p = self.data_dir / "neutral.txt"
         texts = p.read_text().splitlines() if p.exists() else []
-        return [t for t in texts if t.strip()] or [f"{s} {q}." for s in gen.NEUTRAL_SUBJ for q in gen.NEUTRAL_PRED]
+        return [t for t in texts if t.strip()] or [
+            f"{s} {q}." for s in gen.NEUTRAL_SUBJ for q in gen.NEUTRAL_PRED
+        ]
 
     @property
     def data_hash(self) -> str:
-        names = ["full", *FIELDS, *(f"retain{100 - int(f[-2:])}" for f in FIELDS), *FICTITIOUS_PERTURBED, *PROTECTED]
+        names = [
+            "full",
+            *FIELDS,
+            *(f"retain{100 - int(f[-2:])}" for f in FIELDS),
+            *FICTITIOUS_PERTURBED,
+            *PROTECTED,
+        ]
         return _hash_files(self.data_dir, names)
 
-    # ---- theta_0 --------------------------------------------------------------------------------------
+    # ---- theta_0 ---------------------------------------------------------------------------------
     def _format(self, tokenizer) -> QAFormat:
-        """open-unlearning's format for this tokenizer (``benchmark.chat_template``; docs/upstream-formats.md)."""
+        """open-unlearning's format for this tokenizer (``benchmark.chat_template``;
+        docs/upstream-formats.md)."""
         try:
             return chat_format(tokenizer, self.chat_template, overrides=self.template)
         except ValueError as exc:
             raise SpecError(str(exc)) from None
 
     def _background(self) -> tuple[list[dict], list[tuple[str, str]]]:
-        """'Pretraining' knowledge of the tiny base model: real authors and world facts (QA rows, in the QA
-        format) and generic text (plain continuations)."""
+        """'Pretraining' knowledge of the tiny base model: real authors and world facts (QA rows, in
+        the QA format) and generic text (plain continuations)."""
         qa = [r for c in ("real_authors", "world_facts") for r in self.rows(c)]
         text = []
         for t in self.neutral_texts():
@@ -209,60 +287,91 @@ class Tofu:
         texts = [r["question"] + " " + r["answer"] for r in self.rows("full")]
         for c in (*FICTITIOUS_PERTURBED, *PROTECTED):
             for r in self.rows(c):
-                texts += [r.get("paraphrased_question", ""), r.get("paraphrased_answer", ""), *r["perturbed_answer"]]
+                texts += [
+                    r.get("paraphrased_question", ""),
+                    r.get("paraphrased_answer", ""),
+                    *r["perturbed_answer"],
+                ]
         tags = TOFU_TAGS.user_start_tag + "x" + TOFU_TAGS.user_end_tag + TOFU_TAGS.asst_start_tag
-        return texts + self.neutral_texts() + [tags]   # a trained tokenizer has no chat template: the tags
+        # a trained tokenizer has no chat template: the tags
+        return texts + self.neutral_texts() + [tags]
 
     def _recipe(self, model: str) -> FinetuneConfig:
         return self.pretrained_finetune_config if M.is_model_dir(model) else self.finetune_config
 
     def _train_model(self, model: str, seed: int, rows: list[dict], desc: str):
-        """A fresh base (preset or local directory) fine-tuned on ``rows`` (+ background for presets)."""
+        """A fresh base (preset or local directory) fine-tuned on ``rows`` (+ background for
+        presets)."""
         qa, text = list(rows), []
         if not M.is_model_dir(model):
             bg_qa, text = self._background()
             qa += bg_qa
-        shared = self._prepared.tokenizer if self._prepared is not None else None  # retain model: theta_0's
-        net, tokenizer = M.base_model(model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared)
+        # retain model: theta_0's
+        shared = self._prepared.tokenizer if self._prepared is not None else None
+        net, tokenizer = M.base_model(
+            model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared
+        )
         net.to(self.device)
         fmt = self._format(tokenizer)
-        data = tokenize_qa(tokenizer, fmt, [r["question"] for r in qa], [r["answer"] for r in qa], MAX_LENGTH)
+        data = tokenize_qa(
+            tokenizer, fmt, [r["question"] for r in qa], [r["answer"] for r in qa], MAX_LENGTH
+        )
         if text:
-            data = concat_sets([data, tokenize_qa(tokenizer, RawFormat(), [p for p, _ in text], [a for _, a in text])],
-                               tokenizer.pad_token_id)
+            data = concat_sets(
+                [
+                    data,
+                    tokenize_qa(tokenizer, RawFormat(), [p for p, _ in text], [a for _, a in text]),
+                ],
+                tokenizer.pad_token_id,
+            )
         finetune(net, data, self._recipe(model), progress=self.progress, desc=desc)
         return net, tokenizer
 
     def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
-        key = B.content_key(PREP_VERSION, B.build_code(type(self)),
-                            kind, self.data_hash, M.base_identity(model), asdict(self._recipe(model)),
-                            seed, self.chat_template, *([self.template] if self.template else []))
+        key = B.content_key(
+            PREP_VERSION,
+            B.build_code(type(self)),
+            kind,
+            self.data_hash,
+            M.base_identity(model),
+            asdict(self._recipe(model)),
+            seed,
+            self.chat_template,
+            *([self.template] if self.template else []),
+        )
         label = Path(model).name if M.is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
             net, tok = M.load_model(path, device=self.device)
             return net, tok, path, True
         with M.reproducible_build(seed):
-            net, tokenizer = self._train_model(model, seed, rows, desc=f"prepare {self.name} {kind}")
+            net, tokenizer = self._train_model(
+                model, seed, rows, desc=f"prepare {self.name} {kind}"
+            )
         with B.building(path) as tmp:
             M.save_model(net, tokenizer, tmp)
         return net, tokenizer, path, False
 
     def prepare(self, model_preset: str = "tiny-llama") -> Prepared:
-        """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune) and this
-        benchmark's build (the seed of its training)."""
+        """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune)
+        and this benchmark's build (the seed of its training)."""
         M.base_identity(model_preset)  # an unknown name fails here, before any data is read
         if model_preset != self._preset:  # roles and references belong to one model
             self._roles, self._retain_models, self._retain_tr = {}, {}, {}
         self._prepared = None
-        if self.theta0 == "given":   # a ready theta_0: loaded as it is, never trained again
+        if self.theta0 == "given":  # a ready theta_0: loaded as it is, never trained again
             if not M.is_model_dir(model_preset):
-                raise SpecError(f"benchmark.theta0=given needs the model to be a local model folder (a fine-tuned "
-                                f"theta_0, e.g. open-unlearning's tofu_<model>_full); got {model_preset!r}")
+                raise SpecError(
+                    "benchmark.theta0=given needs the model to be a local model folder (a "
+                    "fine-tuned theta_0, e.g. open-unlearning's "
+                    f"tofu_<model>_full); got {model_preset!r}"
+                )
             model, tok = M.load_model(model_preset, device=self.device)
             path, hit = model_preset, True
         else:
-            model, tok, path, hit = self._cached_model("full", model_preset, self.build, self.rows("full"))
+            model, tok, path, hit = self._cached_model(
+                "full", model_preset, self.build, self.rows("full")
+            )
         self._prepared = Prepared(model, tok, str(path), M.model_hash(model), self.data_hash, hit)
         self._preset = model_preset
         return self._prepared
@@ -273,20 +382,25 @@ class Tofu:
             if self.retain_model_path is not None:
                 model, _ = M.load_model(self.retain_model_path, device=self.device)
             elif self.theta0 == "given":
-                raise SpecError(f"TOFU's forget quality needs a retain model, and none can be trained from a given "
-                                f"theta_0: name one with --retain-model PATH (= benchmark.retain_model; open-"
-                                f"unlearning's tofu_<model>_retain{100 - int(field[-2:])} for {field})")
+                raise SpecError(
+                    "TOFU's forget quality needs a retain model, and none can be trained from a "
+                    "given theta_0: name one with --retain-model PATH (= benchmark.retain_model; "
+                    f"open-unlearning's tofu_<model>_retain{100 - int(field[-2:])} for {field})"
+                )
             else:
                 _, retain = read_pair(self.data_dir, field)
-                model, _, _, _ = self._cached_model(f"retain{100 - int(field[-2:])}", self._preset, self.build,
-                                                    retain)
+                model, _, _, _ = self._cached_model(
+                    f"retain{100 - int(field[-2:])}", self._preset, self.build, retain
+                )
             self._retain_models[field] = model
         return self._retain_models[field]
 
-    # ---- roles -----------------------------------------------------------------------------------------
+    # ---- roles -----------------------------------------------------------------------------------
     def _tok(self, questions, answers, subjects=None, fmt: QAFormat | None = None) -> TokenizedSet:
         tok = self._prepared.tokenizer
-        return tokenize_qa(tok, fmt or self._format(tok), questions, answers, MAX_LENGTH, subjects=subjects)
+        return tokenize_qa(
+            tok, fmt or self._format(tok), questions, answers, MAX_LENGTH, subjects=subjects
+        )
 
     def _split(self, name: str, rows: list[dict]) -> EvalSplit:
         questions = [r.get(self.question_key) or r["question"] for r in rows]
@@ -301,18 +415,22 @@ class Tofu:
             return self._roles[key]
         forget, retain = read_pair(self.data_dir, field)
         # authors by position (20 consecutive rows each), before any shuffling
-        fp = [{**r, "author": n} for r, n in zip(self.rows(f"{field}_perturbed"),
-                                                 author_names(self.rows(f"{field}_perturbed")))]
+        fp = [
+            {**r, "author": n}
+            for r, n in zip(
+                self.rows(f"{field}_perturbed"), author_names(self.rows(f"{field}_perturbed"))
+            )
+        ]
         retain = [{**r, "author": n} for r, n in zip(retain, author_names(retain))]
         rng = random.Random(seed * 9973 + 17)
         f_diag, f_dev, f_eval = [], [], []
         for a in range(0, len(fp), QA_PER_AUTHOR):
-            block = fp[a:a + QA_PER_AUTHOR]
+            block = fp[a : a + QA_PER_AUTHOR]
             rng.shuffle(block)
             q = max(1, len(block) // 4)
             f_diag += block[:q]
-            f_dev += block[q:2 * q]
-            f_eval += block[2 * q:]
+            f_dev += block[q : 2 * q]
+            f_eval += block[2 * q :]
         rp = self.rows("retain_perturbed")
         rp_q = {r["question"] for r in rp}
         retain_q = {r["question"] for r in retain}
@@ -321,11 +439,13 @@ class Tofu:
         r_plain = [r for r in retain if r["question"] not in rp_q]
         r_diag = rng.sample(r_plain, min(40, len(r_plain)))
         half = len(r_pool) // 2
-        r_dev, r_eval = r_pool[:min(half, 40)], r_pool[half:half + 80]
-        prot = [{**r, "source": c.replace("_perturbed", "")} for c in PROTECTED for r in self.rows(c)]
+        r_dev, r_eval = r_pool[: min(half, 40)], r_pool[half : half + 80]
+        prot = [
+            {**r, "source": c.replace("_perturbed", "")} for c in PROTECTED for r in self.rows(c)
+        ]
         rng.shuffle(prot)
         third = len(prot) // 3
-        p_diag, p_dev, p_eval = prot[:third], prot[third:2 * third], prot[2 * third:]
+        p_diag, p_dev, p_eval = prot[:third], prot[third : 2 * third], prot[2 * third :]
         neutral = self.neutral_texts()
         n_diag = rng.sample(neutral, min(20, len(neutral)))
 
@@ -341,22 +461,34 @@ class Tofu:
             return self._tok(prompts, [r["answer"] for r in rows], subj)
 
         nd = [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in n_diag]
-        records = DiagnosticRecords(F=diag(f_diag, "F"), R=diag(r_diag, "R"), P=diag(p_diag),
-                                    N=self._tok([p for p, _ in nd], [a for _, a in nd], fmt=RawFormat()))
+        records = DiagnosticRecords(
+            F=diag(f_diag, "F"),
+            R=diag(r_diag, "R"),
+            P=diag(p_diag),
+            N=self._tok([p for p, _ in nd], [a for _, a in nd], fmt=RawFormat()),
+        )
         train_f = self._tok([r["question"] for r in forget], [r["answer"] for r in forget])
         train_r = self._tok([r["question"] for r in retain], [r["answer"] for r in retain])
         splits = {
-            "dev": {"forget": self._split("forget", f_dev), "retain": self._split("retain", r_dev),
-                    "protected": self._split("protected", p_dev)},
-            "eval": {"forget": self._split("forget", f_eval), "retain": self._split("retain", r_eval),
-                     "protected": self._split("protected", p_eval)},
+            "dev": {
+                "forget": self._split("forget", f_dev),
+                "retain": self._split("retain", r_dev),
+                "protected": self._split("protected", p_dev),
+            },
+            "eval": {
+                "forget": self._split("forget", f_eval),
+                "retain": self._split("retain", r_eval),
+                "protected": self._split("protected", p_eval),
+            },
         }
         B.check_disjoint(field, f_diag + r_diag + p_diag, splits)
-        roles = Roles(field, seed, records, train_f, train_r, splits, data_hash=self.data_hash, notes=notes)
+        roles = Roles(
+            field, seed, records, train_f, train_r, splits, data_hash=self.data_hash, notes=notes
+        )
         self._roles[key] = roles
         return roles
 
-    # ---- evaluation ---------------------------------------------------------------------------------
+    # ---- evaluation ------------------------------------------------------------------------------
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> B.Outcome:
         comp, nll = B.j_components(model, roles, which, allowed=("dev", "eval"))
@@ -366,21 +498,30 @@ class Tofu:
         return B.to_outcome(comp, items)
 
     def _answer_nll(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
-        """Per item: mean answer-token NLL of ``answers`` after the split's questions (open-unlearning's avg_loss)."""
+        """Per item: mean answer-token NLL of ``answers`` after the split's questions
+        (open-unlearning's avg_loss)."""
         return ev.mean_token_nll(*dataset_nll(model, self._tok(split.prompts, answers)))
 
     def _perturbed_nll(self, model, split: EvalSplit) -> torch.Tensor:
         k = min(len(r["perturbed_answer"]) for r in split.rows)
-        return torch.stack([self._answer_nll(model, split, [r["perturbed_answer"][j] for r in split.rows])
-                            for j in range(k)], 1)
+        return torch.stack(
+            [
+                self._answer_nll(model, split, [r["perturbed_answer"][j] for r in split.rows])
+                for j in range(k)
+            ],
+            1,
+        )
 
     def _truth_ratio(self, model, split: EvalSplit, correct_key: str) -> torch.Tensor:
         correct = [r.get(correct_key) or r["answer"] for r in split.rows]
-        return ev.truth_ratio(self._answer_nll(model, split, correct), self._perturbed_nll(model, split))
+        return ev.truth_ratio(
+            self._answer_nll(model, split, correct), self._perturbed_nll(model, split)
+        )
 
     def _tofu_metrics(self, model, roles: Roles, which: str, nll, items: dict) -> dict:
-        """TOFU's metrics; ``items`` gains the per-item truth ratios (the model's on forget and retain, the retain
-        model's on forget: forget quality is the KS test of the first against the last)."""
+        """TOFU's metrics; ``items`` gains the per-item truth ratios (the model's on forget and
+        retain, the retain model's on forget: forget quality is the KS test of the first against the
+        last)."""
         parts = roles.splits[which]
         out = {}
         tr_f = self._truth_ratio(model, parts["forget"], "paraphrased_answer")
@@ -388,18 +529,30 @@ class Tofu:
         key = (roles.field, roles.seed, which)
         if key not in self._retain_tr:
             retain_model = self.retain_model(roles.field)
-            self._retain_tr[key] = self._truth_ratio(retain_model, parts["forget"], "paraphrased_answer")
+            self._retain_tr[key] = self._truth_ratio(
+                retain_model, parts["forget"], "paraphrased_answer"
+            )
         out["forget_quality"] = ev.forget_quality(tr_f.tolist(), self._retain_tr[key].tolist())
-        items.update({"truth_ratio:forget": tr_f.tolist(),
-                      "truth_ratio_retain_model:forget": self._retain_tr[key].tolist()})
-        gens = {k: self.generate(model, parts[k].prompts) for k in ("forget", "retain", "protected")}
-        out["forget_rouge"] = _mean(ev.rouge_l_recall(gens["forget"], [r["answer"] for r in parts["forget"].rows]))
+        items.update(
+            {
+                "truth_ratio:forget": tr_f.tolist(),
+                "truth_ratio_retain_model:forget": self._retain_tr[key].tolist(),
+            }
+        )
+        gens = {
+            k: self.generate(model, parts[k].prompts) for k in ("forget", "retain", "protected")
+        }
+        out["forget_rouge"] = _mean(
+            ev.rouge_l_recall(gens["forget"], [r["answer"] for r in parts["forget"].rows])
+        )
         utility = []
         tr_r = self._truth_ratio(model, parts["retain"], "paraphrased_answer")
         items["truth_ratio:retain"] = tr_r.tolist()
-        r_vals = [float(ev.probability(*nll["retain"]).mean()),
-                  _mean(ev.rouge_l_recall(gens["retain"], [r["answer"] for r in parts["retain"].rows])),
-                  ev.truth_ratio_keep(tr_r)]
+        r_vals = [
+            float(ev.probability(*nll["retain"]).mean()),
+            _mean(ev.rouge_l_recall(gens["retain"], [r["answer"] for r in parts["retain"].rows])),
+            ev.truth_ratio_keep(tr_r),
+        ]
         out.update(dict(zip(("retain_prob", "retain_rouge", "retain_truth_ratio"), r_vals)))
         utility += r_vals
         prot = parts["protected"]
@@ -407,12 +560,23 @@ class Tofu:
             idx = [i for i, r in enumerate(prot.rows) if r.get("source") == src]
             if not idx:
                 continue
-            sub = EvalSplit(src, prot.data.take(idx), [prot.rows[i] for i in idx], [prot.prompts[i] for i in idx])
+            sub = EvalSplit(
+                src,
+                prot.data.take(idx),
+                [prot.rows[i] for i in idx],
+                [prot.prompts[i] for i in idx],
+            )
             nll_true = self._answer_nll(model, sub, [r["answer"] for r in sub.rows])
             nll_w = self._perturbed_nll(model, sub)
-            vals = [float(ev.normalised_probability(nll_true, nll_w).mean()),
-                    _mean(ev.rouge_l_recall([gens["protected"][i] for i in idx], [r["answer"] for r in sub.rows])),
-                    ev.truth_ratio_keep(ev.truth_ratio(nll_true, nll_w))]
+            vals = [
+                float(ev.normalised_probability(nll_true, nll_w).mean()),
+                _mean(
+                    ev.rouge_l_recall(
+                        [gens["protected"][i] for i in idx], [r["answer"] for r in sub.rows]
+                    )
+                ),
+                ev.truth_ratio_keep(ev.truth_ratio(nll_true, nll_w)),
+            ]
             out.update(dict(zip((f"{src}_prob", f"{src}_rouge", f"{src}_truth_ratio"), vals)))
             utility += vals
         out["model_utility"] = ev.model_utility(utility) if len(utility) == 9 else float("nan")
@@ -420,15 +584,18 @@ class Tofu:
 
     @torch.no_grad()
     def generate(self, model, questions: list[str], batch_size: int = 32) -> list[str]:
-        """Greedy answers (ROUGE-L) after each question's prompt in the QA format, left-padded batches, stop at
-        eos or max_new_tokens."""
+        """Greedy answers (ROUGE-L) after each question's prompt in the QA format, left-padded
+        batches, stop at eos or max_new_tokens."""
         tok = self._prepared.tokenizer
-        return ev.greedy_answers(model, tok, questions, self.max_new_tokens, batch_size, fmt=self._format(tok))
+        return ev.greedy_answers(
+            model, tok, questions, self.max_new_tokens, batch_size, fmt=self._format(tok)
+        )
 
 
 @register_benchmark("natural_tofu")
 class NaturalTofu(Tofu):
-    """TOFU with dev/eval questions in their paraphrased (natural) form; used for the ten-method panel."""
+    """TOFU with dev/eval questions in their paraphrased (natural) form; used for the ten-method
+    panel."""
 
     question_key = "paraphrased_question"
 

@@ -1,8 +1,8 @@
 """TOFU reader: the real locuslab/TOFU files from a local directory.
 
-JSON Lines per config (``<config>.json``) or the older ``<config>_dataset.json`` files (optionally under
-``default/``); each config's fields are validated, errors name file and line. forgetXX pairs with
-retain(100-XX) and the two must not share a question.
+JSON Lines per config (``<config>.json``) or the older ``<config>_dataset.json`` files (optionally
+under ``default/``); each config's fields are validated, errors name file and line. forgetXX pairs
+with retain(100-XX) and the two must not share a question.
 """
 
 from __future__ import annotations
@@ -17,7 +17,12 @@ from supportbench.errors import DataFormatError, UnknownNameError
 
 FIELDS = ("forget01", "forget05", "forget10")
 QA_PER_AUTHOR = 20
-FICTITIOUS_PERTURBED = ("forget01_perturbed", "forget05_perturbed", "forget10_perturbed", "retain_perturbed")
+FICTITIOUS_PERTURBED = (
+    "forget01_perturbed",
+    "forget05_perturbed",
+    "forget10_perturbed",
+    "retain_perturbed",
+)
 PROTECTED = ("real_authors_perturbed", "world_facts_perturbed")
 
 
@@ -25,15 +30,21 @@ class TofuFormatError(DataFormatError):
     pass
 
 
-# ---- reading ---------------------------------------------------------------------------------------
+# ---- reading -------------------------------------------------------------------------------------
 def config_path(data_dir: Path, config: str) -> Path:
-    candidates = [data_dir / f"{config}.json", data_dir / f"{config}_dataset.json",
-                  data_dir / "default" / f"{config}_dataset.json", data_dir / "default" / f"{config}.json"]
+    candidates = [
+        data_dir / f"{config}.json",
+        data_dir / f"{config}_dataset.json",
+        data_dir / "default" / f"{config}_dataset.json",
+        data_dir / "default" / f"{config}.json",
+    ]
     for c in candidates:
         if c.exists():
             return c
-    raise TofuFormatError(f"TOFU config '{config}' not found in {data_dir}: looked for "
-                          + ", ".join(str(c.relative_to(data_dir)) for c in candidates))
+    raise TofuFormatError(
+        f"TOFU config '{config}' not found in {data_dir}: looked for "
+        + ", ".join(str(c.relative_to(data_dir)) for c in candidates)
+    )
 
 
 def _validate(row, fname: str, line: int, config: str) -> dict:
@@ -42,21 +53,29 @@ def _validate(row, fname: str, line: int, config: str) -> dict:
         raise TofuFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
     for key in ("question", "answer"):
         if key not in row:
-            raise TofuFormatError(f"{where}: row has no '{key}' (config '{config}' needs question and answer)")
+            raise TofuFormatError(
+                f"{where}: row has no '{key}' (config '{config}' needs question and answer)"
+            )
         if not isinstance(row[key], str):
-            raise TofuFormatError(f"{where}: '{key}' must be a string, got {type(row[key]).__name__}")
+            raise TofuFormatError(
+                f"{where}: '{key}' must be a string, got {type(row[key]).__name__}"
+            )
     if config.endswith("_perturbed"):
         pa = row.get("perturbed_answer")
         if not isinstance(pa, list) or not pa or not all(isinstance(x, str) for x in pa):
-            raise TofuFormatError(f"{where}: 'perturbed_answer' must be a list of strings, got "
-                                  f"{type(pa).__name__ if not isinstance(pa, list) else 'list with non-strings'}")
+            raise TofuFormatError(
+                f"{where}: 'perturbed_answer' must be a list of strings, got "
+                f"{type(pa).__name__ if not isinstance(pa, list) else 'list with non-strings'}"
+            )
         if config in FICTITIOUS_PERTURBED:
             for key in ("paraphrased_answer", "paraphrased_question"):
                 if key == "paraphrased_question" and key not in row:
                     row = {**row, key: row["question"]}  # some upstream revisions omit it
                     continue
                 if not isinstance(row.get(key), str):
-                    raise TofuFormatError(f"{where}: '{key}' must be a string, got {type(row.get(key)).__name__}")
+                    raise TofuFormatError(
+                        f"{where}: '{key}' must be a string, got {type(row.get(key)).__name__}"
+                    )
     return row
 
 
@@ -69,7 +88,9 @@ def read_config(data_dir: str | Path, config: str) -> list[dict]:
         try:
             items = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise TofuFormatError(f"{path.name} line {exc.lineno}: invalid JSON ({exc.msg})") from None
+            raise TofuFormatError(
+                f"{path.name} line {exc.lineno}: invalid JSON ({exc.msg})"
+            ) from None
         for i, r in enumerate(items, 1):
             rows.append(_validate(r, path.name, i, config))
         return rows
@@ -95,8 +116,10 @@ def read_pair(data_dir: str | Path, field: str) -> tuple[list[dict], list[dict]]
     seen = {r["question"] for r in retain}
     for i, r in enumerate(forget, 1):
         if r["question"] in seen:
-            raise TofuFormatError(f"{field} and {retain_name} overlap: {config_path(Path(data_dir), field).name} "
-                                  f"line {i} ({r['question']!r}) is also in {retain_name}")
+            raise TofuFormatError(
+                f"{field} and {retain_name} overlap: {config_path(Path(data_dir), field).name} "
+                f"line {i} ({r['question']!r}) is also in {retain_name}"
+            )
     return forget, retain
 
 
@@ -108,14 +131,40 @@ def _hash_files(data_dir: Path, names) -> str:
     return h.hexdigest()[:16]
 
 
-# ---- authors -----------------------------------------------------------------------------------------
+# ---- authors -------------------------------------------------------------------------------------
 _NAME_RUN = re.compile(r"(?:[A-Z][\w'\-\.]*(?:\s+|$)){2,}")
-_NOT_NAMES = {"The", "What", "Who", "Which", "How", "When", "Where", "Why", "Can", "Does", "Did", "Is", "Was",
-              "Are", "In", "His", "Her", "Their", "Has", "Have", "Could", "Would", "Do", "Q", "A"}
+_NOT_NAMES = {
+    "The",
+    "What",
+    "Who",
+    "Which",
+    "How",
+    "When",
+    "Where",
+    "Why",
+    "Can",
+    "Does",
+    "Did",
+    "Is",
+    "Was",
+    "Are",
+    "In",
+    "His",
+    "Her",
+    "Their",
+    "Has",
+    "Have",
+    "Could",
+    "Would",
+    "Do",
+    "Q",
+    "A",
+}
 
 
 def _name_runs(text: str) -> list[str]:
-    """Runs of two or more capitalised words (hyphens, apostrophes, initials allowed), sentence openers dropped."""
+    """Runs of two or more capitalised words (hyphens, apostrophes, initials allowed), sentence
+    openers dropped."""
     out = []
     for m in _NAME_RUN.finditer(text.replace("'s ", " ").replace("?", " ")):
         words = [w.rstrip(".") for w in m.group(0).split()]
@@ -127,12 +176,13 @@ def _name_runs(text: str) -> list[str]:
 
 
 def author_names(rows: list[dict], per_author: int = QA_PER_AUTHOR) -> list[str | None]:
-    """The fictitious author of each row, by position: TOFU's files hold ``per_author`` consecutive rows per
-    author. The author's name is the capitalised run that occurs in most of that author's questions and
-    answers (ties: the longer, then the first seen); None for a block that names nobody."""
+    """The fictitious author of each row, by position: TOFU's files hold ``per_author`` consecutive
+    rows per author. The author's name is the capitalised run that occurs in most of that author's
+    questions and answers (ties: the longer, then the first seen); None for a block that names
+    nobody."""
     names: list[str | None] = []
     for a in range(0, len(rows), per_author):
-        block = rows[a:a + per_author]
+        block = rows[a : a + per_author]
         counts: Counter = Counter()
         for r in block:
             seen = set(_name_runs(r["question"])) | set(_name_runs(r["answer"]))
@@ -143,12 +193,15 @@ def author_names(rows: list[dict], per_author: int = QA_PER_AUTHOR) -> list[str 
 
 
 def subject_in(question: str, name: str | None) -> str | None:
-    """The part of ``name`` a question mentions: the full name, else its longest word of 3+ letters that the
-    question contains (e.g. a surname); None when the question does not name the author."""
+    """The part of ``name`` a question mentions: the full name, else its longest word of 3+ letters
+    that the question contains (e.g. a surname); None when the question does not name the author."""
     if not name:
         return None
     if name in question:
         return name
-    parts = sorted((w for w in name.split() if len(w) >= 3 and re.search(rf"\b{re.escape(w)}\b", question)),
-                   key=len, reverse=True)
+    parts = sorted(
+        (w for w in name.split() if len(w) >= 3 and re.search(rf"\b{re.escape(w)}\b", question)),
+        key=len,
+        reverse=True,
+    )
     return parts[0] if parts else None

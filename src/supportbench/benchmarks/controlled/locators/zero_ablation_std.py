@@ -1,14 +1,16 @@
-"""Zero-ablation locator, standardised per interface: remove each interface outright and measure what each
-target loses.
+"""Zero-ablation locator, standardised per interface: remove each interface outright and measure
+what each target loses.
 
     e_B(t) = NLL_t(W[:, I_B] = 0) - NLL_t(theta_0)       the block neurons' write through W zeroed
     e_L(t) = NLL_t(lora_B = 0)   - NLL_t(theta_0)        the LoRA delta removed
-    score(t) = z_B(t) - z_L(t),   z_w = (e_w - mean_t e_w) / std_t e_w   (population std, across targets)
+    score(t) = z_B(t) - z_L(t),   z_w = (e_w - mean_t e_w) / std_t e_w   (population std, across
+    targets)
 
-NLL_t = mean over target t's diagnostic phrasings of the mean-token answer NLL. The two ablations remove
-different parts of the layer's output (a block of neurons, a low-rank delta reading every neuron), so their raw
-effects are not on one scale; standardising per interface compares each target with the other targets under
-the same ablation. The weights are changed in place and written back from a copy, bitwise.
+NLL_t = mean over target t's diagnostic phrasings of the mean-token answer NLL. The two ablations
+remove different parts of the layer's output (a block of neurons, a low-rank delta reading every
+neuron), so their raw effects are not on one scale; standardising per interface compares each target
+with the other targets under the same ablation. The weights are changed in place and written back
+from a copy, bitwise.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from supportbench.benchmarks.controlled.locators.base import (
 
 @contextmanager
 def zeroed(model, itf: Interfaces, which: str) -> Iterator[None]:
-    """Within the block, interface ``which`` contributes nothing: the block neurons' down columns or the LoRA's B
-    are zero; afterwards the saved values are copied back (bitwise)."""
+    """Within the block, interface ``which`` contributes nothing: the block neurons' down columns or
+    the LoRA's B are zero; afterwards the saved values are copied back (bitwise)."""
     if which == "backbone":
         W = _base_weight(model, itf)
         cols = torch.tensor(itf.columns, device=W.device)
@@ -58,8 +60,11 @@ def zeroed(model, itf: Interfaces, which: str) -> Iterator[None]:
 
 @register_locator("zero_ablation_std")
 class ZeroAblationStd:
-    provenance = ("zero-ablation of a component (Heimersheim & Nanda 2024, 'How to use and interpret activation "
-                  "patching', arXiv:2404.15255, section on ablation baselines); per-interface z-scores defined here")
+    provenance = (
+        "zero-ablation of a component (Heimersheim & Nanda 2024, 'How to use and interpret "
+        "activation patching', arXiv:2404.15255, section on "
+        "ablation baselines); per-interface z-scores defined here"
+    )
 
     locate = signed_effects
 
