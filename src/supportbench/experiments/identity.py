@@ -1,10 +1,12 @@
 """Identities by content: of a local model (its files, not where they are) and of source code.
 
-``model_identity(path)`` = ``local:<sha256 of config.json, every weight file and the tokenizer's files, 16 hex>``:
-moving or renaming the folder keeps its runs' keys; changing a weight changes them. ``content_identity(path)`` does the
-same for a data folder, mask or adapter a run names by path (``spec.PATH_OPTIONS``). Hashing gigabytes of weights
-takes seconds to minutes, so each file's digest is cached (in the user's cache, ``model-ids.json``) under
-its absolute path, size and modification time, and recomputed when any of them changes.
+``model_identity(path)`` = ``local:<sha256 of config.json, every weight file and the tokenizer's
+files, 16
+hex>``: moving or renaming the folder keeps its runs' keys; changing a weight changes them.
+``content_identity(path)`` does the same for a data folder, mask or adapter a run names by path
+(``spec.PATH_OPTIONS``). Hashing gigabytes of weights takes seconds to minutes, so each file's
+digest is cached (in the user's cache, ``model-ids.json``) under its absolute path, size and
+modification time, and recomputed when any of them changes.
 """
 
 from __future__ import annotations
@@ -20,17 +22,19 @@ from supportbench._io import write_text_atomic
 from supportbench.errors import SpecError
 from supportbench.experiments.paths import cache_root
 
-PACKAGE = Path(__file__).resolve().parents[1]   # src/supportbench
+PACKAGE = Path(__file__).resolve().parents[1]  # src/supportbench
 
 
 @functools.cache
 def source_hash(*paths: str | Path) -> str:
-    """sha256 (16 hex digits) of what every ``.py`` file under ``paths`` (files or folders, relative to the
-    package or absolute) does, by name relative to the package: the same tree hashes the same in every process.
+    """sha256 (16 hex digits) of what every ``.py`` file under ``paths`` (files or folders, relative
+    to the package or absolute) does, by name relative to the package: the same tree hashes the same
+    in every process.
 
-    A file counts by its syntax tree without docstrings (``code_digest``): comments, docstrings, line breaks and
-    layout do not change a hash, so rewrapping code or its documentation keeps every record's fingerprint and
-    every cached theta_0's key; any change to what the code does changes them."""
+    A file counts by its syntax tree without docstrings (``code_digest``): comments, docstrings,
+    line breaks and layout do not change a hash, so rewrapping code or its documentation keeps every
+    record's fingerprint and every cached theta_0's key; any change to what the code does changes
+    them."""
     files = []
     for p in map(Path, paths):
         p = p if p.is_absolute() else PACKAGE / p
@@ -44,34 +48,51 @@ def source_hash(*paths: str | Path) -> str:
 
 
 def code_digest(path: Path) -> bytes:
-    """The sha256 of a Python file's syntax tree with every docstring removed (a file that does not parse
-    counts by its bytes). ``ast.dump`` without positions is the tree alone; its text is Python's own and may
-    change between Python minor versions, which then rebuild cached theta_0s once (never reuse a wrong one)."""
+    """The sha256 of a Python file's syntax tree with every docstring removed (a file that does not
+    parse counts by its bytes). ``ast.dump`` without positions is the tree alone; its text is
+    Python's own and may change between Python minor versions, which then rebuild cached theta_0s
+    once (never reuse a wrong one)."""
     source = Path(path).read_bytes()
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return hashlib.sha256(source).digest()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+        ):
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
-                    first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 node.body = node.body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).digest()
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
-# what else changes a run's numbers: how text becomes tokens (and back), the chat template, generation defaults
-TEXT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-              "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json",
-              "generation_config.json")
+# what else changes a run's numbers: how text becomes tokens (and back), the chat template,
+# generation defaults
+TEXT_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "generation_config.json",
+)
 _memo: dict[tuple, str] = {}
 
 
 def identity_files(model_dir: Path) -> list[Path]:
-    """The files that make the model what it is: its config, its weights, its tokenizer, chat template and
-    generation config (not a README or a training log)."""
+    """The files that make the model what it is: its config, its weights, its tokenizer, chat
+    template and generation config (not a README or a training log)."""
     files = [model_dir / "config.json"] if (model_dir / "config.json").is_file() else []
     files += sorted(p for p in model_dir.iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
     files += [model_dir / n for n in TEXT_FILES if (model_dir / n).is_file()]
@@ -99,7 +120,8 @@ def _digest(path: Path, index: dict) -> str:
 
 
 def _hash_files(files: list[tuple[str, Path]]) -> str:
-    """sha256 (16 hex) over (name, content digest) pairs; digests come from the cached index when current."""
+    """sha256 (16 hex) over (name, content digest) pairs; digests come from the cached index when
+    current."""
     index_path = cache_root() / "model-ids.json"
     try:
         index = json.loads(index_path.read_text()) if index_path.is_file() else {}
@@ -117,26 +139,36 @@ def _hash_files(files: list[tuple[str, Path]]) -> str:
 def model_identity(model: str | Path) -> str:
     path = Path(model).expanduser()
     if not path.is_dir():
-        raise SpecError(f"model directory '{model}' does not exist (a local model is a folder with config.json "
-                        "and weight files)")
+        raise SpecError(
+            f"model directory '{model}' does not exist (a local model is a folder with config.json "
+            "and weight files)"
+        )
     files = identity_files(path)
     if not files:
-        raise SpecError(f"model directory '{model}' has no config.json and no weight files "
-                        f"({', '.join(WEIGHT_SUFFIXES)})")
+        raise SpecError(
+            f"model directory '{model}' has no config.json and no weight files "
+            f"({', '.join(WEIGHT_SUFFIXES)})"
+        )
     return f"local:{_hash_files([(f.name, f) for f in files])}"
 
 
 def content_identity(path: str | Path, option: str = "path") -> str:
-    """``content:<16 hex>`` of a file, or of every file under a folder (by relative name; hidden files and
-    ``__pycache__`` left out): a data folder, mask or adapter named by path is identified by what it holds,
-    so moving it keeps its runs' keys and editing it changes them."""
+    """``content:<16 hex>`` of a file, or of every file under a folder (by relative name; hidden
+    files and ``__pycache__`` left out): a data folder, mask or adapter named by path is identified
+    by what it holds, so moving it keeps its runs' keys and editing it changes them."""
     p = Path(path).expanduser()
     if p.is_file():
         return f"content:{_hash_files([(p.name, p)])}"
     if not p.is_dir():
         raise SpecError(f"{option} '{path}' does not exist")
-    files = sorted(f for f in p.rglob("*") if f.is_file()
-                   and not any(part.startswith(".") or part == "__pycache__" for part in f.relative_to(p).parts))
+    files = sorted(
+        f
+        for f in p.rglob("*")
+        if f.is_file()
+        and not any(
+            part.startswith(".") or part == "__pycache__" for part in f.relative_to(p).parts
+        )
+    )
     return f"content:{_hash_files([(f.relative_to(p).as_posix(), f) for f in files])}"
 
 
@@ -145,4 +177,11 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-__all__ = ["clear_memo", "code_digest", "content_identity", "identity_files", "model_identity", "source_hash"]
+__all__ = [
+    "clear_memo",
+    "code_digest",
+    "content_identity",
+    "identity_files",
+    "model_identity",
+    "source_hash",
+]

@@ -1,8 +1,9 @@
-"""Where supportbench keeps what it can rebuild: prepared models (theta_0), generated data, model identities.
+"""Where supportbench keeps what it can rebuild: prepared models (theta_0), generated data, model
+identities.
 
 One cache for the user, whatever the current folder: ``--cache`` (an explicit path), else
-``$SUPPORTBENCH_CACHE``, else the user's cache directory (XDG on Linux: ``~/.cache/supportbench``, via
-``platformdirs``). Results never live here: they go to the results directory (``ResultsDir``).
+``$SUPPORTBENCH_CACHE``, else the user's cache directory (XDG on Linux: ``~/.cache/supportbench``,
+via ``platformdirs``). Results never live here: they go to the results directory (``ResultsDir``).
 """
 
 from __future__ import annotations

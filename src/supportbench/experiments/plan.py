@@ -48,7 +48,8 @@ from supportbench.experiments.spec import (
 
 
 def shipped_specs() -> dict[str, Path]:
-    """The experiment specs shipped inside the package (``supportbench/experiments/*.toml``), by name."""
+    """The experiment specs shipped inside the package (``supportbench/experiments/*.toml``), by
+    name."""
     here = Path(__file__).parent
     return {p.stem: p for p in sorted(here.glob("*.toml"))}
 
@@ -62,24 +63,60 @@ def resolve_spec_path(spec: str | Path) -> Path:
     name = path.name[:-5] if path.name.endswith(".toml") else path.name
     if name in shipped and path.parent == Path("."):
         return shipped[name]
-    raise SpecError(f"no experiment spec '{spec}': not a file, and not a shipped spec "
-                    f"(shipped: {', '.join(shipped) or 'none'})")
+    raise SpecError(
+        f"no experiment spec '{spec}': not a file, and not a shipped spec "
+        f"(shipped: {', '.join(shipped) or 'none'})"
+    )
 
 
 SECTIONS = ("experiment", "hyperparameters", "dirr")
-EXPERIMENT_KEYS = ("name", "benchmarks", "benchmark", "fields", "objectives", "methods", "dirr_methods", "model",
-                   "budget", "T", "t", "d", "rho_p", "seeds", "builds", "claims")
+EXPERIMENT_KEYS = (
+    "name",
+    "benchmarks",
+    "benchmark",
+    "fields",
+    "objectives",
+    "methods",
+    "dirr_methods",
+    "model",
+    "budget",
+    "T",
+    "t",
+    "d",
+    "rho_p",
+    "seeds",
+    "builds",
+    "claims",
+)
 DIRR_KEYS = ("admissible_range", "selection")
-BENCHMARK_KEYS = ("fields", "objectives", "methods", "dirr_methods", "model", "budget", "T", "t", "d", "rho_p",
-                  "seeds", "builds", "replication_fields", "replication_objectives", "hyperparameters")
+BENCHMARK_KEYS = (
+    "fields",
+    "objectives",
+    "methods",
+    "dirr_methods",
+    "model",
+    "budget",
+    "T",
+    "t",
+    "d",
+    "rho_p",
+    "seeds",
+    "builds",
+    "replication_fields",
+    "replication_objectives",
+    "hyperparameters",
+)
 
 
 def _known(table: dict, allowed, source: str, prefix: str, what: str) -> None:
     for key in table:
         if key not in allowed:
             close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
-            raise SpecError(f"{source}: unknown {what} '{prefix}{key}'" + (f" (did you mean '{prefix}{close[0]}'?)"
-                            if close else "") + f"; allowed: {', '.join(prefix + a for a in allowed)}")
+            raise SpecError(
+                f"{source}: unknown {what} '{prefix}{key}'"
+                + (f" (did you mean '{prefix}{close[0]}'?)" if close else "")
+                + f"; allowed: {', '.join(prefix + a for a in allowed)}"
+            )
 
 
 def _isnum(x) -> bool:
@@ -105,7 +142,9 @@ def _builds(values, source: str, path: str) -> tuple[int, ...]:
         raise SpecError(f"{source}: {path} must list at least one build, got {values!r}")
     bad = [b for b in builds if not 0 <= b <= 2**63 - 1]
     if bad:
-        raise SpecError(f"{source}: {path} holds {bad[0]!r}; a build is a whole number in 0..2^63-1")
+        raise SpecError(
+            f"{source}: {path} holds {bad[0]!r}; a build is a whole number in 0..2^63-1"
+        )
     if len(set(builds)) != len(builds):
         raise SpecError(f"{source}: {path} lists a build more than once: {builds}")
     return tuple(builds)
@@ -122,7 +161,17 @@ def _names(values, source: str, path: str, empty_ok: bool = False) -> list[str]:
     return list(values)
 
 
-CELL = ("experiment", "benchmark", "build", "field", "objective", "method", "variant", "seed", "split")
+CELL = (
+    "experiment",
+    "benchmark",
+    "build",
+    "field",
+    "objective",
+    "method",
+    "variant",
+    "seed",
+    "split",
+)
 
 
 def _check_run_settings(table: dict, source: str, where: str) -> None:
@@ -136,27 +185,38 @@ def _check_run_settings(table: dict, source: str, where: str) -> None:
 
 
 def _benchmark_tables(per_bench: dict, benchmarks: list[str], source: str) -> dict[str, dict]:
-    """The checked ``[experiment.benchmark.<name>]`` tables: each names a benchmark the experiment runs, and
-    every key, name list, seed table and build list in it is checked as the experiment's own are."""
+    """The checked ``[experiment.benchmark.<name>]`` tables: each names a benchmark the experiment
+    runs, and every key, name list, seed table and build list in it is checked as the experiment's
+    own are."""
     settings = {}
     for b, table in per_bench.items():
         where = f"experiment.benchmark.{b}"
         if b not in benchmarks:
-            raise SpecError(f"{source}: [{where}] names a benchmark the experiment does not run "
-                            f"(experiment.benchmarks = {list(benchmarks)})")
+            raise SpecError(
+                f"{source}: [{where}] names a benchmark the experiment does not run "
+                f"(experiment.benchmarks = {list(benchmarks)})"
+            )
         if not isinstance(table, dict):
             raise SpecError(f"{source}: {where} must be a table")
         _known(table, BENCHMARK_KEYS, source, where + ".", "per-benchmark key")
         own = dict(table)
-        for k in ("fields", "objectives", "methods", "dirr_methods", "replication_fields",
-                  "replication_objectives"):
+        for k in (
+            "fields",
+            "objectives",
+            "methods",
+            "dirr_methods",
+            "replication_fields",
+            "replication_objectives",
+        ):
             if k in own:
                 own[k] = tuple(_names(own[k], source, f"{where}.{k}", empty_ok=k == "dirr_methods"))
         if "seeds" in own:
             if not isinstance(own["seeds"], dict):
                 raise SpecError(f"{source}: {where}.seeds must be a table")
             _known(own["seeds"], SPLITS, source, f"{where}.seeds.", "seed split")
-            own["seeds"] = {k: tuple(_ints(v, source, f"{where}.seeds.{k}")) for k, v in own["seeds"].items()}
+            own["seeds"] = {
+                k: tuple(_ints(v, source, f"{where}.seeds.{k}")) for k, v in own["seeds"].items()
+            }
         _check_run_settings(own, source, where)
         if "hyperparameters" in own and not isinstance(own["hyperparameters"], dict):
             raise SpecError(f"{source}: {where}.hyperparameters must be a table")
@@ -175,97 +235,152 @@ class ExperimentSpec:
     methods: tuple[str, ...]
     dirr_methods: tuple[str, ...]
     seeds: dict[str, tuple[int, ...]]
-    model: str | None = None      # None: each benchmark's default model (experiments/spec.py DEFAULT_MODELS)
+    model: str | None = (
+        None  # None: each benchmark's default model (experiments/spec.py DEFAULT_MODELS)
+    )
     budget: float = DEFAULT_BUDGET
-    builds: tuple[int, ...] = (0,)   # theta_0 builds (RunSpec.build): each runs the whole grid on its own theta_0
-    claims: str | None = None     # the pre-registered claims file (experiments/claims.py); None: the shipped one
-    T: int | None = None          # None: the model's default (experiments/spec.py MODEL_DEFAULTS)
+    builds: tuple[int, ...] = (
+        0,
+    )  # theta_0 builds (RunSpec.build): each runs the whole grid on its own theta_0
+    claims: str | None = (
+        None  # the pre-registered claims file (experiments/claims.py); None: the shipped one
+    )
+    T: int | None = None  # None: the model's default (experiments/spec.py MODEL_DEFAULTS)
     t: int | None = None
     d: int | None = None
     rho_p: float | None = None
     hyperparameters: dict = field(default_factory=dict)
     admissible_range: tuple[float, float] = (0.2, 0.8)
-    selection: str = "development"   # DIR-R's candidates on development records (docs/dirr.md)
-    # per-benchmark overrides ([experiment.benchmark.<name>]): fields, objectives, model, budget, T, t, d,
-    # rho_p, seeds, replication_fields, replication_objectives, hyperparameters
+    selection: str = "development"  # DIR-R's candidates on development records (docs/dirr.md)
+    # per-benchmark overrides ([experiment.benchmark.<name>]): fields, objectives, model, budget, T,
+    # t, d, rho_p, seeds, replication_fields, replication_objectives, hyperparameters
     benchmark_settings: dict = field(default_factory=dict)
 
     def settings(self, benchmark: str) -> dict:
         """The settings a benchmark's runs use: the experiment's, overridden by its own table."""
-        base = {"fields": self.fields, "objectives": self.objectives, "methods": self.methods,
-                "dirr_methods": self.dirr_methods, "model": self.model, "budget": self.budget, "builds": self.builds,
-                "T": self.T, "t": self.t, "d": self.d, "rho_p": self.rho_p, "seeds": self.seeds,
-                "replication_fields": None, "replication_objectives": None, "hyperparameters": {}}
+        base = {
+            "fields": self.fields,
+            "objectives": self.objectives,
+            "methods": self.methods,
+            "dirr_methods": self.dirr_methods,
+            "model": self.model,
+            "budget": self.budget,
+            "builds": self.builds,
+            "T": self.T,
+            "t": self.t,
+            "d": self.d,
+            "rho_p": self.rho_p,
+            "seeds": self.seeds,
+            "replication_fields": None,
+            "replication_objectives": None,
+            "hyperparameters": {},
+        }
         own = self.benchmark_settings.get(benchmark, {})
         out = {**base, **own}
         out["seeds"] = {**self.seeds, **own.get("seeds", {})}
         out["hyperparameters"] = {**self.hyperparameters, **own.get("hyperparameters", {})}
         if out["model"] is None:
             out["model"] = default_model(benchmark)
-        for k, v in model_defaults(out["model"]).items():  # the one source of defaults, as RunSpec resolves them
+        for k, v in model_defaults(
+            out["model"]
+        ).items():  # the one source of defaults, as RunSpec resolves them
             if k in ("T", "rho_p") and out[k] is None:
                 out[k] = v
-        if "T" in own:   # a benchmark's own T: its t and d follow it, not the experiment's T's, unless it names them
+        # a benchmark's own T: its t and d follow it, not the experiment's T's, unless it names them
+        if "T" in own:
             out["t"], out["d"] = own.get("t"), own.get("d")
-        t, d = checkpoint_of(out["T"]) if isinstance(out["T"], int) and not isinstance(out["T"], bool) else (None,) * 2
+        t, d = (
+            checkpoint_of(out["T"])
+            if isinstance(out["T"], int) and not isinstance(out["T"], bool)
+            else (None,) * 2
+        )
         out["t"] = t if out["t"] is None else out["t"]
         out["d"] = d if out["d"] is None else out["d"]
         return out
 
     @classmethod
     def from_toml(cls, path: str | Path) -> ExperimentSpec:
-        """Load a spec from a TOML file, or from a shipped spec's name (``mini-paper``; see ``shipped_specs``)."""
+        """Load a spec from a TOML file, or from a shipped spec's name (``mini-paper``; see
+        ``shipped_specs``)."""
         from supportbench._io import MAX_DEPTH, nesting_depth
 
         path = resolve_spec_path(path)
-        deep = SpecError(f"cannot read experiment spec '{path}': arrays, tables or dotted keys "
-                         f"nested more than {MAX_DEPTH} levels deep; a spec nests a few")
+        deep = SpecError(
+            f"cannot read experiment spec '{path}': arrays, tables or dotted keys "
+            f"nested more than {MAX_DEPTH} levels deep; a spec nests a few"
+        )
         try:
             text = path.read_text(encoding="utf-8")
-            if nesting_depth(text, toml=True) > MAX_DEPTH:   # before tomllib runs out of stack
+            if nesting_depth(text, toml=True) > MAX_DEPTH:  # before tomllib runs out of stack
                 raise deep
             raw = tomllib.loads(text)
         except UnicodeDecodeError as exc:
-            raise SpecError(f"cannot read experiment spec '{path}': not UTF-8 (byte 0x{exc.object[exc.start]:02x} "
-                            f"at offset {exc.start}); a TOML file is UTF-8") from None
+            raise SpecError(
+                f"cannot read experiment spec '{path}': not UTF-8 "
+                f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); a TOML file is UTF-8"
+            ) from None
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SpecError(f"cannot read experiment spec '{path}': {exc}") from None
         except RecursionError:
             raise deep from None
         try:
             return cls.from_dict(raw, source=str(path))
-        except RecursionError:   # e.g. a dotted key a.b.c... thousands of tables deep
+        except RecursionError:  # e.g. a dotted key a.b.c... thousands of tables deep
             raise deep from None
 
     @classmethod
     def from_dict(cls, raw: dict, source: str = "experiment spec") -> ExperimentSpec:
-        """Build and check a spec: unknown sections and keys are refused (with their path and a "did you
-        mean"), every value has its type checked, and every RunSpec of the grid is built once so that a
-        bad value fails here, before anything runs. Registry names (methods, objectives, benchmarks) are
-        checked by ``harness.validate`` (they need the plugin registries)."""
+        """Build and check a spec: unknown sections and keys are refused (with their path and a "did
+        you mean"), every value has its type checked, and every RunSpec of the grid is built once so
+        that a bad value fails here, before anything runs. Registry names (methods, objectives,
+        benchmarks) are checked by ``harness.validate`` (they need the plugin registries)."""
         _known(raw, SECTIONS, source, "", "section")
         if not isinstance(raw.get("experiment"), dict):
             got = raw.get("experiment")
-            raise SpecError(f"{source}: no [experiment] section" + ("" if got is None else
-                            f" (experiment = {got!r} is a value, not a table: write [experiment] and its keys)"))
+            raise SpecError(
+                f"{source}: no [experiment] section"
+                + (
+                    ""
+                    if got is None
+                    else f" (experiment = {got!r} is a value, "
+                    "not a table: write [experiment] and its keys)"
+                )
+            )
         e = dict(raw["experiment"])
         _known(e, EXPERIMENT_KEYS, source, "experiment.", "[experiment] key")
         per_bench = e.pop("benchmark", None) if isinstance(e.get("benchmark"), dict) else None
         need = ["name", "fields", "objectives", "methods", "seeds"]
-        missing = [k for k in need if k not in e] + ([] if ("benchmarks" in e or "benchmark" in e) else ["benchmarks"])
+        missing = [k for k in need if k not in e] + (
+            [] if ("benchmarks" in e or "benchmark" in e) else ["benchmarks"]
+        )
         if missing:
             raise SpecError(f"{source}: [experiment] lacks {missing}")
         if not isinstance(e["seeds"], dict):
-            raise SpecError(f"{source}: experiment.seeds must be a table like [experiment.seeds], got {e['seeds']!r}")
+            raise SpecError(
+                f"{source}: experiment.seeds must be a table "
+                f"like [experiment.seeds], got {e['seeds']!r}"
+            )
         _known(e["seeds"], SPLITS, source, "experiment.seeds.", "seed split")
-        seeds = {k: tuple(_ints(v, source, f"experiment.seeds.{k}")) for k, v in e.pop("seeds").items()}
-        overlap = set(seeds.get("calibration", ())) & (set(seeds.get("final", ())) | set(seeds.get("replication", ())))
+        seeds = {
+            k: tuple(_ints(v, source, f"experiment.seeds.{k}")) for k, v in e.pop("seeds").items()
+        }
+        overlap = set(seeds.get("calibration", ())) & (
+            set(seeds.get("final", ())) | set(seeds.get("replication", ()))
+        )
         if overlap:
-            raise SpecError(f"{source}: calibration seeds {sorted(overlap)} also appear among final/replication seeds")
+            raise SpecError(
+                f"{source}: calibration seeds {sorted(overlap)} "
+                "also appear among final/replication seeds"
+            )
         if "benchmarks" in e and "benchmark" in e:
-            raise SpecError(f"{source}: give experiment.benchmarks or experiment.benchmark, not both")
-        benchmarks = _names(e.pop("benchmarks"), source, "experiment.benchmarks") if "benchmarks" in e else \
-            _names([e.pop("benchmark")], source, "experiment.benchmark")
+            raise SpecError(
+                f"{source}: give experiment.benchmarks or experiment.benchmark, not both"
+            )
+        benchmarks = (
+            _names(e.pop("benchmarks"), source, "experiment.benchmarks")
+            if "benchmarks" in e
+            else _names([e.pop("benchmark")], source, "experiment.benchmark")
+        )
         dirr = raw.get("dirr") or {}
         if not isinstance(dirr, dict):
             raise SpecError(f"{source}: [dirr] must be a table")
@@ -274,76 +389,160 @@ class ExperimentSpec:
         if not isinstance(hp, dict):
             raise SpecError(f"{source}: [hyperparameters] must be a table")
         rng = dirr.get("admissible_range", (0.2, 0.8))
-        if (not isinstance(rng, list | tuple) or len(rng) != 2 or not all(_isnum(x) for x in rng)
-                or not 0 <= rng[0] <= rng[1] <= 1):
-            raise SpecError(f"{source}: dirr.admissible_range must be [lo, hi] with 0 <= lo <= hi <= 1, got {rng!r}")
+        if (
+            not isinstance(rng, list | tuple)
+            or len(rng) != 2
+            or not all(_isnum(x) for x in rng)
+            or not 0 <= rng[0] <= rng[1] <= 1
+        ):
+            raise SpecError(
+                f"{source}: dirr.admissible_range must be "
+                f"[lo, hi] with 0 <= lo <= hi <= 1, got {rng!r}"
+            )
         selection = dirr.get("selection", "development")
         if selection not in SELECTIONS:
-            raise SpecError(f"{source}: dirr.selection {selection!r} is not allowed; allowed: {', '.join(SELECTIONS)}")
+            raise SpecError(
+                f"{source}: dirr.selection {selection!r} is "
+                f"not allowed; allowed: {', '.join(SELECTIONS)}"
+            )
         _check_run_settings(e, source, "experiment")
         if "model" in e and (not isinstance(e["model"], str) or not e["model"]):
-            raise SpecError(f"{source}: experiment.model must be a preset name or a model directory, "
-                            f"got {e['model']!r}")
+            raise SpecError(
+                f"{source}: experiment.model must be a preset name or a model directory, "
+                f"got {e['model']!r}"
+            )
         if not isinstance(e["name"], str) or not e["name"].strip():
-            raise SpecError(f"{source}: experiment.name must be a non-empty string, got {e['name']!r}")
+            raise SpecError(
+                f"{source}: experiment.name must be a non-empty string, got {e['name']!r}"
+            )
         settings = _benchmark_tables(per_bench or {}, benchmarks, source)
         claims = e.get("claims")
         if claims is not None and (not isinstance(claims, str) or not claims.strip()):
-            raise SpecError(f"{source}: experiment.claims must name a claims file (a path or a shipped name), "
-                            f"got {claims!r}")
-        if claims is not None and not Path(claims).is_absolute() and (Path(source).parent / claims).is_file():
-            claims = str((Path(source).parent / claims).resolve())   # a path is relative to the spec's folder
-        load_claims(claims)   # the claims it will be judged on parse, before anything runs
-        spec = cls(name=e["name"], benchmarks=tuple(benchmarks), fields=tuple(_names(e["fields"], source,
-                   "experiment.fields")), objectives=tuple(_names(e["objectives"], source, "experiment.objectives")),
-                   methods=tuple(_names(e["methods"], source, "experiment.methods")),
-                   dirr_methods=tuple(_names(e.get("dirr_methods", ["intervention_score"]), source,
-                                             "experiment.dirr_methods", empty_ok=True)),
-                   seeds=seeds, model=e.get("model"), budget=e.get("budget", DEFAULT_BUDGET),
-                   builds=_builds(e.get("builds", [0]), source, "experiment.builds"), claims=claims,
-                   T=e.get("T"), t=e.get("t"), d=e.get("d"), rho_p=e.get("rho_p"), hyperparameters=dict(hp),
-                   admissible_range=tuple(rng), selection=selection, benchmark_settings=settings)
-        for b in spec.benchmarks:   # per benchmark, after its own [experiment.benchmark.<name>.seeds]
+            raise SpecError(
+                f"{source}: experiment.claims must name a claims file (a path or a shipped name), "
+                f"got {claims!r}"
+            )
+        if (
+            claims is not None
+            and not Path(claims).is_absolute()
+            and (Path(source).parent / claims).is_file()
+        ):
+            claims = str(
+                (Path(source).parent / claims).resolve()
+            )  # a path is relative to the spec's folder
+        load_claims(claims)  # the claims it will be judged on parse, before anything runs
+        spec = cls(
+            name=e["name"],
+            benchmarks=tuple(benchmarks),
+            fields=tuple(_names(e["fields"], source, "experiment.fields")),
+            objectives=tuple(_names(e["objectives"], source, "experiment.objectives")),
+            methods=tuple(_names(e["methods"], source, "experiment.methods")),
+            dirr_methods=tuple(
+                _names(
+                    e.get("dirr_methods", ["intervention_score"]),
+                    source,
+                    "experiment.dirr_methods",
+                    empty_ok=True,
+                )
+            ),
+            seeds=seeds,
+            model=e.get("model"),
+            budget=e.get("budget", DEFAULT_BUDGET),
+            builds=_builds(e.get("builds", [0]), source, "experiment.builds"),
+            claims=claims,
+            T=e.get("T"),
+            t=e.get("t"),
+            d=e.get("d"),
+            rho_p=e.get("rho_p"),
+            hyperparameters=dict(hp),
+            admissible_range=tuple(rng),
+            selection=selection,
+            benchmark_settings=settings,
+        )
+        for (
+            b
+        ) in spec.benchmarks:  # per benchmark, after its own [experiment.benchmark.<name>.seeds]
             sd = spec.settings(b)["seeds"]
-            overlap = set(sd.get("calibration", ())) & (set(sd.get("final", ())) | set(sd.get("replication", ())))
+            overlap = set(sd.get("calibration", ())) & (
+                set(sd.get("final", ())) | set(sd.get("replication", ()))
+            )
             if overlap:
-                raise SpecError(f"{source}: benchmark {b}: calibration seeds {sorted(overlap)} also appear among its "
-                                "final/replication seeds")
-            if spec.settings(b)["dirr_methods"] and spec.settings(b)["hyperparameters"].get("tau") is not None:
-                raise SpecError(f"{source}: benchmark {b}: hyperparameter tau is set, but its DIR-R runs follow the "
-                                "tau* frozen from the calibration seeds (a set tau would be in every run key and "
-                                "ignored); remove it, or calibrate elsewhere and run with --decision")
+                raise SpecError(
+                    f"{source}: benchmark {b}: calibration seeds {sorted(overlap)} "
+                    "also appear among its final/replication seeds"
+                )
+            if (
+                spec.settings(b)["dirr_methods"]
+                and spec.settings(b)["hyperparameters"].get("tau") is not None
+            ):
+                raise SpecError(
+                    f"{source}: benchmark {b}: hyperparameter tau is set, but its DIR-R runs "
+                    "follow the tau* frozen from the calibration seeds (a set tau would be in "
+                    "every run key and ignored); remove it, or calibrate elsewhere and run "
+                    "with --decision"
+                )
         try:
             spec.all_runs()  # every RunSpec's own checks (budget, rho_p, t/d, hyperparameters), now
         except SpecError as exc:
             raise SpecError(f"{source}: {exc}") from None
         return spec
 
-    def _spec(self, benchmark, field_, objective, method, variant, seed, split, st: dict, build: int) -> RunSpec:
+    def _spec(
+        self, benchmark, field_, objective, method, variant, seed, split, st: dict, build: int
+    ) -> RunSpec:
         hp = dict(st["hyperparameters"])
         if variant == "dirr":
             hp["selection"] = self.selection
-        return RunSpec(benchmark, field_, objective, method, seed=seed, variant=variant, split=split,
-                       experiment=self.name, budget=st["budget"], T=st["T"], t=st["t"], d=st["d"],
-                       rho_p=st["rho_p"], model=st["model"], hyperparameters=hp, build=build)
+        return RunSpec(
+            benchmark,
+            field_,
+            objective,
+            method,
+            seed=seed,
+            variant=variant,
+            split=split,
+            experiment=self.name,
+            budget=st["budget"],
+            T=st["T"],
+            t=st["t"],
+            d=st["d"],
+            rho_p=st["rho_p"],
+            model=st["model"],
+            hyperparameters=hp,
+            build=build,
+        )
 
     def runs(self, split: str, variant: str | None = None) -> list[RunSpec]:
-        """Every RunSpec of one split, grouped so that runs sharing a theta_0 and diagnostics are adjacent."""
+        """Every RunSpec of one split, grouped so that runs sharing a theta_0 and diagnostics are
+        adjacent."""
         out = []
         for b in self.benchmarks:
             st = self.settings(b)
-            fields = (st["replication_fields"] or st["fields"]) if split == "replication" else st["fields"]
-            objectives = ((st["replication_objectives"] or st["objectives"]) if split == "replication"
-                          else st["objectives"])
+            fields = (
+                (st["replication_fields"] or st["fields"])
+                if split == "replication"
+                else st["fields"]
+            )
+            objectives = (
+                (st["replication_objectives"] or st["objectives"])
+                if split == "replication"
+                else st["objectives"]
+            )
             for build in st["builds"]:
                 for f in fields:
                     for o in objectives:
                         for s in st["seeds"].get(split, ()):
                             cell = (b, f, o)
                             if split != "calibration" and variant in (None, "static"):
-                                out += [self._spec(*cell, m, "static", s, split, st, build) for m in st["methods"]]
+                                out += [
+                                    self._spec(*cell, m, "static", s, split, st, build)
+                                    for m in st["methods"]
+                                ]
                             if variant in (None, "dirr"):
-                                out += [self._spec(*cell, m, "dirr", s, split, st, build) for m in st["dirr_methods"]]
+                                out += [
+                                    self._spec(*cell, m, "dirr", s, split, st, build)
+                                    for m in st["dirr_methods"]
+                                ]
         return out
 
     def all_runs(self) -> list[RunSpec]:

@@ -1,12 +1,13 @@
 """The run record: one typed, self-contained description of one run (DESIGN "RunRecord").
 
-``RunRecord`` is the only shape a record has: the runner builds one, DIR-R returns its ``DirrResult`` and
-``Compute``, the results directory stores it as JSON (``to_json``), and the registry validates a file
-against it (``from_json``) and derives its DuckDB parse structure from it (``registry.schema_of``) — the
-record is described once, here. Validation is msgspec's (types, nesting, required keys; the error names
-the path of the bad key, e.g. ``$.compute.step_equivalents``) after the checks no type can state: the run
-key is the hash of the record's own spec, the variant, split and status are known levels, and an ``ok``
-record has a finite outcome.
+``RunRecord`` is the only shape a record has: the runner builds one, DIR-R returns its
+``DirrResult`` and ``Compute``, the results directory stores it as JSON (``to_json``), and the
+registry validates a file against it (``from_json``) and derives its DuckDB parse structure from it
+(``registry.schema_of``) — the record is described once, here. Validation is msgspec's (types,
+nesting, required keys; the error names the path of the bad key, e.g.
+``$.compute.step_equivalents``) after the checks no type can state: the run key is the hash of the
+record's own spec, the variant, split and status are known levels, and an ``ok`` record has a finite
+outcome.
 
 No torch here: the registry and reports read records too.
 """
@@ -29,11 +30,13 @@ Status = Literal["ok", "failed", "diverged"]
 
 
 class RecordError(SupportbenchError):
-    """A run record that is not a valid record: the message names the file and the bad key or value."""
+    """A run record that is not a valid record: the message names the file and the bad key or
+    value."""
 
 
 def _builtin(obj: Any) -> Any:
-    """Values that are not Python's own: numbers (numpy or torch scalars) and str subclasses (torch's version)."""
+    """Values that are not Python's own: numbers (numpy or torch scalars) and str subclasses
+    (torch's version)."""
     if isinstance(obj, str):
         return str(obj)
     if hasattr(obj, "item"):
@@ -76,8 +79,8 @@ class DirrResult(_Struct):
     triggered: bool
     chosen_rho: float
     selection: str
-    candidates: dict[str, float]          # rho -> V_t on the selection records
-    candidates_J: dict[str, float]        # rho -> terminal J on the evaluation records
+    candidates: dict[str, float]  # rho -> V_t on the selection records
+    candidates_J: dict[str, float]  # rho -> terminal J on the evaluation records
     rho0_J: float
     post_hoc: bool
     complete: bool
@@ -104,7 +107,7 @@ class Provenance(_Struct):
     started_at: str | None = None
     finished_at: str | None = None
     device: str | None = None
-    cpu_mode: str | None = None     # the CPU kernels it computed with (supportbench._cpumode)
+    cpu_mode: str | None = None  # the CPU kernels it computed with (supportbench._cpumode)
     python: str | None = None
     data_hash: str | None = None
     model_hash: str | None = None
@@ -121,8 +124,9 @@ class Fingerprint(_Struct):
 
 
 class RunRecord(_Struct):
-    """One run: its identity (``spec``, hashed into ``run_key``), the code that ran it (``fingerprint``),
-    what happened (``status``, ``error``, ``outcome``, ``support``, ``dirr``), its cost and provenance."""
+    """One run: its identity (``spec``, hashed into ``run_key``), the code that ran it
+    (``fingerprint``), what happened (``status``, ``error``, ``outcome``, ``support``, ``dirr``),
+    its cost and provenance."""
 
     run_key: str
     spec: dict[str, Any]
@@ -135,9 +139,11 @@ class RunRecord(_Struct):
     outcome: Outcome | None = None
     support: SupportInfo | None = None
     dirr: DirrResult | None = None
-    roles: dict[str, Any] | None = None   # facts about the run's data roles (e.g. rows without a subject)
+    roles: dict[str, Any] | None = (
+        None  # facts about the run's data roles (e.g. rows without a subject)
+    )
 
-    # ---- (de)serialisation --------------------------------------------------------------------------
+    # ---- (de)serialisation -----------------------------------------------------------------------
     def to_json(self) -> str:
         # the standard library writes non-finite floats (a diverged run's outcome) as NaN/Infinity,
         # which it reads back; msgspec would write null
@@ -145,7 +151,8 @@ class RunRecord(_Struct):
 
     @classmethod
     def from_dict(cls, obj: Any, source: str = "run record") -> RunRecord:
-        """A typed, checked record from parsed JSON, or ``RecordError`` naming ``source`` and the bad key."""
+        """A typed, checked record from parsed JSON, or ``RecordError`` naming ``source`` and the
+        bad key."""
         _check_identity(obj, source)
         try:
             return msgspec.convert(obj, cls)
@@ -155,16 +162,20 @@ class RunRecord(_Struct):
     @classmethod
     def from_json(cls, text: str | bytes, source: str = "run record") -> RunRecord:
         obj = _parse_plain(text)
-        if obj is not None:   # the common case, decided in C; anything unusual takes the strict path
+        if obj is not None:  # the common case, decided in C; anything unusual takes the strict path
             return cls.from_dict(obj, source)
         try:
-            obj = loads_json(text.decode("utf-8") if isinstance(text, bytes) else text, nonfinite=True)
+            obj = loads_json(
+                text.decode("utf-8") if isinstance(text, bytes) else text, nonfinite=True
+            )
         except UnicodeDecodeError as exc:
             raise RecordError(f"{source}: not UTF-8 text (byte {exc.start})") from None
         except StrictJSONError as exc:
             raise RecordError(f"{source}: {exc.msg}") from None
         except json.JSONDecodeError as exc:
-            raise RecordError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)") from None
+            raise RecordError(
+                f"{source}: not valid JSON ({exc.msg} at line {exc.lineno}; truncated?)"
+            ) from None
         return cls.from_dict(obj, source)
 
     @property
@@ -177,11 +188,13 @@ LEVELS = {"variant": VARIANTS, "split": SPLITS, "status": STATUSES}
 
 
 def check_levels(where: str, **levels: Any) -> None:
-    """``RecordError`` for the first unknown level (variant, split, status), naming what is allowed: the one
-    check that records, imported tables and the registry share."""
+    """``RecordError`` for the first unknown level (variant, split, status), naming what is allowed:
+    the one check that records, imported tables and the registry share."""
     for name, value in levels.items():
         if value not in LEVELS[name]:
-            raise RecordError(f"{where}: unknown {name} {value!r}; allowed: {', '.join(LEVELS[name])}")
+            raise RecordError(
+                f"{where}: unknown {name} {value!r}; allowed: {', '.join(LEVELS[name])}"
+            )
 
 
 def _finite(x) -> bool:
@@ -189,46 +202,55 @@ def _finite(x) -> bool:
 
 
 # ---- the fast path of from_json (issue 39: an ingest checks every record) ------------------------
-_SPACED_KEY_END = re.compile(rb'"[ \t\n\r]+:')   # a quote, white space, a colon: rare, left to the strict path
-_MAX_BRACKETS = 100    # no more brackets than MAX_DEPTH: the text cannot nest deeper (nesting_depth)
+_SPACED_KEY_END = re.compile(
+    rb'"[ \t\n\r]+:'
+)  # a quote, white space, a colon: rare, left to the strict path
+_MAX_BRACKETS = 100  # no more brackets than MAX_DEPTH: the text cannot nest deeper (nesting_depth)
 
 
 def _parse_plain(text: str | bytes) -> Any:
-    """The parsed record when its text is plain JSON that ``loads_json`` would read the same way: UTF-8,
-    few enough brackets that it cannot nest too deep, no NaN/Infinity or out-of-range number (msgspec
-    refuses them), and no key twice in one object (msgspec would keep the last silently). None means
-    "not proven": the strict, slower parser decides, and names what is wrong.
+    """The parsed record when its text is plain JSON that ``loads_json`` would read the same way:
+    UTF-8, few enough brackets that it cannot nest too deep, no NaN/Infinity or out-of-range number
+    (msgspec refuses them), and no key twice in one object (msgspec would keep the last silently).
+    None means "not proven": the strict, slower parser decides, and names what is wrong.
 
     No repeated key is proven by counting '":' (the end of every key, and of any string value that
-    ends in a colon-quote pair) in the text and in msgspec's re-encoding of what it parsed: a repeated
-    key's end, and its dropped value, are in the text only. The counts agree on everything else when
-    the text escapes no character as \\uXXXX (msgspec writes a quote as \\") and never puts white
-    space between a quote and a colon; any other text is not proven."""
+    ends in a colon-quote pair) in the text and in msgspec's re-encoding of what it parsed: a
+    repeated key's end, and its dropped value, are in the text only. The counts agree on everything
+    else when the text escapes no character as \\uXXXX (msgspec writes a quote as \\") and never
+    puts white space between a quote and a colon; any other text is not proven."""
     raw = text.encode("utf-8") if isinstance(text, str) else text
-    if (raw.count(b"[") + raw.count(b"{") > _MAX_BRACKETS or b"\\u" in raw
-            or _SPACED_KEY_END.search(raw)):
+    if (
+        raw.count(b"[") + raw.count(b"{") > _MAX_BRACKETS
+        or b"\\u" in raw
+        or _SPACED_KEY_END.search(raw)
+    ):
         return None
     try:
         obj = msgspec.json.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):   # the strict path names why
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # the strict path names why
         return None
     if raw.count(b'":') != msgspec.json.encode(obj).count(b'":'):
         return None
     return obj
 
 
-_RESOLVED: set[bytes] = set()   # specs already checked, up to their seed and build (see _check_resolved)
+_RESOLVED: set[bytes] = (
+    set()
+)  # specs already checked, up to their seed and build (see _check_resolved)
 _RESOLVED_MAX = 100_000
 
 
 def _check_resolved(spec: dict, source: str) -> None:
-    """The stored spec is a RunSpec as resolved: rebuilt through ``RunSpec`` (its types, ranges and known
-    hyperparameters) it comes back unchanged, so no setting is missing, unknown or out of range.
+    """The stored spec is a RunSpec as resolved: rebuilt through ``RunSpec`` (its types, ranges and
+    known hyperparameters) it comes back unchanged, so no setting is missing, unknown or out of
+    range.
 
-    A sweep's records differ mostly in their seed, and RunSpec reads a seed or a build only to range-check
-    it and to store it back (a build of 0 is left out). So a spec that passed stands for every spec that
-    differs from it only in a valid seed or a valid non-zero build: checked once (an ingest of 100,000
-    records rebuilt the same few hundred RunSpecs). A spec that fails is checked in full, every time."""
+    A sweep's records differ mostly in their seed, and RunSpec reads a seed or a build only to
+    range-check it and to store it back (a build of 0 is left out). So a spec that passed stands for
+    every spec that differs from it only in a valid seed or a valid non-zero build: checked once (an
+    ingest of 100,000 records rebuilt the same few hundred RunSpecs). A spec that fails is checked
+    in full, every time."""
     shape = _shape(spec)
     if shape is not None and shape in _RESOLVED:
         return
@@ -240,14 +262,14 @@ def _check_resolved(spec: dict, source: str) -> None:
 
 
 def _shape(spec: dict) -> bytes | None:
-    """``spec`` with a valid seed and a valid non-zero build replaced by placeholders, as JSON bytes; None
-    when either is not a plain whole number in range, or a number in it is not finite (msgspec writes
-    NaN as null, which would give it None's shape), and then nothing is cached. Not sorted: equal bytes
-    still mean an equal spec (another key order is only a miss)."""
+    """``spec`` with a valid seed and a valid non-zero build replaced by placeholders, as JSON
+    bytes; None when either is not a plain whole number in range, or a number in it is not finite
+    (msgspec writes NaN as null, which would give it None's shape), and then nothing is cached. Not
+    sorted: equal bytes still mean an equal spec (another key order is only a miss)."""
     seed, build = spec.get("seed"), spec.get("build", 1)
     if not all(type(v) is int and 0 <= v <= MAX_SEED for v in (seed, build)) or build == 0:
         return None
-    if not _finite_leaves(spec.values()):   # the hyperparameters dict among them
+    if not _finite_leaves(spec.values()):  # the hyperparameters dict among them
         return None
     try:
         return msgspec.json.encode({**spec, "seed": 0, "build": 1 if "build" in spec else None})
@@ -260,7 +282,9 @@ def _finite_leaves(values) -> bool:
     for v in values:
         if type(v) is float and not math.isfinite(v):
             return False
-        if isinstance(v, list | dict) and not _finite_leaves(v.values() if isinstance(v, dict) else v):
+        if isinstance(v, list | dict) and not _finite_leaves(
+            v.values() if isinstance(v, dict) else v
+        ):
             return False
     return True
 
@@ -275,10 +299,15 @@ def _check_resolved_in_full(spec: dict, source: str) -> None:
         if "hyperparameters" in diff:
             a, b = again["hyperparameters"], spec.get("hyperparameters") or {}
             diff = [d for d in diff if d != "hyperparameters"] + [
-                f"hyperparameters.{k}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
-        shown = ", ".join(f"{k} (stored {_at(spec, k)!r}, resolved {_at(again, k)!r})" for k in diff[:4])
-        raise RecordError(f"{source}: its spec is not fully resolved: {shown}; a record stores every setting "
-                          "its run used (RunSpec.canonical())")
+                f"hyperparameters.{k}" for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)
+            ]
+        shown = ", ".join(
+            f"{k} (stored {_at(spec, k)!r}, resolved {_at(again, k)!r})" for k in diff[:4]
+        )
+        raise RecordError(
+            f"{source}: its spec is not fully resolved: {shown}; a record stores every setting "
+            "its run used (RunSpec.canonical())"
+        )
 
 
 def _at(d: dict, dotted: str):
@@ -287,9 +316,9 @@ def _at(d: dict, dotted: str):
 
 
 def _check_identity(rec: Any, source: str) -> None:
-    """What no type can say, checked on the parsed JSON before conversion (so the messages speak of the
-    record, not of a type): a spec with known levels whose hash is the run key, a known status, and a finite
-    outcome when the status is ``ok``."""
+    """What no type can say, checked on the parsed JSON before conversion (so the messages speak of
+    the record, not of a type): a spec with known levels whose hash is the run key, a known status,
+    and a finite outcome when the status is ``ok``."""
     if not isinstance(rec, dict):
         raise RecordError(f"{source}: a run record must be a JSON object, got {type(rec).__name__}")
     spec = rec.get("spec")
@@ -303,14 +332,22 @@ def _check_identity(rec: Any, source: str) -> None:
             raise RecordError(f"{source}: spec.{k} must be a non-empty string, got {spec.get(k)!r}")
     want = spec_key(spec)
     if rec["run_key"] != want:
-        raise RecordError(f"{source}: run_key {rec['run_key'][:16]!r} does not match its spec (recomputed "
-                          f"{want[:16]}...): the record was edited or its key invented")
+        raise RecordError(
+            f"{source}: run_key {rec['run_key'][:16]!r} does not match its spec (recomputed "
+            f"{want[:16]}...): the record was edited or its key invented"
+        )
     _check_resolved(spec, source)
     check_levels(source, status=rec.get("status"))
     if rec["status"] == "ok":
         out = rec.get("outcome")
-        bad = [k for k in ("J", "G_F", "D_coll") if not isinstance(out, dict) or not _finite(out.get(k))]
+        bad = [
+            k
+            for k in ("J", "G_F", "D_coll")
+            if not isinstance(out, dict) or not _finite(out.get(k))
+        ]
         if bad:
             got = {k: (out or {}).get(k) for k in bad} if isinstance(out, dict) else out
-            raise RecordError(f"{source}: status 'ok' but {', '.join(bad)} not a finite number ({got!r}); "
-                              "a run without a finite outcome is 'failed' or 'diverged'")
+            raise RecordError(
+                f"{source}: status 'ok' but {', '.join(bad)} not a finite number ({got!r}); "
+                "a run without a finite outcome is 'failed' or 'diverged'"
+            )

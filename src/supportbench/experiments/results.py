@@ -1,13 +1,16 @@
-"""``ResultsDir``: the one owner of a results directory's layout. No other module spells a results path.
+"""``ResultsDir``: the one owner of a results directory's layout. No other module spells a results
+path.
 
-    <root>/runs/<run_key>.json        one RunRecord per run, written atomically (temp file + rename)
-    <root>/items/<run_key>.parquet    a run's per-item values (metric, index, value), written before its record;
-                                      an imported run's too (the registry's folder is the results root)
-    <root>/decisions/<hash>.json      frozen DIR-R decisions
-    <root>/registry.duckdb            the registry built from them (``supportbench registry ingest``)
-    <root>/report/                    the rendered report
-    <root>/slurm/                     the Slurm executor's job folders
-    <root>/calibration/controlled/    the controlled decision's calibration runs (a results directory of its own)
+<root>/runs/<run_key>.json        one RunRecord per run, written atomically (temp file + rename)
+<root>/items/<run_key>.parquet    a run's per-item values (metric, index, value), written before its
+                                  record; an imported run's too (the registry's folder is the
+                                  results root)
+<root>/decisions/<hash>.json      frozen DIR-R decisions
+<root>/registry.duckdb            the registry built from them (``supportbench registry ingest``)
+<root>/report/                    the rendered report
+<root>/slurm/                     the Slurm executor's job folders
+<root>/calibration/controlled/    the controlled decision's calibration runs (a results directory of
+                                  its own)
 """
 
 from __future__ import annotations
@@ -28,15 +31,22 @@ class ResultsDir:
     def __repr__(self) -> str:
         return f"ResultsDir({str(self.root)!r})"
 
-    # ---- the layout ---------------------------------------------------------------------------------
-    runs = property(lambda self: self.root / "runs", doc="one RunRecord per run: runs/<run_key>.json")
-    decisions = property(lambda self: self.root / "decisions", doc="frozen DIR-R decisions: <hash>.json")
-    registry = property(lambda self: self.root / "registry.duckdb", doc="the registry built from them")
+    # ---- the layout ------------------------------------------------------------------------------
+    runs = property(
+        lambda self: self.root / "runs", doc="one RunRecord per run: runs/<run_key>.json"
+    )
+    decisions = property(
+        lambda self: self.root / "decisions", doc="frozen DIR-R decisions: <hash>.json"
+    )
+    registry = property(
+        lambda self: self.root / "registry.duckdb", doc="the registry built from them"
+    )
     report = property(lambda self: self.root / "report", doc="the rendered report")
     slurm = property(lambda self: self.root / "slurm", doc="the Slurm executor's job folders")
-    controlled_calibration = property(lambda self: ResultsDir(self.root / "calibration" / "controlled"),
-                                      doc="the controlled decision's calibration runs: beside, never among, the "
-                                          "final runs")
+    controlled_calibration = property(
+        lambda self: ResultsDir(self.root / "calibration" / "controlled"),
+        doc="the controlled decision's calibration runs: beside, never among, the final runs",
+    )
 
     def record(self, run_key: str) -> Path:
         return self.runs / f"{run_key}.json"
@@ -47,7 +57,7 @@ class ResultsDir:
     def items(self, run_key: str) -> Path:
         return self.root / "items" / f"{run_key}.parquet"
 
-    # ---- listing ------------------------------------------------------------------------------------
+    # ---- listing ---------------------------------------------------------------------------------
     def is_results_dir(self) -> bool:
         return self.runs.is_dir() or self.decisions.is_dir()
 
@@ -58,12 +68,13 @@ class ResultsDir:
     def decision_files(self) -> list[str]:
         return _json_files(self.decisions)
 
-    # ---- records ------------------------------------------------------------------------------------
+    # ---- records ---------------------------------------------------------------------------------
     def has_record(self, run_key: str) -> bool:
         return self.record(run_key).exists()
 
     def read_record(self, run_key: str) -> RunRecord:
-        """The stored record; ``FileNotFoundError`` when there is none, ``RecordError`` when it is unreadable."""
+        """The stored record; ``FileNotFoundError`` when there is none, ``RecordError`` when it is
+        unreadable."""
         path = self.record(run_key)
         try:
             text = path.read_bytes()
@@ -80,15 +91,19 @@ class ResultsDir:
         return write_text_atomic(self.record(rec.run_key), rec.to_json())
 
     def write_items(self, run_key: str, items: dict[str, list[float]]) -> Path:
-        """A run's per-item values as one long Parquet table (metric, index, value), written atomically; an
-        older file of the same run is replaced (a rerun's values belong to its new record)."""
+        """A run's per-item values as one long Parquet table (metric, index, value), written
+        atomically; an older file of the same run is replaced (a rerun's values belong to its new
+        record)."""
         import polars as pl
 
         frame = pl.DataFrame(
-            {"metric": [m for m, v in items.items() for _ in v],
-             "index": [i for v in items.values() for i in range(len(v))],
-             "value": [float(x) for v in items.values() for x in v]},
-            schema={"metric": pl.String, "index": pl.Int64, "value": pl.Float64})
+            {
+                "metric": [m for m, v in items.items() for _ in v],
+                "index": [i for v in items.values() for i in range(len(v))],
+                "value": [float(x) for v in items.values() for x in v],
+            },
+            schema={"metric": pl.String, "index": pl.Int64, "value": pl.Float64},
+        )
         path = self.items(run_key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -97,7 +112,8 @@ class ResultsDir:
         return path
 
     def read_items(self, run_key: str):
-        """A run's per-item values: a Polars frame (metric, index, value); ``FileNotFoundError`` when it has none."""
+        """A run's per-item values: a Polars frame (metric, index, value); ``FileNotFoundError``
+        when it has none."""
         import polars as pl
 
         path = self.items(run_key)
@@ -113,7 +129,9 @@ def _json_files(directory: Path) -> list[str]:
     for e in os.scandir(directory):
         if e.name.endswith(".json") and not e.name.startswith("."):
             if not e.is_file():
-                raise RegistryError(f"{e.path} is a directory, not a record file: move it out of {directory}")
+                raise RegistryError(
+                    f"{e.path} is a directory, not a record file: move it out of {directory}"
+                )
             out.append(e.path)
     return sorted(out)
 

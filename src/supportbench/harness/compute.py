@@ -25,10 +25,10 @@ def exhaustive_reference(T: int, n_actions: int = 5, n_checkpoints: int = 5) -> 
 
 
 def sweep_estimate(spec, n_actions: int = 5) -> dict:
-    """What ``sweep`` would run, without loading anything: cells and runs per benchmark and phase, and the
-    compute in step-equivalents (one optimisation step = 1). Static runs cost T; calibration DIR-R runs
-    evaluate every candidate (the triggered path); a final DIR-R run costs between the non-triggered and
-    the triggered path, so finals are given as a [low, high] range."""
+    """What ``sweep`` would run, without loading anything: cells and runs per benchmark and phase,
+    and the compute in step-equivalents (one optimisation step = 1). Static runs cost T; calibration
+    DIR-R runs evaluate every candidate (the triggered path); a final DIR-R run costs between the
+    non-triggered and the triggered path, so finals are given as a [low, high] range."""
     out = {"benchmarks": {}, "runs": 0, "steps_low": 0.0, "steps_high": 0.0}
     for b in spec.benchmarks:
         st = spec.settings(b)
@@ -45,12 +45,25 @@ def sweep_estimate(spec, n_actions: int = 5) -> dict:
             lo = static * T + dirr * (trig if split == "calibration" else none)
             hi = static * T + dirr * trig
             cells = len({(r.field, r.objective, r.seed) for r in runs})
-            phases[split] = {"runs": len(runs), "static": static, "dirr": dirr, "cells": cells,
-                             "steps_low": float(lo), "steps_high": float(hi)}
+            phases[split] = {
+                "runs": len(runs),
+                "static": static,
+                "dirr": dirr,
+                "cells": cells,
+                "steps_low": float(lo),
+                "steps_high": float(hi),
+            }
             out["runs"] += len(runs)
             out["steps_low"] += lo
             out["steps_high"] += hi
-        out["benchmarks"][b] = {"model": st["model"], "fields": list(st["fields"]),
-                                "objectives": list(st["objectives"]), "methods": list(st["methods"]),
-                                "T": T, "t": t, "d": d, "phases": phases}
+        out["benchmarks"][b] = {
+            "model": st["model"],
+            "fields": list(st["fields"]),
+            "objectives": list(st["objectives"]),
+            "methods": list(st["methods"]),
+            "T": T,
+            "t": t,
+            "d": d,
+            "phases": phases,
+        }
     return out

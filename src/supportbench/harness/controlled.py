@@ -1,13 +1,15 @@
 """The controlled separation's runs (paper §5.2, Table 1), in the protocol's order:
 
-1. the frozen decision (``experiments.controlled_decision``), from the calibration targets only: every locator's
-   AUROC on them (construction data) and, per interface, the learning rate of the grid with the highest mean J
-   on them; the calibration runs are recorded in their own results directory (``<results>/calibration/
-   controlled``), never among the final runs; the decision is written to ``<results>/decisions`` before any
-   final run starts (a decision taken from the same calibration runs -- run keys and code fingerprints -- on the
-   same theta_0 is reused, never re-frozen);
-2. every final target through each interface, with that interface's frozen lr and the frozen primary locator,
-   recorded and ingested. The table's quantities are computed by ``reports`` from the registry.
+1. the frozen decision (``experiments.controlled_decision``), from the calibration targets only:
+   every locator's AUROC on them (construction data) and, per interface, the learning rate of the
+   grid with the highest mean J on them; the calibration runs are recorded in their own results
+   directory (``<results>/calibration/
+   controlled``), never among the final runs; the decision is written to ``<results>/decisions``
+   before any final run starts (a decision taken from the same calibration runs -- run keys and
+   code fingerprints -- on the same theta_0 is reused, never re-frozen);
+2. every final target through each interface, with that interface's frozen lr and the frozen primary
+   locator, recorded and ingested. The table's quantities are computed by ``reports`` from the
+   registry.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ class ControlledRuns:
 
 
 def _options(hyperparameters: dict[str, Any]) -> dict[str, Any]:
-    return {k[len("benchmark."):]: v for k, v in hyperparameters.items() if k.startswith("benchmark.")}
+    return {
+        k[len("benchmark.") :]: v for k, v in hyperparameters.items() if k.startswith("benchmark.")
+    }
 
 
 def final_fields(cls, options: dict) -> tuple[str, ...]:
@@ -56,89 +60,232 @@ def final_fields(cls, options: dict) -> tuple[str, ...]:
     return tuple(f for f in cls.field_names(options) if f not in cal)
 
 
-def controlled_specs(benchmark: str, *, objective: str, seed: int, split: str, experiment: str, budget: float,
-                     T: int, model: str, hyperparameters: dict[str, Any],
-                     decision: dict | None = None, build: int = 0) -> list[RunSpec]:
-    """One run per (final target, interface) of ``benchmark``'s declared interfaces; under a frozen ``decision``
-    each interface's run takes its frozen lr and the frozen primary locator (``apply_decision``)."""
+def controlled_specs(
+    benchmark: str,
+    *,
+    objective: str,
+    seed: int,
+    split: str,
+    experiment: str,
+    budget: float,
+    T: int,
+    model: str,
+    hyperparameters: dict[str, Any],
+    decision: dict | None = None,
+    build: int = 0,
+) -> list[RunSpec]:
+    """One run per (final target, interface) of ``benchmark``'s declared interfaces; under a frozen
+    ``decision`` each interface's run takes its frozen lr and the frozen primary locator
+    (``apply_decision``)."""
     cls = BENCHMARKS.get(benchmark)
     if not cls.INTERFACES:
         raise SpecError(f"benchmark '{benchmark}' declares no interfaces to compare")
-    specs = [RunSpec(benchmark, f, objective, m, seed=seed, split=split, experiment=experiment, budget=budget, T=T,
-                     model=model, hyperparameters=hyperparameters, build=build)
-             for f in final_fields(cls, _options(hyperparameters)) for m in cls.INTERFACES]
+    specs = [
+        RunSpec(
+            benchmark,
+            f,
+            objective,
+            m,
+            seed=seed,
+            split=split,
+            experiment=experiment,
+            budget=budget,
+            T=T,
+            model=model,
+            hyperparameters=hyperparameters,
+            build=build,
+        )
+        for f in final_fields(cls, _options(hyperparameters))
+        for m in cls.INTERFACES
+    ]
     return [apply_decision(s, decision) for s in specs] if decision is not None else specs
 
 
 def apply_decision(spec: RunSpec, decision: dict) -> RunSpec:
-    """``spec`` with the frozen decision's lr for its interface, primary locator and hash (all in the run key)."""
-    hp = {**dict(spec.hyperparameters), "lr": decision["lr"][spec.method],
-          "benchmark.primary_locator": decision["primary_locator"], "benchmark.decision": decision["hash"]}
-    return RunSpec(spec.benchmark, spec.field, spec.objective, spec.method, seed=spec.seed, variant=spec.variant,
-                   split=spec.split, experiment=spec.experiment, budget=spec.budget, T=spec.T, t=spec.t, d=spec.d,
-                   rho_p=spec.rho_p, model=spec.model, hyperparameters=hp, build=spec.build)
+    """``spec`` with the frozen decision's lr for its interface, primary locator and hash (all in
+    the run key)."""
+    hp = {
+        **dict(spec.hyperparameters),
+        "lr": decision["lr"][spec.method],
+        "benchmark.primary_locator": decision["primary_locator"],
+        "benchmark.decision": decision["hash"],
+    }
+    return RunSpec(
+        spec.benchmark,
+        spec.field,
+        spec.objective,
+        spec.method,
+        seed=spec.seed,
+        variant=spec.variant,
+        split=spec.split,
+        experiment=spec.experiment,
+        budget=spec.budget,
+        T=spec.T,
+        t=spec.t,
+        d=spec.d,
+        rho_p=spec.rho_p,
+        model=spec.model,
+        hyperparameters=hp,
+        build=spec.build,
+    )
 
 
-def _settings(benchmark, objective, seed, experiment, budget, T, model, hyperparameters, build=0) -> dict:
-    return {"experiment": experiment, "benchmark": benchmark, "objective": objective, "model": model, "T": T,
-            "seed": seed, "budget": budget, "build": build,
-            "options": {k: v for k, v in sorted(_options(hyperparameters).items())
-                        if k not in ("primary_locator", "decision")},
-            "hyperparameters": {k: v for k, v in sorted(hyperparameters.items())
-                                if k != "lr" and not k.startswith("benchmark.")}}
+def _settings(
+    benchmark, objective, seed, experiment, budget, T, model, hyperparameters, build=0
+) -> dict:
+    return {
+        "experiment": experiment,
+        "benchmark": benchmark,
+        "objective": objective,
+        "model": model,
+        "T": T,
+        "seed": seed,
+        "budget": budget,
+        "build": build,
+        "options": {
+            k: v
+            for k, v in sorted(_options(hyperparameters).items())
+            if k not in ("primary_locator", "decision")
+        },
+        "hyperparameters": {
+            k: v
+            for k, v in sorted(hyperparameters.items())
+            if k != "lr" and not k.startswith("benchmark.")
+        },
+    }
 
 
-def existing_decision(results_dir: str | Path, calibration_runs: list[str], theta0_hash: str,
-                      claims_hash: str | None = None) -> dict | None:
-    """A frozen controlled decision in ``<results>/decisions`` taken from exactly these calibration runs (run
-    keys: every setting and the model's content; code fingerprints) on the same theta_0, under the same
-    registered claims."""
+def existing_decision(
+    results_dir: str | Path,
+    calibration_runs: list[str],
+    theta0_hash: str,
+    claims_hash: str | None = None,
+) -> dict | None:
+    """A frozen controlled decision in ``<results>/decisions`` taken from exactly these calibration
+    runs (run keys: every setting and the model's content; code fingerprints) on the same theta_0,
+    under the same registered claims."""
     for f in ResultsDir(results_dir).decision_files():
         dec = read_json_object(Path(f), SpecError, "decision file")
-        if (is_controlled(dec) and dec.get("calibration_runs") == calibration_runs
-                and dec.get("theta0_hash") == theta0_hash and dec.get("claims_hash") == claims_hash):
+        if (
+            is_controlled(dec)
+            and dec.get("calibration_runs") == calibration_runs
+            and dec.get("theta0_hash") == theta0_hash
+            and dec.get("claims_hash") == claims_hash
+        ):
             verify_controlled(dec, source=f)
             return dec
     return None
 
 
-def calibration_grid(benchmark: str, *, objective: str, seed: int, experiment: str, budget: float, T: int,
-                     model: str, hyperparameters: dict[str, Any], build: int = 0,
-                     lr_grid: tuple[float, ...] = LR_GRID) -> dict[tuple, RunSpec]:
-    """The calibration runs a controlled decision is frozen from: every (interface, lr of the grid, calibration
-    target) of ``benchmark``'s theta_0 build ``build``, recorded in ``<results>/calibration/controlled``."""
+def calibration_grid(
+    benchmark: str,
+    *,
+    objective: str,
+    seed: int,
+    experiment: str,
+    budget: float,
+    T: int,
+    model: str,
+    hyperparameters: dict[str, Any],
+    build: int = 0,
+    lr_grid: tuple[float, ...] = LR_GRID,
+) -> dict[tuple, RunSpec]:
+    """The calibration runs a controlled decision is frozen from: every (interface, lr of the grid,
+    calibration target) of ``benchmark``'s theta_0 build ``build``, recorded in
+    ``<results>/calibration/controlled``."""
     cls = BENCHMARKS.get(benchmark)
-    hp = {k: v for k, v in hyperparameters.items() if k not in ("benchmark.primary_locator", "benchmark.decision")}
+    hp = {
+        k: v
+        for k, v in hyperparameters.items()
+        if k not in ("benchmark.primary_locator", "benchmark.decision")
+    }
     fields = calibration_fields(cls, _options(hp))
     if not fields:
-        raise SpecError(f"benchmark '{benchmark}' has no calibration targets (benchmark.n_calibration_targets = 0): "
-                        "the primary locator and the learning rates cannot be frozen before the final runs")
-    return {(m, lr, f): RunSpec(benchmark, f, objective, m, seed=seed, split="calibration", experiment=experiment,
-                                budget=budget, T=T, model=model, hyperparameters={**hp, "lr": lr}, build=build)
-            for m in cls.INTERFACES for lr in lr_grid for f in fields}
+        raise SpecError(
+            f"benchmark '{benchmark}' has no calibration targets "
+            "(benchmark.n_calibration_targets = 0): the primary locator and the learning rates "
+            "cannot be frozen before the final runs"
+        )
+    return {
+        (m, lr, f): RunSpec(
+            benchmark,
+            f,
+            objective,
+            m,
+            seed=seed,
+            split="calibration",
+            experiment=experiment,
+            budget=budget,
+            T=T,
+            model=model,
+            hyperparameters={**hp, "lr": lr},
+            build=build,
+        )
+        for m in cls.INTERFACES
+        for lr in lr_grid
+        for f in fields
+    }
 
 
-def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "controlled", objective: str, seed: int,
-                               experiment: str, budget: float, T: int, model: str, hyperparameters: dict[str, Any],
-                               cache_dir: str | None = None, device: str | None = "auto", force: bool = False,
-                               reuse_stale: bool = False, lr_grid: tuple[float, ...] = LR_GRID,
-                               split: str = "final", build: int = 0, claims_hash: str | None = None,
-                               progress: bool = False) -> dict:
-    """The controlled decision (module docstring), frozen from the calibration targets, or the existing one.
-    The calibration runs that are recorded already (e.g. run by a sweep's executor) are read, not rerun."""
+def freeze_controlled_decision(
+    results_dir: str | Path,
+    *,
+    benchmark: str = "controlled",
+    objective: str,
+    seed: int,
+    experiment: str,
+    budget: float,
+    T: int,
+    model: str,
+    hyperparameters: dict[str, Any],
+    cache_dir: str | None = None,
+    device: str | None = "auto",
+    force: bool = False,
+    reuse_stale: bool = False,
+    lr_grid: tuple[float, ...] = LR_GRID,
+    split: str = "final",
+    build: int = 0,
+    claims_hash: str | None = None,
+    progress: bool = False,
+) -> dict:
+    """The controlled decision (module docstring), frozen from the calibration targets, or the
+    existing one. The calibration runs that are recorded already (e.g. run by a sweep's executor)
+    are read, not rerun."""
     del split  # the final runs' split: calibration runs are always split 'calibration'
     cls = BENCHMARKS.get(benchmark)
-    grid = calibration_grid(benchmark, objective=objective, seed=seed, experiment=experiment, budget=budget, T=T,
-                            model=model, hyperparameters=hyperparameters, build=build, lr_grid=lr_grid)
+    grid = calibration_grid(
+        benchmark,
+        objective=objective,
+        seed=seed,
+        experiment=experiment,
+        budget=budget,
+        T=T,
+        model=model,
+        hyperparameters=hyperparameters,
+        build=build,
+        lr_grid=lr_grid,
+    )
     fields = tuple(dict.fromkeys(f for _, _, f in grid))
-    hp = {k: v for k, v in hyperparameters.items() if k not in ("benchmark.primary_locator", "benchmark.decision")}
-    runner = Runner(ResultsDir(results_dir).controlled_calibration, cache_dir=cache_dir, force=force, device=device,
-                    reuse_stale=reuse_stale, progress=progress)
+    hp = {
+        k: v
+        for k, v in hyperparameters.items()
+        if k not in ("benchmark.primary_locator", "benchmark.decision")
+    }
+    runner = Runner(
+        ResultsDir(results_dir).controlled_calibration,
+        cache_dir=cache_dir,
+        force=force,
+        device=device,
+        reuse_stale=reuse_stale,
+        progress=progress,
+    )
     first = next(iter(grid.values()))
     theta0_hash = runner.theta0_hash(first)
     bench = runner.benchmark(first)
 
-    def identity(spec: RunSpec) -> str:   # as the decision will record it: the record a run would reuse, if any
+    def identity(
+        spec: RunSpec,
+    ) -> str:  # as the decision will record it: the record a run would reuse, if any
         rec = runner.reusable(spec)
         fp = rec.fingerprint.hash if rec is not None and rec.fingerprint else fingerprint(spec).hash
         return f"{spec.run_key}:{fp}"
@@ -148,39 +295,81 @@ def freeze_controlled_decision(results_dir: str | Path, *, benchmark: str = "con
     if old is not None:
         return old
     aurocs = bench.calibration_aurocs()
-    per: dict[str, dict[str, dict[str, float]]] = {m: {repr(lr): {} for lr in lr_grid} for m in cls.INTERFACES}
+    per: dict[str, dict[str, dict[str, float]]] = {
+        m: {repr(lr): {} for lr in lr_grid} for m in cls.INTERFACES
+    }
     records = []
-    for (m, lr, f), spec in tqdm(grid.items(), desc="controlled calibration runs", unit="run", disable=not progress):
+    for (m, lr, f), spec in tqdm(
+        grid.items(), desc="controlled calibration runs", unit="run", disable=not progress
+    ):
         rec = runner.run(spec).record
         records.append(rec)
         if rec.status == "ok":
             per[m][repr(lr)][f] = rec.outcome.J
-    # a failed or diverged calibration run counts against its lr: only an lr every calibration run finished with
-    # can be chosen
-    mean_J = {m: {float(lr): sum(js.values()) / len(js) for lr, js in per[m].items() if len(js) == len(fields)}
-              for m in cls.INTERFACES}
+    # a failed or diverged calibration run counts against its lr: only an lr every calibration run
+    # finished with can be chosen
+    mean_J = {
+        m: {
+            float(lr): sum(js.values()) / len(js)
+            for lr, js in per[m].items()
+            if len(js) == len(fields)
+        }
+        for m in cls.INTERFACES
+    }
     lr = {m: choose_lr(mean_J[m]) for m in cls.INTERFACES}
     return freeze_controlled(
-        ResultsDir(results_dir).decisions, experiment=experiment, benchmark=benchmark, objective=objective,
-        model=model, T=T, seed=seed, theta0_hash=theta0_hash, calibration_targets=list(fields),
-        locator_aurocs=aurocs, primary_locator=choose_primary(aurocs), lr_grid=[float(x) for x in lr_grid],
-        mean_J={m: {repr(k): v for k, v in d.items()} for m, d in mean_J.items()}, lr=lr,
-        recall_threshold=RECALL_THRESHOLD, calibration_runs=runs_identity(records),
-        settings=_settings(benchmark, objective, seed, experiment, budget, T, model, hp, build), calibration_J=per,
-        calibration_recall={f: bench.recall.get(f) for f in fields}, claims_hash=claims_hash)
+        ResultsDir(results_dir).decisions,
+        experiment=experiment,
+        benchmark=benchmark,
+        objective=objective,
+        model=model,
+        T=T,
+        seed=seed,
+        theta0_hash=theta0_hash,
+        calibration_targets=list(fields),
+        locator_aurocs=aurocs,
+        primary_locator=choose_primary(aurocs),
+        lr_grid=[float(x) for x in lr_grid],
+        mean_J={m: {repr(k): v for k, v in d.items()} for m, d in mean_J.items()},
+        lr=lr,
+        recall_threshold=RECALL_THRESHOLD,
+        calibration_runs=runs_identity(records),
+        settings=_settings(benchmark, objective, seed, experiment, budget, T, model, hp, build),
+        calibration_J=per,
+        calibration_recall={f: bench.recall.get(f) for f in fields},
+        claims_hash=claims_hash,
+    )
 
 
-def run_controlled(results_dir: str | Path, *, benchmark: str = "controlled", cache_dir: str | None = None,
-                   force: bool = False, device: str | None = "auto", reuse_stale: bool = False,
-                   **spec_items) -> ControlledRuns:
-    """Freeze (or reuse) the controlled decision, run every (final target, interface) under it, then ingest the
-    records and the decision into the results directory's registry."""
-    decision = freeze_controlled_decision(results_dir, benchmark=benchmark, cache_dir=cache_dir, device=device,
-                                          reuse_stale=reuse_stale, progress=True, **spec_items)
+def run_controlled(
+    results_dir: str | Path,
+    *,
+    benchmark: str = "controlled",
+    cache_dir: str | None = None,
+    force: bool = False,
+    device: str | None = "auto",
+    reuse_stale: bool = False,
+    **spec_items,
+) -> ControlledRuns:
+    """Freeze (or reuse) the controlled decision, run every (final target, interface) under it, then
+    ingest the records and the decision into the results directory's registry."""
+    decision = freeze_controlled_decision(
+        results_dir,
+        benchmark=benchmark,
+        cache_dir=cache_dir,
+        device=device,
+        reuse_stale=reuse_stale,
+        progress=True,
+        **spec_items,
+    )
     specs = controlled_specs(benchmark, decision=decision, **spec_items)
-    runner = Runner(results_dir, cache_dir=cache_dir, force=force, device=device, reuse_stale=reuse_stale)
-    bad = sum(runner.run(spec).record.status != "ok"
-              for spec in tqdm(specs, desc="controlled final runs", unit="run"))
+    runner = Runner(
+        results_dir, cache_dir=cache_dir, force=force, device=device, reuse_stale=reuse_stale
+    )
+    bad = sum(
+        runner.run(spec).record.status != "ok"
+        for spec in tqdm(specs, desc="controlled final runs", unit="run")
+    )
     con = connect(runner.results.registry)
     try:
         ingest(con, runner.results.root)

@@ -4,13 +4,15 @@ candidate_supports   Eq. 12: drop the k(rho) = floor(rho M) lowest-scoring selec
                      k(rho) highest-scoring unselected ones; equal cost kept exactly (explicit cost
                      matching for heterogeneous geometries).
 run_dirr             commit S0 to t, save C_t, probe rho = 0 and rho_p for d steps from independent
-                     restorations, s_t = max(0, V~(rho_p) - V~(0)) on development records (Eq. 13-14);
-                     s_t <= tau* -> continue rho = 0 (bitwise the Static-IV continuation); else run every
-                     rho in A from C_t to T and keep argmax V_t, ties toward smaller rho (Eq. 15).
-Calibration (Eq. 17-18) is in ``harness.calibration``; frozen decisions in ``experiments.decisions``.
+                     restorations, s_t = max(0, V~(rho_p) - V~(0)) on development records (Eq.
+                     13-14); s_t <= tau* -> continue rho = 0 (bitwise the Static-IV continuation);
+                     else run every rho in A from C_t to T and keep argmax V_t, ties toward smaller
+                     rho (Eq. 15).
+Calibration (Eq. 17-18) is in ``harness.calibration``; frozen decisions in
+``experiments.decisions``.
 
-V_t's selection reads either the evaluation records ("evaluation", the paper's definition: V_t is the
-terminal J) or held-out development records ("development"); every record says which.
+V_t's selection reads either the evaluation records ("evaluation", the paper's definition: V_t is
+the terminal J) or held-out development records ("development"); every record says which.
 """
 
 from __future__ import annotations
@@ -29,14 +31,15 @@ from supportbench.unlearning.support import Geometry, Support, rank
 from supportbench.unlearning.train import SupportTrainer
 
 
-# ---- candidate family (Eq. 12) -------------------------------------------------------------------------
-def candidate_supports(scores: torch.Tensor, support: Support,
-                       actions: Sequence[float] = ACTIONS) -> dict[float, Support]:
+# ---- candidate family (Eq. 12) -------------------------------------------------------------------
+def candidate_supports(
+    scores: torch.Tensor, support: Support, actions: Sequence[float] = ACTIONS
+) -> dict[float, Support]:
     geo = support.geometry
-    order = rank(scores).tolist()                       # highest score first, ties by group id
+    order = rank(scores).tolist()  # highest score first, ties by group id
     chosen = set(support.groups)
-    lowest_selected = [g for g in reversed(order) if g in chosen]        # g^-_1, g^-_2, ...
-    best_unselected = [g for g in order if g not in chosen]              # g^+_1, g^+_2, ...
+    lowest_selected = [g for g in reversed(order) if g in chosen]  # g^-_1, g^-_2, ...
+    best_unselected = [g for g in order if g not in chosen]  # g^+_1, g^+_2, ...
     M = len(support)
     equal = bool((geo.costs == geo.costs[0]).all())
     out = {}
@@ -61,7 +64,8 @@ def candidate_supports(scores: torch.Tensor, support: Support,
 
 
 def _cost_matched(ranked: list[int], geo: Geometry, freed: int, rho: float) -> list[int]:
-    """Highest-ranked unselected groups whose costs sum to exactly ``freed`` (greedy, then exact DP)."""
+    """Highest-ranked unselected groups whose costs sum to exactly ``freed`` (greedy, then exact
+    DP)."""
     costs = geo.costs.tolist()
     picked, left = [], freed
     for g in ranked:
@@ -80,11 +84,13 @@ def _cost_matched(ranked: list[int], geo: Geometry, freed: int, rho: float) -> l
                 reach[s] = items + [g]
         if freed in reach:
             return reach[freed]
-    raise SpecError(f"DIR-R candidate rho={rho}: no set of unselected groups costs exactly {freed} "
-                    "(heterogeneous geometry); choose other actions or an equal-cost geometry")
+    raise SpecError(
+        f"DIR-R candidate rho={rho}: no set of unselected groups costs exactly {freed} "
+        "(heterogeneous geometry); choose other actions or an equal-cost geometry"
+    )
 
 
-# ---- one DIR-R run (Algorithm 1) ------------------------------------------------------------------------
+# ---- one DIR-R run (Algorithm 1) -----------------------------------------------------------------
 def _snapshot(geometry: Geometry) -> dict[str, torch.Tensor]:
     return {t.name: t.param.detach().clone() for t in geometry.tensors}
 
@@ -95,10 +101,25 @@ def _load(geometry: Geometry, snap: dict[str, torch.Tensor]) -> None:
             t.param.copy_(snap[t.name])
 
 
-def run_dirr(spec, *, bench, model, roles, geometry, scores, support, objective, data, config,
-             decision: dict | None, progress: bool = True, complete: bool = False) -> tuple[DirrResult, Compute]:
-    """Run Algorithm 1 from theta_0 and leave the chosen branch's terminal weights in ``model`` (the caller
-    evaluates it, exactly as for a static run); returns what DIR-R decided and its compute."""
+def run_dirr(
+    spec,
+    *,
+    bench,
+    model,
+    roles,
+    geometry,
+    scores,
+    support,
+    objective,
+    data,
+    config,
+    decision: dict | None,
+    progress: bool = True,
+    complete: bool = False,
+) -> tuple[DirrResult, Compute]:
+    """Run Algorithm 1 from theta_0 and leave the chosen branch's terminal weights in ``model`` (the
+    caller evaluates it, exactly as for a static run); returns what DIR-R decided and its
+    compute."""
     selection = decision["selection"] if decision else spec.hp("selection")
     if selection not in SELECTIONS:
         raise SpecError(f"selection must be one of {SELECTIONS}, got {selection!r}")
@@ -118,8 +139,11 @@ def run_dirr(spec, *, bench, model, roles, geometry, scores, support, objective,
     wall: dict[str, float] = {}
     cands = candidate_supports(scores, support, actions)
     if cands[spec.rho_p] is support:
-        raise SpecError(f"probe action rho_p={spec.rho_p} swaps floor({spec.rho_p} x {len(support)}) = 0 groups: the "
-                        "probe would compare S0 with itself and never trigger. Use a larger rho_p or budget")
+        raise SpecError(
+            f"probe action rho_p={spec.rho_p} swaps floor({spec.rho_p} x {len(support)}) = 0 "
+            "groups: the probe would compare S0 with itself and never trigger. "
+            "Use a larger rho_p or budget"
+        )
     T, t, d = spec.T, spec.t, spec.d
     crit = "eval" if selection == "evaluation" else "dev"
 
@@ -136,8 +160,9 @@ def run_dirr(spec, *, bench, model, roles, geometry, scores, support, objective,
     t0 = time.perf_counter()
     probe, branch = {}, {}
     for rho in (0.0, spec.rho_p):
-        tr = SupportTrainer.restore(model, geometry, ckpt, objective, data, config, support=cands[rho],
-                                    progress=progress)
+        tr = SupportTrainer.restore(
+            model, geometry, ckpt, objective, data, config, support=cands[rho], progress=progress
+        )
         tr.run(until=t + d, desc=f"probe rho={rho}")
         probe[rho] = value("dev")
         branch[rho] = tr.checkpoint()
@@ -153,10 +178,20 @@ def run_dirr(spec, *, bench, model, roles, geometry, scores, support, objective,
         if rho not in (0.0,) and not run_all:
             continue
         if rho in branch:
-            tr = SupportTrainer.restore(model, geometry, branch[rho], objective, data, config, progress=progress)
+            tr = SupportTrainer.restore(
+                model, geometry, branch[rho], objective, data, config, progress=progress
+            )
         else:
-            tr = SupportTrainer.restore(model, geometry, ckpt, objective, data, config, support=cands[rho],
-                                        progress=progress)
+            tr = SupportTrainer.restore(
+                model,
+                geometry,
+                ckpt,
+                objective,
+                data,
+                config,
+                support=cands[rho],
+                progress=progress,
+            )
         tr.run(until=T, desc=f"continue rho={rho}")
         terminal[rho] = _snapshot(geometry)
         V[rho] = value(crit)
@@ -167,17 +202,32 @@ def run_dirr(spec, *, bench, model, roles, geometry, scores, support, objective,
     _load(geometry, terminal[chosen])
 
     paths = dirr_path_steps(T, t, d, len(actions), triggered)
-    compute = Compute(step_equivalents=float(sum(paths.values())), wall_s=wall, normalized=sum(paths.values()) / T,
-                      paths=paths, exhaustive_reference=exhaustive_reference(T, len(actions)))
+    compute = Compute(
+        step_equivalents=float(sum(paths.values())),
+        wall_s=wall,
+        normalized=sum(paths.values()) / T,
+        paths=paths,
+        exhaustive_reference=exhaustive_reference(T, len(actions)),
+    )
     if complete and not triggered:
         compute.post_hoc_steps = (T - t - d) + (len(actions) - 2) * (T - t)
     result = DirrResult(
-        decision_hash=decision["hash"] if decision else None, unfrozen=decision is None and not calibration,
-        tau=tau, probe_signal=s_t, probe_values={str(k): v for k, v in probe.items()},
-        triggered=triggered, chosen_rho=chosen, selection=selection,
-        candidates={str(k): v for k, v in V.items()}, candidates_J={str(k): v for k, v in J_eval.items()},
-        rho0_J=J_eval[0.0], post_hoc=bool(complete and not triggered),
-        complete=set(V) == set(actions), calibration=calibration,
-        candidate_groups={str(k): len(set(c.groups) ^ set(support.groups)) // 2 for k, c in cands.items()},
+        decision_hash=decision["hash"] if decision else None,
+        unfrozen=decision is None and not calibration,
+        tau=tau,
+        probe_signal=s_t,
+        probe_values={str(k): v for k, v in probe.items()},
+        triggered=triggered,
+        chosen_rho=chosen,
+        selection=selection,
+        candidates={str(k): v for k, v in V.items()},
+        candidates_J={str(k): v for k, v in J_eval.items()},
+        rho0_J=J_eval[0.0],
+        post_hoc=bool(complete and not triggered),
+        complete=set(V) == set(actions),
+        calibration=calibration,
+        candidate_groups={
+            str(k): len(set(c.groups) ^ set(support.groups)) // 2 for k, c in cands.items()
+        },
     )
     return result, compute

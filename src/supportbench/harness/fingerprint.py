@@ -1,21 +1,24 @@
 """What the code behind a run is, so a record computed by older code is never silently reused.
 
 The run key hashes the resolved RunSpec: every setting the spec names. A fingerprint adds what code
-decides: the method's effective hyperparameters and ``requires``, the objective's effective settings, and
-the source files of everything that can change the run's outcome —
+decides: the method's effective hyperparameters and ``requires``, the objective's effective
+settings, and the source files of everything that can change the run's outcome —
 
-  unlearning   every file of ``supportbench/unlearning/`` (models, support, objectives, training, data)
-  method       the method's module, the shared diagnostics and the method contract (``methods/base.py``)
-  benchmark    every file of the benchmark's package (reader, generator, adapter, ...), the benchmark
-               contract and the evaluator that defines J (``benchmarks/base.py``, ``evaluators.py``)
-  harness      the runner (which turns a spec into a training configuration) and, for DIR-R runs, the
-               orchestration of Algorithm 1, its compute accounting and the action set (``dirr.py``,
-               ``compute.py``, ``experiments/decisions.py``)
+  unlearning   every file of ``supportbench/unlearning/`` (models, support, objectives, training,
+               data)
+  method       the method's module, the shared diagnostics and the method contract
+               (``methods/base.py``)
+  benchmark    every file of the benchmark's package (reader, generator, adapter, ...), the
+               benchmark contract and the evaluator that defines J (``benchmarks/base.py``,
+               ``evaluators.py``)
+  harness      the runner (which turns a spec into a training configuration) and, for DIR-R runs,
+               the orchestration of Algorithm 1, its compute accounting and the action set
+               (``dirr.py``, ``compute.py``, ``experiments/decisions.py``)
 
-Files are read from disk (not from whichever modules happen to be imported), so the fingerprint of a spec
-is the same in every process running the same tree. Every record stores it; the runner reruns a record
-whose fingerprint differs from the current code's (``stale``) unless told to reuse it, and the audit
-reports experiments whose records mix fingerprints.
+Files are read from disk (not from whichever modules happen to be imported), so the fingerprint of a
+spec is the same in every process running the same tree. Every record stores it; the runner reruns a
+record whose fingerprint differs from the current code's (``stale``) unless told to reuse it, and
+the audit reports experiments whose records mix fingerprints.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from supportbench.unlearning.objectives import get_objective
 
 
 def _module_file(obj) -> Path | str:
-    """The source file defining ``obj`` (plugins live outside the package); 'unknown' if it has none."""
+    """The source file defining ``obj`` (plugins live outside the package); 'unknown' if it has
+    none."""
     try:
         return Path(inspect.getsourcefile(sys.modules[obj.__module__]) or "unknown").resolve()
     except (TypeError, KeyError):
@@ -56,21 +60,42 @@ def fingerprint(spec: RunSpec) -> Fingerprint:
     """The fingerprint of the code that runs ``spec``; ``hash`` summarises the rest."""
     objective = get_objective(spec.objective, **spec.prefixed("objective."))
     bench_cls = BENCHMARKS.get(spec.benchmark)
-    bench_files = (_package_dir(bench_cls), "benchmarks/base.py", "benchmarks/evaluators.py",
-                   *(("experiments/controlled_decision.py",) if bench_cls.INTERFACES else ()))
+    bench_files = (
+        _package_dir(bench_cls),
+        "benchmarks/base.py",
+        "benchmarks/evaluators.py",
+        *(("experiments/controlled_decision.py",) if bench_cls.INTERFACES else ()),
+    )
     if spec.method in bench_cls.INTERFACES:  # an intervention the benchmark defines itself
         method_fp = {"interface": spec.method, "source": source_hash(*bench_files)}
     else:
         method = get_method(spec.method, **spec.prefixed("method."))
-        method_fp = {"hyperparameters": _jsonable(getattr(method, "hyperparameters", {})),
-                     "requires": list(getattr(method, "requires", ())),
-                     "source": source_hash(_module_file(type(method)), "methods/diagnostics.py", "methods/base.py")}
-    harness = ("harness/runner.py",) + (("harness/dirr.py", "harness/compute.py", "experiments/decisions.py",
-                                         "experiments/calibration.py") if spec.variant == "dirr" else ())
+        method_fp = {
+            "hyperparameters": _jsonable(getattr(method, "hyperparameters", {})),
+            "requires": list(getattr(method, "requires", ())),
+            "source": source_hash(
+                _module_file(type(method)), "methods/diagnostics.py", "methods/base.py"
+            ),
+        }
+    harness = ("harness/runner.py",) + (
+        (
+            "harness/dirr.py",
+            "harness/compute.py",
+            "experiments/decisions.py",
+            "experiments/calibration.py",
+        )
+        if spec.variant == "dirr"
+        else ()
+    )
     fp = {
         "method": method_fp,
-        "objective": {"settings": _jsonable(dataclasses.asdict(objective)), "source": source_hash("unlearning")},
+        "objective": {
+            "settings": _jsonable(dataclasses.asdict(objective)),
+            "source": source_hash("unlearning"),
+        },
         "benchmark": {"source": source_hash(*bench_files)},
         "harness": {"source": source_hash(*harness)},
     }
-    return Fingerprint(hash=hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16], **fp)
+    return Fingerprint(
+        hash=hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:16], **fp
+    )

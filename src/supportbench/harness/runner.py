@@ -1,14 +1,14 @@
 """One run end to end (DESIGN data flow): theta_0 -> diagnostics -> method scores -> support ->
 support-constrained training (-> DIR-R) -> evaluation -> one self-contained record file.
 
-``Runner`` keeps what runs share in one process: prepared benchmarks, a CPU copy of theta_0 (each run
-starts from it), and the Diagnostics of the last (benchmark, field, objective, seed) so methods
+``Runner`` keeps what runs share in one process: prepared benchmarks, a CPU copy of theta_0 (each
+run starts from it), and the Diagnostics of the last (benchmark, field, objective, seed) so methods
 scored on the same cell share every gradient pass. ``Runner.run`` returns a ``RunResult``: the typed
 ``RunRecord`` (written atomically through ``ResultsDir``) and whether a stored one was reused. A run
-whose record exists is skipped unless ``force``, the record failed (a failed run is retried), or its code
-fingerprint differs from the current code's (a stale record is rerun unless ``reuse_stale``; see
-``harness.fingerprint``). A failing run still writes its record (status failed / diverged, with the error
-text and whatever the run produced before it failed).
+whose record exists is skipped unless ``force``, the record failed (a failed run is retried), or its
+code fingerprint differs from the current code's (a stale record is rerun unless ``reuse_stale``;
+see ``harness.fingerprint``). A failing run still writes its record (status failed / diverged, with
+the error text and whatever the run produced before it failed).
 """
 
 from __future__ import annotations
@@ -28,7 +28,12 @@ from typing import NamedTuple
 import torch
 
 from supportbench import __version__
-from supportbench.benchmarks.base import BENCHMARKS, Evaluated, InterfaceBenchmark, record_theta0_nll
+from supportbench.benchmarks.base import (
+    BENCHMARKS,
+    Evaluated,
+    InterfaceBenchmark,
+    record_theta0_nll,
+)
 from supportbench.errors import DecisionError, DivergenceError, SpecError, SupportbenchError
 from supportbench.experiments.decisions import check_decision_matches, verify_decision
 from supportbench.experiments.record import (
@@ -50,7 +55,12 @@ from supportbench.unlearning.memory import diagnostic_buffers
 from supportbench.unlearning.models import cpu_mode, resolve_device
 from supportbench.unlearning.objectives import get_objective, reference_nll
 from supportbench.unlearning.support import select
-from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData, set_activation_checkpointing
+from supportbench.unlearning.train import (
+    SupportTrainer,
+    TrainConfig,
+    UnlearningData,
+    set_activation_checkpointing,
+)
 
 
 def now() -> str:
@@ -59,8 +69,16 @@ def now() -> str:
 
 def git_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).parent).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+                cwd=Path(__file__).parent,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -82,7 +100,9 @@ class _Draft:
 
     compute: Compute = field(default_factory=Compute)
     outcome: Outcome | None = None
-    items: dict[str, list[float]] | None = None   # the outcome's per-item values, stored beside the record
+    items: dict[str, list[float]] | None = (
+        None  # the outcome's per-item values, stored beside the record
+    )
     support: SupportInfo | None = None
     dirr: DirrResult | None = None
     roles: dict | None = None
@@ -91,15 +111,24 @@ class _Draft:
 
 
 class Runner:
-    def __init__(self, results_dir: str | Path = "results", *, cache_dir: str | Path | None = None,
-                 progress: bool = True, force: bool = False, device: str | None = "auto",
-                 reuse_stale: bool = False):
+    def __init__(
+        self,
+        results_dir: str | Path = "results",
+        *,
+        cache_dir: str | Path | None = None,
+        progress: bool = True,
+        force: bool = False,
+        device: str | None = "auto",
+        reuse_stale: bool = False,
+    ):
         self.results = ResultsDir(results_dir)
         self.reuse_stale = reuse_stale
         self.cache_dir = cache_dir
         self.progress = progress
         self.force = force
-        self.device = resolve_device(device)  # where models train and run; not part of a run's identity
+        self.device = resolve_device(
+            device
+        )  # where models train and run; not part of a run's identity
         self._benchmarks: dict[str, object] = {}
         self._theta0: dict[tuple, dict] = {}
         self._models: dict[tuple, object] = {}
@@ -108,31 +137,45 @@ class Runner:
         self._diag = None
         self._planned: dict[tuple, set[str]] = {}
         self._planned_methods: dict[tuple, dict[tuple, RunSpec]] = {}
-        self._scores_cell = None      # the cell whose methods' scores are cached (``scores``)
+        self._scores_cell = None  # the cell whose methods' scores are cached (``scores``)
         self._scores: dict[tuple, torch.Tensor] = {}
         self._scores_geometry = None
         self._git = git_commit()
-        self.corrupt: dict[str, str] = {}  # record file -> why it could not be read (the run is redone)
+        self.corrupt: dict[
+            str, str
+        ] = {}  # record file -> why it could not be read (the run is redone)
 
-    # ---- shared state ---------------------------------------------------------------------------------
+    # ---- shared state ----------------------------------------------------------------------------
     def benchmark(self, spec: RunSpec):
-        """The spec's benchmark, built once per (name, ``benchmark.*`` options, model, build): a benchmark
-        object tokenises and evaluates with the tokenizer of the one model it prepared."""
+        """The spec's benchmark, built once per (name, ``benchmark.*`` options, model, build): a
+        benchmark object tokenises and evaluates with the tokenizer of the one model it prepared."""
         key = self.bench_key(spec)
         if key not in self._benchmarks:
             options = spec.benchmark_options()
             cls = BENCHMARKS.get(spec.benchmark)
             try:  # benchmarks that train models of their own do it on the runner's device
-                self._benchmarks[key] = cls(cache_dir=self.cache_dir, progress=self.progress, device=self.device,
-                                            build=spec.build, **options)
+                self._benchmarks[key] = cls(
+                    cache_dir=self.cache_dir,
+                    progress=self.progress,
+                    device=self.device,
+                    build=spec.build,
+                    **options,
+                )
             except TypeError as exc:
-                raise SpecError(f"benchmark '{spec.benchmark}' rejected its options {options}: {exc}") from None
+                raise SpecError(
+                    f"benchmark '{spec.benchmark}' rejected its options {options}: {exc}"
+                ) from None
         return self._benchmarks[key]
 
     @staticmethod
     def bench_key(spec: RunSpec) -> tuple:
-        return (spec.benchmark, json.dumps(spec.prefixed("benchmark."), sort_keys=True), spec.model, spec.hp("dtype"),
-                spec.build)
+        return (
+            spec.benchmark,
+            json.dumps(spec.prefixed("benchmark."), sort_keys=True),
+            spec.model,
+            spec.hp("dtype"),
+            spec.build,
+        )
 
     def live_model(self, spec: RunSpec):
         """The model object runs of ``spec``'s benchmark and model use, as the last run left it."""
@@ -150,14 +193,19 @@ class Runner:
         bench = self.benchmark(spec)
         if key not in self._models:
             prepared = bench.prepare(spec.model)
-            # frozen weights in the run's dtype (bf16 on a GPU); the support trains in fp32 (SupportTrainer)
+            # frozen weights in the run's dtype (bf16 on a GPU); the support trains in fp32
+            # (SupportTrainer)
             self._models[key] = prepared.model.to(self.device, getattr(torch, spec.hp("dtype")))
             # the snapshot waits on the CPU: a GPU holds one copy of a large model, not two
-            self._theta0[key] = {k: v.detach().to("cpu", copy=True) for k, v in prepared.model.state_dict().items()}
+            self._theta0[key] = {
+                k: v.detach().to("cpu", copy=True) for k, v in prepared.model.state_dict().items()
+            }
             self._model_hash[key] = prepared.model_hash
         model = self._models[key]
         model.load_state_dict(self._theta0[key])
-        if hasattr(model, "gradient_checkpointing_enable"):  # per run: runs of one model may differ in it
+        if hasattr(
+            model, "gradient_checkpointing_enable"
+        ):  # per run: runs of one model may differ in it
             set_activation_checkpointing(model, bool(spec.hp("activation_checkpointing")))
         for p in model.parameters():
             p.requires_grad_(False)
@@ -166,12 +214,19 @@ class Runner:
     @staticmethod
     def _cell(spec: RunSpec) -> tuple:
         """What a Diagnostics depends on: runs with the same cell share one."""
-        return (*Runner.bench_key(spec), spec.field, spec.objective, spec.seed,
-                tuple(sorted(spec.prefixed("objective.").items())), spec.hp("diag_batch_size"))
+        return (
+            *Runner.bench_key(spec),
+            spec.field,
+            spec.objective,
+            spec.seed,
+            tuple(sorted(spec.prefixed("objective.").items())),
+            spec.hp("diag_batch_size"),
+        )
 
     def plan(self, specs) -> None:
-        """Announce the runs that come next: each cell's Diagnostics then computes the union of what their
-        methods read in one fused pass. Runs already recorded are left out; unknown methods fail in ``run``."""
+        """Announce the runs that come next: each cell's Diagnostics then computes the union of what
+        their methods read in one fused pass. Runs already recorded are left out; unknown methods
+        fail in ``run``."""
         self._planned, self._planned_methods = {}, {}
         for spec in specs:
             if self.reusable(spec) is not None:
@@ -188,33 +243,41 @@ class Runner:
         return spec.method, json.dumps(spec.prefixed("method."), sort_keys=True)
 
     def scores(self, spec: RunSpec, model, roles):
-        """(scores, geometry) of the run's method at theta_0. The first run of a cell computes the cell's
-        Diagnostics and, from them, the scores of every method announced for the cell (``plan``); then the
-        Diagnostics are dropped, so their full-size buffers (7 GiB each at 8B) are not held through training.
-        Every method's scores come from the same buffers whichever run of the cell comes first."""
+        """(scores, geometry) of the run's method at theta_0. The first run of a cell computes the
+        cell's Diagnostics and, from them, the scores of every method announced for the cell
+        (``plan``); then the Diagnostics are dropped, so their full-size buffers (7 GiB each at 8B)
+        are not held through training. Every method's scores come from the same buffers whichever
+        run of the cell comes first."""
         cell = self._cell(spec)
         if cell != self._scores_cell:
             self._scores_cell, self._scores, self._scores_geometry = cell, {}, None
         key = self._method_key(spec)
         if key not in self._scores:
             diag = self.diagnostics(spec, model, roles)
-            todo = [spec] + [o for k, o in self._planned_methods.get(cell, {}).items() if k not in self._scores
-                             and k != key]
+            todo = [spec] + [
+                o
+                for k, o in self._planned_methods.get(cell, {}).items()
+                if k not in self._scores and k != key
+            ]
             methods = []
             for o in todo:
                 try:
-                    methods.append((self._method_key(o), get_method(o.method, **o.prefixed("method."))))
+                    methods.append(
+                        (self._method_key(o), get_method(o.method, **o.prefixed("method.")))
+                    )
                 except SupportbenchError:
                     if o is spec:
                         raise
             for i, (k, method) in enumerate(methods):
                 try:
                     self._scores[k] = compute_scores(method, diag)
-                except Exception:  # noqa: BLE001 -- its own run computes it again and records the failure
+                # its own run computes it again and records the failure
+                except Exception:  # noqa: BLE001
                     if k == key:
                         raise
-                # keep only what a method still to be scored reads (a no-op after a fused pass of all of them)
-                diag.release(r for _, m in methods[i + 1:] for r in m.requires)
+                # keep only what a method still to be scored reads (a no-op after a fused pass of
+                # all of them)
+                diag.release(r for _, m in methods[i + 1 :] for r in m.requires)
             self._scores_geometry = diag.geometry
             self._diag = self._diag_key = None
         return self._scores[key], self._scores_geometry
@@ -223,8 +286,14 @@ class Runner:
         key = self._cell(spec)
         if key != self._diag_key:
             obj = get_objective(spec.objective, **spec.prefixed("objective."))
-            self._diag = Diagnostics(model, roles.diagnostics, obj, seed=spec.seed,
-                                     batch_size=spec.hp("diag_batch_size"), progress=self.progress)
+            self._diag = Diagnostics(
+                model,
+                roles.diagnostics,
+                obj,
+                seed=spec.seed,
+                batch_size=spec.hp("diag_batch_size"),
+                progress=self.progress,
+            )
             self._diag_key = key
             union = sorted(self._planned.get(key, ()))
             if self._buffers_fit(union, obj, self._diag.geometry):
@@ -232,23 +301,27 @@ class Runner:
         return self._diag
 
     def _buffers_fit(self, requires, objective, geometry) -> bool:
-        """Whether the full-size buffers of ``requires`` fit in 80% of the GPU memory still available (always on
-        the CPU). When they do not (every method's keys at 8B: 13 buffers, 91 GiB), the cell's methods are
-        scored one after another, each key kept only while a method still to be scored reads it (``scores``)."""
+        """Whether the full-size buffers of ``requires`` fit in 80% of the GPU memory still
+        available (always on the CPU). When they do not (every method's keys at 8B: 13 buffers, 91
+        GiB), the cell's methods are scored one after another, each key kept only while a method
+        still to be scored reads it (``scores``)."""
         if self.device.type != "cuda":
             return True
         free, _ = torch.cuda.mem_get_info(self.device)
         free += torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
-        return diagnostic_buffers(requires, objective.uses_retain) * geometry.total_cost * 4 <= 0.8 * free
+        return (
+            diagnostic_buffers(requires, objective.uses_retain) * geometry.total_cost * 4
+            <= 0.8 * free
+        )
 
     @property
     def results_dir(self) -> Path:
         return self.results.root
 
     def reusable(self, spec: RunSpec, decision: dict | None = None) -> RunRecord | None:
-        """The stored record of ``spec`` when it stands: present, not failed, computed by the current code
-        (same fingerprint) or ``reuse_stale``, and, for a DIR-R run given a frozen ``decision``, run under that
-        decision. None means the run must (re)run."""
+        """The stored record of ``spec`` when it stands: present, not failed, computed by the
+        current code (same fingerprint) or ``reuse_stale``, and, for a DIR-R run given a frozen
+        ``decision``, run under that decision. None means the run must (re)run."""
         if self.force or not self.results.has_record(spec.run_key):
             return None
         try:
@@ -261,20 +334,34 @@ class Runner:
             return None
         if rec.status == "failed":
             return None
-        if not self.reuse_stale and (rec.fingerprint and rec.fingerprint.hash) != fingerprint(spec).hash:
+        if (
+            not self.reuse_stale
+            and (rec.fingerprint and rec.fingerprint.hash) != fingerprint(spec).hash
+        ):
             return None
-        if decision is not None and (rec.dirr is None or rec.dirr.decision_hash != decision["hash"]):
+        if decision is not None and (
+            rec.dirr is None or rec.dirr.decision_hash != decision["hash"]
+        ):
             return None  # recorded under another (e.g. superseded) decision: rerun under this one
         return rec
 
-    # ---- one run --------------------------------------------------------------------------------------
-    def run(self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False) -> RunResult:
-        """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc completion.
-        An invalid spec raises before anything is recorded (``harness.validate``)."""
+    # ---- one run ---------------------------------------------------------------------------------
+    def run(
+        self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False
+    ) -> RunResult:
+        """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc
+        completion. An invalid spec raises before anything is recorded (``harness.validate``)."""
         validate_spec(spec)
-        if spec.variant == "dirr" and spec.split != "calibration" and decision is None and spec.hp("tau") is None:
-            raise DecisionError(f"DIR-R {spec.split} run refused: no frozen decision. Freeze tau* on calibration "
-                                "seeds first, or set an explicit tau (recorded as unfrozen)")
+        if (
+            spec.variant == "dirr"
+            and spec.split != "calibration"
+            and decision is None
+            and spec.hp("tau") is None
+        ):
+            raise DecisionError(
+                f"DIR-R {spec.split} run refused: no frozen decision. Freeze tau* on calibration "
+                "seeds first, or set an explicit tau (recorded as unfrozen)"
+            )
         if decision is not None:
             verify_decision(decision)
             check_decision_matches(spec, decision)
@@ -289,27 +376,45 @@ class Runner:
         except DivergenceError as exc:
             status, error = "diverged", f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # the record keeps the failure; nothing is imputed later
-            status, error = "failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+            status, error = (
+                "failed",
+                f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}",
+            )
         provenance.data_hash, provenance.model_hash = draft.data_hash, draft.model_hash
         provenance.finished_at = now()
-        rec = RunRecord(run_key=spec.run_key, spec=spec.canonical(), status=status, error=error,
-                        fingerprint=fingerprint(spec), outcome=draft.outcome, support=draft.support, dirr=draft.dirr,
-                        compute=draft.compute, provenance=provenance, roles=draft.roles)
-        if draft.items and status == "ok":   # before the record: a record implies its per-item values exist
+        rec = RunRecord(
+            run_key=spec.run_key,
+            spec=spec.canonical(),
+            status=status,
+            error=error,
+            fingerprint=fingerprint(spec),
+            outcome=draft.outcome,
+            support=draft.support,
+            dirr=draft.dirr,
+            compute=draft.compute,
+            provenance=provenance,
+            roles=draft.roles,
+        )
+        if (
+            draft.items and status == "ok"
+        ):  # before the record: a record implies its per-item values exist
             self.results.write_items(spec.run_key, draft.items)
-        else:                                 # a failed rerun keeps no values of an earlier run
+        else:  # a failed rerun keeps no values of an earlier run
             self.results.items(spec.run_key).unlink(missing_ok=True)
         self.results.write_record(rec)
         return RunResult(rec)
 
     def complete_post_hoc(self, spec: RunSpec, decision: dict | None = None) -> RunResult:
-        """Evaluate the candidates a non-triggered DIR-R run skipped (for the available-gain denominator).
+        """Evaluate the candidates a non-triggered DIR-R run skipped (for the available-gain
+        denominator).
 
         Reruns the cell (bitwise reproducible), checks that the frozen decisions and the outcome are
         unchanged, and adds the candidates to the existing record flagged ``post_hoc``.
         """
         if not self.results.has_record(spec.run_key):
-            raise SpecError(f"no record for run {spec.run_key[:12]}: run it before completing it post hoc")
+            raise SpecError(
+                f"no record for run {spec.run_key[:12]}: run it before completing it post hoc"
+            )
         old = self.results.read_record(spec.run_key)
         if old.dirr is None or old.dirr.complete:
             return RunResult(old, skipped=True)
@@ -317,8 +422,10 @@ class Runner:
         self._execute(spec, new, decision, True)
         for k in ("triggered", "chosen_rho", "probe_signal"):
             if getattr(new.dirr, k) != getattr(old.dirr, k):
-                raise SpecError(f"post-hoc rerun changed {k} ({getattr(old.dirr, k)} -> {getattr(new.dirr, k)}); "
-                                "not recorded")
+                raise SpecError(
+                    f"post-hoc rerun changed {k} "
+                    f"({getattr(old.dirr, k)} -> {getattr(new.dirr, k)}); not recorded"
+                )
         if new.outcome.J != old.outcome.J:
             raise SpecError("post-hoc rerun did not reproduce the recorded outcome; not recorded")
         old.dirr.candidates, old.dirr.candidates_J = new.dirr.candidates, new.dirr.candidates_J
@@ -327,7 +434,9 @@ class Runner:
         self.results.write_record(old)
         return RunResult(old)
 
-    def _execute(self, spec: RunSpec, draft: _Draft, decision: dict | None, complete: bool = False) -> None:
+    def _execute(
+        self, spec: RunSpec, draft: _Draft, decision: dict | None, complete: bool = False
+    ) -> None:
         wall = draft.compute.wall_s
         t0 = time.perf_counter()
         bench, model = self.theta0(spec)
@@ -340,14 +449,26 @@ class Runner:
         wall["prepare"] = time.perf_counter() - t0
 
         objective = get_objective(spec.objective, **spec.prefixed("objective."))
-        data = UnlearningData(roles.forget, roles.retain,
-                              reference_nll(model, roles.forget) if objective.needs_reference else None)
-        config = TrainConfig(steps=spec.T, lr=spec.hp("lr"), batch_size=spec.hp("batch_size"),
-                             weight_decay=spec.hp("weight_decay"), warmup_steps=spec.hp("warmup_steps"),
-                             seed=spec.seed)
-        if isinstance(bench, InterfaceBenchmark) and spec.method in bench.INTERFACES:  # the benchmark's own
+        data = UnlearningData(
+            roles.forget,
+            roles.retain,
+            reference_nll(model, roles.forget) if objective.needs_reference else None,
+        )
+        config = TrainConfig(
+            steps=spec.T,
+            lr=spec.hp("lr"),
+            batch_size=spec.hp("batch_size"),
+            weight_decay=spec.hp("weight_decay"),
+            warmup_steps=spec.hp("warmup_steps"),
+            seed=spec.seed,
+        )
+        if (
+            isinstance(bench, InterfaceBenchmark) and spec.method in bench.INTERFACES
+        ):  # the benchmark's own
             t0 = time.perf_counter()
-            draft.support = SupportInfo(**bench.intervene(spec, model, roles, objective, data, config))
+            draft.support = SupportInfo(
+                **bench.intervene(spec, model, roles, objective, data, config)
+            )
             wall["train"] = time.perf_counter() - t0
             draft.compute.step_equivalents = float(spec.T)
             self._evaluate(spec, bench, model, roles, draft)
@@ -357,23 +478,42 @@ class Runner:
         scores, geometry = self.scores(spec, model, roles)
         budget = resolve_budget(spec.budget, geometry.total_cost)
         support = select(scores, budget, geometry)
-        draft.support = SupportInfo(n_groups=len(support), cost=support.cost, budget=budget,
-                                    groups=list(support.groups))
+        draft.support = SupportInfo(
+            n_groups=len(support), cost=support.cost, budget=budget, groups=list(support.groups)
+        )
         wall["select"] = time.perf_counter() - t0
 
         if spec.variant == "static":
             t0 = time.perf_counter()
-            SupportTrainer(model, geometry, support, objective, data, config, progress=self.progress,
-                           ).run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
+            SupportTrainer(
+                model,
+                geometry,
+                support,
+                objective,
+                data,
+                config,
+                progress=self.progress,
+            ).run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
             wall["train"] = time.perf_counter() - t0
             draft.compute.step_equivalents = float(spec.T)
         else:
             from supportbench.harness.dirr import run_dirr
 
-            draft.dirr, compute = run_dirr(spec, bench=bench, model=model, roles=roles, geometry=geometry,
-                                           scores=scores, support=support, objective=objective, data=data,
-                                           config=config, decision=decision, progress=self.progress,
-                                           complete=complete)
+            draft.dirr, compute = run_dirr(
+                spec,
+                bench=bench,
+                model=model,
+                roles=roles,
+                geometry=geometry,
+                scores=scores,
+                support=support,
+                objective=objective,
+                data=data,
+                config=config,
+                decision=decision,
+                progress=self.progress,
+                complete=complete,
+            )
             compute.wall_s = {**wall, **compute.wall_s}
             draft.compute = compute
         # both variants leave the terminal model (DIR-R: the chosen branch) in place
@@ -382,22 +522,33 @@ class Runner:
     def _evaluate(self, spec: RunSpec, bench, model, roles, draft: _Draft) -> None:
         t0 = time.perf_counter()
         o = bench.evaluate(model, roles, "eval", full=bool(spec.hp("eval_full")))
-        draft.outcome, draft.items = (o.outcome(), o.items) if isinstance(o, Evaluated) else (o, None)
+        draft.outcome, draft.items = (
+            (o.outcome(), o.items) if isinstance(o, Evaluated) else (o, None)
+        )
         draft.compute.wall_s["eval"] = time.perf_counter() - t0
         self._check_finite(draft.outcome)
 
     @staticmethod
     def _check_finite(o: Outcome) -> None:
         if not all(math.isfinite(float(v)) for v in (o.J, o.G_F, o.D_coll)):
-            raise DivergenceError(message=f"non-finite outcome (J={o.J!r}, G_F={o.G_F!r}, D_coll={o.D_coll!r}): "
-                                          "the run diverged")
+            raise DivergenceError(
+                message=f"non-finite outcome (J={o.J!r}, G_F={o.G_F!r}, D_coll={o.D_coll!r}): "
+                "the run diverged"
+            )
 
     def _provenance(self) -> Provenance:
         import transformers
 
-        return Provenance(supportbench=__version__, git=self._git, device=str(self.device), cpu_mode=cpu_mode(),
-                          torch=str(torch.__version__), transformers=str(transformers.__version__),
-                          python=platform.python_version(), started_at=now())
+        return Provenance(
+            supportbench=__version__,
+            git=self._git,
+            device=str(self.device),
+            cpu_mode=cpu_mode(),
+            torch=str(torch.__version__),
+            transformers=str(transformers.__version__),
+            python=platform.python_version(),
+            started_at=now(),
+        )
 
 
 def run(spec: RunSpec, results_dir: str | Path = "results", **kwargs) -> RunResult:

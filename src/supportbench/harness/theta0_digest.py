@@ -1,12 +1,13 @@
 """Digests of the theta_0 cache entries a fresh process builds, for the determinism check
-(``tests/integration/test_theta0_determinism.py``, shortened recipes) and ``bench/theta0_determinism.py``
-(the default recipes the demo uses).
+(``tests/integration/test_theta0_determinism.py``, shortened recipes) and
+``bench/theta0_determinism.py`` (the default recipes the demo uses).
 
-``python -m supportbench.harness.theta0_digest CACHE [--short] [--only tofu,controlled]`` builds theta_0 of the
-TOFU, LACUNA and controlled presets (or those named) into CACHE and prints one line ``RESULT {json}``: per
-benchmark the sha256 of the weights (every tensor's bytes, by name), of the tokenizer and of every file of the
-cache entry, and the process's torch thread count before and after (a build pins its own thread count and gives
-the process's back), and the CPU mode the process computed in (``models.cpu_mode``).
+``python -m supportbench.harness.theta0_digest CACHE [--short] [--only tofu,controlled]`` builds
+theta_0 of the TOFU, LACUNA and controlled presets (or those named) into CACHE and prints one line
+``RESULT {json}``: per benchmark the sha256 of the weights (every tensor's bytes, by name), of the
+tokenizer and of every file of the cache entry, and the process's torch thread count before and
+after (a build pins its own thread count and gives the process's back), and the CPU mode the process
+computed in (``models.cpu_mode``).
 """
 
 from __future__ import annotations
@@ -21,11 +22,18 @@ import torch
 
 from supportbench.benchmarks.base import get_benchmark
 
-DEFAULT_BUILDS = (("tofu", "tiny-llama", {}), ("lacuna", "tiny-olmo3", {}), ("controlled", "tiny-qwen2", {}))
-# Shortened: a difference shows from the first steps; the fewest people / targets each benchmark allows.
-SHORT_BUILDS = (("tofu", "tiny-llama", {"finetune": {"epochs": 2}}),
-                ("lacuna", "tiny-olmo3", {"people": 6, "finetune": {"epochs": 2}}),
-                ("controlled", "tiny-qwen2", {"n_targets": 2, "inject_epochs": 5}))
+DEFAULT_BUILDS = (
+    ("tofu", "tiny-llama", {}),
+    ("lacuna", "tiny-olmo3", {}),
+    ("controlled", "tiny-qwen2", {}),
+)
+# Shortened: a difference shows from the first steps; the fewest people / targets each benchmark
+# allows.
+SHORT_BUILDS = (
+    ("tofu", "tiny-llama", {"finetune": {"epochs": 2}}),
+    ("lacuna", "tiny-olmo3", {"people": 6, "finetune": {"epochs": 2}}),
+    ("controlled", "tiny-qwen2", {"n_targets": 2, "inject_epochs": 5}),
+)
 
 
 def _sha(data: bytes) -> str:
@@ -50,19 +58,34 @@ def digests(cache: Path, short: bool = False, only: tuple[str, ...] = ()) -> dic
         for key, t in sorted(p.model.state_dict().items()):
             h.update(key.encode())
             h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-        entry = Path(p.path).parent if name == "lacuna" else Path(p.path)  # lacuna: data, theta_pre, mask too
-        files = {str(f.relative_to(entry)): _sha(f.read_bytes()) for f in sorted(entry.rglob("*")) if f.is_file()}
+        entry = (
+            Path(p.path).parent if name == "lacuna" else Path(p.path)
+        )  # lacuna: data, theta_pre, mask too
+        files = {
+            str(f.relative_to(entry)): _sha(f.read_bytes())
+            for f in sorted(entry.rglob("*"))
+            if f.is_file()
+        }
         tok = next(f for f in files if f.endswith("tokenizer.json"))
-        out[name] = {"weights": h.hexdigest(), "tokenizer": files[tok], "files": files, "model_hash": p.model_hash,
-                     "threads_after": torch.get_num_threads()}
+        out[name] = {
+            "weights": h.hexdigest(),
+            "tokenizer": files[tok],
+            "files": files,
+            "model_hash": p.model_hash,
+            "threads_after": torch.get_num_threads(),
+        }
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m supportbench.harness.theta0_digest", description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m supportbench.harness.theta0_digest", description=__doc__
+    )
     ap.add_argument("cache", type=Path, help="the (fresh) cache folder to build into")
     ap.add_argument("--short", action="store_true", help="shortened recipes (the test's)")
-    ap.add_argument("--only", default="", help="comma-separated benchmarks to build (default: all three)")
+    ap.add_argument(
+        "--only", default="", help="comma-separated benchmarks to build (default: all three)"
+    )
     args = ap.parse_args(argv)
     only = tuple(x for x in args.only.split(",") if x)
     print("RESULT " + json.dumps(digests(args.cache, args.short, only)))

@@ -9,9 +9,11 @@ from supportbench.methods.base import MethodBase, register_method
 @register_method("activation")
 @dataclass
 class Activation(MethodBase):
-    display_name = "Activation"   # how reports name it
-    provenance = ("defined here (paper §5.1 control; no formula given): mean over forget answer positions of "
-                  "|h_j|, h = down-proj input")
+    display_name = "Activation"  # how reports name it
+    provenance = (
+        "defined here (paper §5.1 control; no formula given): mean over forget answer positions of "
+        "|h_j|, h = down-proj input"
+    )
     requires = ("activations",)
 
     def score(self, diag, geometry):

@@ -10,10 +10,13 @@ from supportbench.methods.base import MethodBase, register_method
 @register_method("ap_mlp")
 @dataclass
 class ApMlp(MethodBase):
-    display_name = "AP-MLP"   # how reports name it
-    provenance = ("defined here after Lee et al. 2025 (code not public) and magikarp01/mechanistic-unlearning "
-                  "localizations/ap/ap_wrapper.py: attribution patching at the down-proj input, random-token "
-                  "subject corruption, m = summed answer log-prob, |sum over batch and positions|")
+    display_name = "AP-MLP"  # how reports name it
+    provenance = (
+        "defined here after Lee et al. 2025 (code not public) and "
+        "magikarp01/mechanistic-unlearning localizations/ap/ap_wrapper.py: attribution patching at "
+        "the down-proj input, random-token subject corruption, m = summed answer log-prob, |sum "
+        "over batch and positions|"
+    )
     requires = ("attribution:corrupted",)
 
     def score(self, diag, geometry):

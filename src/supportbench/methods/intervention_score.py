@@ -14,9 +14,14 @@ from supportbench.methods.base import MethodBase, option, register_method
 @register_method("intervention_score")
 @dataclass
 class InterventionScore(MethodBase):
-    eps: option(float, gt=0, le=1, doc="stabiliser of the neutral-effect denominator |e_N| + eps") = 1e-8
-    display_name = "Intervention Score"   # how reports name it
-    provenance = "paper Eq. 9-10 (storage-is-not-strategy.tex, §4.2, eq:group-alignment, eq:intervention-score)"
+    eps: option(
+        float, gt=0, le=1, doc="stabiliser of the neutral-effect denominator |e_N| + eps"
+    ) = 1e-8
+    display_name = "Intervention Score"  # how reports name it
+    provenance = (
+        "paper Eq. 9-10 "
+        "(storage-is-not-strategy.tex, §4.2, eq:group-alignment, eq:intervention-score)"
+    )
     requires = ("objective_direction", "grad:F", "grad:R", "grad:P", "grad:N")
 
     def effects(self, diag, geometry) -> dict[str, torch.Tensor]:

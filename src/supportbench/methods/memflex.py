@@ -1,5 +1,5 @@
-"""MemFlex (Tian et al. 2024, KnowUnDo): units whose random-label forget gradient is unaligned with the
-retain gradient (cos < mu) and large (mean |g_u| > sigma) are eligible; here a unit is a column.
+"""MemFlex (Tian et al. 2024, KnowUnDo): units whose random-label forget gradient is unaligned with
+the retain gradient (cos < mu) and large (mean |g_u| > sigma) are eligible; here a unit is a column.
 Eligible columns rank first, by mean |g_u|; the rest follow in the same order."""
 
 from dataclasses import dataclass
@@ -11,14 +11,18 @@ from supportbench.methods.base import MethodBase, demote, option, register_metho
 @dataclass
 class MemFlex(MethodBase):
     mu: option(float, ge=-1, le=1, doc="cosine threshold: eligible when cos(g_u, g_r) < mu") = 0.92
-    sigma: option(float, ge=0, le=1, doc="magnitude threshold on mean |g_u| (rescaled to columns)") = 6e-4
-    display_name = "MemFlex"   # how reports name it
-    provenance = ("code: zjunlp/KnowUnDo pretrain/localization.py: eligible iff cos(g_u, g_r) < mu=0.92 and "
-                  "mean|g_u| > sigma=6e-4 on random-label gradients (3 copies, ~half the answer tokens "
-                  "replaced; compute_info at batch size 1 divided by the dataset length: every example's "
-                  "mean-token gradient weighs the same). Defined here: unit = column instead of a LoRA tensor; "
-                  "sigma rescaled to the "
-                  "column geometry as sigma/6e-4 x median_j mean|g_u,j| (at the default, the median column)")
+    sigma: option(
+        float, ge=0, le=1, doc="magnitude threshold on mean |g_u| (rescaled to columns)"
+    ) = 6e-4
+    display_name = "MemFlex"  # how reports name it
+    provenance = (
+        "code: zjunlp/KnowUnDo pretrain/localization.py: eligible iff cos(g_u, g_r) < mu=0.92 and "
+        "mean|g_u| > sigma=6e-4 on random-label gradients (3 copies, ~half the answer tokens "
+        "replaced; compute_info at batch size 1 divided by the dataset length: every example's "
+        "mean-token gradient weighs the same). Defined here: unit = column instead of a LoRA "
+        "tensor; sigma rescaled to the column geometry as sigma/6e-4 x median_j mean|g_u,j| (at "
+        "the default, the median column)"
+    )
     requires = ("random_label_grad:F", "random_label_grad:R")
 
     def score(self, diag, geometry):

@@ -10,8 +10,11 @@ from supportbench.methods.base import MethodBase, register_method
 @register_method("random")
 @dataclass
 class Random(MethodBase):
-    display_name = "Random"   # how reports name it
-    provenance = "defined here (paper §5.1 control; no formula given): i.i.d. U(0,1) per column, seeded by the run seed"
+    display_name = "Random"  # how reports name it
+    provenance = (
+        "defined here (paper §5.1 control; no formula given): "
+        "i.i.d. U(0,1) per column, seeded by the run seed"
+    )
     requires = ()
 
     def score(self, diag, geometry):

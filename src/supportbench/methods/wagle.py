@@ -10,12 +10,16 @@ from supportbench.methods.base import MethodBase, option, register_method
 @register_method("wagle")
 @dataclass
 class Wagle(MethodBase):
-    mu: option(float, gt=0, le=1, doc="weight of the retain gradient: |(theta - g_r/mu) g_f|") = 1e-6
-    display_name = "WAGLE"   # how reports name it
-    provenance = ("code: OPTML-Group/WAGLE src/unlearn/generate_mask.py (snip_advanced): element score "
-                  "|(theta - g_r/mu) * g_f|, mu=1e-6, gradients summed over batches of size 1 as its TOFU configs "
-                  "run it (a sum of per-example mean-token gradients, independent of the diagnostics batch "
-                  "size); column adaptation (sum over the column) defined here")
+    mu: option(float, gt=0, le=1, doc="weight of the retain gradient: |(theta - g_r/mu) g_f|") = (
+        1e-6
+    )
+    display_name = "WAGLE"  # how reports name it
+    provenance = (
+        "code: OPTML-Group/WAGLE src/unlearn/generate_mask.py (snip_advanced): element score "
+        "|(theta - g_r/mu) * g_f|, mu=1e-6, gradients summed over batches of size 1 as its TOFU "
+        "configs run it (a sum of per-example mean-token gradients, independent of the diagnostics "
+        "batch size); column adaptation (sum over the column) defined here"
+    )
     requires = ("grad_sum:F", "grad_sum:R", "weights")
 
     def score(self, diag, geometry):

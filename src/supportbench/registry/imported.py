@@ -1,7 +1,7 @@
-"""What every import reader produces and checks, below the readers and ``imports`` (which orchestrates them):
-the imported run (``ImportedRun``) and its key, the cell of a single-run import (``identity``), and the
-checks of its numbers (``whole``, ``finite``). The readers (``tables``, ``tofu_logs``, ``ou_eval``,
-``lacuna_summary``) import this module, never ``imports``."""
+"""What every import reader produces and checks, below the readers and ``imports`` (which
+orchestrates them): the imported run (``ImportedRun``) and its key, the cell of a single-run import
+(``identity``), and the checks of its numbers (``whole``, ``finite``). The readers (``tables``,
+``tofu_logs``, ``ou_eval``, ``lacuna_summary``) import this module, never ``imports``."""
 
 from __future__ import annotations
 
@@ -15,25 +15,30 @@ from supportbench.errors import RegistryError
 from supportbench.experiments.record import RecordError, check_levels
 
 CELL = ("experiment", "benchmark", "field", "objective", "method", "variant", "seed", "split")
-REQUIRED = ("experiment", "field", "objective", "method", "seed")    # benchmark: a format may know it
+REQUIRED = ("experiment", "field", "objective", "method", "seed")  # benchmark: a format may know it
 DEFAULTS = {"variant": "static", "split": "final"}
 
 
 @dataclass
 class ImportedRun:
     """One run as read from a source, before it is stored."""
-    cell: dict                      # CELL -> value
+
+    cell: dict  # CELL -> value
     status: str = "ok"
     J: float | None = None
     G_F: float | None = None
     D_coll: float | None = None
     step_equivalents: float | None = None
-    gate: dict = field(default_factory=dict)      # triggered, probe_signal, chosen_rho, available_gain
-    metrics: dict[str, float] = field(default_factory=dict)   # metric name (open-unlearning's or own) -> value
+    gate: dict = field(default_factory=dict)  # triggered, probe_signal, chosen_rho, available_gain
+    metrics: dict[str, float] = field(
+        default_factory=dict
+    )  # metric name (open-unlearning's or own) -> value
     items: dict[str, list[float]] = field(default_factory=dict)
     model: str | None = None
-    occurrence: int = 0             # the n-th row of the same cell in one table (duplicates are kept)
-    skipped: list[str] = field(default_factory=list)   # source metrics with no finite value (named, not stored)
+    occurrence: int = 0  # the n-th row of the same cell in one table (duplicates are kept)
+    skipped: list[str] = field(
+        default_factory=list
+    )  # source metrics with no finite value (named, not stored)
 
     @property
     def run_key(self) -> str:
@@ -41,57 +46,72 @@ class ImportedRun:
 
 
 def import_key(cell: dict, occurrence: int = 0) -> str:
-    """An imported run's key: its cell (and its theta_0 build when not 0, so keys of build 0 are the ones
-    imports had before builds existed) and its occurrence among identical cells of one source."""
+    """An imported run's key: its cell (and its theta_0 build when not 0, so keys of build 0 are the
+    ones imports had before builds existed) and its occurrence among identical cells of one
+    source."""
     ident = json.dumps([cell[c] for c in CELL] + ([cell["build"]] if cell.get("build") else []))
     return hashlib.sha256(f"import|{ident}|{occurrence}".encode()).hexdigest()
 
 
-# benchmarks a source may be imported under without being registered here (open-unlearning's MUSE evaluator)
+# benchmarks a source may be imported under without being registered here (open-unlearning's MUSE
+# evaluator)
 IMPORT_ONLY_BENCHMARKS = ("muse",)
-# an inferred benchmark and the explicit --benchmark values that agree with it (natural_tofu is TOFU's data)
+# an inferred benchmark and the explicit --benchmark values that agree with it (natural_tofu is
+# TOFU's data)
 COMPATIBLE = {"tofu": ("tofu", "natural_tofu")}
 
 
 def benchmark_names() -> list[str]:
-    """Registered benchmark names (built-ins read from source, plugins' entry-point names; nothing imported)."""
+    """Registered benchmark names (built-ins read from source, plugins' entry-point names; nothing
+    imported)."""
     from supportbench._registry import declared_names, plugin_names
 
-    return sorted(set(declared_names("supportbench.benchmarks", "register_benchmark", recursive=True))
-                  | set(plugin_names("supportbench.benchmarks")))
+    return sorted(
+        set(declared_names("supportbench.benchmarks", "register_benchmark", recursive=True))
+        | set(plugin_names("supportbench.benchmarks"))
+    )
 
 
 def check_benchmark(given: str, inferred: str | None, fmt: str, source: Path) -> None:
-    """An explicit --benchmark must be a registered name and agree with what the format says the source is."""
+    """An explicit --benchmark must be a registered name and agree with what the format says the
+    source is."""
     known = benchmark_names()
     if given not in known and given not in IMPORT_ONLY_BENCHMARKS:
         import difflib
 
         near = difflib.get_close_matches(given, known + list(IMPORT_ONLY_BENCHMARKS), n=1)
         hint = f". Did you mean '{near[0]}'?" if near else "."
-        raise RegistryError(f"--benchmark '{given}': no such benchmark{hint} Allowed: {', '.join(known)} (and, for "
-                            f"imports only: {', '.join(IMPORT_ONLY_BENCHMARKS)})")
+        raise RegistryError(
+            f"--benchmark '{given}': no such benchmark{hint} Allowed: {', '.join(known)} (and, for "
+            f"imports only: {', '.join(IMPORT_ONLY_BENCHMARKS)})"
+        )
     if inferred and given not in COMPATIBLE.get(inferred, (inferred,)):
-        raise RegistryError(f"--benchmark '{given}' contradicts the source: {source} is a {fmt} import of benchmark "
-                            f"'{inferred}' (allowed: {', '.join(COMPATIBLE.get(inferred, (inferred,)))}); drop "
-                            "--benchmark or fix it")
+        raise RegistryError(
+            f"--benchmark '{given}' contradicts the source: {source} is a {fmt} import of "
+            f"benchmark '{inferred}' (allowed: "
+            f"{', '.join(COMPATIBLE.get(inferred, (inferred,)))}); drop --benchmark or fix it"
+        )
 
 
 def identity(options: dict, fmt: str, source: Path, inferred: dict | None = None) -> dict:
-    """The cell of a single-run import: options first, then what the format inferred from the source, then the
-    defaults; the error names every required option that is missing. An explicit --benchmark is checked
-    (``check_benchmark``)."""
+    """The cell of a single-run import: options first, then what the format inferred from the
+    source, then the defaults; the error names every required option that is missing. An explicit
+    --benchmark is checked (``check_benchmark``)."""
     inferred = inferred or {}
     if options.get("benchmark") not in (None, ""):
         check_benchmark(options["benchmark"], inferred.get("benchmark"), fmt, source)
-    cell = {c: options.get(c) if options.get(c) not in (None, "") else inferred.get(c, DEFAULTS.get(c))
-            for c in CELL}
+    cell = {
+        c: options.get(c) if options.get(c) not in (None, "") else inferred.get(c, DEFAULTS.get(c))
+        for c in CELL
+    }
     missing = [c for c in ("benchmark", *REQUIRED) if cell[c] in (None, "")]
     if missing:
-        raise RegistryError(f"{source}: a {fmt} import is one run; name it with "
-                            f"{', '.join('--' + c for c in missing)} (its cell: --experiment, --benchmark, --field, "
-                            f"--objective, --method, --seed; --variant {DEFAULTS['variant']} and --split "
-                            f"{DEFAULTS['split']} by default)")
+        raise RegistryError(
+            f"{source}: a {fmt} import is one run; name it with "
+            f"{', '.join('--' + c for c in missing)} (its cell: --experiment, --benchmark, "
+            f"--field, --objective, --method, --seed; --variant {DEFAULTS['variant']} and --split "
+            f"{DEFAULTS['split']} by default)"
+        )
     cell["seed"] = whole(cell["seed"], "--seed")
     try:
         check_levels(str(source), variant=cell["variant"], split=cell["split"])
@@ -111,8 +131,9 @@ def whole(v, what: str) -> int:
     elif isinstance(v, str) and v.isascii() and v.isdigit():
         n = int(v)
     else:
-        raise RegistryError(f"{what} must be a whole number in 0..2^63-1 written as digits, got "
-                            f"{v!r}")
+        raise RegistryError(
+            f"{what} must be a whole number in 0..2^63-1 written as digits, got {v!r}"
+        )
     if not 0 <= n <= MAX_SEED:
         raise RegistryError(f"{what} {v!r} is out of range; allowed: a whole number in 0..2^63-1")
     return n

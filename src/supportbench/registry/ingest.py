@@ -1,16 +1,18 @@
-"""Load run-record files and frozen decisions into the registry, idempotently (outcome tables: ``tables``).
+"""Load run-record files and frozen decisions into the registry, idempotently (outcome tables:
+``tables``).
 
 Workers write one JSON file per run (atomically), so a reader never sees half a record. ``ingest``
-runs in one transaction: a crash (even kill -9) leaves the database as it was, and rerunning completes
-it. Re-ingesting unchanged files changes nothing. A record whose run_key is already stored with
-different content replaces it only when it is the same run done again on purpose — the retry of a
-failed run, a declared post-hoc completion (same J), or a rerun by other code (another fingerprint);
-anything else is reported as a conflict (and kept in ``ingest_conflicts``), never overwritten.
+runs in one transaction: a crash (even kill -9) leaves the database as it was, and rerunning
+completes it. Re-ingesting unchanged files changes nothing. A record whose run_key is already stored
+with different content replaces it only when it is the same run done again on purpose — the retry of
+a failed run, a declared post-hoc completion (same J), or a rerun by other code (another
+fingerprint); anything else is reported as a conflict (and kept in ``ingest_conflicts``), never
+overwritten.
 
-Nothing invalid is stored: every record is parsed as a ``RunRecord`` (experiments/record.py) before the
-transaction writes it — its types, run_key equal to the hash of its own spec, known variant, split and
-status, whole seed, and a finite J, G_F and D_coll when the status is ``ok``; the error names the file.
-The DuckDB parse structure is generated from the same type (``record_structure``).
+Nothing invalid is stored: every record is parsed as a ``RunRecord`` (experiments/record.py) before
+the transaction writes it — its types, run_key equal to the hash of its own spec, known variant,
+split and status, whole seed, and a finite J, G_F and D_coll when the status is ``ok``; the error
+names the file. The DuckDB parse structure is generated from the same type (``record_structure``).
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ from supportbench.registry.store import one, scalar
 
 
 def duckdb_type(tp) -> Any:
-    """The DuckDB ``json_transform`` structure of a record type: scalars by type, Structs as nested objects
-    (their fields in declaration order), lists as ``[element]``, free-form mappings as JSON."""
+    """The DuckDB ``json_transform`` structure of a record type: scalars by type, Structs as nested
+    objects (their fields in declaration order), lists as ``[element]``, free-form mappings as
+    JSON."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (types.UnionType, typing.Union):
         (inner,) = [a for a in args if a is not type(None)]
@@ -61,13 +64,17 @@ _SCALARS = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN"}
 
 
 def record_structure() -> str:
-    """One JSON parse per record: ``json_transform`` into this structure, generated from ``RunRecord`` (the
-    spec's keys from ``RunSpec``). spec.T and spec.t differ only by case, which json_transform cannot tell
-    apart: they are left out here and read with one multi-path json_extract instead."""
+    """One JSON parse per record: ``json_transform`` into this structure, generated from
+    ``RunRecord`` (the spec's keys from ``RunSpec``). spec.T and spec.t differ only by case, which
+    json_transform cannot tell apart: they are left out here and read with one multi-path
+    json_extract instead."""
     tree = duckdb_type(RunRecord)
     spec_types = typing.get_type_hints(RunSpec)
-    tree["spec"] = {f.name: duckdb_type(spec_types[f.name]) for f in dataclasses.fields(RunSpec)
-                    if f.name not in ("T", "t")}
+    tree["spec"] = {
+        f.name: duckdb_type(spec_types[f.name])
+        for f in dataclasses.fields(RunSpec)
+        if f.name not in ("T", "t")
+    }
     return json.dumps(tree)
 
 
@@ -84,22 +91,33 @@ class IngestReport:
     decision_conflicts: list[dict] = field(default_factory=list)
     replaced: int = 0  # stored records replaced (each logged in ``replacements``)
     # what this ingest accepted, by kind (for the ingest log, ``registry.ledger``)
-    accepted: dict[str, list[str]] = field(default_factory=lambda: {"decision": [], "replacement": [], "run": []},
-                                           repr=False)
-    unknown: str | None = None   # unknown names kept with --allow-unknown (NameCheck.summary)
+    accepted: dict[str, list[str]] = field(
+        default_factory=lambda: {"decision": [], "replacement": [], "run": []}, repr=False
+    )
+    unknown: str | None = None  # unknown names kept with --allow-unknown (NameCheck.summary)
 
     def summary(self) -> str:
-        s = (f"{self.files} record files: {self.new} new, {self.unchanged} unchanged, {len(self.conflicts)} conflicts; "
-             f"{self.decisions_new} new decisions")
+        s = (
+            f"{self.files} record files: {self.new} new, {self.unchanged} unchanged, "
+            f"{len(self.conflicts)} conflicts; {self.decisions_new} new decisions"
+        )
         if self.replaced:
-            s += (f"\n  {self.replaced} stored records replaced by the same run done again (a retried failure, a "
-                  "post-hoc completion, or a rerun by changed code with --replace-reruns); each is logged in the "
-                  "registry's replacements table")
+            s += (
+                f"\n  {self.replaced} stored records replaced by the same run done again (a "
+                "retried failure, a post-hoc completion, or a rerun by changed code with "
+                "--replace-reruns); each is logged in the registry's replacements table"
+            )
         for c in self.conflicts[:10]:
-            s += (f"\n  conflict: run {c['run_key'][:12]} in {c['source']} differs from the stored record "
-                  "(not overwritten; if it is a rerun by changed code, --replace-reruns replaces it, logged)")
+            s += (
+                f"\n  conflict: run {c['run_key'][:12]} in {c['source']} differs from the stored "
+                "record (not overwritten; if it is a rerun by changed code, --replace-reruns "
+                "replaces it, logged)"
+            )
         for c in self.decision_conflicts[:10]:
-            s += f"\n  conflict: decision {c['hash'][:12]} in {c['source']} differs from the stored one"
+            s += (
+                f"\n  conflict: decision {c['hash'][:12]} in {c['source']} differs from the "
+                "stored one"
+            )
         if self.unknown:
             s += f"\n  {self.unknown}"
         return s
@@ -117,36 +135,48 @@ def _read_all(names: list[str], check: NameCheck | None = None) -> list[bytes]:
     for n, t in zip(names, texts):
         rec = check_record(n, t)
         if check is not None:
-            check.check(rec.spec, n, texts=False)   # RunSpec refused control characters
+            check.check(rec.spec, n, texts=False)  # RunSpec refused control characters
     return texts
 
 
 def check_record(name: str, text: bytes) -> RunRecord:
-    """The typed record (``experiments.record``), or a ``RegistryError`` naming the file and what is wrong."""
+    """The typed record (``experiments.record``), or a ``RegistryError`` naming the file and what is
+    wrong."""
     try:
         return RunRecord.from_json(text, name)
     except RecordError as exc:
         raise RegistryError(f"truncated or invalid record file, nothing ingested: {exc}") from None
 
 
-def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns: bool = False,
-           allow_unknown: bool = False) -> IngestReport:
+def ingest(
+    con,
+    results_dir: str | Path,
+    *,
+    chunk: int = 20_000,
+    replace_reruns: bool = False,
+    allow_unknown: bool = False,
+) -> IngestReport:
     """Ingest a results directory's decisions and run records (``ResultsDir``) into ``con``.
 
-    A stored record is replaced, and the replacement logged in ``replacements``, when the file is the same
-    run done again: a retried failure (no outcome was stored), or a declared post-hoc completion that
-    reproduces J. A rerun by other code (another fingerprint, possibly another outcome) replaces a stored
-    outcome only when asked (``replace_reruns``; ``registry ingest --replace-reruns``); otherwise it is a
-    conflict, kept aside and reported. A record whose benchmark, method or objective is not a
-    known name is refused unless ``allow_unknown`` (then kept, and counted in the report); a name
-    with a control character is always refused (``names``)."""
+    A stored record is replaced, and the replacement logged in ``replacements``, when the file is
+    the same run done again: a retried failure (no outcome was stored), or a declared post-hoc
+    completion that reproduces J. A rerun by other code (another fingerprint, possibly another
+    outcome) replaces a stored outcome only when asked (``replace_reruns``; ``registry ingest
+    --replace-reruns``); otherwise it is a conflict, kept aside and reported. A record whose
+    benchmark, method or objective is not a known name is refused unless ``allow_unknown`` (then
+    kept, and counted in the report); a name with a control character is always refused
+    (``names``)."""
     from supportbench.registry.store import check_path
 
     results = ResultsDir(check_path(results_dir, "results directory"))
     if not results.root.is_dir():
-        raise RegistryError(f"no results directory '{results.root}' (expected {results.runs}/*.json)")
+        raise RegistryError(
+            f"no results directory '{results.root}' (expected {results.runs}/*.json)"
+        )
     if not results.is_results_dir():
-        raise RegistryError(f"'{results.root}' has neither runs/ nor decisions/: not a results directory")
+        raise RegistryError(
+            f"'{results.root}' has neither runs/ nor decisions/: not a results directory"
+        )
     rep = IngestReport()
     run_files = results.record_files()
     dec_files = results.decision_files()
@@ -156,17 +186,23 @@ def ingest(con, results_dir: str | Path, *, chunk: int = 20_000, replace_reruns:
     try:
         _ingest_decisions(con, dec_files, rep)
         # Read chunk k+1 on a thread while DuckDB (which releases the GIL) ingests chunk k.
-        chunks = [run_files[s:s + chunk] for s in range(0, len(run_files), chunk)]
+        chunks = [run_files[s : s + chunk] for s in range(0, len(run_files), chunk)]
         with ThreadPoolExecutor(max_workers=1) as reader:
             pending = reader.submit(_read_all, chunks[0], check) if chunks else None
             for k, names in enumerate(chunks):
                 texts = pending.result()
-                pending = (reader.submit(_read_all, chunks[k + 1], check) if k + 1 < len(chunks)
-                           else None)
+                pending = (
+                    reader.submit(_read_all, chunks[k + 1], check) if k + 1 < len(chunks) else None
+                )
                 _ingest_chunk(con, names, texts, rep, replace_reruns)
         _derive(con)
-        replaced = set(rep.accepted["replacement"])   # re-inserted as new rows, logged once, as replacements
-        for kind, keys in rep.accepted.items():        # after every insert of this ingest: the log vouches for it
+        replaced = set(
+            rep.accepted["replacement"]
+        )  # re-inserted as new rows, logged once, as replacements
+        for (
+            kind,
+            keys,
+        ) in rep.accepted.items():  # after every insert of this ingest: the log vouches for it
             ledger.append(con, kind, [k for k in keys if kind != "run" or k not in replaced])
         con.execute("COMMIT")
     except BaseException:
@@ -203,21 +239,57 @@ def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
             if json.dumps(json.loads(old[0]), sort_keys=True) != blob:
                 rep.decision_conflicts.append({"hash": dec["hash"], "source": f})
             continue
-        if is_controlled(dec) or is_claims(dec):   # no DIR-R items; the content says the rest
-            con.execute("INSERT INTO decisions (hash, benchmark, objective, frozen_at, content, source) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        [dec["hash"], dec.get("benchmark"), dec.get("objective"), dec["frozen_at"], blob, f])
+        if is_controlled(dec) or is_claims(dec):  # no DIR-R items; the content says the rest
+            con.execute(
+                "INSERT INTO decisions (hash, benchmark, objective, frozen_at, content, source) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    dec["hash"],
+                    dec.get("benchmark"),
+                    dec.get("objective"),
+                    dec["frozen_at"],
+                    blob,
+                    f,
+                ],
+            )
             rep.decisions_new += 1
             rep.accepted["decision"].append(dec["hash"])
             continue
         lo, hi = (dec.get("admissible_range") or [None, None])[:2]
-        con.execute("INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-            dec["hash"], dec["tau"], dec["rho_p"], dec["d"], dec["t"], dec["T"], dec["actions"], lo, hi,
-            dec["calibration_seeds"], dec["baselines"], dec["benchmark"], dec["objective"], dec["selection"],
-            dec["frozen_at"], blob, f])
+        con.execute(
+            "INSERT INTO decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                dec["hash"],
+                dec["tau"],
+                dec["rho_p"],
+                dec["d"],
+                dec["t"],
+                dec["T"],
+                dec["actions"],
+                lo,
+                hi,
+                dec["calibration_seeds"],
+                dec["baselines"],
+                dec["benchmark"],
+                dec["objective"],
+                dec["selection"],
+                dec["frozen_at"],
+                blob,
+                f,
+            ],
+        )
         for inst in (dec.get("calibration") or {}).get("instances", []):
-            con.execute("INSERT OR IGNORE INTO calibration VALUES (?, ?, ?, ?, ?, ?)",
-                        [dec["hash"], inst["run_key"], inst.get("field"), inst.get("seed"), inst["s"], inst["gamma"]])
+            con.execute(
+                "INSERT OR IGNORE INTO calibration VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    dec["hash"],
+                    inst["run_key"],
+                    inst.get("field"),
+                    inst.get("seed"),
+                    inst["s"],
+                    inst["gamma"],
+                ],
+            )
         rep.decisions_new += 1
         rep.accepted["decision"].append(dec["hash"])
 
@@ -231,16 +303,19 @@ def _check_decision_extras(dec: dict, source: str, dirr: bool = True) -> None:
     for key in ("benchmark", "objective", "experiment", "selection"):
         if key in dec and dec[key] is not None:
             if not isinstance(dec[key], str) or not dec[key]:
-                raise RegistryError(f"decision file {source}: {key} = {dec[key]!r} must be a name "
-                                    "(text)")
+                raise RegistryError(
+                    f"decision file {source}: {key} = {dec[key]!r} must be a name (text)"
+                )
             check_text(dec[key], key, f"decision file {source}")
     cal = dec.get("calibration")
-    if cal is None or not dirr:   # only a DIR-R decision's calibration instances are read
+    if cal is None or not dirr:  # only a DIR-R decision's calibration instances are read
         return
     insts = cal.get("instances", []) if isinstance(cal, dict) else None
     if not isinstance(insts, list):
-        raise RegistryError(f"decision file {source}: calibration = {cal!r:.80} must be an object "
-                            "whose instances are a list of {run_key, field, seed, s, gamma}")
+        raise RegistryError(
+            f"decision file {source}: calibration = {cal!r:.80} must be an object "
+            "whose instances are a list of {run_key, field, seed, s, gamma}"
+        )
 
     def finite(x) -> bool:
         return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
@@ -248,68 +323,92 @@ def _check_decision_extras(dec: dict, source: str, dirr: bool = True) -> None:
     for i, inst in enumerate(insts):
         at = f"decision file {source}: calibration.instances[{i}]"
         if not isinstance(inst, dict):
-            raise RegistryError(f"{at} = {inst!r:.80} must be an object "
-                                "{run_key, field, seed, s, gamma}")
+            raise RegistryError(
+                f"{at} = {inst!r:.80} must be an object {{run_key, field, seed, s, gamma}}"
+            )
         if not isinstance(inst.get("run_key"), str) or not inst["run_key"]:
             raise RegistryError(f"{at}.run_key = {inst.get('run_key')!r} must be a run key (text)")
         for key in ("s", "gamma"):
             if not finite(inst.get(key)):
                 raise RegistryError(f"{at}.{key} = {inst.get(key)!r} must be a finite number")
         seed = inst.get("seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)
-                                 or not 0 <= seed < 2**63):
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63
+        ):
             raise RegistryError(f"{at}.seed = {seed!r} must be a whole number in 0..2^63-1")
         if inst.get("field") is not None and not isinstance(inst["field"], str):
             raise RegistryError(f"{at}.field = {inst['field']!r} must be a name (text)")
 
 
-def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport, replace_reruns: bool = False) -> None:
-    tbl = pa.table({"filename": names, "content": pa.array(texts, type=pa.binary()).cast(pa.string())})
+def _ingest_chunk(
+    con, names: list[str], texts: list[bytes], rep: IngestReport, replace_reruns: bool = False
+) -> None:
+    tbl = pa.table(
+        {"filename": names, "content": pa.array(texts, type=pa.binary()).cast(pa.string())}
+    )
     con.register("raw_chunk", tbl)
     try:  # one pass: validity, content hash and a single typed parse per record
-        con.execute(f"""CREATE OR REPLACE TEMP TABLE st2 AS
+        con.execute(
+            """CREATE OR REPLACE TEMP TABLE st2 AS
             SELECT p.*, r2.content_hash AS old_h,
                    row_number() OVER (PARTITION BY p.run_key ORDER BY p.filename) AS k
             FROM (SELECT filename, h, ok, r, r.run_key AS run_key, r.status AS status,
                    tt[1]::INTEGER AS horizon, tt[2]::INTEGER AS checkpoint
             FROM (SELECT filename, md5(content) AS h, json_valid(content) AS ok,
-                         CASE WHEN json_valid(content) THEN json_transform(content, '{RECORD_STRUCTURE}') END AS r,
-                         CASE WHEN json_valid(content) THEN json_extract(content, ['$.spec.T', '$.spec.t']) END AS tt
-                  FROM raw_chunk)) p LEFT JOIN runs r2 ON r2.run_key = p.run_key""")
+                         CASE WHEN json_valid(content) """
+            f"""THEN json_transform(content, '{RECORD_STRUCTURE}') END AS r,
+                         CASE WHEN json_valid(content) THEN json_extract(content, ['$.spec.T', """
+            """'$.spec.t']) END AS tt
+                  FROM raw_chunk)) p LEFT JOIN runs r2 ON r2.run_key = p.run_key"""
+        )
     finally:
         con.unregister("raw_chunk")
-    # every record was checked against RunRecord on the reader thread (``check_record``) before this chunk
-    # the same run done again replaces the stored record, logged: a retried failure, a declared post-hoc
-    # completion that reproduces J, or (only when asked) a rerun by other code (its fingerprint differs)
-    con.execute("""CREATE OR REPLACE TEMP TABLE again AS SELECT * FROM (
+    # every record was checked against RunRecord on the reader thread (``check_record``) before this
+    # chunk
+    # the same run done again replaces the stored record, logged: a retried failure, a declared
+    # post-hoc completion that reproduces J, or (only when asked) a rerun by other code (its
+    # fingerprint differs)
+    con.execute(
+        """CREATE OR REPLACE TEMP TABLE again AS SELECT * FROM (
         SELECT s.run_key, s.old_h, s.h, s.filename, CASE
             WHEN o.status = 'failed' THEN 'retry'
-            WHEN coalesce(s.r.dirr.post_hoc, false) AND NOT coalesce(g.complete, false) AND s.r.outcome.J = o.J
+            WHEN coalesce(s.r.dirr.post_hoc, false) AND NOT coalesce(g.complete, false) """
+        """AND s.r.outcome.J = o.J
                 THEN 'post_hoc'
-            WHEN s.r.fingerprint.hash IS NOT NULL AND s.r.fingerprint.hash IS DISTINCT FROM p.fingerprint
+            WHEN s.r.fingerprint.hash IS NOT NULL AND s.r.fingerprint.hash IS DISTINCT """
+        """FROM p.fingerprint
                 THEN 'rerun' END AS reason
         FROM st2 s JOIN outcomes o USING (run_key) LEFT JOIN gate_events g USING (run_key)
         LEFT JOIN provenance p USING (run_key) WHERE s.old_h <> s.h AND s.k = 1)
-        WHERE reason IN ('retry', 'post_hoc') OR (reason = 'rerun' AND $reruns)""", {"reruns": replace_reruns})
+        WHERE reason IN ('retry', 'post_hoc') OR (reason = 'rerun' AND $reruns)""",
+        {"reruns": replace_reruns},
+    )
     again = [r[0] for r in con.execute("SELECT run_key FROM again").fetchall()]
     if again:
-        con.execute("INSERT INTO replacements SELECT run_key, reason, old_h, h, filename, now() FROM again")
+        con.execute(
+            "INSERT INTO replacements SELECT run_key, reason, old_h, h, filename, now() FROM again"
+        )
         for tbl in ("outcomes", "supports", "provenance", "gate_events", "candidates", "runs"):
             con.execute(f"DELETE FROM {tbl} WHERE run_key IN (SELECT run_key FROM again)")
         con.execute("UPDATE st2 SET old_h = NULL WHERE run_key IN (SELECT run_key FROM again)")
         rep.replaced += len(again)
         rep.accepted["replacement"] += again
-    # classify against what is stored: new, unchanged, or conflicting (kept aside, never overwritten)
+    # classify against what is stored: new, unchanged, or conflicting (kept aside, never
+    # overwritten)
     rep.unchanged += scalar(con, "SELECT count(*) FROM st2 WHERE old_h = h")
     clash = con.execute("SELECT run_key, filename FROM st2 WHERE old_h <> h").fetchall()
     # the same run_key twice within the batch with different content is a conflict too
-    clash += con.execute("SELECT run_key, filename FROM (SELECT run_key, filename, h, first_value(h) OVER "
-                         "(PARTITION BY run_key ORDER BY filename) AS h1 FROM st2) WHERE h <> h1").fetchall()
+    clash += con.execute(
+        "SELECT run_key, filename FROM (SELECT run_key, filename, h, first_value(h) OVER "
+        "(PARTITION BY run_key ORDER BY filename) AS h1 FROM st2) WHERE h <> h1"
+    ).fetchall()
     for rk, src in clash:
         rep.conflicts.append({"run_key": rk, "source": src})
     if clash:
-        con.execute("INSERT OR IGNORE INTO ingest_conflicts SELECT run_key, filename, h, now() FROM st2 "
-                    "WHERE old_h <> h")
+        con.execute(
+            "INSERT OR IGNORE INTO ingest_conflicts SELECT run_key, filename, h, now() FROM st2 "
+            "WHERE old_h <> h"
+        )
     con.execute("CREATE OR REPLACE TEMP VIEW nw AS SELECT * FROM st2 WHERE old_h IS NULL AND k = 1")
     n = scalar(con, "SELECT count(*) FROM nw")
     rep.new += n
@@ -317,29 +416,56 @@ def _ingest_chunk(con, names: list[str], texts: list[bytes], rep: IngestReport, 
     if not n:
         return
     seq0 = scalar(con, "SELECT coalesce(max(ingest_seq), 0) FROM runs")
-    con.execute(f"""INSERT INTO runs SELECT run_key, r.spec.experiment, r.spec.benchmark, r.spec.field,
-        r.spec.objective, r.spec.method, r.spec.variant, r.spec.seed, r.spec.split, r.spec.budget, horizon,
-        checkpoint, r.spec.d, r.spec.rho_p, r.spec.model, r.spec.hyperparameters, 'record', filename, h,
-        {seq0} + row_number() OVER (ORDER BY filename), now(), coalesce(r.spec.build, 0) FROM nw""")
-    con.execute("""INSERT INTO outcomes SELECT run_key, status, r.error, r.outcome.J, r.outcome.G_F, r.outcome.D_coll,
-        r.outcome.components, r.compute.step_equivalents, r.compute.wall_s FROM nw""")
-    con.execute("""INSERT INTO supports SELECT run_key, r.support.n_groups, r.support.cost, r.support.budget,
-        r.support.groups FROM nw WHERE r.support IS NOT NULL""")
-    con.execute("""INSERT INTO provenance SELECT run_key, r.provenance.supportbench, r.provenance.git,
-        r.provenance.torch, r.provenance.transformers, r.provenance.data_hash, r.provenance.model_hash,
-        TRY_CAST(r.provenance.started_at AS TIMESTAMPTZ), TRY_CAST(r.provenance.finished_at AS TIMESTAMPTZ),
-        r.fingerprint.hash FROM nw""")
-    con.execute("""INSERT INTO gate_events SELECT run_key, r.dirr.decision_hash, r.dirr.tau, r.dirr.probe_signal,
-        r.dirr.triggered, r.dirr.chosen_rho, r.dirr.selection, r.dirr.post_hoc, r.dirr.complete, r.dirr.unfrozen,
-        r.dirr.rho0_J, NULL FROM nw WHERE r.dirr IS NOT NULL""")
+    con.execute(
+        """INSERT INTO runs SELECT run_key, r.spec.experiment, r.spec.benchmark, """
+        """r.spec.field,
+        r.spec.objective, r.spec.method, r.spec.variant, r.spec.seed, r.spec.split, """
+        """r.spec.budget, horizon,
+        checkpoint, r.spec.d, r.spec.rho_p, r.spec.model, r.spec.hyperparameters, 'record', """
+        f"""filename, h,
+        {seq0} + row_number() OVER (ORDER BY filename), now(), coalesce(r.spec.build, 0) FROM nw"""
+    )
+    con.execute(
+        """INSERT INTO outcomes SELECT run_key, status, r.error, r.outcome.J, """
+        """r.outcome.G_F, r.outcome.D_coll,
+        r.outcome.components, r.compute.step_equivalents, r.compute.wall_s FROM nw"""
+    )
+    con.execute(
+        """INSERT INTO supports SELECT run_key, r.support.n_groups, r.support.cost, """
+        """r.support.budget,
+        r.support.groups FROM nw WHERE r.support IS NOT NULL"""
+    )
+    con.execute(
+        """INSERT INTO provenance SELECT run_key, r.provenance.supportbench, """
+        """r.provenance.git,
+        r.provenance.torch, r.provenance.transformers, r.provenance.data_hash, """
+        """r.provenance.model_hash,
+        TRY_CAST(r.provenance.started_at AS TIMESTAMPTZ), TRY_CAST(r.provenance.finished_at """
+        """AS TIMESTAMPTZ),
+        r.fingerprint.hash FROM nw"""
+    )
+    con.execute(
+        """INSERT INTO gate_events SELECT run_key, r.dirr.decision_hash, r.dirr.tau, """
+        """r.dirr.probe_signal,
+        r.dirr.triggered, r.dirr.chosen_rho, r.dirr.selection, r.dirr.post_hoc, r.dirr.complete, """
+        """r.dirr.unfrozen,
+        r.dirr.rho0_J, NULL FROM nw WHERE r.dirr IS NOT NULL"""
+    )
     con.execute("""INSERT INTO candidates SELECT run_key, je.key::DOUBLE, je.value::DOUBLE,
         json_extract(r.dirr.candidates_J, '$."' || je.key || '"')::DOUBLE
         FROM nw, json_each(nw.r.dirr.candidates) je WHERE r.dirr IS NOT NULL""")
-    con.execute("INSERT OR IGNORE INTO experiments SELECT DISTINCT r.spec.experiment, now() FROM nw")
+    con.execute(
+        "INSERT OR IGNORE INTO experiments SELECT DISTINCT r.spec.experiment, now() FROM nw"
+    )
 
 
 def _derive(con) -> None:
-    """Available candidate-set gain (Eq. 20 per run): max_rho J(rho) - J(0) when every candidate is known."""
-    con.execute("""UPDATE gate_events SET available_gain = a.gain FROM (
-        SELECT run_key, max(J) - max(CASE WHEN rho = 0 THEN J END) AS gain FROM candidates GROUP BY run_key) a
-        WHERE gate_events.run_key = a.run_key AND gate_events.complete AND gate_events.available_gain IS NULL""")
+    """Available candidate-set gain (Eq. 20 per run): max_rho J(rho) - J(0) when every candidate is
+    known."""
+    con.execute(
+        """UPDATE gate_events SET available_gain = a.gain FROM (
+        SELECT run_key, max(J) - max(CASE WHEN rho = 0 THEN J END) AS gain FROM candidates """
+        """GROUP BY run_key) a
+        WHERE gate_events.run_key = a.run_key AND gate_events.complete """
+        """AND gate_events.available_gain IS NULL"""
+    )

@@ -1,14 +1,15 @@
 """The registry's ingest log: append-only, hash-chained, on the registry's own clock.
 
-Self-reported files (records, decisions) cannot be made unforgeable; what the registry can do is make a change
-*after* it accepted something evident. Every row ingest accepts -- a new run, a replaced run, an imported row,
-a decision -- appends ``(seq, at, kind, key, content_hash)`` to ``ingest_log``, where ``content_hash`` is the
-digest of every stored value of that row (the views ``run_digests`` / ``decision_digests``) and ``hash =
-sha256(prev | seq | at | kind | key | content_hash)`` chains it to the entry before (``GENESIS`` for the
-first). ``verify`` recomputes the chain and checks every stored run and decision against its last entry, so an
-edit of the registry's tables (an outcome rewritten in SQL) or of the log (an entry dropped or altered without
-recomputing every later hash) is reported. ``head`` is the chain's last hash: written down or published
-outside the registry (the report's stamp carries it), it pins everything accepted up to then, because
+Self-reported files (records, decisions) cannot be made unforgeable; what the registry can do is
+make a change *after* it accepted something evident. Every row ingest accepts -- a new run, a
+replaced run, an imported row, a decision -- appends ``(seq, at, kind, key, content_hash)`` to
+``ingest_log``, where ``content_hash`` is the digest of every stored value of that row (the views
+``run_digests`` / ``decision_digests``) and ``hash = sha256(prev | seq | at | kind | key |
+content_hash)`` chains it to the entry before (``GENESIS`` for the first). ``verify`` recomputes the
+chain and checks every stored run and decision against its last entry, so an edit of the registry's
+tables (an outcome rewritten in SQL) or of the log (an entry dropped or altered without recomputing
+every later hash) is reported. ``head`` is the chain's last hash: written down or published outside
+the registry (the report's stamp carries it), it pins everything accepted up to then, because
 recomputing the chain after an edit changes it. Threat model: docs/registry.md.
 """
 
@@ -24,36 +25,50 @@ _TS = "%Y-%m-%dT%H:%M:%S.%f"
 
 
 def _link(prev: str, seq: int, at: str, kind: str, key: str, content_hash: str) -> str:
-    return hashlib.sha256("|".join((prev, str(seq), at, kind, key, content_hash)).encode()).hexdigest()
+    return hashlib.sha256(
+        "|".join((prev, str(seq), at, kind, key, content_hash)).encode()
+    ).hexdigest()
 
 
 def has_log(con) -> bool:
-    """False for a registry file written before the ingest log existed (opened read-only, not migrated)."""
-    return bool(con.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'ingest_log'").fetchall()[0][0])
+    """False for a registry file written before the ingest log existed (opened read-only, not
+    migrated)."""
+    return bool(
+        con.sql("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'ingest_log'").fetchall()[
+            0
+        ][0]
+    )
 
 
 def head(con) -> dict:
     """The last entry: ``{"seq": n, "hash": h}`` (``seq`` 0 and ``GENESIS`` for an empty log)."""
-    rows = con.sql("SELECT seq, hash FROM ingest_log ORDER BY seq DESC LIMIT 1").fetchall() if has_log(con) else []
+    rows = (
+        con.sql("SELECT seq, hash FROM ingest_log ORDER BY seq DESC LIMIT 1").fetchall()
+        if has_log(con)
+        else []
+    )
     row = rows[0] if rows else None
     return {"seq": row[0], "hash": row[1]} if row else {"seq": 0, "hash": GENESIS}
 
 
 def append(con, kind: str, keys: list[str]) -> None:
-    """Log the rows ``keys`` of ``kind`` as stored now (run_key for run/replacement/import, hash for decision),
-    chained after the last entry; within the caller's transaction.
+    """Log the rows ``keys`` of ``kind`` as stored now (run_key for run/replacement/import, hash for
+    decision), chained after the last entry; within the caller's transaction.
 
-    Set-based, because row-by-row inserts made this most of an ingest's time: the keys go to DuckDB as one
-    Arrow table and the entries come back as one. DuckDB pushes the join's keys into the scan of the view's
-    table (a dynamic filter), so only these rows reach the digest, not the whole table. Only the chain is a
-    Python loop: each hash needs the one before it."""
+    Set-based, because row-by-row inserts made this most of an ingest's time: the keys go to DuckDB
+    as one Arrow table and the entries come back as one. DuckDB pushes the join's keys into the scan
+    of the view's table (a dynamic filter), so only these rows reach the digest, not the whole
+    table. Only the chain is a Python loop: each hash needs the one before it."""
     if not keys:
         return
     view, col = ("decision_digests", "hash") if kind == "decision" else ("run_digests", "run_key")
     con.register("ledger_keys", pa.table({"k": pa.array(keys, pa.string())}))
-    try:   # a key named twice is logged twice, as the join yields it; a key with no stored row is not logged
-        got = con.sql(f"SELECT {col} AS key, digest FROM {view} JOIN ledger_keys ON k = {col} "
-                      f"ORDER BY {col}").to_arrow_table()
+    # a key named twice is logged twice, as the join yields it; a key with no stored row is not
+    # logged
+    try:
+        got = con.sql(
+            f"SELECT {col} AS key, digest FROM {view} JOIN ledger_keys ON k = {col} ORDER BY {col}"
+        ).to_arrow_table()
     finally:
         con.unregister("ledger_keys")
     last = head(con)
@@ -65,41 +80,87 @@ def append(con, kind: str, keys: list[str]) -> None:
         prevs.append(prev)
         prev = _link(prev, seq, at, kind, key, digest)
         hashes.append(prev)
-    con.register("ledger_rows", pa.table({"seq": pa.array(range(last["seq"] + 1, seq + 1), pa.int64()),
-                                          "key": got["key"], "content_hash": got["digest"],
-                                          "prev": pa.array(prevs, pa.string()), "hash": pa.array(hashes, pa.string())}))
-    try:   # ``at`` is cast from the very string that was hashed, so verify's strftime gives it back
-        con.execute("INSERT INTO ingest_log SELECT seq, $at::TIMESTAMP, $kind, key, content_hash, prev, hash "
-                    "FROM ledger_rows", {"at": at, "kind": kind})
+    con.register(
+        "ledger_rows",
+        pa.table(
+            {
+                "seq": pa.array(range(last["seq"] + 1, seq + 1), pa.int64()),
+                "key": got["key"],
+                "content_hash": got["digest"],
+                "prev": pa.array(prevs, pa.string()),
+                "hash": pa.array(hashes, pa.string()),
+            }
+        ),
+    )
+    try:  # ``at`` is cast from the very string that was hashed, so verify's strftime gives it back
+        con.execute(
+            "INSERT INTO ingest_log SELECT seq, $at::TIMESTAMP, $kind, key, content_hash, prev, "
+            "hash FROM ledger_rows",
+            {"at": at, "kind": kind},
+        )
     finally:
         con.unregister("ledger_rows")
 
 
 def verify(con) -> list[dict]:
-    """Breaks of the chain, and stored runs and decisions that disagree with their last entry (empty: intact)."""
+    """Breaks of the chain, and stored runs and decisions that disagree with their last entry
+    (empty: intact)."""
     if not has_log(con):
-        return [{"seq": None, "key": None, "reason": "the registry predates the ingest log: nothing vouches for its "
-                 "rows (re-ingest the results directory into a new registry)"}]
+        return [
+            {
+                "seq": None,
+                "key": None,
+                "reason": "the registry predates the ingest log: nothing vouches for its "
+                "rows (re-ingest the results directory into a new registry)",
+            }
+        ]
     out = []
     prev, expect = GENESIS, 1
-    entries = con.sql(f"SELECT seq, strftime(logged_at, '{_TS}'), kind, key, content_hash, prev, hash "
-                      "FROM ingest_log ORDER BY seq").fetchall()
+    entries = con.sql(
+        f"SELECT seq, strftime(logged_at, '{_TS}'), kind, key, content_hash, prev, hash "
+        "FROM ingest_log ORDER BY seq"
+    ).fetchall()
     for seq, at, kind, key, content_hash, stored_prev, h in entries:
         if seq != expect:
-            out.append({"seq": seq, "key": key, "reason": f"entries {expect}..{seq - 1} are missing from the log"})
+            out.append(
+                {
+                    "seq": seq,
+                    "key": key,
+                    "reason": f"entries {expect}..{seq - 1} are missing from the log",
+                }
+            )
         if stored_prev != prev or _link(prev, seq, at, kind, key, content_hash) != h:
-            out.append({"seq": seq, "key": key, "reason": "entry altered: its hash does not follow from the chain"})
+            out.append(
+                {
+                    "seq": seq,
+                    "key": key,
+                    "reason": "entry altered: its hash does not follow from the chain",
+                }
+            )
         prev, expect = h, seq + 1
-    last = "SELECT key, arg_max(content_hash, seq) AS content_hash FROM ingest_log WHERE kind IN {} GROUP BY key"
-    out += [{"seq": None, "key": k, "reason": r} for k, r in con.sql(f"""
-        SELECT v.run_key, CASE WHEN l.key IS NULL THEN 'run not in the ingest log (added outside ingest)'
-                               ELSE 'run differs from what ingest accepted (edited in the registry)' END
-        FROM run_digests v LEFT JOIN ({last.format("('run', 'replacement', 'import')")}) l ON l.key = v.run_key
+    last = (
+        "SELECT key, arg_max(content_hash, seq) AS content_hash FROM ingest_log WHERE kind IN "
+        "{} GROUP BY key"
+    )
+    out += [
+        {"seq": None, "key": k, "reason": r}
+        for k, r in con.sql(
+            """
+        SELECT v.run_key, CASE WHEN l.key IS NULL """
+            """THEN 'run not in the ingest log (added outside ingest)'
+                               ELSE """
+            f"""'run differs from what ingest accepted (edited in the registry)' END
+        FROM run_digests v LEFT JOIN ({last.format("('run', 'replacement', 'import')")}) l """
+            """ON l.key = v.run_key
         WHERE l.key IS NULL OR l.content_hash <> v.digest
         UNION ALL
-        SELECT v.hash, CASE WHEN l.key IS NULL THEN 'decision not in the ingest log (added outside ingest)'
-                            ELSE 'decision differs from what ingest accepted (edited in the registry)' END
+        SELECT v.hash, CASE WHEN l.key IS NULL """
+            """THEN 'decision not in the ingest log (added outside ingest)'
+                            ELSE """
+            f"""'decision differs from what ingest accepted (edited in the registry)' END
         FROM decision_digests v LEFT JOIN ({last.format("('decision',)")}) l ON l.key = v.hash
         WHERE l.key IS NULL OR l.content_hash <> v.digest
-        ORDER BY 1""").fetchall()]
+        ORDER BY 1"""
+        ).fetchall()
+    ]
     return out

@@ -21,17 +21,21 @@ from supportbench.errors import RegistryError
 
 KINDS = ("benchmark", "method", "objective")
 _GROUPS = {"benchmark": "supportbench.benchmarks", "method": "supportbench.methods"}
-_LOADED = {"benchmark": ("supportbench.benchmarks.base", "BENCHMARKS"),
-           "method": ("supportbench.methods.base", "METHODS"),
-           "objective": ("supportbench.unlearning.objectives", "OBJECTIVES")}
+_LOADED = {
+    "benchmark": ("supportbench.benchmarks.base", "BENCHMARKS"),
+    "method": ("supportbench.methods.base", "METHODS"),
+    "objective": ("supportbench.unlearning.objectives", "OBJECTIVES"),
+}
 
 
 def check_text(value, what: str, where: str) -> None:
     """``RegistryError`` when ``value`` (a name) holds a control character."""
     if isinstance(value, str) and (m := CONTROL.search(value)):
-        raise RegistryError(f"{where}: {what} {value!r} holds a control character "
-                            f"(U+{ord(m.group()):04X} at position {m.start()}); names are "
-                            "printable text")
+        raise RegistryError(
+            f"{where}: {what} {value!r} holds a control character "
+            f"(U+{ord(m.group()):04X} at position {m.start()}); names are "
+            "printable text"
+        )
 
 
 @functools.cache
@@ -41,24 +45,37 @@ def _declared() -> dict[str, frozenset[str]]:
 
     from supportbench import _registry as reg
 
-    benchmarks = set(reg.declared_names("supportbench.benchmarks", "register_benchmark",
-                                        recursive=True))
-    methods = set(reg.declared_names("supportbench.methods", "register_method",
-                                     exclude=("base", "diagnostics")))
-    interfaces = reg.declared_class_attrs("supportbench.benchmarks", "register_benchmark",
-                                          "INTERFACES")
+    benchmarks = set(
+        reg.declared_names("supportbench.benchmarks", "register_benchmark", recursive=True)
+    )
+    methods = set(
+        reg.declared_names(
+            "supportbench.methods", "register_method", exclude=("base", "diagnostics")
+        )
+    )
+    interfaces = reg.declared_class_attrs(
+        "supportbench.benchmarks", "register_benchmark", "INTERFACES"
+    )
     for itf in interfaces.values():
         methods.update(itf or ())
     objectives = set()
     src = reg.module_source("supportbench.unlearning.objectives")
-    for node in ast.walk(reg.parse_source(src)) if src else ():   # OBJECTIVES.register("npo", ...)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "register"
-                and getattr(node.func.value, "id", None) == "OBJECTIVES" and node.args
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+    for node in ast.walk(reg.parse_source(src)) if src else ():  # OBJECTIVES.register("npo", ...)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "register"
+            and getattr(node.func.value, "id", None) == "OBJECTIVES"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             objectives.add(node.args[0].value)
-    return {"benchmark": frozenset(benchmarks), "method": frozenset(methods),
-            "objective": frozenset(objectives)}
+    return {
+        "benchmark": frozenset(benchmarks),
+        "method": frozenset(methods),
+        "objective": frozenset(objectives),
+    }
 
 
 def known(kind: str) -> set[str]:
@@ -71,7 +88,7 @@ def known(kind: str) -> set[str]:
         names |= set(plugin_names(_GROUPS[kind]))
     module, attr = _LOADED[kind]
     names |= set(getattr(getattr(sys.modules.get(module), attr, None), "_items", {}))
-    if kind == "method":   # a benchmark's own interfaces: plugins' from source, loaded ones as are
+    if kind == "method":  # a benchmark's own interfaces: plugins' from source, loaded ones as are
         for itf in plugin_class_attrs(_GROUPS["benchmark"], "INTERFACES").values():
             names.update(itf if isinstance(itf, tuple | list) else ())
         module, attr = _LOADED["benchmark"]
@@ -84,11 +101,12 @@ class NameCheck:
     """Checks the names of the runs a registry is about to store: control characters always refused;
     unknown benchmark, method and objective names refused, or (``allow_unknown``) kept, counted."""
 
-    def __init__(self, allow_unknown: bool = False,
-                 extra: dict[str, tuple[str, ...]] | None = None):
+    def __init__(
+        self, allow_unknown: bool = False, extra: dict[str, tuple[str, ...]] | None = None
+    ):
         self.allow_unknown = allow_unknown
         self._known = {k: known(k) | set((extra or {}).get(k, ())) for k in KINDS}
-        self.unknown: dict[tuple[str, str], str] = {}   # (kind, name) -> where it was first seen
+        self.unknown: dict[tuple[str, str], str] = {}  # (kind, name) -> where it was first seen
 
     def check(self, cell: dict, where: str, texts: bool = True) -> None:
         """Every name of ``cell`` (a spec, an imported run's cell) that is text (``texts``: a
@@ -103,9 +121,11 @@ class NameCheck:
                 allowed = sorted(self._known[kind])
                 near = difflib.get_close_matches(name, allowed, n=1)
                 hint = f" Did you mean '{near[0]}'?" if near else ""
-                raise RegistryError(f"{where}: unknown {kind} {name!r}.{hint} Known: "
-                                    f"{', '.join(allowed)}; nothing stored. --allow-unknown stores "
-                                    f"it anyway (another project's {kind}, say)")
+                raise RegistryError(
+                    f"{where}: unknown {kind} {name!r}.{hint} Known: "
+                    f"{', '.join(allowed)}; nothing stored. --allow-unknown stores "
+                    f"it anyway (another project's {kind}, say)"
+                )
             self.unknown.setdefault((kind, name), where)
 
     def summary(self) -> str | None:

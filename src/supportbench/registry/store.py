@@ -2,15 +2,14 @@
 
 Many workers write run-record files; exactly one process ingests them (``ingest.py``). A second
 process that opens the file while another holds its lock waits (``SUPPORTBENCH_LOCK_TIMEOUT``
-seconds, default 120) and then stops with a message naming the holder; it never dies on DuckDB's
-raw lock error. Who holds the lock: a process that opens the registry for writing, or for one
-statement of a query session, leaves an owner note ``<registry>.owner`` (JSON: pid, host, command
-line, mode, since; written atomically, removed when it closes; a note whose pid is dead is
-ignored), and DuckDB's own lock error names the holding pid, whose command line is read from
-``/proc`` when no note describes it.
-``query_connection`` is the locked-down connection behind ``registry query``: read-only, no access to
-other files, configuration locked, one read statement at a time. Nothing here imports torch or
-transformers.
+seconds, default 120) and then stops with a message naming the holder; it never dies on DuckDB's raw
+lock error. Who holds the lock: a process that opens the registry for writing, or for one statement
+of a query session, leaves an owner note ``<registry>.owner`` (JSON: pid, host, command line, mode,
+since; written atomically, removed when it closes; a note whose pid is dead is ignored), and
+DuckDB's own lock error names the holding pid, whose command line is read from ``/proc`` when no
+note describes it. ``query_connection`` is the locked-down connection behind ``registry query``:
+read-only, no access to other files, configuration locked, one read statement at a time. Nothing
+here imports torch or transformers.
 """
 
 from __future__ import annotations
@@ -62,7 +61,9 @@ def strict_float(text: str) -> float | None:
 
 
 LOCK_TIMEOUT = "SUPPORTBENCH_LOCK_TIMEOUT"
-MAX_WAIT = 7 * 24 * 3600.0   # a week: any longer wait or query limit is a typo (a timer cannot hold 1e308 s)
+MAX_WAIT = (
+    7 * 24 * 3600.0
+)  # a week: any longer wait or query limit is a typo (a timer cannot hold 1e308 s)
 
 
 def lock_timeout() -> float:
@@ -72,8 +73,10 @@ def lock_timeout() -> float:
         return 120.0
     value = strict_float(raw)
     if value is None or not 0 <= value <= MAX_WAIT:
-        raise RegistryError(f"{LOCK_TIMEOUT}={raw!r} is not allowed: it is the seconds to wait for "
-                            f"another process's lock, a decimal number in 0..{MAX_WAIT:.0f} (default 120)")
+        raise RegistryError(
+            f"{LOCK_TIMEOUT}={raw!r} is not allowed: it is the seconds to wait for "
+            f"another process's lock, a decimal number in 0..{MAX_WAIT:.0f} (default 120)"
+        )
     return value
 
 
@@ -88,9 +91,13 @@ def _write_owner(path: Path, mode: str) -> None:
     """Say who holds the registry (best effort: a folder the process cannot write gets no note)."""
     from supportbench._io import write_json_atomic
 
-    note = {"pid": os.getpid(), "host": socket.gethostname(), "mode": mode,
-            "command": shlex.join(getattr(sys, "orig_argv", sys.argv)),
-            "since": datetime.now(UTC).isoformat(timespec="seconds")}
+    note = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "mode": mode,
+        "command": shlex.join(getattr(sys, "orig_argv", sys.argv)),
+        "since": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     with contextlib.suppress(OSError):
         write_json_atomic(owner_path(path), note)
 
@@ -113,7 +120,7 @@ def _alive(pid) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:      # it exists, owned by another user
+    except OSError:  # it exists, owned by another user
         return True
     return True
 
@@ -129,7 +136,7 @@ def _proc_command(pid: int) -> str | None:
 def _one_line(text, limit: int = 300) -> str:
     """A command line as one line of a message: blanks and control characters collapsed, cut."""
     text = " ".join(re.sub(r"[\x00-\x1f\x7f]", " ", str(text)).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def lock_holder(path: str | Path, duckdb_message: str = "") -> str:
@@ -149,16 +156,19 @@ def lock_holder(path: str | Path, duckdb_message: str = "") -> str:
             mode = note.get("mode")
             what = {"write": "writing", "query": "running a query"}.get(mode, str(mode))
             where = "" if here else f" on host {note.get('host')}"
-            return (f"pid {note.get('pid')}{where} ({what} since {note.get('since')}): "
-                    f"{_one_line(note.get('command'))}")
+            return (
+                f"pid {note.get('pid')}{where} ({what} since {note.get('since')}): "
+                f"{_one_line(note.get('command'))}"
+            )
     if pid is not None:
         cmd = _proc_command(pid)
         return f"pid {pid}" + (f": {_one_line(cmd)}" if cmd else " (it left no owner note)")
     return "another process (it left no owner note)"
 
 
-def _open(path: Path, read_only: bool, config: dict | None = None,
-          timeout: float | None = None) -> duckdb.DuckDBPyConnection:
+def _open(
+    path: Path, read_only: bool, config: dict | None = None, timeout: float | None = None
+) -> duckdb.DuckDBPyConnection:
     """duckdb.connect, waiting while another process holds the file's lock; errors name the file
     and the lock's holder."""
     timeout = lock_timeout() if timeout is None else timeout
@@ -173,16 +183,29 @@ def _open(path: Path, read_only: bool, config: dict | None = None,
                     time.sleep(min(delay, max(deadline - time.monotonic(), 0.01)))
                     delay = min(delay * 2, 1.0)
                     continue
-                raise RegistryError(f"registry '{path}' is locked by another process, "
-                                    f"{lock_holder(path, msg)}; waited {timeout:g} s "
-                                    f"({LOCK_TIMEOUT}). Retry when it has finished") from None
-            if not read_only and path.exists() and not os.access(path, os.W_OK) or "read-only" in msg.lower():
-                raise RegistryError(f"registry '{path}' cannot be written ({msg.splitlines()[0]}): a read-only "
-                                    "file or file system; reading it needs no write access (registry query, "
-                                    "report)") from None
-            raise RegistryError(f"'{path}' is not a DuckDB registry file: {msg.splitlines()[0]}") from None
+                raise RegistryError(
+                    f"registry '{path}' is locked by another process, "
+                    f"{lock_holder(path, msg)}; waited {timeout:g} s "
+                    f"({LOCK_TIMEOUT}). Retry when it has finished"
+                ) from None
+            if (
+                not read_only
+                and path.exists()
+                and not os.access(path, os.W_OK)
+                or "read-only" in msg.lower()
+            ):
+                raise RegistryError(
+                    f"registry '{path}' cannot be written ({msg.splitlines()[0]}): a read-only "
+                    "file or file system; reading it needs no write access (registry query, "
+                    "report)"
+                ) from None
+            raise RegistryError(
+                f"'{path}' is not a DuckDB registry file: {msg.splitlines()[0]}"
+            ) from None
         except duckdb.Error as exc:
-            raise RegistryError(f"'{path}' cannot be opened as a DuckDB registry: {str(exc).splitlines()[0]}") from None
+            raise RegistryError(
+                f"'{path}' cannot be opened as a DuckDB registry: {str(exc).splitlines()[0]}"
+            ) from None
 
 
 def _own(con: duckdb.DuckDBPyConnection, path: Path, mode: str) -> duckdb.DuckDBPyConnection:
@@ -199,29 +222,34 @@ def close(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
     con.close()
 
 
-WAL = ".wal"   # the write-ahead log DuckDB keeps beside a registry while it is open
+WAL = ".wal"  # the write-ahead log DuckDB keeps beside a registry while it is open
 
 
 def check_path(path: str | Path, what: str = "registry path", *, writing: bool = False) -> Path:
-    """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a name
-    too long for it, a place under a file, or (``writing``) a nearest existing folder nothing can be made
-    in. Asked before the path is looked up at all (a too long name fails even ``exists``)."""
+    """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a
+    name too long for it, a place under a file, or (``writing``) a nearest existing folder nothing
+    can be made in. Asked before the path is looked up at all (a too long name fails even
+    ``exists``)."""
     from supportbench import _io
 
     path = Path(path)
     why = _io.too_long(path)
     if why:
         raise RegistryError(f"{what} '{path}': {why}")
-    if path.name and _io.too_long(path.with_name(path.name + WAL)):   # DuckDB's log beside it
-        raise RegistryError(f"{what} '{path}': the name is too long for DuckDB's '{WAL}' file "
-                            f"beside it (at most {_io.NAME_MAX - len(WAL)} bytes)")
+    if path.name and _io.too_long(path.with_name(path.name + WAL)):  # DuckDB's log beside it
+        raise RegistryError(
+            f"{what} '{path}': the name is too long for DuckDB's '{WAL}' file "
+            f"beside it (at most {_io.NAME_MAX - len(WAL)} bytes)"
+        )
     above = _io.file_ancestor(path)
     if above is not None:
         raise RegistryError(f"{what} '{path}' lies under '{above}', which is a file")
     if writing and not path.exists():
         why = _io.cannot_write_in(_io.nearest_existing(path))
         if why:
-            raise RegistryError(f"{what} '{path}': '{_io.nearest_existing(path)}' is not writable ({why})")
+            raise RegistryError(
+                f"{what} '{path}': '{_io.nearest_existing(path)}' is not writable ({why})"
+            )
     return path
 
 
@@ -232,14 +260,17 @@ def not_a_file(path: Path) -> None:
         raise RegistryError(f"registry path '{path}' is {kind}, not a DuckDB file")
 
 
-def connect(path: str | Path = DEFAULT_PATH, *, read_only: bool = False,
-            timeout: float | None = None) -> duckdb.DuckDBPyConnection:
+def connect(
+    path: str | Path = DEFAULT_PATH, *, read_only: bool = False, timeout: float | None = None
+) -> duckdb.DuckDBPyConnection:
     """Open (and, when writable, create or migrate) the registry at ``path``."""
     path = check_path(path, writing=not read_only)
     not_a_file(path)
     if read_only:
         if not path.exists():
-            raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
+            raise RegistryError(
+                f"no registry at '{path}' (create one with `supportbench registry ingest`)"
+            )
         con = _open(path, True, timeout=timeout)
         _check_version(con, path)
         return con
@@ -285,14 +316,14 @@ def write_session(path: str | Path, work: Callable[[duckdb.DuckDBPyConnection], 
     return result
 
 
-_RACED = object()   # ``_create``: another process published the registry first
+_RACED = object()  # ``_create``: another process published the registry first
 
 
 def _create(path: Path, work: Callable | None = None):
     """Create the registry whole, then publish it: built and migrated under a private name, closed
     (checkpointed, no WAL left), then hard-linked to ``path``. Another process that opens ``path``
-    meanwhile sees either no file or a complete registry, never DuckDB's half-written header. When two
-    processes race to create it, the first link wins and the other's copy is dropped."""
+    meanwhile sees either no file or a complete registry, never DuckDB's half-written header. When
+    two processes race to create it, the first link wins and the other's copy is dropped."""
     # a short private name: the registry's own may already be near the file system's limit
     tmp = path.with_name(f".supportbench-{os.getpid()}-{threading.get_ident()}.creating")
     _remove_dead_creations(path.parent)
@@ -309,7 +340,7 @@ def _create(path: Path, work: Callable | None = None):
             os.link(tmp, path)
         except FileExistsError:
             return _RACED if work is not None else None
-        except OSError:   # no hard links here: a rename, not atomic against a racing creator
+        except OSError:  # no hard links here: a rename, not atomic against a racing creator
             if path.exists():
                 return _RACED if work is not None else None
             os.replace(tmp, path)
@@ -323,8 +354,8 @@ _CREATING = re.compile(r"\.supportbench-(\d+)-\d+\.creating(\.wal)?")
 
 
 def _remove_dead_creations(folder: Path) -> None:
-    """Remove the private copies (and their logs) that a creator killed with -9 left in ``folder``: those
-    whose process is gone. A live creator's copy is left alone."""
+    """Remove the private copies (and their logs) that a creator killed with -9 left in ``folder``:
+    those whose process is gone. A live creator's copy is left alone."""
     try:
         names = [e.name for e in os.scandir(folder) if _CREATING.fullmatch(e.name)]
     except OSError:
@@ -333,7 +364,7 @@ def _remove_dead_creations(folder: Path) -> None:
         pid = int(_CREATING.fullmatch(name).group(1))
         try:
             os.kill(pid, 0)
-            continue            # alive (or not ours to signal): not a leftover
+            continue  # alive (or not ours to signal): not a leftover
         except ProcessLookupError:
             pass
         except (PermissionError, OverflowError):
@@ -355,16 +386,19 @@ def query_connection(path: str | Path) -> duckdb.DuckDBPyConnection:
     path = check_path(path)
     not_a_file(path)
     if not path.is_file():
-        raise RegistryError(f"no registry at '{path}' (create one with `supportbench registry ingest`)")
+        raise RegistryError(
+            f"no registry at '{path}' (create one with `supportbench registry ingest`)"
+        )
     memory = os.environ.get("SUPPORTBENCH_QUERY_MEMORY", "2GB")
     con = _open(path, True, config={"enable_external_access": False})
     try:
         _check_version(con, path)
         try:
-            con.execute(f"SET memory_limit = '{memory}'")   # an unbounded recursive CTE stops at it
+            con.execute(f"SET memory_limit = '{memory}'")  # an unbounded recursive CTE stops at it
         except duckdb.Error:
-            raise RegistryError(f"SUPPORTBENCH_QUERY_MEMORY={memory!r} is not a memory size "
-                                "(e.g. 2GB, 500MB)") from None
+            raise RegistryError(
+                f"SUPPORTBENCH_QUERY_MEMORY={memory!r} is not a memory size (e.g. 2GB, 500MB)"
+            ) from None
         con.execute("SET lock_configuration = true")
     except BaseException:
         con.close()
@@ -377,8 +411,10 @@ def query_seconds() -> float:
     raw = os.environ.get("SUPPORTBENCH_QUERY_SECONDS", "30")
     value = strict_float(raw)
     if value is None or not 0 < value <= MAX_WAIT:
-        raise RegistryError(f"SUPPORTBENCH_QUERY_SECONDS={raw!r} must be a number of seconds in "
-                            f"(0, {MAX_WAIT:.0f}] (default 30)")
+        raise RegistryError(
+            f"SUPPORTBENCH_QUERY_SECONDS={raw!r} must be a number of seconds in "
+            f"(0, {MAX_WAIT:.0f}] (default 30)"
+        )
     return value
 
 
@@ -386,13 +422,19 @@ def query_seconds() -> float:
 class QueryResult:
     """A read query's first ``max_rows`` rows (``rows``, an Arrow table), and whether it had more
     (``cut``)."""
+
     rows: Any
     cut: bool
     max_rows: int
 
 
-def run_query(con: duckdb.DuckDBPyConnection, sql: str, *, seconds: float | None = None,
-              max_rows: int = MAX_ROWS) -> QueryResult:
+def run_query(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    seconds: float | None = None,
+    max_rows: int = MAX_ROWS,
+) -> QueryResult:
     """Run one read statement (SELECT, WITH ... SELECT, VALUES, a table function) and keep its
     first ``max_rows`` rows; refuse anything else: several statements, COPY, EXPORT, ATTACH, SET,
     PRAGMA, writes. A query still running after ``seconds`` (``query_seconds()``) is interrupted:
@@ -407,17 +449,23 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, *, seconds: float | None
         raise RegistryError(f"one statement at a time, got {len(statements)}")
     kind = statements[0].type.name
     if kind not in READ_STATEMENTS:
-        raise RegistryError(f"the query connection is read-only: only read queries (SELECT ...) are allowed, "
-                            f"got a statement of type {kind}")
+        raise RegistryError(
+            f"the query connection is read-only: only read queries (SELECT ...) are allowed, "
+            f"got a statement of type {kind}"
+        )
     limit = query_seconds() if seconds is None else seconds
     timer = threading.Timer(limit, con.interrupt)
     timer.start()
     try:
         table = con.sql(sql).limit(max_rows + 1).to_arrow_table()
     except duckdb.InterruptException:
-        raise RegistryError(f"query stopped at its time limit of {limit:g} s (SUPPORTBENCH_QUERY_SECONDS)") from None
+        raise RegistryError(
+            f"query stopped at its time limit of {limit:g} s (SUPPORTBENCH_QUERY_SECONDS)"
+        ) from None
     except duckdb.OutOfMemoryException:
-        raise RegistryError("query stopped at its memory limit (SUPPORTBENCH_QUERY_MEMORY)") from None
+        raise RegistryError(
+            "query stopped at its memory limit (SUPPORTBENCH_QUERY_MEMORY)"
+        ) from None
     except duckdb.Error as exc:
         raise RegistryError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
@@ -432,8 +480,9 @@ def render(result: QueryResult, fmt: str = "table") -> str:
     has no such numbers). csv and json carry rows only: the caller says on stderr when the limit
     cut them (``cut_note``)."""
     if fmt not in QUERY_FORMATS:
-        raise RegistryError(f"--format {fmt!r} is not a query format; allowed: "
-                            f"{', '.join(QUERY_FORMATS)}")
+        raise RegistryError(
+            f"--format {fmt!r} is not a query format; allowed: {', '.join(QUERY_FORMATS)}"
+        )
     t = result.rows
     if fmt == "table":
         buf = io.StringIO()
@@ -451,15 +500,21 @@ def render(result: QueryResult, fmt: str = "table") -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(t.column_names)
-    for row in t.to_pylist():   # numbers as Python writes them (nan, inf), nested values as JSON
-        w.writerow([json.dumps(_plain(v), ensure_ascii=False) if isinstance(v, list | dict)
-                    else v for v in row.values()])
+    for row in t.to_pylist():  # numbers as Python writes them (nan, inf), nested values as JSON
+        w.writerow(
+            [
+                json.dumps(_plain(v), ensure_ascii=False) if isinstance(v, list | dict) else v
+                for v in row.values()
+            ]
+        )
     return buf.getvalue().rstrip("\n")
 
 
 def cut_note(result: QueryResult) -> str:
-    return (f"(the first {result.max_rows:,} rows are shown: the query returned more; narrow it "
-            "with WHERE or LIMIT)")
+    return (
+        f"(the first {result.max_rows:,} rows are shown: the query returned more; narrow it "
+        "with WHERE or LIMIT)"
+    )
 
 
 def _plain(v):
@@ -483,7 +538,7 @@ def _plain(v):
     if isinstance(v, dict):
         return {str(k): _plain(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
-        if v and all(isinstance(p, tuple) and len(p) == 2 for p in v):   # a MAP: (key, value)s
+        if v and all(isinstance(p, tuple) and len(p) == 2 for p in v):  # a MAP: (key, value)s
             return {str(k): _plain(x) for k, x in v}
         return [_plain(x) for x in v]
     return v
@@ -497,9 +552,13 @@ def migrate(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("ALTER TABLE provenance ADD COLUMN IF NOT EXISTS fingerprint VARCHAR")
         have = con.execute("SELECT max(version) FROM schema_migrations").fetchall()[0][0]
         if have is None:
-            con.execute("INSERT INTO schema_migrations VALUES (?, ?)", [SCHEMA_VERSION, datetime.now(UTC)])
+            con.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?)", [SCHEMA_VERSION, datetime.now(UTC)]
+            )
         elif have > SCHEMA_VERSION:
-            raise RegistryError(f"registry schema version {have} is newer than this supportbench ({SCHEMA_VERSION})")
+            raise RegistryError(
+                f"registry schema version {have} is newer than this supportbench ({SCHEMA_VERSION})"
+            )
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -510,19 +569,26 @@ def _check_version(con, path) -> None:
     try:
         have = con.execute("SELECT max(version) FROM schema_migrations").fetchall()[0][0]
     except duckdb.CatalogException:
-        raise RegistryError(f"'{path}' is not a supportbench registry (no schema_migrations table)") from None
+        raise RegistryError(
+            f"'{path}' is not a supportbench registry (no schema_migrations table)"
+        ) from None
     if have != SCHEMA_VERSION:
-        raise RegistryError(f"registry '{path}' has schema version {have}; this supportbench reads {SCHEMA_VERSION}")
+        raise RegistryError(
+            f"registry '{path}' has schema version {have}; this supportbench reads {SCHEMA_VERSION}"
+        )
 
 
 def check_experiment(con, experiment: str, label: str = "--experiment") -> None:
     """``RegistryError`` unless the registry holds runs of ``experiment``; the message lists those
     it holds (``registry export --experiment`` and the Python API's frames say the same)."""
-    present = [r[0] for r in
-               con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
+    present = [
+        r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()
+    ]
     if experiment not in present:
-        raise RegistryError(f"{label} {experiment!r}: no such experiment in the registry; it "
-                            f"holds: {', '.join(present) or 'none (the registry is empty)'}")
+        raise RegistryError(
+            f"{label} {experiment!r}: no such experiment in the registry; it "
+            f"holds: {', '.join(present) or 'none (the registry is empty)'}"
+        )
 
 
 def one(con, sql: str, params=None):

@@ -21,16 +21,21 @@ from supportbench.reports import stats  # noqa: E402
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES  # noqa: E402
 from supportbench.reports.names import arm_display, method_display  # noqa: E402
 from supportbench.reports.overview import present_arms, reference_of, split_arm  # noqa: E402
-from supportbench.reports.tables import DIRR_METHOD, Context, Missing, _baselines_present  # noqa: E402
+from supportbench.reports.tables import (  # noqa: E402
+    DIRR_METHOD,
+    Context,
+    Missing,
+    _baselines_present,
+)
 
 
 @dataclass(frozen=True)
 class Comparison:
-    benchmark: str                  # the benchmark's registry name
-    runs: pl.DataFrame              # its final-split ok runs
-    method: str                     # the reference arm
+    benchmark: str  # the benchmark's registry name
+    runs: pl.DataFrame  # its final-split ok runs
+    method: str  # the reference arm
     variant: str
-    baselines: list[str]            # static methods compared with it
+    baselines: list[str]  # static methods compared with it
 
     @property
     def who(self) -> str:
@@ -40,16 +45,18 @@ class Comparison:
 
 
 def _comparison(ctx: Context) -> Comparison:
-    """What the gap figures compare. By default the paper's: DIR-R if present, else Static-IV, against the
-    baselines, on LACUNA, else Natural-TOFU. With ``--reference``, or when the paper's methods are not there, the
-    report's reference (``overview.reference_of``) against every other static method, on the first benchmark
-    (alphabetical) where both were run."""
+    """What the gap figures compare. By default the paper's: DIR-R if present, else Static-IV,
+    against the baselines, on LACUNA, else Natural-TOFU. With ``--reference``, or when the paper's
+    methods are not there, the report's reference (``overview.reference_of``) against every other
+    static method, on the first benchmark (alphabetical) where both were run."""
     if ctx.reference is None:
         for key in ("lacuna", "natural"):
             df = ctx.ok(key)
             for variant in ("dirr", "static"):
                 if not stats.pick(df, DIRR_METHOD, variant).is_empty() and _baselines_present(df):
-                    return Comparison(ctx.bench[key], df, DIRR_METHOD, variant, _baselines_present(df))
+                    return Comparison(
+                        ctx.bench[key], df, DIRR_METHOD, variant, _baselines_present(df)
+                    )
     ref = reference_of(ctx)
     if ref.key is None:
         raise Missing("the experiment has no ok runs")
@@ -60,11 +67,15 @@ def _comparison(ctx: Context) -> Comparison:
         others = [a for a in present_arms(df) if ":" not in a and a != ref.key]
         if not stats.pick(df, method, variant).is_empty() and others:
             return Comparison(bench, df, method, variant, others)
-    raise Missing(f"needs final-split runs of the reference ({ref.name}) and of another method on one benchmark")
+    raise Missing(
+        f"needs final-split runs of the reference ({ref.name}) and of another method on one "
+        "benchmark"
+    )
 
 
 def text_colour(rgba) -> str:
-    """Black or white, whichever reads better on a cell of colour ``rgba`` (WCAG relative luminance)."""
+    """Black or white, whichever reads better on a cell of colour ``rgba`` (WCAG relative
+    luminance)."""
     lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
     lum = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
     return "black" if lum > 0.179 else "white"
@@ -74,14 +85,30 @@ def _annotate(ax, im, M: np.ndarray, fmt: str, fontsize: int = 7) -> None:
     for i in range(M.shape[0]):
         for j in range(M.shape[1]):
             if not np.isnan(M[i, j]):
-                ax.text(j, i, format(M[i, j], fmt), ha="center", va="center", fontsize=fontsize,
-                        color=text_colour(im.cmap(im.norm(M[i, j]))))
+                ax.text(
+                    j,
+                    i,
+                    format(M[i, j], fmt),
+                    ha="center",
+                    va="center",
+                    fontsize=fontsize,
+                    color=text_colour(im.cmap(im.norm(M[i, j]))),
+                )
 
 
 def _empty(ax, message: str) -> None:
     """Say on the axes why they hold nothing to read, instead of leaving them blank."""
-    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center", fontsize=9, wrap=True,
-            bbox={"boxstyle": "round", "facecolor": "0.95", "edgecolor": "0.6"})
+    ax.text(
+        0.5,
+        0.5,
+        message,
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+        fontsize=9,
+        wrap=True,
+        bbox={"boxstyle": "round", "facecolor": "0.95", "edgecolor": "0.6"},
+    )
 
 
 def field_gap_heatmap(ctx: Context):
@@ -96,7 +123,9 @@ def field_gap_heatmap(ctx: Context):
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(fields), 0.8 + 0.4 * len(c.baselines)))
     lim = (np.nanmax(np.abs(M)) if not np.isnan(M).all() else 0.0) or 1.0
     im = ax.imshow(M, cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
-    ax.set_xticks(range(len(fields)), [FIELD_NAMES.get(f, f) for f in fields], rotation=30, ha="right")
+    ax.set_xticks(
+        range(len(fields)), [FIELD_NAMES.get(f, f) for f in fields], rotation=30, ha="right"
+    )
     ax.set_yticks(range(len(c.baselines)), [method_display(b) for b in c.baselines])
     _annotate(ax, im, M, "+.3f")
     if np.isnan(M).all():
@@ -124,20 +153,22 @@ def loo_forest(ctx: Context):
     ax.axvline(0, color="k", lw=0.8)
     xs = [0.0] + [r[1] for r in rows] + [v for r in rows if r[2] for v in r[2]]
     pad = 0.1 * (max(xs) - min(xs)) or 0.1 * max(abs(v) for v in xs) or 0.05
-    ax.set_xlim(min(xs) - pad, max(xs) + pad)    # every point in view, also one point at zero
+    ax.set_xlim(min(xs) - pad, max(xs) + pad)  # every point in view, also one point at zero
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     single = [r[0] for r in rows if r[3] < 2]
-    ax.set_xlabel("mean paired ΔJ with leave-one-out range"
-                  + (" (no range where one unit is matched)" if single else ""))
+    ax.set_xlabel(
+        "mean paired ΔJ with leave-one-out range"
+        + (" (no range where one unit is matched)" if single else "")
+    )
     ax.set_title(f"{c.who} vs other methods ({c.benchmark})")
     fig.tight_layout()
     return fig
 
 
 def dirr_gain(ctx: Context):
-    """Available vs captured gain per benchmark x objective (and method, for DIR-R of other methods). When no
-    run triggered, DIR-R equals its static continuation and the axes say so."""
+    """Available vs captured gain per benchmark x objective (and method, for DIR-R of other
+    methods). When no run triggered, DIR-R equals its static continuation and the axes say so."""
     rows, triggered, runs = [], 0, 0
     ok = stats.usable(ctx.results.filter(pl.col("split") == "final"))
     present = set(ok["benchmark"].unique().to_list()) if ok.height else set()
@@ -146,39 +177,79 @@ def dirr_gain(ctx: Context):
     order = list(OBJECTIVE_NAMES)
     for bench in benches:
         df = ok.filter(pl.col("benchmark") == bench)
-        methods = sorted(df.filter(pl.col("variant") == "dirr")["method"].unique().to_list(),
-                         key=lambda m: (m != DIRR_METHOD, m))
-        objs = sorted(df["objective"].unique().to_list(),
-                      key=lambda o: (order.index(o) if o in order else len(order), o))
+        methods = sorted(
+            df.filter(pl.col("variant") == "dirr")["method"].unique().to_list(),
+            key=lambda m: (m != DIRR_METHOD, m),
+        )
+        objs = sorted(
+            df["objective"].unique().to_list(),
+            key=lambda o: (order.index(o) if o in order else len(order), o),
+        )
         for m in methods:
             for obj in objs:
                 d = df.filter(pl.col("objective") == obj)
                 dm = stats.dirr_metrics(stats.pick(d, m, "dirr"), stats.pick(d, m, "static"))
                 if dm.n:
                     who = "" if m == DIRR_METHOD else f"\n{method_display(m)}"
-                    rows.append((f"{bench}\n{OBJECTIVE_NAMES.get(obj, obj)}{who}", dm.available_gain, dm.delta,
-                                 dm.triggered))
+                    rows.append(
+                        (
+                            f"{bench}\n{OBJECTIVE_NAMES.get(obj, obj)}{who}",
+                            dm.available_gain,
+                            dm.delta,
+                            dm.triggered,
+                        )
+                    )
                     triggered += dm.triggered
                     runs += dm.n
     if not rows:
         raise Missing("needs paired DIR-R and static runs of one method (final split)")
     fig, ax = plt.subplots(figsize=(2.4 + 1.3 * len(rows), 3.4))
     x = np.arange(len(rows))
-    ax.bar(x - 0.2, [r[1] if r[1] is not None else 0 for r in rows], 0.4, label="available (Eq. 20)", color="0.75")
+    ax.bar(
+        x - 0.2,
+        [r[1] if r[1] is not None else 0 for r in rows],
+        0.4,
+        label="available (Eq. 20)",
+        color="0.75",
+    )
     ax.bar(x + 0.2, [r[2] for r in rows], 0.4, label="captured: ΔJ DIR-R − static", color="C0")
     for i, r in enumerate(rows):
-        if r[1] is None and triggered:   # Eq. 20 needs every run's complete candidate set
-            ax.text(i - 0.2, 0, "not measured:\nno complete\ncandidate sets", rotation=90, ha="center",
-                    va="bottom", fontsize=6, color="0.3")
+        if r[1] is None and triggered:  # Eq. 20 needs every run's complete candidate set
+            ax.text(
+                i - 0.2,
+                0,
+                "not measured:\nno complete\ncandidate sets",
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=6,
+                color="0.3",
+            )
         if r[3] == 0 and triggered:
-            ax.text(i + 0.2, 0, "no trigger", rotation=90, ha="center", va="bottom", fontsize=6, color="0.3")
+            ax.text(
+                i + 0.2,
+                0,
+                "no trigger",
+                rotation=90,
+                ha="center",
+                va="bottom",
+                fontsize=6,
+                color="0.3",
+            )
     ax.set_xticks(x, [r[0] for r in rows], fontsize=8)
     ax.axhline(0, color="k", lw=0.8)
     if triggered == 0:
         unmeasured = any(r[1] is None for r in rows)
-        _empty(ax, f"DIR-R triggered in none of its {runs} runs:\nevery DIR-R run is its static continuation "
-                   "(ΔJ = 0)." + ("\nAvailable gain needs complete candidate sets (sweep --post-hoc)."
-                                  if unmeasured else ""))
+        _empty(
+            ax,
+            f"DIR-R triggered in none of its {runs} runs:\nevery DIR-R run is its static "
+            "continuation (ΔJ = 0)."
+            + (
+                "\nAvailable gain needs complete candidate sets (sweep --post-hoc)."
+                if unmeasured
+                else ""
+            ),
+        )
         ax.set_ylim(-1, 1)
     else:
         ax.legend(fontsize=8)
@@ -188,25 +259,33 @@ def dirr_gain(ctx: Context):
 
 
 def support_jaccard(ctx: Context, con=None):
-    """Support overlap across objectives of one method's static runs: Intervention Score's by default, else the
-    report's reference's."""
+    """Support overlap across objectives of one method's static runs: Intervention Score's by
+    default, else the report's reference's."""
     if con is None:
         raise Missing("needs the registry's supports table")
     ref = reference_of(ctx)
-    candidates = ([DIRR_METHOD] if ctx.reference is None else []) + ([split_arm(ref.key)[0]] if ref.key else [])
+    candidates = ([DIRR_METHOD] if ctx.reference is None else []) + (
+        [split_arm(ref.key)[0]] if ref.key else []
+    )
     for method in dict.fromkeys(candidates):
-        sup = con.sql("""SELECT r.benchmark, r.field, r.seed, r.method, r.objective, s.groups FROM supports s
+        sup = con.sql(
+            """SELECT r.benchmark, r.field, r.seed, r.method, r.objective, s.groups FROM supports s
                          JOIN runs r USING (run_key) WHERE r.variant = 'static' AND r.method = $m
                          AND r.split = 'final' AND ($exp IS NULL OR r.experiment = $exp)""",
-                      params={"m": method, "exp": _experiment(ctx)}).pl()
+            params={"m": method, "exp": _experiment(ctx)},
+        ).pl()
         if not sup.is_empty() and sup["objective"].n_unique() >= 2:
             break
     else:
-        raise Missing(f"needs {' or '.join(method_display(m) for m in dict.fromkeys(candidates)) or 'a method'}'s "
-                      "supports under at least two objectives")
+        raise Missing(
+            "needs "
+            f"{' or '.join(method_display(m) for m in dict.fromkeys(candidates)) or 'a method'}'s "
+            "supports under at least two objectives"
+        )
     m = stats.support_jaccard(sup)
     objs = sorted(sup["objective"].unique().to_list())
-    def cell(a, b):   # None (no common unit) is NaN; an overlap of 0.0 stays 0.0
+
+    def cell(a, b):  # None (no common unit) is NaN; an overlap of 0.0 stays 0.0
         v = m.filter((pl.col("a") == a) & (pl.col("b") == b))["jaccard"][0]
         return np.nan if v is None else v
 
@@ -228,8 +307,12 @@ def _experiment(ctx: Context) -> str | None:
     return exps[0] if len(exps) == 1 else None
 
 
-FIGURES = {"field-gap-heatmap": field_gap_heatmap, "loo-forest": loo_forest, "dirr-gain": dirr_gain,
-           "support-jaccard": support_jaccard}
+FIGURES = {
+    "field-gap-heatmap": field_gap_heatmap,
+    "loo-forest": loo_forest,
+    "dirr-gain": dirr_gain,
+    "support-jaccard": support_jaccard,
+}
 
 
 def render_figures(ctx: Context, out: str | Path, con=None) -> dict[str, str | None]:

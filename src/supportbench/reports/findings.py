@@ -1,9 +1,10 @@
-"""Which of the pre-registered claims one experiment's registry supports, with the numbers that decided it.
+"""Which of the pre-registered claims one experiment's registry supports, with the numbers that
+decided it.
 
-Written by ``supportbench report`` as ``findings.md`` (and by ``--findings PATH`` wherever asked). The claims
-are the ones the experiment registered before its first run (``experiments.claims``); each verdict is
-``reports.verdicts``': a statistic, its interval over theta_0 builds, its threshold, its power, and one of
-holds / does not hold / inconclusive / not tested. It reports; it never tunes.
+Written by ``supportbench report`` as ``findings.md`` (and by ``--findings PATH`` wherever asked).
+The claims are the ones the experiment registered before its first run (``experiments.claims``);
+each verdict is ``reports.verdicts``': a statistic, its interval over theta_0 builds, its threshold,
+its power, and one of holds / does not hold / inconclusive / not tested. It reports; it never tunes.
 """
 
 from __future__ import annotations
@@ -21,30 +22,40 @@ from supportbench.reports import tables, verdicts
 
 
 def registered_claims(con, experiment: str | None) -> tuple[Claims, str]:
-    """The claims ``experiment`` is judged on: the claims decision registered for it in the registry (what the
-    sweep froze before its first run), else the shipped claims file, said to be unregistered."""
+    """The claims ``experiment`` is judged on: the claims decision registered for it in the registry
+    (what the sweep froze before its first run), else the shipped claims file, said to be
+    unregistered."""
     if con is not None:
-        rows = con.execute("""SELECT content, frozen_at::VARCHAR FROM decisions
+        rows = con.execute(
+            """SELECT content, frozen_at::VARCHAR FROM decisions
             WHERE json_extract_string(content, '$.kind') = 'claims'
               AND ($exp IS NULL OR json_extract_string(content, '$.experiment') = $exp)
-            ORDER BY frozen_at""", {"exp": experiment}).fetchall()
+            ORDER BY frozen_at""",
+            {"exp": experiment},
+        ).fetchall()
         if rows:
             dec = json.loads(rows[0][0])
-            return (parse_claims(dec["text"], dec.get("source") or "registered claims"),
-                    f"registered for the experiment at {rows[0][1]} UTC, before its first run (claims decision "
-                    f"`{dec['hash'][:12]}`)")
+            return (
+                parse_claims(dec["text"], dec.get("source") or "registered claims"),
+                f"registered for the experiment at {rows[0][1]} UTC, before its first run (claims "
+                f"decision `{dec['hash'][:12]}`)",
+            )
     claims = load_claims()
-    return claims, ("**not registered** in this registry (the runs were not made by a sweep that registers its "
-                    "claims first): judged under the shipped claims file, which proves nothing about when it was "
-                    "written")
+    return claims, (
+        "**not registered** in this registry (the runs were not made by a sweep that registers its "
+        "claims first): judged under the shipped claims file, which proves nothing about when it "
+        "was written"
+    )
 
 
 def _fmt_interval(v: verdicts.Verdict) -> str:
     if v.statistic is None:
         return "per setting (below)" if v.detail else "n/a"
     if v.claim.kind == "count":
-        return (f"{v.statistic:.0f} of {v.total} with an interval above 0 [at most {v.interval[1]:.0f} can be "
-                f"positive]; required {v.claim['required']}")
+        return (
+            f"{v.statistic:.0f} of {v.total} with an interval above 0 [at most {v.interval[1]:.0f} "
+            f"can be positive]; required {v.claim['required']}"
+        )
     ci = f" [{v.interval[0]:+.3f}, {v.interval[1]:+.3f}]" if v.interval else ""
     return f"{v.statistic:+.3f}{ci}"
 
@@ -52,54 +63,94 @@ def _fmt_interval(v: verdicts.Verdict) -> str:
 def _per_build_table(v: verdicts.Verdict) -> list[str]:
     if not v.per_build:
         return []
-    out = ["", "| build | n | statistic | interval | verdict (interval rule alone) |", "|---|---|---|---|---|"]
+    out = [
+        "",
+        "| build | n | statistic | interval | verdict (interval rule alone) |",
+        "|---|---|---|---|---|",
+    ]
     for b in v.per_build:
-        st = "-" if b["statistic"] is None else (f"{b['statistic']:.0f}" if v.claim.kind == "count"
-                                                 else f"{b['statistic']:+.4f}")
+        st = (
+            "-"
+            if b["statistic"] is None
+            else (f"{b['statistic']:.0f}" if v.claim.kind == "count" else f"{b['statistic']:+.4f}")
+        )
         iv = b["interval"]
-        iv = "-" if iv is None else (f"{iv[0]:.0f}..{iv[1]:.0f} comparisons" if v.claim.kind == "count"
-                                     else f"[{iv[0]:+.4f}, {iv[1]:+.4f}]")
+        iv = (
+            "-"
+            if iv is None
+            else (
+                f"{iv[0]:.0f}..{iv[1]:.0f} comparisons"
+                if v.claim.kind == "count"
+                else f"[{iv[0]:+.4f}, {iv[1]:+.4f}]"
+            )
+        )
         out.append(f"| {b['build']} | {b['n']} | {st} | {iv} | {b['verdict']} |")
     return out
 
 
-def findings(ctx: tables.Context, con=None, experiment: str | None = None, registry: str = "") -> str:
-    """findings.md: every registered claim's verdict (``reports.verdicts``) with the numbers that decided it."""
+def findings(
+    ctx: tables.Context, con=None, experiment: str | None = None, registry: str = ""
+) -> str:
+    """findings.md: every registered claim's verdict (``reports.verdicts``) with the numbers that
+    decided it."""
     stamp = registry_stamp(con, experiment) if con is not None else None
     claims, registered = registered_claims(con, experiment)
     judged = verdicts.judge(claims, ctx, con)
     d = claims.defaults
-    out = ["# Findings: the paper's claims at this registry's scale", "",
-           f"Generated by `supportbench report` from `{registry}`" + (f", experiment `{experiment}`" if experiment
-                                                                       else "") + ". Do not edit by hand: "
-           "regenerate it. Methods, defaults and seeds were fixed before "
-           "the outcomes they judge; these rules were registered before this registry's runs, after earlier demos' "
-           "verdicts had been seen (docs/benchmarks.md, \"Decision log\", says what was seen at each choice).", "",
-           f"Claims: `{claims.source}`, sha256 `{claims.hash[:16]}`, {registered}. Each verdict is one of holds / "
-           "does not hold / inconclusive / not tested; pooled intervals are "
-           f"{d['level']:.0%} t intervals on the theta_0 builds' own statistics (df = builds - 1), per-build "
-           f"intervals percentile intervals of a hierarchical bootstrap over seeds and units ({d['n_boot']} "
-           f"resamples); a claim needs at least {d['builds']} builds, and a 'does not hold' needs power "
-           f"{d['power']:.0%} at its effect of interest (a mean: d_z = {d['effect_dz']}), else it reads "
-           "inconclusive (docs/reports.md, \"Verdicts\", states each rule).", "",
-           "| claim | verdict | statistic [interval] | power | detectable effect |", "|---|---|---|---|---|"]
+    out = [
+        "# Findings: the paper's claims at this registry's scale",
+        "",
+        f"Generated by `supportbench report` from `{registry}`"
+        + (f", experiment `{experiment}`" if experiment else "")
+        + ". Do not edit by hand: "
+        "regenerate it. Methods, defaults and seeds were fixed before "
+        "the outcomes they judge; these rules were registered before this registry's runs, "
+        "after earlier demos' verdicts had been seen "
+        '(docs/benchmarks.md, "Decision log", says what was seen at each choice).',
+        "",
+        f"Claims: `{claims.source}`, sha256 `{claims.hash[:16]}`, {registered}. Each verdict is "
+        "one of holds / does not hold / inconclusive / not tested; pooled intervals are "
+        f"{d['level']:.0%} t intervals on the theta_0 builds' own statistics (df = builds - 1), "
+        "per-build intervals percentile intervals of a hierarchical bootstrap over seeds and "
+        f"units ({d['n_boot']} resamples); a claim needs at least {d['builds']} builds, and a "
+        f"'does not hold' needs power {d['power']:.0%} at its effect of interest (a mean: d_z = "
+        f"{d['effect_dz']}), else it reads inconclusive "
+        '(docs/reports.md, "Verdicts", states each rule).',
+        "",
+        "| claim | verdict | statistic [interval] | power | detectable effect |",
+        "|---|---|---|---|---|",
+    ]
     for v in judged:
         power = "-" if v.power is None else f"{v.power:.2f}"
-        out.append(f"| {v.claim.title} | {v.verdict} | {_fmt_interval(v)} | {power} | {v.detectable or '-'} |")
+        out.append(
+            f"| {v.claim.title} | {v.verdict} | {_fmt_interval(v)} | {power} | "
+            f"{v.detectable or '-'} |"
+        )
     for v in judged:
         c = v.claim
-        out += ["", f"## {c.title}", "", f"**{v.verdict}.** {v.why}.", "",
-                f"- statistic: {c.statistic}", f"- comparator / null: {c.comparator}",
-                f"- unit: {c.unit}; replication: {c.replication}; preconditions: {'; '.join(c.preconditions)}"]
+        out += [
+            "",
+            f"## {c.title}",
+            "",
+            f"**{v.verdict}.** {v.why}.",
+            "",
+            f"- statistic: {c.statistic}",
+            f"- comparator / null: {c.comparator}",
+            f"- unit: {c.unit}; replication: {c.replication}; preconditions: "
+            f"{'; '.join(c.preconditions)}",
+        ]
         if v.power is not None:
-            out.append(f"- power at the effect of interest: {v.power:.2f} (minimum {d['power']:.2f}); detectable "
-                       f"effect: {v.detectable or 'n/a'}")
+            out.append(
+                f"- power at the effect of interest: {v.power:.2f} (minimum {d['power']:.2f}); "
+                f"detectable effect: {v.detectable or 'n/a'}"
+            )
         out += [f"- {line}" if not line.startswith("  ") else line for line in v.detail]
         out += _per_build_table(v)
     if stamp:
         stamp["claims"] = claims.hash
         out += ["", "## Provenance", "", stamp_text(stamp)]
-        # the stamp vouches for the text around it: a findings.md edited by hand is no longer the report's
+        # the stamp vouches for the text around it: a findings.md edited by hand is no longer the
+        # report's
         stamp["body"] = body_hash("\n".join(out) + "\n")
         out[-1] = stamp_text(stamp)
     return "\n".join(out) + "\n"
@@ -111,7 +162,9 @@ def _is_stamp_line(line: str) -> bool:
 
 def body_hash(text: str) -> str:
     """sha256 of a findings.md's every line but its stamp line (which holds this hash)."""
-    return hashlib.sha256("\n".join(ln for ln in text.splitlines() if not _is_stamp_line(ln)).encode()).hexdigest()
+    return hashlib.sha256(
+        "\n".join(ln for ln in text.splitlines() if not _is_stamp_line(ln)).encode()
+    ).hexdigest()
 
 
 STAMP_MARK = "supportbench-stamp"
@@ -119,10 +172,15 @@ STAMP_MARK = "supportbench-stamp"
 
 def stamp_text(stamp: dict) -> str:
     """Human-readable provenance plus one machine-readable line (``read_stamp``)."""
-    theta0 = "; ".join(f"{b} {', '.join(h[:12] for h in hs)}" for b, hs in stamp["theta0"].items()) or "none"
-    return (f"{stamp['records']} records (registry digest `{stamp['registry']}`); code fingerprints of the runs: "
-            f"{len(stamp['fingerprints'])} distinct; θ0: {theta0}; reports code `{stamp['reports_code']}`.\n\n"
-            f"<!-- {STAMP_MARK} {json.dumps(stamp, sort_keys=True)} -->")
+    theta0 = (
+        "; ".join(f"{b} {', '.join(h[:12] for h in hs)}" for b, hs in stamp["theta0"].items())
+        or "none"
+    )
+    return (
+        f"{stamp['records']} records (registry digest `{stamp['registry']}`); code fingerprints of "
+        f"the runs: {len(stamp['fingerprints'])} distinct; θ0: {theta0}; reports code "
+        f"`{stamp['reports_code']}`.\n\n<!-- {STAMP_MARK} {json.dumps(stamp, sort_keys=True)} -->"
+    )
 
 
 def read_stamp(text: str) -> dict | None:
@@ -131,7 +189,7 @@ def read_stamp(text: str) -> dict | None:
     for line in text.splitlines():
         if _is_stamp_line(line):
             try:
-                stamp = loads_json(line[len(f"<!-- {STAMP_MARK} "):-len(" -->")])
+                stamp = loads_json(line[len(f"<!-- {STAMP_MARK} ") : -len(" -->")])
             except ValueError:
                 return None
             return stamp if isinstance(stamp, dict) else None
@@ -139,20 +197,28 @@ def read_stamp(text: str) -> dict | None:
 
 
 def registry_stamp(con, experiment: str | None) -> dict:
-    """What a report was made from: the registry's content (a digest of its runs' keys and content hashes, and
-    the head of its ingest log), the code fingerprints of those runs, their theta_0 hashes, and the reports code
-    itself."""
+    """What a report was made from: the registry's content (a digest of its runs' keys and content
+    hashes, and the head of its ingest log), the code fingerprints of those runs, their theta_0
+    hashes, and the reports code itself."""
     where = "WHERE r.experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None
-    rows = con.sql(f"SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash FROM runs r "
-                   f"LEFT JOIN provenance p USING (run_key) {where} ORDER BY r.run_key", params=params).fetchall()
+    rows = con.sql(
+        f"SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash FROM runs r "
+        f"LEFT JOIN provenance p USING (run_key) {where} ORDER BY r.run_key",
+        params=params,
+    ).fetchall()
     digest = hashlib.sha256("".join(f"{k}:{h}\n" for k, h, *_ in rows).encode()).hexdigest()[:16]
     theta0: dict[str, list[str]] = {}
     for _, _, b, _, m in rows:
         if m and m not in theta0.setdefault(b, []):
             theta0[b].append(m)
-    return {"records": len(rows), "registry": digest,
-            "fingerprints": sorted({f for _, _, _, f, _ in rows if f}),
-            "theta0": {b: sorted(v) for b, v in sorted(theta0.items())},
-            "ingest_log_head": ledger.head(con),   # pins the registry as it was (docs/registry.md, threat model)
-            "reports_code": source_hash("reports")}
+    return {
+        "records": len(rows),
+        "registry": digest,
+        "fingerprints": sorted({f for _, _, _, f, _ in rows if f}),
+        "theta0": {b: sorted(v) for b, v in sorted(theta0.items())},
+        "ingest_log_head": ledger.head(
+            con
+        ),  # pins the registry as it was (docs/registry.md, threat model)
+        "reports_code": source_hash("reports"),
+    }

@@ -1,12 +1,13 @@
 """LaTeX formatting of the paper's tables: TeX escaping, the number filters, display names, and the
 Jinja environment (``<< >>`` / ``<% %>`` delimiters) with the templates under ``reports/templates``.
 
-Numbers are formatted as in the paper (signed six decimals for gaps, W/T/L as a/b/c, LOO as [min,max],
-percentages), always in math mode (a minus sign, not a hyphen); an absent value is "N/A". Names that come from
-users are LaTeX-escaped, and written in ASCII only, so that paper.tex always compiles with pdflatex whatever a
-user named a method: a Greek letter becomes its math symbol ($\\lambda$), an accented Latin letter its accent
-command (\\'{e}), a few letters their text command (\\ss{}, \\o{}); any other character its code point as
-text (\\textbackslash{}u2603), never the raw character pdflatex may not be able to set.
+Numbers are formatted as in the paper (signed six decimals for gaps, W/T/L as a/b/c, LOO as
+[min,max], percentages), always in math mode (a minus sign, not a hyphen); an absent value is "N/A".
+Names that come from users are LaTeX-escaped, and written in ASCII only, so that paper.tex always
+compiles with pdflatex whatever a user named a method: a Greek letter becomes its math symbol
+($\\lambda$), an accented Latin letter its accent command (\\'{e}), a few letters their text command
+(\\ss{}, \\o{}); any other character its code point as text (\\textbackslash{}u2603), never the raw
+character pdflatex may not be able to set.
 """
 
 from __future__ import annotations
@@ -17,29 +18,120 @@ from importlib import resources
 import numpy as np
 from jinja2 import Environment, StrictUndefined
 
-METHOD_NAMES = {"random": "Random", "activation": "Activation", "wagle": "WAGLE", "storage": "Storage",
-                "memflex": "MemFlex", "fila": "FILA-relative Fisher", "ap_mlp": "AP-MLP", "grail": "GRAIL",
-                "activation_down": "Activation-Down", "projected_causal": "Projected Causal",
-                "intervention_score": "Static-IV"}
-FIELD_NAMES = {"Email_Address": "Email Address", "Phone_Number": "Phone Number", "Birth_City": "Birth City",
-               "Drivers_License": "Driver's License"}
+METHOD_NAMES = {
+    "random": "Random",
+    "activation": "Activation",
+    "wagle": "WAGLE",
+    "storage": "Storage",
+    "memflex": "MemFlex",
+    "fila": "FILA-relative Fisher",
+    "ap_mlp": "AP-MLP",
+    "grail": "GRAIL",
+    "activation_down": "Activation-Down",
+    "projected_causal": "Projected Causal",
+    "intervention_score": "Static-IV",
+}
+FIELD_NAMES = {
+    "Email_Address": "Email Address",
+    "Phone_Number": "Phone Number",
+    "Birth_City": "Birth City",
+    "Drivers_License": "Driver's License",
+}
 OBJECTIVE_NAMES = {"npo": "NPO", "simnpo": "SimNPO", "graddiff": "GradDiff", "ga": "GA"}
 
 
-# ---- formatting (Jinja filters) ---------------------------------------------------------------------
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-        "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+# ---- formatting (Jinja filters) ------------------------------------------------------------------
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
-_GREEK = dict(zip("αβγδεζηθικλμνξπρστυφχψωΓΔΘΛΞΠΣΥΦΨΩ",
-                  ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda",
-                   "mu", "nu", "xi", "pi", "rho", "sigma", "tau", "upsilon", "phi", "chi", "psi", "omega", "Gamma",
-                   "Delta", "Theta", "Lambda", "Xi", "Pi", "Sigma", "Upsilon", "Phi", "Psi", "Omega"], strict=True))
-_LETTERS = {"ß": r"\ss{}", "æ": r"\ae{}", "Æ": r"\AE{}", "ø": r"\o{}", "Ø": r"\O{}", "œ": r"\oe{}",
-            "Œ": r"\OE{}", "ł": r"\l{}", "Ł": r"\L{}", "ı": r"\i{}", "\u00a0": "~", "–": "--", "—": "---",
-            "−": "$-$", "×": r"$\times$", "’": "'", "‘": "`", "“": "``", "”": "''"}
-_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0308": '"', "\u0327": "c",
-            "\u030a": "r", "\u030c": "v", "\u0304": "=", "\u0306": "u", "\u030b": "H", "\u0328": "k"}
+_GREEK = dict(
+    zip(
+        "αβγδεζηθικλμνξπρστυφχψωΓΔΘΛΞΠΣΥΦΨΩ",
+        [
+            "alpha",
+            "beta",
+            "gamma",
+            "delta",
+            "epsilon",
+            "zeta",
+            "eta",
+            "theta",
+            "iota",
+            "kappa",
+            "lambda",
+            "mu",
+            "nu",
+            "xi",
+            "pi",
+            "rho",
+            "sigma",
+            "tau",
+            "upsilon",
+            "phi",
+            "chi",
+            "psi",
+            "omega",
+            "Gamma",
+            "Delta",
+            "Theta",
+            "Lambda",
+            "Xi",
+            "Pi",
+            "Sigma",
+            "Upsilon",
+            "Phi",
+            "Psi",
+            "Omega",
+        ],
+        strict=True,
+    )
+)
+_LETTERS = {
+    "ß": r"\ss{}",
+    "æ": r"\ae{}",
+    "Æ": r"\AE{}",
+    "ø": r"\o{}",
+    "Ø": r"\O{}",
+    "œ": r"\oe{}",
+    "Œ": r"\OE{}",
+    "ł": r"\l{}",
+    "Ł": r"\L{}",
+    "ı": r"\i{}",
+    "\u00a0": "~",
+    "–": "--",
+    "—": "---",
+    "−": "$-$",
+    "×": r"$\times$",
+    "’": "'",
+    "‘": "`",
+    "“": "``",
+    "”": "''",
+}
+_ACCENTS = {
+    "\u0300": "`",
+    "\u0301": "'",
+    "\u0302": "^",
+    "\u0303": "~",
+    "\u0308": '"',
+    "\u0327": "c",
+    "\u030a": "r",
+    "\u030c": "v",
+    "\u0304": "=",
+    "\u0306": "u",
+    "\u030b": "H",
+    "\u0328": "k",
+}
 
 
 def _non_ascii(c: str) -> str:
@@ -63,8 +155,9 @@ def _absent(x) -> bool:
     return x is None or (isinstance(x, float) and np.isnan(x))
 
 
-# Every number is printed in math mode, so a negative one always carries a true minus sign ($-0.12$), never a
-# text hyphen, wherever a template places it; an absent value is the text "N/A" (never "undefined").
+# Every number is printed in math mode, so a negative one always carries a true minus sign
+# ($-0.12$), never a text hyphen, wherever a template places it; an absent value is the text "N/A"
+# (never "undefined").
 def signed(x, digits=6) -> str:
     return "N/A" if _absent(x) else f"${x:+.{digits}f}$"
 
@@ -98,12 +191,30 @@ def objective_name(o: str) -> str:
 
 
 def environment() -> Environment:
-    env = Environment(block_start_string="<%", block_end_string="%>", variable_start_string="<<",
-                      variable_end_string=">>", comment_start_string="<#", comment_end_string="#>",
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=StrictUndefined,
-                      autoescape=False)
-    env.filters.update(tex=tex, signed=signed, fixed=fixed, pct=pct, loo=loo, ci=ci, method=method_name,
-                       field=field_name, objective=objective_name)
+    env = Environment(
+        block_start_string="<%",
+        block_end_string="%>",
+        variable_start_string="<<",
+        variable_end_string=">>",
+        comment_start_string="<#",
+        comment_end_string="#>",
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=StrictUndefined,
+        autoescape=False,
+    )
+    env.filters.update(
+        tex=tex,
+        signed=signed,
+        fixed=fixed,
+        pct=pct,
+        loo=loo,
+        ci=ci,
+        method=method_name,
+        field=field_name,
+        objective=objective_name,
+    )
     env.loader = None
     return env
 

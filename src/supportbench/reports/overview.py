@@ -1,17 +1,20 @@
-"""Per-method tables for whatever an experiment holds: its own methods, objectives and benchmarks, not only the
-paper's (issue 23). The paper's tables (``tables.py``) answer the paper's questions and need the paper's methods;
-these describe the user's sweep, one row per method present.
+"""Per-method tables for whatever an experiment holds: its own methods, objectives and benchmarks,
+not only the paper's (issue 23). The paper's tables (``tables.py``) answer the paper's questions and
+need the paper's methods; these describe the user's sweep, one row per method present.
 
-An *arm* is a method run as a variant: ``wagle`` (static) or ``intervention_score:dirr``. Every arm is compared with
-one *reference* arm on matched units (``stats.paired``: same experiment, benchmark, field, objective, seed):
+An *arm* is a method run as a variant: ``wagle`` (static) or ``intervention_score:dirr``. Every arm
+is compared with one *reference* arm on matched units (``stats.paired``: same experiment, benchmark,
+field, objective, seed):
 
-    ΔJ = mean over matched units of J(reference) − J(arm)      (positive favours the reference, as in the paper)
+    ΔJ = mean over matched units of J(reference) − J(arm)
+         (positive favours the reference, as in the paper)
     median paired gap, W/T/L of the reference (tie: |d| <= tol)
 
-The reference is ``--reference ARM`` when given; otherwise Intervention Score (static) when the experiment ran it;
-otherwise the first static arm in alphabetical order of registered names (the first arm when none is static). The
-rule that chose it is printed with the tables. One table per benchmark and split (final first), rows grouped by
-objective; one more table for DIR-R whenever a method was run with the ``dirr`` variant.
+The reference is ``--reference ARM`` when given; otherwise Intervention Score (static) when the
+experiment ran it; otherwise the first static arm in alphabetical order of registered names (the
+first arm when none is static). The rule that chose it is printed with the tables. One table per
+benchmark and split (final first), rows grouped by objective; one more table for DIR-R whenever a
+method was run with the ``dirr`` variant.
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ def present_arms(df: pl.DataFrame) -> list[str]:
 
 @dataclass(frozen=True)
 class Reference:
-    key: str | None    # None: the experiment has no ok runs
-    rule: str          # how it was chosen, said with the tables
+    key: str | None  # None: the experiment has no ok runs
+    rule: str  # how it was chosen, said with the tables
 
     @property
     def name(self) -> str:
@@ -64,26 +67,38 @@ class Reference:
 
 
 def choose_reference(results: pl.DataFrame, requested: str | None = None) -> Reference:
-    """The reference arm (module docstring); an unknown ``requested`` arm is an error naming the arms present."""
+    """The reference arm (module docstring); an unknown ``requested`` arm is an error naming the
+    arms present."""
     arms = present_arms(results)
     if requested is not None:
         if requested not in arms:
-            listed = ", ".join(f"{a} ({arm_name(a)})" for a in arms) or "none (the experiment has no ok runs)"
-            raise ReportError(f"--reference '{requested}' names no method of this experiment's ok runs; it takes "
-                              f"one of: {listed}")
+            listed = (
+                ", ".join(f"{a} ({arm_name(a)})" for a in arms)
+                or "none (the experiment has no ok runs)"
+            )
+            raise ReportError(
+                f"--reference '{requested}' names no method of this experiment's ok runs; it takes "
+                f"one of: {listed}"
+            )
         return Reference(requested, f"{arm_name(requested)}, chosen with --reference")
     if not arms:
         return Reference(None, "none: the experiment has no ok runs with J")
     if DEFAULT_REFERENCE in arms:
-        return Reference(DEFAULT_REFERENCE, f"{arm_name(DEFAULT_REFERENCE)}, the paper's method (the default)")
+        return Reference(
+            DEFAULT_REFERENCE, f"{arm_name(DEFAULT_REFERENCE)}, the paper's method (the default)"
+        )
     first = arms[0]
-    return Reference(first, f"{arm_name(first)}: Intervention Score is not among this experiment's runs, so the "
-                            "reference is the first method in alphabetical order of registered names (static runs "
-                            "first); choose another with --reference")
+    return Reference(
+        first,
+        f"{arm_name(first)}: Intervention Score is not among this experiment's runs, so the "
+        "reference is the first method in alphabetical order of registered names (static runs "
+        "first); choose another with --reference",
+    )
 
 
 def reference_of(ctx: Context) -> Reference:
-    """The report's reference for ``ctx`` (``ctx.reference`` is the requested arm or None), computed once."""
+    """The report's reference for ``ctx`` (``ctx.reference`` is the requested arm or None), computed
+    once."""
     return ctx.built(_reference_builder)["reference"]
 
 
@@ -103,14 +118,17 @@ def slug(s: str) -> str:
 
 def splits(df: pl.DataFrame) -> list[str]:
     """The splits present, final first."""
-    return sorted(set(df["split"].unique().to_list()) if not df.is_empty() else set(), key=lambda s: (s != "final", s))
+    return sorted(
+        set(df["split"].unique().to_list()) if not df.is_empty() else set(),
+        key=lambda s: (s != "final", s),
+    )
 
 
 @dataclass
 class MethodTable:
     label: str
     caption: str
-    kind: str                   # "methods" or "dirr"
+    kind: str  # "methods" or "dirr"
     rows: list[dict]
     missing: str | None = None  # why the table has no rows
 
@@ -123,9 +141,19 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
     rows = []
     for a in arms:
         runs = stats.pick(d, *split_arm(a))
-        row = {"arm": a, "name": arm_name(a), "n": runs.height, "mean": float(runs["J"].mean()),
-               "median": float(runs["J"].median()), "is_ref": a == ref.key, "gap": None, "median_gap": None,
-               "wtl": None, "note": None, "evaluation": _evaluation_selected(runs)}
+        row = {
+            "arm": a,
+            "name": arm_name(a),
+            "n": runs.height,
+            "mean": float(runs["J"].mean()),
+            "median": float(runs["J"].median()),
+            "is_ref": a == ref.key,
+            "gap": None,
+            "median_gap": None,
+            "wtl": None,
+            "note": None,
+            "evaluation": _evaluation_selected(runs),
+        }
         if a == ref.key:
             row["note"] = "reference"
         elif ref_runs.is_empty():
@@ -141,14 +169,18 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
 
 
 def _evaluation_selected(runs: pl.DataFrame) -> int:
-    """DIR-R runs that selected their candidate on the evaluation split (they cannot lose to Static-IV)."""
+    """DIR-R runs that selected their candidate on the evaluation split (they cannot lose to
+    Static-IV)."""
     if "selection" not in runs.columns or runs.is_empty():
         return 0
     return int(((runs["variant"] == "dirr") & (runs["selection"] == "evaluation")).sum())
 
 
-EVALUATION_NOTE = (" $^\\dagger$ Rows with DIR-R runs that selected their candidate on the evaluation split ({k} of "
-                   "{n} DIR-R runs), where DIR-R cannot lose to \\textsc{{Static-IV}}: their gains are not evidence.")
+EVALUATION_NOTE = (
+    " $^\\dagger$ Rows with DIR-R runs that selected their candidate on the evaluation split ({k} "
+    "of {n} DIR-R runs), where DIR-R cannot lose to \\textsc{{Static-IV}}: their gains are not "
+    "evidence."
+)
 
 
 def evaluation_caption(rows: list[dict], d: pl.DataFrame) -> str:
@@ -159,7 +191,8 @@ def evaluation_caption(rows: list[dict], d: pl.DataFrame) -> str:
 
 
 def method_tables(ctx: Context) -> list[MethodTable]:
-    """One table per benchmark and split present (final first), and one for DIR-R when any arm ran it."""
+    """One table per benchmark and split present (final first), and one for DIR-R when any arm ran
+    it."""
     ref = reference_of(ctx)
     ok = stats.usable(ctx.results)
     out = []
@@ -170,23 +203,42 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                 continue
             rows = []
             for obj in objectives(d):
-                rows += [{"objective": obj, **r} for r in _arm_rows(d.filter(pl.col("objective") == obj), ref, ctx.tol)]
+                rows += [
+                    {"objective": obj, **r}
+                    for r in _arm_rows(d.filter(pl.col("objective") == obj), ref, ctx.tol)
+                ]
             where = tex(bench) + ("" if split == "final" else f", {tex(split)} split")
-            out.append(MethodTable(
-                label=f"tab:methods:{slug(bench)}" + ("" if split == "final" else f":{slug(split)}"),
-                caption=(f"Every method of this experiment on {where}: mean and median $J$ over its runs, and the "
-                         f"paired gap reference$-$method on matched units (positive favours the reference, "
-                         f"{tex(ref.name)}), its median and the reference's W/T/L." + evaluation_caption(rows, d)),
-                kind="methods", rows=rows))
+            out.append(
+                MethodTable(
+                    label=f"tab:methods:{slug(bench)}"
+                    + ("" if split == "final" else f":{slug(split)}"),
+                    caption=(
+                        f"Every method of this experiment on {where}: mean and median $J$ over its "
+                        "runs, and the paired gap reference$-$method on matched units (positive "
+                        f"favours the reference, {tex(ref.name)}), its median and the reference's "
+                        "W/T/L." + evaluation_caption(rows, d)
+                    ),
+                    kind="methods",
+                    rows=rows,
+                )
+            )
     dirr = _dirr_rows(ok, ctx.tol)
     if dirr:
-        out.append(MethodTable(label="tab:methods:dirr", kind="dirr", rows=dirr,
-                               caption="DIR-R against the same method's static run on matched units, for every "
-                                       "method run with DIR-R: the paired gap DIR-R$-$static, how often the gate "
-                                       "triggered, the available gain (Eq.~20) and the captured fraction (Eq.~21); "
-                                       "N/A where a run lacks a complete candidate set."
-                                       + evaluation_caption([{"evaluation": r["m"].evaluation_selected} for r in dirr],
-                                               ok.filter(pl.col("variant") == "dirr"))))
+        out.append(
+            MethodTable(
+                label="tab:methods:dirr",
+                kind="dirr",
+                rows=dirr,
+                caption="DIR-R against the same method's static run on matched units, for every "
+                "method run with DIR-R: the paired gap DIR-R$-$static, how often the gate "
+                "triggered, the available gain (Eq.~20) and the captured fraction (Eq.~21); "
+                "N/A where a run lacks a complete candidate set."
+                + evaluation_caption(
+                    [{"evaluation": r["m"].evaluation_selected} for r in dirr],
+                    ok.filter(pl.col("variant") == "dirr"),
+                ),
+            )
+        )
     return out
 
 
@@ -194,25 +246,41 @@ def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
     if ok.is_empty():
         return []
     rows = []
-    for bench, split, method in (ok.filter(pl.col("variant") == "dirr").select("benchmark", "split", "method")
-                                 .unique().sort(["benchmark", pl.col("split") != "final", "split", "method"])
-                                 .iter_rows()):
+    for bench, split, method in (
+        ok.filter(pl.col("variant") == "dirr")
+        .select("benchmark", "split", "method")
+        .unique()
+        .sort(["benchmark", pl.col("split") != "final", "split", "method"])
+        .iter_rows()
+    ):
         d = ok.filter((pl.col("benchmark") == bench) & (pl.col("split") == split))
         for obj in objectives(d):
             do = d.filter(pl.col("objective") == obj)
-            m = stats.dirr_metrics(stats.pick(do, method, "dirr"), stats.pick(do, method, "static"), tol)
+            m = stats.dirr_metrics(
+                stats.pick(do, method, "dirr"), stats.pick(do, method, "static"), tol
+            )
             if m.n:
-                rows.append({"benchmark": bench + ("" if split == "final" else f" ({split})"), "objective": obj,
-                             "name": arm_name(method), "m": m, "wtl": f"{m.wins}/{m.ties}/{m.losses}",
-                             "trig": f"{m.triggered}/{m.n}", "evaluation": m.evaluation_selected})
+                rows.append(
+                    {
+                        "benchmark": bench + ("" if split == "final" else f" ({split})"),
+                        "objective": obj,
+                        "name": arm_name(method),
+                        "m": m,
+                        "wtl": f"{m.wins}/{m.ties}/{m.losses}",
+                        "trig": f"{m.triggered}/{m.n}",
+                        "evaluation": m.evaluation_selected,
+                    }
+                )
     return rows
 
 
-# ---- rendering ------------------------------------------------------------------------------------------
+# ---- rendering -----------------------------------------------------------------------------------
 def render_tex(t: MethodTable) -> str:
     env = environment()
     name = "tab-methods.tex.j2" if t.kind == "methods" else "tab-methods-dirr.tex.j2"
-    return env.from_string(template_text(name)).render(label=t.label, caption=t.caption, rows=t.rows)
+    return env.from_string(template_text(name)).render(
+        label=t.label, caption=t.caption, rows=t.rows
+    )
 
 
 def _md_num(x, digits=4, sign=False) -> str:
@@ -227,21 +295,32 @@ def dagger(row: dict) -> str:
 def render_markdown(t: MethodTable) -> list[str]:
     """The table as Markdown lines (report.md)."""
     if t.kind == "methods":
-        md = ["| objective | method | n | mean J | median J | reference − method | median gap | W/T/L |",
-              "|---|---|---|---|---|---|---|---|"]
+        md = [
+            "| objective | method | n | mean J | median J | reference − method | median gap | "
+            "W/T/L |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in t.rows:
             gap = r["note"] if r["note"] else _md_num(r["gap"], sign=True)
-            md.append(f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']}{dagger(r)} | {r['n']} | "
-                      f"{_md_num(r['mean'])} | {_md_num(r['median'])} | {gap} | "
-                      f"{_md_num(r['median_gap'], sign=True) if not r['note'] else '-'} | {r['wtl'] or '-'} |")
+            md.append(
+                f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']}{dagger(r)} "
+                f"| {r['n']} | {_md_num(r['mean'])} | {_md_num(r['median'])} | {gap} | "
+                f"{_md_num(r['median_gap'], sign=True) if not r['note'] else '-'} | "
+                f"{r['wtl'] or '-'} |"
+            )
         return md
-    md = ["| benchmark | objective | method | n | DIR-R − static | W/T/L | triggered | available gain | captured |",
-          "|---|---|---|---|---|---|---|---|---|"]
+    md = [
+        "| benchmark | objective | method | n | DIR-R − static | W/T/L | triggered | available "
+        "gain | captured |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in t.rows:
         m = r["m"]
         cap = "N/A" if m.captured is None else f"{100 * m.captured:.1f}%"
         obj = OBJECTIVE_NAMES.get(r["objective"], r["objective"])
-        md.append(f"| {r['benchmark']} | {obj} | {r['name']}{dagger(r)} | "
-                  f"{m.n} | {_md_num(m.delta, sign=True)} | {r['wtl']} | {r['trig']} | "
-                  f"{_md_num(m.available_gain, sign=True)} | {cap} |")
+        md.append(
+            f"| {r['benchmark']} | {obj} | {r['name']}{dagger(r)} | "
+            f"{m.n} | {_md_num(m.delta, sign=True)} | {r['wtl']} | {r['trig']} | "
+            f"{_md_num(m.available_gain, sign=True)} | {cap} |"
+        )
     return md

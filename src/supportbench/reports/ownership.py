@@ -24,13 +24,13 @@ from supportbench.errors import RegistryError, ReportError
 from supportbench.registry.store import WAL, check_path, not_a_file, owner_path
 from supportbench.reports.findings import body_hash, read_stamp
 
-MARKER = ".supportbench-report"   # the manifest of a report folder, inside it
+MARKER = ".supportbench-report"  # the manifest of a report folder, inside it
 MANIFEST_FORMAT = 2
 # the whole marker before manifests (format 1): it said nothing about the folder's content, so a
 # folder carrying it is never replaced (a hand-edited report.md under it would be lost unseen)
 LEGACY_MARKER_TEXT = "written by `supportbench report`; the next report replaces this folder\n"
-SHOWN = 3               # entries a refusal names; the rest are counted
-MAX_MARKER = 16 << 20   # a marker or findings.md larger than this is no report's: not read
+SHOWN = 3  # entries a refusal names; the rest are counted
+MAX_MARKER = 16 << 20  # a marker or findings.md larger than this is no report's: not read
 
 
 # ---- the report folder's manifest ---------------------------------------------------------------
@@ -64,11 +64,17 @@ def _sha256(path: Path) -> str:
 def write_marker(folder: Path) -> Path:
     """Record every entry of the finished report ``folder`` in its marker: folders, and files with
     their sha256. Called last, once nothing else will be written into it (the PDF included)."""
-    entries = {rel: (None if kind == "dir" else _sha256(folder / rel))
-               for rel, kind in listing(folder).items() if rel != MARKER}
-    doc = {"written_by": "supportbench report", "format": MANIFEST_FORMAT,
-           "note": "the next report replaces this folder only while it holds exactly these entries",
-           "entries": entries}
+    entries = {
+        rel: (None if kind == "dir" else _sha256(folder / rel))
+        for rel, kind in listing(folder).items()
+        if rel != MARKER
+    }
+    doc = {
+        "written_by": "supportbench report",
+        "format": MANIFEST_FORMAT,
+        "note": "the next report replaces this folder only while it holds exactly these entries",
+        "entries": entries,
+    }
     return _io.write_text_atomic(folder / MARKER, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
@@ -90,7 +96,8 @@ def _read_manifest(folder: Path) -> dict[str, str | None] | str | None:
     entries = doc.get("entries")
     ok = isinstance(entries, dict) and all(
         (v is None) == k.endswith("/") and (v is None or (isinstance(v, str) and len(v) == 64))
-        for k, v in entries.items())
+        for k, v in entries.items()
+    )
     return entries if ok else None
 
 
@@ -115,20 +122,29 @@ def why_not_ours(folder: Path) -> str | None:
     if manifest is None:
         return f"not a report this command wrote: it holds {_named(list(found))}"
     if manifest == "legacy":
-        return ("written by a report from before manifests, so whether anyone changed its files "
-                "since cannot be told; move or delete it to write a report here")
-    extra = [rel for rel, kind in found.items()
-             if rel != MARKER and (rel not in manifest or kind == "other")]
+        return (
+            "written by a report from before manifests, so whether anyone changed its files "
+            "since cannot be told; move or delete it to write a report here"
+        )
+    extra = [
+        rel
+        for rel, kind in found.items()
+        if rel != MARKER and (rel not in manifest or kind == "other")
+    ]
     if extra:
         return f"it holds what no report wrote: {_named(extra)}"
     missing = [rel for rel in manifest if rel not in found]
     try:
-        changed = [rel for rel, h in manifest.items()
-                   if h is not None and rel in found and _sha256(folder / rel) != h]
+        changed = [
+            rel
+            for rel, h in manifest.items()
+            if h is not None and rel in found and _sha256(folder / rel) != h
+        ]
     except OSError as exc:
         return f"part of it cannot be read ({exc.strerror}: {exc.filename})"
     parts = ([f"changed since: {_named(changed)}"] if changed else []) + (
-        [f"missing: {_named(missing)}"] if missing else [])
+        [f"missing: {_named(missing)}"] if missing else []
+    )
     return "it is no longer as the report left it, " + "; ".join(parts) if parts else None
 
 
@@ -157,8 +173,9 @@ def check_registry(registry: str | Path) -> Path:
     given = check_path(registry, "--registry")
     not_a_file(given)
     if not given.is_file():
-        raise RegistryError(f"no registry at '{given}' (create one with `supportbench registry "
-                            "ingest`)")
+        raise RegistryError(
+            f"no registry at '{given}' (create one with `supportbench registry ingest`)"
+        )
     return given.resolve()
 
 
@@ -169,13 +186,17 @@ def _check_path_shape(given: Path, flag: str) -> Path:
     if why:
         raise ReportError(f"{flag} '{_short(given)}': {why}; choose a shorter path")
     if given.is_symlink():
-        raise ReportError(f"{flag} '{given}' is a symbolic link; give the path itself (the report "
-                          "will not replace a link or what it points to)")
+        raise ReportError(
+            f"{flag} '{given}' is a symbolic link; give the path itself (the report "
+            "will not replace a link or what it points to)"
+        )
     path = given.resolve()
     parent = _io.file_ancestor(path)
     if parent is not None:
-        raise ReportError(f"{flag} '{given}' lies under '{parent}', which is a file, not a folder; "
-                          "choose a path in a folder")
+        raise ReportError(
+            f"{flag} '{given}' lies under '{parent}', which is a file, not a folder; "
+            "choose a path in a folder"
+        )
     if path.parent == path:
         raise ReportError(f"{flag} '{given}' is the file-system root; choose a new path")
     return path
@@ -186,8 +207,10 @@ def _check_can_create(given: Path, path: Path, flag: str) -> None:
     where = _io.nearest_existing(path.parent)
     why = _io.cannot_write_in(where)
     if why:
-        raise ReportError(f"{flag} '{given}': nothing can be created in '{where}' ({why}); "
-                          "choose a path in a folder you can write")
+        raise ReportError(
+            f"{flag} '{given}': nothing can be created in '{where}' ({why}); "
+            "choose a path in a folder you can write"
+        )
 
 
 def check_output_folder(out: str | Path, registry: Path | None = None) -> Path:
@@ -200,22 +223,29 @@ def check_output_folder(out: str | Path, registry: Path | None = None) -> Path:
     path = _check_path_shape(given, "--out")
     if registry is not None and (_same(path, registry) or registry.is_relative_to(path)):
         what = "is the registry" if _same(path, registry) else f"holds the registry '{registry}'"
-        raise ReportError(f"--out '{given}' {what}; the report replaces its folder whole: choose a "
-                          "folder of its own, e.g. RESULTS/report")
+        raise ReportError(
+            f"--out '{given}' {what}; the report replaces its folder whole: choose a "
+            "folder of its own, e.g. RESULTS/report"
+        )
     if path.exists() and not path.is_dir():
-        raise ReportError(f"--out '{given}' is a file, not a folder; the report writes a folder: "
-                          "choose a new path")
+        raise ReportError(
+            f"--out '{given}' is a file, not a folder; the report writes a folder: "
+            "choose a new path"
+        )
     if path.is_dir():
         why = why_not_ours(path)
         if why:
-            raise ReportError(f"--out '{given}' is a folder with other content ({why}): nothing "
-                              "was written; choose an empty or new folder, e.g. RESULTS/report")
+            raise ReportError(
+                f"--out '{given}' is a folder with other content ({why}): nothing "
+                "was written; choose an empty or new folder, e.g. RESULTS/report"
+            )
     _check_can_create(given, path, "--out")
     return path
 
 
-def check_findings_path(findings: str | Path, registry: Path | None = None,
-                        out: Path | None = None) -> Path:
+def check_findings_path(
+    findings: str | Path, registry: Path | None = None, out: Path | None = None
+) -> Path:
     """Where ``--findings`` may write: a path that does not exist, in an existing folder where
     something can be created, or a findings.md a report wrote before (it carries the provenance
     stamp). Never the registry, a folder, any other file, or a path inside ``--out`` (which the
@@ -223,28 +253,41 @@ def check_findings_path(findings: str | Path, registry: Path | None = None,
     given = Path(findings)
     path = _check_path_shape(given, "--findings")
     if registry is not None and _same(path, registry):
-        raise ReportError(f"--findings '{given}' is the registry; it may only be a new file or a "
-                          "findings.md a report wrote")
-    if registry is not None and path.parent == registry.parent and path.name in (
-            registry.name + WAL, owner_path(registry).name):   # DuckDB's log, the lock owner's note
-        raise ReportError(f"--findings '{given}' is the registry's own '{path.name[len(registry.name):]}' "
-                          "file, which DuckDB and the registry replace or delete: choose another path")
+        raise ReportError(
+            f"--findings '{given}' is the registry; it may only be a new file or a "
+            "findings.md a report wrote"
+        )
+    if (
+        registry is not None
+        and path.parent == registry.parent
+        and path.name in (registry.name + WAL, owner_path(registry).name)
+    ):  # DuckDB's log, the lock owner's note
+        raise ReportError(
+            f"--findings '{given}' is the registry's own '{path.name[len(registry.name) :]}' "
+            "file, which DuckDB and the registry replace or delete: choose another path"
+        )
     if out is not None and path.is_relative_to(out):
-        raise ReportError(f"--findings '{given}' is inside --out '{out}', which the report "
-                          "replaces whole (findings.md is written there anyway): choose a path "
-                          "outside it")
+        raise ReportError(
+            f"--findings '{given}' is inside --out '{out}', which the report "
+            "replaces whole (findings.md is written there anyway): choose a path "
+            "outside it"
+        )
     if path.is_dir():
-        raise ReportError(f"--findings '{given}' is a folder; it names the file to write, e.g. "
-                          "docs/findings.md")
+        raise ReportError(
+            f"--findings '{given}' is a folder; it names the file to write, e.g. docs/findings.md"
+        )
     if path.exists():
         why = _why_not_findings(path)
         if why:
-            raise ReportError(f"--findings '{given}' is an existing file {why}; it may only be a "
-                              "new file or a findings.md a report wrote: nothing was written")
+            raise ReportError(
+                f"--findings '{given}' is an existing file {why}; it may only be a "
+                "new file or a findings.md a report wrote: nothing was written"
+            )
         return path
     if not path.parent.is_dir():
-        raise ReportError(f"--findings '{given}': its folder '{path.parent}' does not exist; "
-                          "create it first")
+        raise ReportError(
+            f"--findings '{given}': its folder '{path.parent}' does not exist; create it first"
+        )
     _check_can_create(given, path, "--findings")
     return path
 
@@ -265,8 +308,10 @@ def _why_not_findings(path: Path) -> str | None:
     if not isinstance(stamp, dict):
         return "without the provenance stamp a report writes"
     if "body" not in stamp:
-        return ("written by a report from before stamps held the text's hash, so whether anyone edited it "
-                "since cannot be told (move or delete it)")
+        return (
+            "written by a report from before stamps held the text's hash, so whether anyone edited "
+            "it since cannot be told (move or delete it)"
+        )
     if stamp["body"] != body_hash(text):
         return "edited since the report wrote it (its text no longer matches its stamp's hash)"
     return None
@@ -284,7 +329,7 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OverflowError):   # another user's process, or no PID: left alone
+    except (PermissionError, OverflowError):  # another user's process, or no PID: left alone
         return True
     return True
 

@@ -1,6 +1,7 @@
-"""``supportbench report``: every table of the paper (LaTeX), per-method tables for whatever the experiment holds
-(``overview.py``), the figures, ``report.md`` and a ``paper.tex`` that \\inputs every table and includes every
-figure, so ``pdflatex paper.tex`` (or ``report --pdf``) builds one document."""
+"""``supportbench report``: every table of the paper (LaTeX), per-method tables for whatever the
+experiment holds (``overview.py``), the figures, ``report.md`` and a ``paper.tex`` that \\inputs
+every table and includes every figure, so ``pdflatex paper.tex`` (or ``report --pdf``) builds one
+document."""
 
 from __future__ import annotations
 
@@ -53,31 +54,43 @@ FIGURE_TEX = r"""\begin{figure}[H]
 \caption{%s}
 \end{figure}"""
 FIGURE_CAPTIONS = {
-    "field-gap-heatmap": "Mean paired $\\Delta J$ of the method named in the title minus each other method, per field.",
-    "loo-forest": "Mean paired $\\Delta J$ of the method named in the title minus each other method, with its "
-                  "leave-one-out range.",
-    "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark and objective.",
+    "field-gap-heatmap": "Mean paired $\\Delta J$ of the method named in the title minus each "
+    "other method, per field.",
+    "loo-forest": "Mean paired $\\Delta J$ of the method named in the title minus each other "
+    "method, with its leave-one-out range.",
+    "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark "
+    "and objective.",
     "support-jaccard": "Support overlap (Jaccard) across objectives.",
 }
 # where callers imported them from before reports/ownership.py
 MARKER, check_output_folder = own.MARKER, own.check_output_folder
-TEX_PACKAGES = ("texlive-latex-base", "texlive-latex-recommended", "texlive-latex-extra")   # -extra: adjustbox
+TEX_PACKAGES = (
+    "texlive-latex-base",
+    "texlive-latex-recommended",
+    "texlive-latex-extra",
+)  # -extra: adjustbox
 
 
-def report(registry: str | Path, out: str | Path, experiment: str | None = None,
-           findings_path: str | Path | None = None, reference: str | None = None, pdf: bool = False) -> dict:
-    """Write one experiment's report. ``experiment`` may be left out only when the registry holds one:
-    statistics never mix experiments. ``reference`` is the arm the per-method tables compare with
-    (``overview.choose_reference``). The report is written whole or not at all: into a temporary folder beside
-    ``out``, which replaces ``out`` only once every file is written. ``pdf`` then builds ``paper.pdf`` with
-    pdflatex, which must be on PATH. Every path is checked before any work (``ownership``): the
-    command only writes over what it wrote itself."""
+def report(
+    registry: str | Path,
+    out: str | Path,
+    experiment: str | None = None,
+    findings_path: str | Path | None = None,
+    reference: str | None = None,
+    pdf: bool = False,
+) -> dict:
+    """Write one experiment's report. ``experiment`` may be left out only when the registry holds
+    one: statistics never mix experiments. ``reference`` is the arm the per-method tables compare
+    with (``overview.choose_reference``). The report is written whole or not at all: into a
+    temporary folder beside ``out``, which replaces ``out`` only once every file is written. ``pdf``
+    then builds ``paper.pdf`` with pdflatex, which must be on PATH. Every path is checked before any
+    work (``ownership``): the command only writes over what it wrote itself."""
     reg = own.check_registry(registry)
     out = own.check_output_folder(out, reg)
     findings_at = own.check_findings_path(findings_path, reg, out) if findings_path else None
     if pdf:
         pdflatex_path()
-    own.remove_stale_staging(out)     # what a report killed before it finished left beside out
+    own.remove_stale_staging(out)  # what a report killed before it finished left beside out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = own.staging_name(out, "tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -87,18 +100,20 @@ def report(registry: str | Path, out: str | Path, experiment: str | None = None,
             status, text = _write(con, registry, tmp, experiment, reference)
         finally:
             con.close()
-        if pdf:   # built in the staging folder: a failed pdflatex leaves the previous report as it was
+        if (
+            pdf
+        ):  # built in the staging folder: a failed pdflatex leaves the previous report as it was
             failed_log = out.parent / f"{out.name}.paper.log"
             build_pdf(tmp, log_copy=failed_log)
-            failed_log.unlink(missing_ok=True)    # a previous failure's log, now stale
+            failed_log.unlink(missing_ok=True)  # a previous failure's log, now stale
             status["pdf"] = out / "paper.pdf"
-        own.write_marker(tmp)     # last: the manifest of everything above, the PDF included
+        own.write_marker(tmp)  # last: the manifest of everything above, the PDF included
         _replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if findings_at:
-        own.check_findings_path(findings_at, reg, out)     # again: it may have changed meanwhile
+        own.check_findings_path(findings_at, reg, out)  # again: it may have changed meanwhile
         write_text_atomic(findings_at, text)
     return status
 
@@ -109,8 +124,10 @@ def _replace(tmp: Path, out: Path) -> None:
     if out.is_dir():
         why = own.why_not_ours(out)
         if why:
-            raise ReportError(f"--out '{out}' changed while the report was written ({why}): "
-                              "nothing was replaced; choose an empty or new folder")
+            raise ReportError(
+                f"--out '{out}' changed while the report was written ({why}): "
+                "nothing was replaced; choose an empty or new folder"
+            )
     old = own.staging_name(out, "old")
     if out.exists():
         out.rename(old)
@@ -119,37 +136,52 @@ def _replace(tmp: Path, out: Path) -> None:
 
 
 def pdflatex_path() -> str:
-    """pdflatex's path; a ``ReportError`` naming the Debian packages that provide what paper.tex needs when it is
-    not on PATH."""
+    """pdflatex's path; a ``ReportError`` naming the Debian packages that provide what paper.tex
+    needs when it is not on PATH."""
     path = shutil.which("pdflatex")
     if path is None:
-        raise ReportError("--pdf needs pdflatex, which is not on PATH; nothing was written. Install it with the "
-                          f"packages paper.tex uses (Debian/Ubuntu: apt-get install {' '.join(TEX_PACKAGES)}; "
-                          "-extra provides adjustbox), or leave out --pdf and build paper.tex later")
+        raise ReportError(
+            "--pdf needs pdflatex, which is not on PATH; nothing was written. Install it with the "
+            f"packages paper.tex uses (Debian/Ubuntu: apt-get install {' '.join(TEX_PACKAGES)}; "
+            "-extra provides adjustbox), or leave out --pdf and build paper.tex later"
+        )
     return path
 
 
 def build_pdf(out: Path, timeout: float = 600, log_copy: Path | None = None) -> Path:
-    """``pdflatex paper.tex`` twice in ``out`` (the second pass settles references), non-interactive: it stops
-    at the first error instead of waiting for input. Returns ``out/paper.pdf``. On failure, a one-line
-    ``ReportError`` with the first LaTeX error of paper.log and the log's path (``log_copy``, where the log is
-    copied when ``out`` is a staging folder about to be removed)."""
+    """``pdflatex paper.tex`` twice in ``out`` (the second pass settles references),
+    non-interactive: it stops at the first error instead of waiting for input. Returns
+    ``out/paper.pdf``. On failure, a one-line ``ReportError`` with the first LaTeX error of
+    paper.log and the log's path (``log_copy``, where the log is copied when ``out`` is a staging
+    folder about to be removed)."""
     exe = pdflatex_path()
     for _ in range(2):
         try:
-            r = subprocess.run([exe, "-interaction=nonstopmode", "-halt-on-error", "paper.tex"], cwd=out,
-                               stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
-                               timeout=timeout)
+            r = subprocess.run(
+                [exe, "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+                cwd=out,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+            )
         except subprocess.TimeoutExpired:
             log = _keep_log(out, log_copy)
-            raise ReportError(f"pdflatex ran longer than {timeout:.0f} s on paper.tex; no report was replaced; "
-                              f"log: {log}") from None
+            raise ReportError(
+                f"pdflatex ran longer than {timeout:.0f} s on paper.tex; no report was replaced; "
+                f"log: {log}"
+            ) from None
         if r.returncode != 0:
             log = _keep_log(out, log_copy)
             text = log.read_text(errors="replace") if log.is_file() else r.stdout
-            first = next((line.strip() for line in text.splitlines() if line.startswith("!")),
-                         f"no '!' error line (exit {r.returncode})")
-            raise ReportError(f"pdflatex failed on paper.tex: {first}; no report was replaced; log: {log}")
+            first = next(
+                (line.strip() for line in text.splitlines() if line.startswith("!")),
+                f"no '!' error line (exit {r.returncode})",
+            )
+            raise ReportError(
+                f"pdflatex failed on paper.tex: {first}; no report was replaced; log: {log}"
+            )
     return out / "paper.pdf"
 
 
@@ -161,16 +193,22 @@ def _keep_log(folder: Path, copy: Path | None) -> Path:
     return copy
 
 
-def _write(con, registry, out: Path, experiment: str | None, reference: str | None = None) -> tuple[dict, str]:
+def _write(
+    con, registry, out: Path, experiment: str | None, reference: str | None = None
+) -> tuple[dict, str]:
     exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
     if experiment is None and len(exps) > 1:
-        raise RegistryError(f"registry '{registry}' holds {len(exps)} experiments ({', '.join(exps)}); "
-                            "a report covers one: pass --experiment NAME")
+        raise RegistryError(
+            f"registry '{registry}' holds {len(exps)} experiments ({', '.join(exps)}); "
+            "a report covers one: pass --experiment NAME"
+        )
     if experiment is not None and exps and experiment not in exps:
-        raise RegistryError(f"no experiment '{experiment}' in registry '{registry}'; it holds: {', '.join(exps)}")
+        raise RegistryError(
+            f"no experiment '{experiment}' in registry '{registry}'; it holds: {', '.join(exps)}"
+        )
     experiment = experiment or (exps[0] if exps else None)
     ctx = Context.from_registry(con, experiment, reference=reference)
-    ref = reference_of(ctx)    # an unknown --reference stops here, before anything is drawn
+    ref = reference_of(ctx)  # an unknown --reference stops here, before anything is drawn
     tables = render_all(ctx, out / "tables")
     methods = method_tables(ctx)
     for t in methods:
@@ -179,57 +217,99 @@ def _write(con, registry, out: Path, experiment: str | None, reference: str | No
     for t in metric_tabs:
         write_text_atomic(out / "tables" / file_name(t.label), metrics_tex(t))
     metric_only = metric_only_count(con, experiment)
-    no_j = ("The experiment has no ok runs with $J$" + (f" ({metric_only} metric-only runs: see the metric tables)."
-                                                       if metric_only else "."))
+    no_j = "The experiment has no ok runs with $J$" + (
+        f" ({metric_only} metric-only runs: see the metric tables)." if metric_only else "."
+    )
     figures = render_figures(ctx, out / "figures", con)
 
     def inputs(labels):
-        return "\n".join(f"\\input{{tables/{file_name(label)}}}\n\\clearpage" if i % 3 == 2 else
-                         f"\\input{{tables/{file_name(label)}}}" for i, label in enumerate(labels))
+        return "\n".join(
+            f"\\input{{tables/{file_name(label)}}}\n\\clearpage"
+            if i % 3 == 2
+            else f"\\input{{tables/{file_name(label)}}}"
+            for i, label in enumerate(labels)
+        )
 
-    figs = "\n".join(FIGURE_TEX % (name, FIGURE_CAPTIONS.get(name, tex(name))) if why is None else
-                     f"\\paragraph{{{tex(name)}}} not drawn: {tex(why)}.\n" for name, why in figures.items())
-    write_text_atomic(out / "paper.tex", PAPER_TEX % (
-        f": \\texttt{{{tex(experiment)}}}" if experiment else "", tex(str(registry)), tex(ref.rule),
-        inputs([t.label for t in methods]) or no_j,
-        inputs([t.label for t in metric_tabs]) or "No run of the experiment carries metrics beyond $J$.",
-        figs, inputs(TABLES)))
-    md = [f"# supportbench report\n\nRegistry: `{registry}`" + (f", experiment `{experiment}`" if experiment else ""),
-          f"\nRuns in the registry view (`results`: runs with J, and runs not ok): {ctx.results.height} "
-          f"({ctx.results.filter(ctx.results['status'] != 'ok').height} not ok; missing runs are never imputed — "
-          "see `supportbench audit`).",
-          f"\nMetric-only runs (ok, no J; e.g. imported with `registry import`): {metric_only}. They are left out of "
-          "every J statistic and table and appear in the metric tables below.",
-          "\n## Methods of this experiment\n",
-          f"Reference: {ref.rule}. Gaps are reference − method on matched units (same field, objective and seed); "
-          "positive values favour the reference, W/T/L counts the reference's wins, ties and losses.\n"]
+    figs = "\n".join(
+        FIGURE_TEX % (name, FIGURE_CAPTIONS.get(name, tex(name)))
+        if why is None
+        else f"\\paragraph{{{tex(name)}}} not drawn: {tex(why)}.\n"
+        for name, why in figures.items()
+    )
+    write_text_atomic(
+        out / "paper.tex",
+        PAPER_TEX
+        % (
+            f": \\texttt{{{tex(experiment)}}}" if experiment else "",
+            tex(str(registry)),
+            tex(ref.rule),
+            inputs([t.label for t in methods]) or no_j,
+            inputs([t.label for t in metric_tabs])
+            or "No run of the experiment carries metrics beyond $J$.",
+            figs,
+            inputs(TABLES),
+        ),
+    )
+    md = [
+        f"# supportbench report\n\nRegistry: `{registry}`"
+        + (f", experiment `{experiment}`" if experiment else ""),
+        "\nRuns in the registry view (`results`: runs with J, and runs not ok): "
+        f"{ctx.results.height} ({ctx.results.filter(ctx.results['status'] != 'ok').height} not ok; "
+        "missing runs are never imputed — see `supportbench audit`).",
+        f"\nMetric-only runs (ok, no J; e.g. imported with `registry import`): {metric_only}. They "
+        "are left out of every J statistic and table and appear in the metric tables below.",
+        "\n## Methods of this experiment\n",
+        f"Reference: {ref.rule}. Gaps are reference − method on matched units (same field, "
+        "objective and seed); positive values favour the reference, W/T/L counts the reference's "
+        "wins, ties and losses.\n",
+    ]
     for t in methods:
-        md += [f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
-               *render_markdown(t), ""]
+        md += [
+            f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
+            *render_markdown(t),
+            "",
+        ]
     if not methods:
         md.append(no_j.replace("$J$", "J") + "\n")
-    md += ["\n## Metrics beyond J\n",
-           "Median of each metric over a method's runs (seeds and fields pooled), n runs, in brackets the runs "
-           "carrying a metric where fewer; source: record (this harness's runs) or imported (`registry import`).\n"]
+    md += [
+        "\n## Metrics beyond J\n",
+        "Median of each metric over a method's runs (seeds and fields pooled), n runs, in brackets "
+        "the runs carrying a metric where fewer; source: record (this harness's runs) or imported "
+        "(`registry import`).\n",
+    ]
     for t in metric_tabs:
-        md += [f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
-               *metrics_markdown(t), ""]
+        md += [
+            f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
+            *metrics_markdown(t),
+            "",
+        ]
     if not metric_tabs:
         md.append("No run of the experiment carries metrics beyond J.\n")
     md += ["\n## The paper's tables\n", "| label | file | status |", "|---|---|---|"]
     for label, why in tables.items():
-        md.append(f"| `{label}` | [tables/{file_name(label)}](tables/{file_name(label)}) | "
-                  f"{'rendered' if why is None else 'missing: ' + why} |")
+        md.append(
+            f"| `{label}` | [tables/{file_name(label)}](tables/{file_name(label)}) | "
+            f"{'rendered' if why is None else 'missing: ' + why} |"
+        )
     md += ["\n## Figures\n", "| figure | files | status |", "|---|---|---|"]
     for name, why in figures.items():
         files = f"[png](figures/{name}.png), [pdf](figures/{name}.pdf)" if why is None else "-"
         md.append(f"| {name} | {files} | {'rendered' if why is None else 'missing: ' + why} |")
-    md.append("\n`paper.tex` inputs every table and includes every figure: `pdflatex paper.tex` in this folder (or "
-              "`supportbench report --pdf`) builds one document.\n")
+    md.append(
+        "\n`paper.tex` inputs every table and includes every figure: `pdflatex paper.tex` in this "
+        "folder (or `supportbench report --pdf`) builds one document.\n"
+    )
     text = findings(ctx, con, experiment, str(registry))
     write_text_atomic(out / "findings.md", text)
-    md.append("`findings.md`: which of the paper's claims this registry supports, with the numbers.\n")
+    md.append(
+        "`findings.md`: which of the paper's claims this registry supports, with the numbers.\n"
+    )
     write_text_atomic(out / "report.md", "\n".join(md))
-    return {"tables": tables, "figures": figures, "methods": {t.label: None for t in methods},
-            "metrics": {t.label: None for t in metric_tabs}, "metric_only_runs": metric_only,
-            "reference": ref.rule}, text
+    return {
+        "tables": tables,
+        "figures": figures,
+        "methods": {t.label: None for t in methods},
+        "metrics": {t.label: None for t in metric_tabs},
+        "metric_only_runs": metric_only,
+        "reference": ref.rule,
+    }, text

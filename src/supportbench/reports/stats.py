@@ -1,10 +1,11 @@
 """Statistics of the paper's tables on Polars frames read from the registry (no torch).
 
-Units: a paired comparison matches runs on (experiment, benchmark, build, field, objective, seed) — two
-experiments over the same seeds, or two theta_0 builds, are different units, never paired with each other
-(builds are pooled only as replications: ``hierarchical_bootstrap``); ΔJ(A, B) is the mean of J(A) − J(B)
-over matched units (positive favours A). Unmatched units are returned, never dropped
-silently. Deduplication keeps the first-ingested ok run of each cell (the paper's "n unique runs").
+Units: a paired comparison matches runs on (experiment, benchmark, build, field, objective, seed) —
+two experiments over the same seeds, or two theta_0 builds, are different units, never paired with
+each other (builds are pooled only as replications: ``hierarchical_bootstrap``); ΔJ(A, B) is the
+mean of J(A) − J(B) over matched units (positive favours A). Unmatched units are returned, never
+dropped silently. Deduplication keeps the first-ingested ok run of each cell (the paper's "n unique
+runs").
 """
 
 from __future__ import annotations
@@ -17,29 +18,66 @@ import polars as pl
 from scipy import stats as sps
 
 UNIT = ("experiment", "benchmark", "build", "field", "objective", "seed")
-CELL = ("experiment", "benchmark", "build", "field", "objective", "method", "variant", "seed", "split")
-RESULT_COLUMNS = ("run_key", *CELL, "status", "J", "G_F", "D_coll", "triggered", "probe_signal", "chosen_rho",
-                  "available_gain", "rho0_J", "selection", "complete", "post_hoc", "decision_hash", "ingest_seq")
+CELL = (
+    "experiment",
+    "benchmark",
+    "build",
+    "field",
+    "objective",
+    "method",
+    "variant",
+    "seed",
+    "split",
+)
+RESULT_COLUMNS = (
+    "run_key",
+    *CELL,
+    "status",
+    "J",
+    "G_F",
+    "D_coll",
+    "triggered",
+    "probe_signal",
+    "chosen_rho",
+    "available_gain",
+    "rho0_J",
+    "selection",
+    "complete",
+    "post_hoc",
+    "decision_hash",
+    "ingest_seq",
+)
 
 
 def load(con, experiment: str | None = None) -> pl.DataFrame:
-    """The registry's ``results`` view as a Polars frame (build 0 for a registry written before builds existed
-    and opened read-only, whose view lacks the column)."""
+    """The registry's ``results`` view as a Polars frame (build 0 for a registry written before
+    builds existed and opened read-only, whose view lacks the column)."""
     where = "WHERE experiment = $exp" if experiment else ""
-    have = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'results'")
-            .fetchall()}
+    have = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'results'"
+        ).fetchall()
+    }
     cols = [c if c in have else f"0::BIGINT AS {c}" for c in RESULT_COLUMNS]
-    return con.sql(f"SELECT {', '.join(cols)} FROM results {where}",
-                   params={"exp": experiment} if experiment else None).pl()
+    return con.sql(
+        f"SELECT {', '.join(cols)} FROM results {where}",
+        params={"exp": experiment} if experiment else None,
+    ).pl()
 
 
 def usable(df: pl.DataFrame) -> pl.DataFrame:
     """ok runs, one per cell (the first ingested)."""
-    return (df.filter(pl.col("status") == "ok").sort("ingest_seq")
-            .unique(subset=list(CELL), keep="first", maintain_order=True))
+    return (
+        df.filter(pl.col("status") == "ok")
+        .sort("ingest_seq")
+        .unique(subset=list(CELL), keep="first", maintain_order=True)
+    )
 
 
-def pick(df: pl.DataFrame, method: str | None = None, variant: str | None = None, **eq) -> pl.DataFrame:
+def pick(
+    df: pl.DataFrame, method: str | None = None, variant: str | None = None, **eq
+) -> pl.DataFrame:
     if method is not None:
         df = df.filter(pl.col("method") == method)
     if variant is not None:
@@ -51,8 +89,8 @@ def pick(df: pl.DataFrame, method: str | None = None, variant: str | None = None
 
 @dataclass(frozen=True)
 class Paired:
-    frame: pl.DataFrame          # UNIT..., J_a, J_b, diff
-    unmatched_a: pl.DataFrame    # units only A has
+    frame: pl.DataFrame  # UNIT..., J_a, J_b, diff
+    unmatched_a: pl.DataFrame  # units only A has
     unmatched_b: pl.DataFrame
 
     @property
@@ -64,7 +102,11 @@ def paired(a: pl.DataFrame, b: pl.DataFrame, on=UNIT) -> Paired:
     on = list(on)
     aa = a.select([*on, pl.col("J").alias("J_a")])
     bb = b.select([*on, pl.col("J").alias("J_b")])
-    j = aa.join(bb, on=on, how="inner").with_columns((pl.col("J_a") - pl.col("J_b")).alias("diff")).sort(on)
+    j = (
+        aa.join(bb, on=on, how="inner")
+        .with_columns((pl.col("J_a") - pl.col("J_b")).alias("diff"))
+        .sort(on)
+    )
     return Paired(j, aa.join(bb, on=on, how="anti"), bb.join(aa, on=on, how="anti"))
 
 
@@ -93,8 +135,9 @@ def t_interval(d: np.ndarray, level: float = 0.95) -> tuple[float, float] | None
     return float(d.mean() - half), float(d.mean() + half)
 
 
-def bootstrap_interval(d: np.ndarray, level: float = 0.95, n_boot: int = 10_000,
-                       seed: int = 0) -> tuple[float, float] | None:
+def bootstrap_interval(
+    d: np.ndarray, level: float = 0.95, n_boot: int = 10_000, seed: int = 0
+) -> tuple[float, float] | None:
     """Percentile interval of the mean, resampling units with replacement (seeded)."""
     d = np.asarray(d, dtype=float)
     if len(d) < 2:
@@ -121,36 +164,58 @@ class GapSummary:
         return asdict(self)
 
 
-def summarize(d: np.ndarray, tol: float = 0.0, seed: int = 0, bootstrap: bool = False) -> GapSummary:
+def summarize(
+    d: np.ndarray, tol: float = 0.0, seed: int = 0, bootstrap: bool = False
+) -> GapSummary:
     """Mean, median, W/T/L, LOO range, t interval; the bootstrap interval only when asked (it costs
     n_boot x n draws)."""
     d = np.asarray(d, dtype=float)
     w, t, l = wtl(d, tol)
     if len(d) == 0:
         return GapSummary(0, None, None, 0, 0, 0, None, None, None)
-    return GapSummary(len(d), float(d.mean()), float(np.median(d)), w, t, l, loo_range(d), t_interval(d),
-                      bootstrap_interval(d, seed=seed) if bootstrap else None)
+    return GapSummary(
+        len(d),
+        float(d.mean()),
+        float(np.median(d)),
+        w,
+        t,
+        l,
+        loo_range(d),
+        t_interval(d),
+        bootstrap_interval(d, seed=seed) if bootstrap else None,
+    )
 
 
 def method_means(df: pl.DataFrame, by=("objective",), deduplicate: bool = True) -> pl.DataFrame:
     """Mean J and n (after deduplication) per method x variant x ``by``."""
-    return ((usable(df) if deduplicate else df).group_by(["method", "variant", *by])
-            .agg(pl.col("J").mean().alias("mean_J"), pl.len().alias("n")).sort(["method", "variant", *by]))
+    return (
+        (usable(df) if deduplicate else df)
+        .group_by(["method", "variant", *by])
+        .agg(pl.col("J").mean().alias("mean_J"), pl.len().alias("n"))
+        .sort(["method", "variant", *by])
+    )
 
 
 def ranks(df: pl.DataFrame, by=("objective",)) -> pl.DataFrame:
     """Rank of each static method's mean J within ``by`` (1 = best)."""
     m = method_means(df.filter(pl.col("variant") == "static"), by)
-    return m.with_columns(pl.col("mean_J").rank("ordinal", descending=True).over(list(by)).alias("rank"))
+    return m.with_columns(
+        pl.col("mean_J").rank("ordinal", descending=True).over(list(by)).alias("rank")
+    )
 
 
 def field_decomposition(p: Paired) -> pl.DataFrame:
-    return p.frame.group_by("field").agg(pl.col("diff").mean().alias("mean_gap"), pl.len().alias("n")).sort("field")
+    return (
+        p.frame.group_by("field")
+        .agg(pl.col("diff").mean().alias("mean_gap"), pl.len().alias("n"))
+        .sort("field")
+    )
 
 
 def setting_wins(p: Paired, setting=("benchmark", "field", "objective"), seed: int = 0) -> dict:
     """Setting-level mean gaps: how many favour A, and a bootstrap interval over settings."""
-    # sorted: group_by's row order varies between processes, and the seeded bootstrap resamples by position
+    # sorted: group_by's row order varies between processes, and the seeded bootstrap resamples by
+    # position
     s = p.frame.group_by(list(setting)).agg(pl.col("diff").mean().alias("gap")).sort(list(setting))
     g = s["gap"].to_numpy()
     return {"wins": int((g > 0).sum()), "n": len(g), "ci": bootstrap_interval(g, seed=seed)}
@@ -161,36 +226,48 @@ def jaccard(a: set, b: set) -> float:
 
 
 def support_jaccard(supports: pl.DataFrame, across: str = "objective") -> pl.DataFrame:
-    """Mean Jaccard overlap of supports between levels of ``across`` (same benchmark, field, seed, method).
+    """Mean Jaccard overlap of supports between levels of ``across`` (same benchmark, field, seed,
+    method).
 
     ``supports`` has UNIT columns, method and ``groups`` (list of ids)."""
     levels = sorted(supports[across].unique().to_list())
-    keys = [k for k in ("experiment", "benchmark", "field", "seed", "method", "objective")
-            if k != across and k in supports.columns]
+    keys = [
+        k
+        for k in ("experiment", "benchmark", "field", "seed", "method", "objective")
+        if k != across and k in supports.columns
+    ]
     rows = []
-    by = {tuple(r[k] for k in keys) + (r[across],): set(r["groups"] or []) for r in supports.iter_rows(named=True)}
+    by = {
+        tuple(r[k] for k in keys) + (r[across],): set(r["groups"] or [])
+        for r in supports.iter_rows(named=True)
+    }
     for x in levels:
         for y in levels:
-            vals = [jaccard(by[k + (x,)], by[k + (y,)]) for k in {kk[:-1] for kk in by}
-                    if k + (x,) in by and k + (y,) in by]
-            rows.append({"a": x, "b": y, "jaccard": float(np.mean(vals)) if vals else None, "n": len(vals)})
+            vals = [
+                jaccard(by[k + (x,)], by[k + (y,)])
+                for k in {kk[:-1] for kk in by}
+                if k + (x,) in by and k + (y,) in by
+            ]
+            rows.append(
+                {"a": x, "b": y, "jaccard": float(np.mean(vals)) if vals else None, "n": len(vals)}
+            )
     return pl.DataFrame(rows)
 
 
 @dataclass(frozen=True)
 class DirrMetrics:
     n: int
-    delta: float | None            # mean J(DIR-R) - J(Static-IV) over matched units
+    delta: float | None  # mean J(DIR-R) - J(Static-IV) over matched units
     median: float | None
     wins: int
     ties: int
     losses: int
     triggered: int
-    trigger_rate: float | None     # n^-1 sum 1[s_i > tau]
-    available_gain: float | None   # Eq. 20; None when any run lacks a complete candidate set
-    captured: float | None         # Eq. 21; None when undefined
-    complete: int                  # runs with a complete candidate set
-    evaluation_selected: int       # runs whose selection read the evaluation outcome
+    trigger_rate: float | None  # n^-1 sum 1[s_i > tau]
+    available_gain: float | None  # Eq. 20; None when any run lacks a complete candidate set
+    captured: float | None  # Eq. 21; None when undefined
+    complete: int  # runs with a complete candidate set
+    evaluation_selected: int  # runs whose selection read the evaluation outcome
 
 
 def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> DirrMetrics:
@@ -209,17 +286,31 @@ def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> 
         avail = total / n
         captured = float(gains["diff"].sum()) / total if total > 0 else None
     evalsel = int((matched["selection"] == "evaluation").sum()) if n else 0
-    return DirrMetrics(n, float(d.mean()) if n else None, float(np.median(d)) if n else None, w, t, l, trig,
-                       trig / n if n else None, avail, captured, complete, evalsel)
+    return DirrMetrics(
+        n,
+        float(d.mean()) if n else None,
+        float(np.median(d)) if n else None,
+        w,
+        t,
+        l,
+        trig,
+        trig / n if n else None,
+        avail,
+        captured,
+        complete,
+        evalsel,
+    )
 
 
 def composed_margin(static_gap: float, dirr_gap: float) -> float:
-    """Eq. 22: ΔJ_full,C = ΔJ_Static,C + ΔJ_DIRR,Static (components from different evaluation sets)."""
+    """Eq. 22: ΔJ_full,C = ΔJ_Static,C + ΔJ_DIRR,Static (components from different evaluation
+    sets)."""
     return static_gap + dirr_gap
 
 
 def auroc(score: np.ndarray, label: np.ndarray) -> float | None:
-    """P(score of a positive > score of a negative) + ½ P(tie), over every positive-negative pair."""
+    """P(score of a positive > score of a negative) + ½ P(tie), over every positive-negative
+    pair."""
     pos, neg = score[label == 1], score[label == 0]
     if not len(pos) or not len(neg):
         return None
@@ -228,11 +319,20 @@ def auroc(score: np.ndarray, label: np.ndarray) -> float | None:
 
 
 def residualize(score, nuisance=None) -> np.ndarray:
-    """``score`` minus its least-squares fit on [1, nuisance covariates] (one column per covariate)."""
+    """``score`` minus its least-squares fit on [1, nuisance covariates] (one column per
+    covariate)."""
     score = np.asarray(score, dtype=float)
     n = len(score)
-    X = np.column_stack([np.ones(n), *(np.asarray(nuisance, dtype=float).T if nuisance is not None
-                                       and np.size(nuisance) else [])])
+    X = np.column_stack(
+        [
+            np.ones(n),
+            *(
+                np.asarray(nuisance, dtype=float).T
+                if nuisance is not None and np.size(nuisance)
+                else []
+            ),
+        ]
+    )
     beta, *_ = np.linalg.lstsq(X, score, rcond=None)
     return score - X @ beta
 
@@ -254,40 +354,55 @@ def localization_quantities(score, injected_backbone, pair=None, nuisance=None) 
             if len(b) == 1 and len(l) == 1:
                 n_pairs += 1
                 direction += int(score[b[0]] > score[l[0]])
-    return {"auroc": auroc(score, y), "resid_auroc": auroc(residualize(score, nuisance), y),
-            "direction": f"{direction}/{n_pairs}"}
+    return {
+        "auroc": auroc(score, y),
+        "resid_auroc": auroc(residualize(score, nuisance), y),
+        "direction": f"{direction}/{n_pairs}",
+    }
 
 
-def locator_quantities(scores: dict[str, np.ndarray], injected_backbone, pair=None, nuisance=None) -> dict[str, dict]:
-    """``localization_quantities`` of every locator's scores ({locator name: per-target scores}), in name order."""
-    return {name: localization_quantities(scores[name], injected_backbone, pair, nuisance) for name in sorted(scores)}
+def locator_quantities(
+    scores: dict[str, np.ndarray], injected_backbone, pair=None, nuisance=None
+) -> dict[str, dict]:
+    """``localization_quantities`` of every locator's scores ({locator name: per-target scores}), in
+    name order."""
+    return {
+        name: localization_quantities(scores[name], injected_backbone, pair, nuisance)
+        for name in sorted(scores)
+    }
 
 
-def covariate_aurocs(covariates: dict[str, np.ndarray], injected_backbone) -> dict[str, float | None]:
-    """Each covariate's own AUROC for predicting "injected through the backbone" (0.5: it carries no label
-    information; far from 0.5 in either direction: regressing it out removes label signal along with
-    nuisance). theta_0's diagnostic NLL can be such a covariate: how strongly an interface holds its targets
-    differs by interface (docs/benchmarks.md); ``experiments.controlled_decision.residualization_covariates``
-    keeps only those near 0.5."""
+def covariate_aurocs(
+    covariates: dict[str, np.ndarray], injected_backbone
+) -> dict[str, float | None]:
+    """Each covariate's own AUROC for predicting "injected through the backbone" (0.5: it carries no
+    label information; far from 0.5 in either direction: regressing it out removes label signal
+    along with nuisance). theta_0's diagnostic NLL can be such a covariate: how strongly an
+    interface holds its targets differs by interface (docs/benchmarks.md);
+    ``experiments.controlled_decision.residualization_covariates`` keeps only those near 0.5."""
     y = np.asarray(injected_backbone, dtype=float).round().astype(int)
     return {name: auroc(np.asarray(v, dtype=float), y) for name, v in sorted(covariates.items())}
 
 
-def controlled_quantities(score, injected_backbone, J_backbone, J_lora, pair=None, nuisance=None) -> dict:
+def controlled_quantities(
+    score, injected_backbone, J_backbone, J_lora, pair=None, nuisance=None
+) -> dict:
     """The seven quantities of Table 1, one entry per target:
 
-    storage AUROC        the signed storage score identifying the injecting interface (label: backbone)
-    residualized AUROC   the same after regressing the score on [1, nuisance covariates] (least squares);
-                         caution: theta_0's diagnostic NLL, one of the recorded covariates, encodes the label
-                         (``covariate_aurocs``), so residualizing on it removes label signal too
+    storage AUROC        the signed storage score identifying the injecting interface (label:
+                         backbone)
+    residualized AUROC   the same after regressing the score on [1, nuisance covariates] (least
+                         squares); caution: theta_0's diagnostic NLL, one of the recorded
+                         covariates, encodes the label (``covariate_aurocs``), so residualizing on
+                         it removes label signal too
     within-pair direction  pairs (x/pairs) whose backbone-injected target has the higher score
     LoRA wins            targets (x/n) where J(lora) > J(backbone)
-    storage/best agreement  targets where the interface storage points to (score > 0: backbone) is the
-                         one with the higher J
+    storage/best agreement  targets where the interface storage points to (score > 0: backbone) is
+                         the one with the higher J
     paired difference    mean J(lora) - J(backbone) with a 95% t interval
-    correlation          Pearson r of the storage score with J(lora) - J(backbone) (a score pointing to the
-                         backbone, i.e. positive, that predicted the better intervention would correlate
-                         negatively)"""
+    correlation          Pearson r of the storage score with J(lora) - J(backbone) (a score pointing
+                         to the backbone, i.e. positive, that predicted the better intervention
+                         would correlate negatively)"""
     score = np.asarray(score, dtype=float)
     diff = np.asarray(J_lora, dtype=float) - np.asarray(J_backbone, dtype=float)
     n = len(score)
@@ -295,6 +410,17 @@ def controlled_quantities(score, injected_backbone, J_backbone, J_lora, pair=Non
     storage_backbone = score > 0
     best_backbone = diff < 0
     agree = int((storage_backbone == best_backbone).sum())
-    corr = float(np.corrcoef(score, diff)[0, 1]) if n > 2 and np.std(score) > 0 and np.std(diff) > 0 else None
-    return {**loc, "lora_wins": f"{int((diff > 0).sum())}/{n}", "agree": f"{agree}/{n}", "agree_pct": agree / n,
-            "diff": float(diff.mean()), "diff_ci": t_interval(diff), "corr": corr}
+    corr = (
+        float(np.corrcoef(score, diff)[0, 1])
+        if n > 2 and np.std(score) > 0 and np.std(diff) > 0
+        else None
+    )
+    return {
+        **loc,
+        "lora_wins": f"{int((diff > 0).sum())}/{n}",
+        "agree": f"{agree}/{n}",
+        "agree_pct": agree / n,
+        "diff": float(diff.mean()),
+        "diff_ci": t_interval(diff),
+        "corr": corr,
+    }

@@ -1,8 +1,10 @@
-"""Every table of the paper, by LaTeX label: a query on the registry + a Jinja template -> booktabs .tex.
+"""Every table of the paper, by LaTeX label: a query on the registry + a Jinja template -> booktabs
+.tex.
 
-Each table's builder returns its template context or raises ``Missing(reason)``; ``render_all`` writes
-``<out>/<label with ':' -> '-'>.tex`` for every label, with an explicit "missing" note when the data are
-not in the registry. Formatting and names are in ``reports/latex.py``, statistics in ``reports/stats.py``.
+Each table's builder returns its template context or raises ``Missing(reason)``; ``render_all``
+writes ``<out>/<label with ':' -> '-'>.tex`` for every label, with an explicit "missing" note when
+the data are not in the registry. Formatting and names are in ``reports/latex.py``, statistics in
+``reports/stats.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,18 @@ from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment
 from supportbench.reports.stats import controlled_quantities, covariate_aurocs, locator_quantities
 
 DIRR_METHOD = "intervention_score"
-BASELINES = ("random", "activation", "wagle", "storage", "memflex", "fila", "ap_mlp", "grail", "activation_down",
-             "projected_causal")
+BASELINES = (
+    "random",
+    "activation",
+    "wagle",
+    "storage",
+    "memflex",
+    "fila",
+    "ap_mlp",
+    "grail",
+    "activation_down",
+    "projected_causal",
+)
 MODERN = ("fila", "ap_mlp", "grail", "activation_down", "projected_causal")
 BENCH = {"natural": "natural_tofu", "lacuna": "lacuna", "controlled": "controlled"}
 
@@ -36,17 +48,21 @@ class Missing(Exception):
     """The registry lacks the data a table needs; the reason is printed in the table."""
 
 
-# ---- context -------------------------------------------------------------------------------------------
+# ---- context -------------------------------------------------------------------------------------
 @dataclass
 class Context:
     results: pl.DataFrame
     decisions: pl.DataFrame = field(default_factory=pl.DataFrame)
-    components: pl.DataFrame = field(default_factory=pl.DataFrame)   # run_key, name, value
+    components: pl.DataFrame = field(default_factory=pl.DataFrame)  # run_key, name, value
     bench: dict = field(default_factory=lambda: dict(BENCH))
     tol: float = 0.0
-    theta0: dict = field(default_factory=dict)   # benchmark -> its runs' theta_0 content hashes
-    run_decisions: pl.DataFrame = field(default_factory=pl.DataFrame)   # run_key, decision (controlled runs)
-    reference: str | None = None   # --reference: the arm the per-method tables compare with (overview.py)
+    theta0: dict = field(default_factory=dict)  # benchmark -> its runs' theta_0 content hashes
+    run_decisions: pl.DataFrame = field(
+        default_factory=pl.DataFrame
+    )  # run_key, decision (controlled runs)
+    reference: str | None = (
+        None  # --reference: the arm the per-method tables compare with (overview.py)
+    )
     _ok: dict = field(default_factory=dict, repr=False)
     _built: dict = field(default_factory=dict, repr=False)
 
@@ -55,7 +71,8 @@ class Context:
         return self.built_for(builder)
 
     def built_for(self, builder: Callable[..., dict], *args) -> dict:
-        """``builder(self, *args)``, computed once per ``args``; ``Missing`` is remembered and raised again."""
+        """``builder(self, *args)``, computed once per ``args``; ``Missing`` is remembered and
+        raised again."""
         key = (builder, *args)
         if key not in self._built:
             try:
@@ -70,33 +87,50 @@ class Context:
     @classmethod
     def from_registry(cls, con, experiment: str | None = None, **kw) -> Context:
         results = stats.load(con, experiment)
-        decisions = con.sql("SELECT hash, tau, benchmark, objective, baselines, frozen_at, content FROM decisions").pl()
-        comps = con.sql("SELECT c.run_key, c.name, c.value FROM components c JOIN runs r USING (run_key) "
-                        "WHERE r.benchmark = 'controlled'").pl()
+        decisions = con.sql(
+            "SELECT hash, tau, benchmark, objective, baselines, frozen_at, content FROM decisions"
+        ).pl()
+        comps = con.sql(
+            "SELECT c.run_key, c.name, c.value FROM components c JOIN runs r USING (run_key) "
+            "WHERE r.benchmark = 'controlled'"
+        ).pl()
         theta0: dict[str, list[str]] = {}
-        for b, h in con.execute("SELECT DISTINCT r.benchmark, p.model_hash FROM runs r JOIN provenance p "
-                                "USING (run_key) WHERE p.model_hash IS NOT NULL AND ($exp IS NULL OR "
-                                "r.experiment = $exp) ORDER BY 1, 2", {"exp": experiment}).fetchall():
+        for b, h in con.execute(
+            "SELECT DISTINCT r.benchmark, p.model_hash FROM runs r JOIN provenance p "
+            "USING (run_key) WHERE p.model_hash IS NOT NULL AND ($exp IS NULL OR "
+            "r.experiment = $exp) ORDER BY 1, 2",
+            {"exp": experiment},
+        ).fetchall():
             theta0.setdefault(b, []).append(h)
-        run_dec = con.sql("""SELECT run_key, json_extract_string(hyperparameters, '$."benchmark.decision"')
-            AS decision FROM runs WHERE benchmark = 'controlled'""").pl()
+        run_dec = con.sql(
+            """SELECT run_key, json_extract_string(hyperparameters, """
+            """'$."benchmark.decision"')
+            AS decision FROM runs WHERE benchmark = 'controlled'"""
+        ).pl()
         return cls(results, decisions, comps, theta0=theta0, run_decisions=run_dec, **kw)
 
     def final(self, benchmark: str) -> pl.DataFrame:
         """The final-split ok runs of one benchmark; ``Missing`` when there are none."""
-        return _require(self.ok(benchmark), f"no final-split runs of benchmark '{self.bench[benchmark]}'")
+        return _require(
+            self.ok(benchmark), f"no final-split runs of benchmark '{self.bench[benchmark]}'"
+        )
 
     def ok(self, benchmark: str, split: str = "final") -> pl.DataFrame:
         """Deduplicated ok runs of one benchmark and split (memoised: every table reads them)."""
         key = (benchmark, split)
         if key not in self._ok:
-            self._ok[key] = stats.usable(self.results.filter((pl.col("benchmark") == self.bench[benchmark]) &
-                                                         (pl.col("split") == split)))
+            self._ok[key] = stats.usable(
+                self.results.filter(
+                    (pl.col("benchmark") == self.bench[benchmark]) & (pl.col("split") == split)
+                )
+            )
         return self._ok[key]
 
 
 def _baselines_present(df: pl.DataFrame) -> list[str]:
-    present = set(df.filter(pl.col("variant") == "static")["method"].unique().to_list()) - {DIRR_METHOD}
+    present = set(df.filter(pl.col("variant") == "static")["method"].unique().to_list()) - {
+        DIRR_METHOD
+    }
     return [m for m in BASELINES if m in present] + sorted(present - set(BASELINES))
 
 
@@ -115,7 +149,7 @@ def per_objective(df: pl.DataFrame, objectives=("npo", "simnpo")):
     return ((obj, df.filter(pl.col("objective") == obj)) for obj in objectives)
 
 
-# ---- table builders --------------------------------------------------------------------------------------
+# ---- table builders ------------------------------------------------------------------------------
 def natural_complete(ctx: Context) -> dict:
     df = ctx.final("natural")
     rows = []
@@ -128,10 +162,19 @@ def natural_complete(ctx: Context) -> dict:
         for c in _baselines_present(d):
             g = _gap(static, stats.pick(d, c, "static")).mean
             if g is not None:
-                rows.append({"objective": obj, "baseline": c, "static": g, "dirr": dirr_gap,
-                             "full": stats.composed_margin(g, dirr_gap)})
+                rows.append(
+                    {
+                        "objective": obj,
+                        "baseline": c,
+                        "static": g,
+                        "dirr": dirr_gap,
+                        "full": stats.composed_margin(g, dirr_gap),
+                    }
+                )
     if not rows:
-        raise Missing("needs Static-IV, DIR-R and baseline runs under NPO or SimNPO on Natural-TOFU")
+        raise Missing(
+            "needs Static-IV, DIR-R and baseline runs under NPO or SimNPO on Natural-TOFU"
+        )
     return {"rows": rows}
 
 
@@ -141,10 +184,16 @@ def natural_main(ctx: Context) -> dict:
     for r in rows:
         by.setdefault(r["baseline"], {})[r["objective"]] = r["full"]
     order = [m for m in BASELINES if m in by] + sorted(set(by) - set(BASELINES))
-    return {"rows": [{"baseline": m, "npo": by[m].get("npo"), "simnpo": by[m].get("simnpo")} for m in order]}
+    return {
+        "rows": [
+            {"baseline": m, "npo": by[m].get("npo"), "simnpo": by[m].get("simnpo")} for m in order
+        ]
+    }
 
 
-def _selected_baselines(ctx: Context, benchmark: str, objective: str, available: list[str]) -> list[str]:
+def _selected_baselines(
+    ctx: Context, benchmark: str, objective: str, available: list[str]
+) -> list[str]:
     dec = ctx.decisions
     if not dec.is_empty():
         d = dec.filter((pl.col("benchmark") == benchmark) & (pl.col("objective") == objective))
@@ -169,9 +218,17 @@ def lacuna_comparison(ctx: Context) -> dict:
             if p.frame.is_empty():
                 continue
             s = stats.summarize(p.diffs, ctx.tol)
-            rows.append({"objective": obj, "baseline": c, "ours": float(dirr["J"].mean()),
-                         "base": float(stats.pick(d, c, "static")["J"].mean()), "gap": s.mean, "wins": s.wins,
-                         "losses": s.losses})
+            rows.append(
+                {
+                    "objective": obj,
+                    "baseline": c,
+                    "ours": float(dirr["J"].mean()),
+                    "base": float(stats.pick(d, c, "static")["J"].mean()),
+                    "gap": s.mean,
+                    "wins": s.wins,
+                    "losses": s.losses,
+                }
+            )
     if not rows:
         raise Missing("needs DIR-R and baseline runs under NPO or SimNPO on LACUNA")
     return {"rows": rows}
@@ -186,8 +243,16 @@ def _graddiff_panel(ctx: Context, d: pl.DataFrame) -> dict:
         b = stats.pick(d, c, "static")
         s = _gap(dirr, b, ctx.tol)
         if s.n:
-            rows.append({"baseline": c, "mean": float(b["J"].mean()), "gap": s.mean, "median": s.median,
-                         "wtl": f"{s.wins}/{s.ties}/{s.losses}", "loo": s.loo})
+            rows.append(
+                {
+                    "baseline": c,
+                    "mean": float(b["J"].mean()),
+                    "gap": s.mean,
+                    "median": s.median,
+                    "wtl": f"{s.wins}/{s.ties}/{s.losses}",
+                    "loo": s.loo,
+                }
+            )
     rows.sort(key=lambda r: -r["mean"])
     return {"ours": float(dirr["J"].mean()), "rows": rows}
 
@@ -199,8 +264,12 @@ def lacuna_main(ctx: Context) -> dict:
     except Missing as m:
         out["missing_a"] = str(m)
     try:
-        d = ctx.ok("lacuna").filter((pl.col("objective") == "graddiff") & (pl.col("field") != "Birth_City"))
-        out["panel_b"] = _graddiff_panel(ctx, _require(d, "no LACUNA GradDiff runs outside Birth City"))
+        d = ctx.ok("lacuna").filter(
+            (pl.col("objective") == "graddiff") & (pl.col("field") != "Birth_City")
+        )
+        out["panel_b"] = _graddiff_panel(
+            ctx, _require(d, "no LACUNA GradDiff runs outside Birth City")
+        )
     except Missing as m:
         out["missing_b"] = str(m)
     if out["panel_a"] is None and out["panel_b"] is None:
@@ -214,9 +283,13 @@ def static_dirr_ablation(ctx: Context) -> dict:
         df = ctx.ok(key)
         for obj in ("npo", "simnpo", "graddiff"):
             d = df.filter(pl.col("objective") == obj)
-            m = stats.dirr_metrics(stats.pick(d, DIRR_METHOD, "dirr"), stats.pick(d, DIRR_METHOD, "static"), ctx.tol)
+            m = stats.dirr_metrics(
+                stats.pick(d, DIRR_METHOD, "dirr"), stats.pick(d, DIRR_METHOD, "static"), ctx.tol
+            )
             if m.n:
-                setting = OBJECTIVE_NAMES[obj] + (", four-field" if key == "lacuna" and obj == "graddiff" else "")
+                setting = OBJECTIVE_NAMES[obj] + (
+                    ", four-field" if key == "lacuna" and obj == "graddiff" else ""
+                )
                 rows.append({"benchmark": label, "setting": setting, "m": m})
     if not rows:
         raise Missing("needs paired DIR-R and Static-IV runs on Natural-TOFU or LACUNA")
@@ -226,7 +299,9 @@ def static_dirr_ablation(ctx: Context) -> dict:
 def lacuna_selection_comparison(ctx: Context) -> dict:
     df = ctx.final("lacuna")
     st = df.filter(pl.col("variant") == "static")
-    means = stats.method_means(st, ("objective",), deduplicate=False)  # ctx.ok is already deduplicated
+    means = stats.method_means(
+        st, ("objective",), deduplicate=False
+    )  # ctx.ok is already deduplicated
     rows, ns = [], set()
     for c in _baselines_present(st):
         r = {"baseline": c}
@@ -242,8 +317,10 @@ def lacuna_selection_comparison(ctx: Context) -> dict:
 
 
 def _graddiff(ctx: Context, split: str = "final") -> pl.DataFrame:
-    return _require(ctx.ok("lacuna", split).filter(pl.col("objective") == "graddiff"),
-                    f"no LACUNA GradDiff runs in the {split} split")
+    return _require(
+        ctx.ok("lacuna", split).filter(pl.col("objective") == "graddiff"),
+        f"no LACUNA GradDiff runs in the {split} split",
+    )
 
 
 def graddiff_primary(ctx: Context) -> dict:
@@ -254,10 +331,26 @@ def graddiff_primary(ctx: Context) -> dict:
         b = stats.pick(d, c, "static")
         s = _gap(dirr, b, ctx.tol)
         if s.n:
-            rows.append({"method": c, "mean": float(b["J"].mean()), "gap": s.mean, "median": s.median,
-                         "wtl": f"{s.wins}/{s.ties}/{s.losses}", "dirr": False})
-    rows.append({"method": "DIR-R", "mean": float(dirr["J"].mean()), "gap": None, "median": None, "wtl": "N/A",
-                 "dirr": True})
+            rows.append(
+                {
+                    "method": c,
+                    "mean": float(b["J"].mean()),
+                    "gap": s.mean,
+                    "median": s.median,
+                    "wtl": f"{s.wins}/{s.ties}/{s.losses}",
+                    "dirr": False,
+                }
+            )
+    rows.append(
+        {
+            "method": "DIR-R",
+            "mean": float(dirr["J"].mean()),
+            "gap": None,
+            "median": None,
+            "wtl": "N/A",
+            "dirr": True,
+        }
+    )
     rows.sort(key=lambda r: -r["mean"])
     return {"rows": rows}
 
@@ -279,17 +372,35 @@ def graddiff_dirr_field(ctx: Context) -> dict:
     static, dirr = stats.pick(d, DIRR_METHOD, "static"), stats.pick(d, DIRR_METHOD, "dirr")
     rows = []
     for f in sorted(d["field"].unique().to_list(), key=lambda f: FIELD_NAMES.get(f, f)):
-        m = stats.dirr_metrics(dirr.filter(pl.col("field") == f), static.filter(pl.col("field") == f))
+        m = stats.dirr_metrics(
+            dirr.filter(pl.col("field") == f), static.filter(pl.col("field") == f)
+        )
         if m.n:
-            p = stats.paired(dirr.filter(pl.col("field") == f), static.filter(pl.col("field") == f)).frame
-            rows.append({"field": f, "static": float(p["J_b"].mean()), "dirr": float(p["J_a"].mean()),
-                         "gap": m.delta, "trig": f"{m.triggered}/{m.n}"})
+            p = stats.paired(
+                dirr.filter(pl.col("field") == f), static.filter(pl.col("field") == f)
+            ).frame
+            rows.append(
+                {
+                    "field": f,
+                    "static": float(p["J_b"].mean()),
+                    "dirr": float(p["J_a"].mean()),
+                    "gap": m.delta,
+                    "trig": f"{m.triggered}/{m.n}",
+                }
+            )
     m = stats.dirr_metrics(dirr, static)
     if not m.n:
         raise Missing("needs paired DIR-R and Static-IV GradDiff runs on LACUNA")
     p = stats.paired(dirr, static).frame
-    return {"rows": rows, "overall": {"static": float(p["J_b"].mean()), "dirr": float(p["J_a"].mean()),
-                                      "gap": m.delta, "trig": f"{m.triggered}/{m.n}"}}
+    return {
+        "rows": rows,
+        "overall": {
+            "static": float(p["J_b"].mean()),
+            "dirr": float(p["J_a"].mean()),
+            "gap": m.delta,
+            "trig": f"{m.triggered}/{m.n}",
+        },
+    }
 
 
 def graddiff_calibration(ctx: Context) -> dict:
@@ -298,15 +409,20 @@ def graddiff_calibration(ctx: Context) -> dict:
     dec = ctx.decisions
     if dec.is_empty():
         raise Missing("no frozen DIR-R decision in the registry")
-    d = dec.filter((pl.col("benchmark") == ctx.bench["lacuna"]) & (pl.col("objective") == "graddiff"))
+    d = dec.filter(
+        (pl.col("benchmark") == ctx.bench["lacuna"]) & (pl.col("objective") == "graddiff")
+    )
     if d.is_empty():
         raise Missing("no frozen LACUNA GradDiff decision in the registry")
     content = json.loads(d.sort("frozen_at")["content"][0])
     cal = content.get("calibration")
     if not cal:
         raise Missing("the frozen decision carries no calibration summary")
-    return {"tau": content["tau"], "cal": cal,
-            "fraction": cal["captured_gain"] / cal["total_gain"] if cal["total_gain"] > 0 else None}
+    return {
+        "tau": content["tau"],
+        "cal": cal,
+        "fraction": cal["captured_gain"] / cal["total_gain"] if cal["total_gain"] > 0 else None,
+    }
 
 
 def graddiff_replication(ctx: Context) -> dict:
@@ -322,19 +438,34 @@ def graddiff_replication(ctx: Context) -> dict:
         s = _gap(dirr, proj, ctx.tol)
         if not m.n or not s.n:
             continue
-        rows.append({"setting": label, "seeds": "/".join(str(x) for x in sorted(d["seed"].unique().to_list())),
-                     "static": float(static["J"].mean()), "dirr": float(dirr["J"].mean()), "dirr_gap": m.delta,
-                     "proj": float(proj["J"].mean()), "proj_gap": s.mean, "median": s.median,
-                     "wtl": f"{s.wins}/{s.ties}/{s.losses}", "trig": f"{m.triggered}/{m.n}"})
+        rows.append(
+            {
+                "setting": label,
+                "seeds": "/".join(str(x) for x in sorted(d["seed"].unique().to_list())),
+                "static": float(static["J"].mean()),
+                "dirr": float(dirr["J"].mean()),
+                "dirr_gap": m.delta,
+                "proj": float(proj["J"].mean()),
+                "proj_gap": s.mean,
+                "median": s.median,
+                "wtl": f"{s.wins}/{s.ties}/{s.losses}",
+                "trig": f"{m.triggered}/{m.n}",
+            }
+        )
     if not rows:
-        raise Missing("needs LACUNA GradDiff DIR-R, Static-IV and Projected Causal runs (final or replication)")
+        raise Missing(
+            "needs LACUNA GradDiff DIR-R, Static-IV and Projected Causal runs (final or "
+            "replication)"
+        )
     return {"rows": rows}
 
 
 def lacuna_modern(ctx: Context) -> dict:
     df = ctx.final("lacuna")
     d = df.filter(pl.col("objective").is_in(["npo", "simnpo"]))
-    static = _require(stats.pick(d, DIRR_METHOD, "static"), "needs Static-IV runs under NPO/SimNPO on LACUNA")
+    static = _require(
+        stats.pick(d, DIRR_METHOD, "static"), "needs Static-IV runs under NPO/SimNPO on LACUNA"
+    )
     rows = []
     for c in MODERN:
         b = stats.pick(d, c, "static")
@@ -343,18 +474,32 @@ def lacuna_modern(ctx: Context) -> dict:
             continue
         s = stats.summarize(p.diffs, ctx.tol)
         sw = stats.setting_wins(p)
-        rows.append({"baseline": c, "base": float(b["J"].mean()), "gap": s.mean, "wins": f"{s.wins}/{s.n}",
-                     "settings": f"{sw['wins']}/{sw['n']}", "ci": sw["ci"]})
+        rows.append(
+            {
+                "baseline": c,
+                "base": float(b["J"].mean()),
+                "gap": s.mean,
+                "wins": f"{s.wins}/{s.n}",
+                "settings": f"{sw['wins']}/{sw['n']}",
+                "ci": sw["ci"],
+            }
+        )
     if not rows:
-        raise Missing("needs modern baselines (FILA, AP-MLP, GRAIL, Activation-Down, Projected Causal) on LACUNA")
+        raise Missing(
+            "needs modern baselines (FILA, AP-MLP, GRAIL, Activation-Down, Projected Causal) on "
+            "LACUNA"
+        )
     return {"rows": rows}
 
 
 def lacuna_dirr(ctx: Context) -> dict:
     rows = []
-    for obj, split, label in (("npo", "final", "NPO"), ("simnpo", "final", "SimNPO"),
-                              ("graddiff", "final", "GradDiff, four-field"),
-                              ("graddiff", "replication", "GradDiff, three-field replication")):
+    for obj, split, label in (
+        ("npo", "final", "NPO"),
+        ("simnpo", "final", "SimNPO"),
+        ("graddiff", "final", "GradDiff, four-field"),
+        ("graddiff", "replication", "GradDiff, three-field replication"),
+    ):
         d = ctx.ok("lacuna", split).filter(pl.col("objective") == obj)
         if split == "replication":
             d = d.filter(pl.col("field") != "Birth_City")
@@ -362,31 +507,50 @@ def lacuna_dirr(ctx: Context) -> dict:
         m = stats.dirr_metrics(dirr, static)
         if m.n:
             p = stats.paired(dirr, static).frame
-            rows.append({"setting": label, "static": float(p["J_b"].mean()), "dirr": float(p["J_a"].mean()), "m": m})
+            rows.append(
+                {
+                    "setting": label,
+                    "static": float(p["J_b"].mean()),
+                    "dirr": float(p["J_a"].mean()),
+                    "m": m,
+                }
+            )
     if not rows:
         raise Missing("needs paired DIR-R and Static-IV runs on LACUNA")
     return {"rows": rows}
 
 
-LEGACY_COVARIATES = ("nuisance_tokens",)   # older records: the answer length, 2 tokens for every target
+LEGACY_COVARIATES = (
+    "nuisance_tokens",
+)  # older records: the answer length, 2 tokens for every target
 
 
 def controlled_builds(ctx: Context) -> list[int]:
-    """The theta_0 builds the controlled runs cover (each its own construction and frozen decision)."""
-    df = _require(ctx.ok("controlled").filter(pl.col("method").is_in(["backbone", "lora"])),
-                  f"no runs of benchmark '{ctx.bench['controlled']}' (interfaces 'backbone' and 'lora')")
+    """The theta_0 builds the controlled runs cover (each its own construction and frozen
+    decision)."""
+    df = _require(
+        ctx.ok("controlled").filter(pl.col("method").is_in(["backbone", "lora"])),
+        f"no runs of benchmark '{ctx.bench['controlled']}' (interfaces 'backbone' and 'lora')",
+    )
     return sorted(df["build"].unique().to_list())
 
 
 def _controlled_targets(ctx: Context, build: int) -> tuple[pl.DataFrame, list[str], list[str]]:
-    """One row per target (field) of one theta_0 build with both interfaces' J, the target's components, the
-    nuisance covariates' names and the locators' component names (``locator:<name>``)."""
-    df = _require(ctx.ok("controlled").filter(pl.col("method").is_in(["backbone", "lora"])
-                                              & (pl.col("build") == build)),
-                  f"no runs of benchmark '{ctx.bench['controlled']}' (interfaces 'backbone' and 'lora') in build "
-                  f"{build}")
-    comps = ctx.components.pivot(on="name", index="run_key", values="value") if not ctx.components.is_empty() \
+    """One row per target (field) of one theta_0 build with both interfaces' J, the target's
+    components, the nuisance covariates' names and the locators' component names
+    (``locator:<name>``)."""
+    df = _require(
+        ctx.ok("controlled").filter(
+            pl.col("method").is_in(["backbone", "lora"]) & (pl.col("build") == build)
+        ),
+        f"no runs of benchmark '{ctx.bench['controlled']}' (interfaces 'backbone' and 'lora') in "
+        f"build {build}",
+    )
+    comps = (
+        ctx.components.pivot(on="name", index="run_key", values="value")
+        if not ctx.components.is_empty()
         else pl.DataFrame({"run_key": []})
+    )
     need = ("storage_score", "injected_backbone")
     if any(c not in comps.columns for c in need):
         raise Missing("controlled runs need components 'storage_score' and 'injected_backbone'")
@@ -395,19 +559,29 @@ def _controlled_targets(ctx: Context, build: int) -> tuple[pl.DataFrame, list[st
     locs = sorted(c for c in d.columns if c.startswith("locator:"))
     extra = []
     if "J_bounded" in d.columns:
-        extra = [pl.col("J_bounded").filter(pl.col("method") == w).mean().alias(f"Jb_{w}")
-                 for w in ("backbone", "lora")]
+        extra = [
+            pl.col("J_bounded").filter(pl.col("method") == w).mean().alias(f"Jb_{w}")
+            for w in ("backbone", "lora")
+        ]
     if "recall" in d.columns:
         extra.append(pl.col("recall").first())
     if not ctx.run_decisions.is_empty():
         d = d.join(ctx.run_decisions, on="run_key", how="left")
         extra.append(pl.col("decision").unique().sort().alias("decisions"))
-    per = d.group_by("field").agg(
-        pl.col("J").filter(pl.col("method") == "backbone").mean().alias("J_backbone"),
-        pl.col("J").filter(pl.col("method") == "lora").mean().alias("J_lora"), *extra,
-        pl.col("storage_score").first(), pl.col("injected_backbone").first(),
-        (pl.col("pair").first() if "pair" in d.columns else pl.lit(None)).alias("pair"),
-        *[pl.col(c).first() for c in nuis + locs]).drop_nulls(["J_backbone", "J_lora"]).sort("field")
+    per = (
+        d.group_by("field")
+        .agg(
+            pl.col("J").filter(pl.col("method") == "backbone").mean().alias("J_backbone"),
+            pl.col("J").filter(pl.col("method") == "lora").mean().alias("J_lora"),
+            *extra,
+            pl.col("storage_score").first(),
+            pl.col("injected_backbone").first(),
+            (pl.col("pair").first() if "pair" in d.columns else pl.lit(None)).alias("pair"),
+            *[pl.col(c).first() for c in nuis + locs],
+        )
+        .drop_nulls(["J_backbone", "J_lora"])
+        .sort("field")
+    )
     if per.height < 2:
         raise Missing("every controlled target needs a run through both interfaces")
     return per, nuis, locs
@@ -418,8 +592,8 @@ def _pair(per: pl.DataFrame):
 
 
 def _controlled_decision(ctx: Context, per: pl.DataFrame) -> dict | None:
-    """The frozen controlled decision the runs follow (``benchmark.decision``); None when they name none.
-    Runs that follow different decisions cannot share a table."""
+    """The frozen controlled decision the runs follow (``benchmark.decision``); None when they name
+    none. Runs that follow different decisions cannot share a table."""
     import json
 
     if "decisions" not in per.columns:
@@ -428,37 +602,67 @@ def _controlled_decision(ctx: Context, per: pl.DataFrame) -> dict | None:
     if not hashes:
         return None
     if len(hashes) > 1:
-        raise Missing(f"the controlled runs follow {len(hashes)} different frozen decisions "
-                      f"({', '.join(h[:12] for h in hashes)}): run one experiment per decision")
-    row = ctx.decisions.filter(pl.col("hash") == hashes[0]) if not ctx.decisions.is_empty() else ctx.decisions
+        raise Missing(
+            f"the controlled runs follow {len(hashes)} different frozen decisions "
+            f"({', '.join(h[:12] for h in hashes)}): run one experiment per decision"
+        )
+    row = (
+        ctx.decisions.filter(pl.col("hash") == hashes[0])
+        if not ctx.decisions.is_empty()
+        else ctx.decisions
+    )
     if row.is_empty():
-        raise Missing(f"the controlled runs follow decision {hashes[0][:12]}, which is not in the registry "
-                      "(ingest the results directory's decisions/)")
+        raise Missing(
+            f"the controlled runs follow decision {hashes[0][:12]}, which is not in the registry "
+            "(ingest the results directory's decisions/)"
+        )
     return json.loads(row["content"][0])
 
 
-def _learned(ctx: Context, build: int) -> tuple[pl.DataFrame, list[str], list[str], dict | None, dict]:
-    """The targets of one build Table 1 reads: theta_0 recall >= the frozen threshold (docs/benchmarks.md); the
-    others are reported, never silently dropped."""
+def _learned(
+    ctx: Context, build: int
+) -> tuple[pl.DataFrame, list[str], list[str], dict | None, dict]:
+    """The targets of one build Table 1 reads: theta_0 recall >= the frozen threshold
+    (docs/benchmarks.md); the others are reported, never silently dropped."""
     per, nuis, locs = _controlled_targets(ctx, build)
     dec = _controlled_decision(ctx, per)
     thr = float(dec["recall_threshold"]) if dec else RECALL_THRESHOLD
-    excluded = per.filter(pl.col("recall") < thr)["field"].to_list() if "recall" in per.columns else []
+    excluded = (
+        per.filter(pl.col("recall") < thr)["field"].to_list() if "recall" in per.columns else []
+    )
     kept = per.filter(~pl.col("field").is_in(excluded))
     if kept.height < 2:
-        raise Missing(f"fewer than 2 controlled targets were learned (theta_0 recall >= {thr}); excluded: "
-                      f"{', '.join(excluded)}")
-    # the residualization's covariates: only those that do not encode the label (experiments.controlled_decision)
-    cov = covariate_aurocs({c: kept[c].to_numpy() for c in nuis}, kept["injected_backbone"].to_numpy())
-    return kept, nuis, locs, dec, {"excluded": excluded, "n_excluded": len(excluded), "n_targets": per.height,
-                                   "recall_threshold": thr, "every": per, "covariates": cov,
-                                   "residualized_on": residualization_covariates(cov), "covariate_band": COVARIATE_BAND}
+        raise Missing(
+            f"fewer than 2 controlled targets were learned (theta_0 recall >= {thr}); excluded: "
+            f"{', '.join(excluded)}"
+        )
+    # the residualization's covariates: only those that do not encode the label
+    # (experiments.controlled_decision)
+    cov = covariate_aurocs(
+        {c: kept[c].to_numpy() for c in nuis}, kept["injected_backbone"].to_numpy()
+    )
+    return (
+        kept,
+        nuis,
+        locs,
+        dec,
+        {
+            "excluded": excluded,
+            "n_excluded": len(excluded),
+            "n_targets": per.height,
+            "recall_threshold": thr,
+            "every": per,
+            "covariates": cov,
+            "residualized_on": residualization_covariates(cov),
+            "covariate_band": COVARIATE_BAND,
+        },
+    )
 
 
 def controlled_main(ctx: Context) -> dict:
-    """Table 1 over every theta_0 build: the quantities of ``controlled_build`` on the learned targets of all
-    builds pooled (each build's targets scored by its own frozen primary locator), and per build
-    (``per_build``)."""
+    """Table 1 over every theta_0 build: the quantities of ``controlled_build`` on the learned
+    targets of all builds pooled (each build's targets scored by its own frozen primary locator),
+    and per build (``per_build``)."""
     builds = controlled_builds(ctx)
     per_build = [{"build": b, **ctx.built_for(controlled_build, b)} for b in builds]
     if len(per_build) == 1:
@@ -467,81 +671,145 @@ def controlled_main(ctx: Context) -> dict:
     learned = units.filter(pl.col("learned"))
     if learned.height < 2:
         raise Missing("fewer than 2 controlled targets were learned over all builds")
-    q = controlled_quantities(learned["score"].to_numpy(), learned["injected_backbone"].to_numpy(),
-                              learned["J_backbone"].to_numpy(), learned["J_lora"].to_numpy())
+    q = controlled_quantities(
+        learned["score"].to_numpy(),
+        learned["injected_backbone"].to_numpy(),
+        learned["J_backbone"].to_numpy(),
+        learned["J_lora"].to_numpy(),
+    )
     bounded = None
     if learned["Jb_backbone"].null_count() == 0:
-        bq = controlled_quantities(learned["score"].to_numpy(), learned["injected_backbone"].to_numpy(),
-                                   learned["Jb_backbone"].to_numpy(), learned["Jb_lora"].to_numpy())
+        bq = controlled_quantities(
+            learned["score"].to_numpy(),
+            learned["injected_backbone"].to_numpy(),
+            learned["Jb_backbone"].to_numpy(),
+            learned["Jb_lora"].to_numpy(),
+        )
         bounded = {k: bq[k] for k in ("lora_wins", "agree", "agree_pct", "diff", "diff_ci", "corr")}
-    excluded = [f"b{r['build']}:{r['field']}" for r in units.filter(~pl.col("learned")).iter_rows(named=True)]
+    excluded = [
+        f"b{r['build']}:{r['field']}"
+        for r in units.filter(~pl.col("learned")).iter_rows(named=True)
+    ]
     first = per_build[0]
-    return {**q, "bounded": bounded, "per_build": per_build, "pooled": True,
-            "auroc_all": stats.auroc(units["score"].to_numpy(),
-                                     units["injected_backbone"].to_numpy().round().astype(int)),
-            "resid_auroc": None, "residualized_on": [], "covariate_band": COVARIATE_BAND,
-            "direction": f"{sum(int(b['direction'].split('/')[0]) for b in per_build)}/"
-                         f"{sum(int(b['direction'].split('/')[1]) for b in per_build)}",
-            "gates": [g for b in per_build for g in
-                      [{**g, "gate": f"build {b['build']}: {g['gate']}"} for g in b.get("gates", [])]],
-            "excluded": excluded, "n_excluded": len(excluded), "n_targets": units.height,
-            "recall_threshold": first["recall_threshold"],
-            "primary_locator": ", ".join(f"b{b['build']} {b['primary_locator']}" for b in per_build),
-            "decision": ", ".join((b["decision"] or "none")[:12] for b in per_build), "lr": None,
-            "calibration_aurocs": None}
+    return {
+        **q,
+        "bounded": bounded,
+        "per_build": per_build,
+        "pooled": True,
+        "auroc_all": stats.auroc(
+            units["score"].to_numpy(), units["injected_backbone"].to_numpy().round().astype(int)
+        ),
+        "resid_auroc": None,
+        "residualized_on": [],
+        "covariate_band": COVARIATE_BAND,
+        "direction": f"{sum(int(b['direction'].split('/')[0]) for b in per_build)}/"
+        f"{sum(int(b['direction'].split('/')[1]) for b in per_build)}",
+        "gates": [
+            g
+            for b in per_build
+            for g in [{**g, "gate": f"build {b['build']}: {g['gate']}"} for g in b.get("gates", [])]
+        ],
+        "excluded": excluded,
+        "n_excluded": len(excluded),
+        "n_targets": units.height,
+        "recall_threshold": first["recall_threshold"],
+        "primary_locator": ", ".join(f"b{b['build']} {b['primary_locator']}" for b in per_build),
+        "decision": ", ".join((b["decision"] or "none")[:12] for b in per_build),
+        "lr": None,
+        "calibration_aurocs": None,
+    }
 
 
 def controlled_units(ctx: Context) -> pl.DataFrame:
-    """One row per (build, final target): the frozen primary locator's signed score (> 0: backbone), the label,
-    both interfaces' J and bounded J, theta_0 recall and whether the target counts as learned -- what the
-    controlled claim's verdict resamples (``reports.verdicts``)."""
+    """One row per (build, final target): the frozen primary locator's signed score (> 0: backbone),
+    the label, both interfaces' J and bounded J, theta_0 recall and whether the target counts as
+    learned -- what the controlled claim's verdict resamples (``reports.verdicts``)."""
     frames = []
     for b in controlled_builds(ctx):
         per, _, _, dec, learned = _learned(ctx, b)
         every = learned["every"]
         primary = dec["primary_locator"] if dec else None
-        col = f"locator:{primary}" if primary and f"locator:{primary}" in every.columns else "storage_score"
+        col = (
+            f"locator:{primary}"
+            if primary and f"locator:{primary}" in every.columns
+            else "storage_score"
+        )
         jb = ["Jb_backbone", "Jb_lora"] if "Jb_backbone" in every.columns else []
-        frames.append(every.select(
-            pl.lit(b, dtype=pl.Int64).alias("build"), "field", pl.col(col).alias("score"), "injected_backbone",
-            "J_backbone", "J_lora", *(jb or [pl.lit(None, dtype=pl.Float64).alias(c) for c in
-                                         ("Jb_backbone", "Jb_lora")]),
-            (pl.col("recall") if "recall" in every.columns else pl.lit(1.0)).alias("recall"),
-            pl.col("pair") if every["pair"].dtype != pl.Null else pl.lit(None, dtype=pl.String).alias("pair"))
-            .with_columns((~pl.col("field").is_in(learned["excluded"])).alias("learned")))
+        frames.append(
+            every.select(
+                pl.lit(b, dtype=pl.Int64).alias("build"),
+                "field",
+                pl.col(col).alias("score"),
+                "injected_backbone",
+                "J_backbone",
+                "J_lora",
+                *(
+                    jb
+                    or [pl.lit(None, dtype=pl.Float64).alias(c) for c in ("Jb_backbone", "Jb_lora")]
+                ),
+                (pl.col("recall") if "recall" in every.columns else pl.lit(1.0)).alias("recall"),
+                pl.col("pair")
+                if every["pair"].dtype != pl.Null
+                else pl.lit(None, dtype=pl.String).alias("pair"),
+            ).with_columns((~pl.col("field").is_in(learned["excluded"])).alias("learned"))
+        )
     return pl.concat(frames, how="diagonal_relaxed")
 
 
 def controlled_build(ctx: Context, build: int) -> dict:
-    """Controlled separation (§5.2, Table 1) of one theta_0 build from run records: per target (field) two runs,
-    one per interface
-    (methods 'backbone' and 'lora'), each carrying the target's components ``locator:<name>`` /
-    ``storage_score`` (signed scores, > 0 = storage localizes the target in the backbone), ``injected_backbone``
-    (1 when the backbone injected it), ``pair`` (its blind pair), ``recall`` (theta_0's), ``J_bounded`` and
-    ``nuisance_*`` covariates (the constant answer length ``nuisance_tokens`` of older records is left out).
-    The score is the frozen primary locator's (the controlled decision the runs name; ``storage_score`` when
-    they name none); only learned targets count (``_learned``). ``controlled_quantities`` computes the seven
-    quantities, from the bounded J (primary) and from the summed-NLL J."""
+    """Controlled separation (§5.2, Table 1) of one theta_0 build from run records: per target
+    (field) two runs, one per interface (methods 'backbone' and 'lora'), each carrying the target's
+    components ``locator:<name>`` / ``storage_score`` (signed scores, > 0 = storage localizes the
+    target in the backbone), ``injected_backbone`` (1 when the backbone injected it), ``pair`` (its
+    blind pair), ``recall`` (theta_0's), ``J_bounded`` and ``nuisance_*`` covariates (the constant
+    answer length ``nuisance_tokens`` of older records is left out). The score is the frozen primary
+    locator's (the controlled decision the runs name; ``storage_score`` when they name none); only
+    learned targets count (``_learned``). ``controlled_quantities`` computes the seven quantities,
+    from the bounded J (primary) and from the summed-NLL J."""
     per, nuis, _, dec, learned = _learned(ctx, build)
     primary = dec["primary_locator"] if dec else None
-    col = f"locator:{primary}" if primary and f"locator:{primary}" in per.columns else "storage_score"
-    every = learned.pop("every")   # the primary's AUROC on every final target, not-learned ones included
-    learned["auroc_all"] = stats.auroc(every[col].to_numpy(), every["injected_backbone"].to_numpy().round().astype(int))
-    if "recall" in every.columns:   # the construction's validity gates, from theta_0 and the labels only
-        recall = {w: every.filter((pl.col("injected_backbone") > 0.5) == (w == "backbone"))["recall"].to_list()
-                  for w in ("backbone", "lora")}
-        learned["gates"] = construction_gates(recall, learned["auroc_all"], learned["recall_threshold"])
+    col = (
+        f"locator:{primary}" if primary and f"locator:{primary}" in per.columns else "storage_score"
+    )
+    every = learned.pop(
+        "every"
+    )  # the primary's AUROC on every final target, not-learned ones included
+    learned["auroc_all"] = stats.auroc(
+        every[col].to_numpy(), every["injected_backbone"].to_numpy().round().astype(int)
+    )
+    if (
+        "recall" in every.columns
+    ):  # the construction's validity gates, from theta_0 and the labels only
+        recall = {
+            w: every.filter((pl.col("injected_backbone") > 0.5) == (w == "backbone"))[
+                "recall"
+            ].to_list()
+            for w in ("backbone", "lora")
+        }
+        learned["gates"] = construction_gates(
+            recall, learned["auroc_all"], learned["recall_threshold"]
+        )
     used = learned["residualized_on"]
     X = per.select(used).to_numpy() if used else np.zeros((per.height, 0))
     args = (per[col].to_numpy(), per["injected_backbone"].to_numpy())
-    q = controlled_quantities(*args, per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(), _pair(per), X)
+    q = controlled_quantities(
+        *args, per["J_backbone"].to_numpy(), per["J_lora"].to_numpy(), _pair(per), X
+    )
     bounded = None
     if "Jb_backbone" in per.columns and per["Jb_backbone"].null_count() == 0:
-        bq = controlled_quantities(*args, per["Jb_backbone"].to_numpy(), per["Jb_lora"].to_numpy(), _pair(per), X)
+        bq = controlled_quantities(
+            *args, per["Jb_backbone"].to_numpy(), per["Jb_lora"].to_numpy(), _pair(per), X
+        )
         bounded = {k: bq[k] for k in ("lora_wins", "agree", "agree_pct", "diff", "diff_ci", "corr")}
-    return {**q, **learned, "bounded": bounded, "primary_locator": primary or "storage_score",
-            "decision": dec["hash"] if dec else None, "lr": dec["lr"] if dec else None,
-            "calibration_aurocs": dec["locator_aurocs"] if dec else None}
+    return {
+        **q,
+        **learned,
+        "bounded": bounded,
+        "primary_locator": primary or "storage_score",
+        "decision": dec["hash"] if dec else None,
+        "lr": dec["lr"] if dec else None,
+        "calibration_aurocs": dec["locator_aurocs"] if dec else None,
+    }
 
 
 def controlled_locators(ctx: Context) -> dict:
@@ -551,26 +819,35 @@ def controlled_locators(ctx: Context) -> dict:
 
 
 def locators_of(ctx: Context, build: int) -> dict:
-    """Every locator recorded with one build's controlled runs (components ``locator:<name>``) on the learned
-    targets: AUROC, residualized AUROC and within-pair direction (``locator_quantities``, the same definitions
-    as Table 1's first three rows), each nuisance covariate's own AUROC for the label (``covariate_aurocs``),
-    and each locator's calibration AUROC from the frozen decision (which chose the primary)."""
+    """Every locator recorded with one build's controlled runs (components ``locator:<name>``) on
+    the learned targets: AUROC, residualized AUROC and within-pair direction
+    (``locator_quantities``, the same definitions as Table 1's first three rows), each nuisance
+    covariate's own AUROC for the label (``covariate_aurocs``), and each locator's calibration AUROC
+    from the frozen decision (which chose the primary)."""
     per, nuis, locs, dec, learned = _learned(ctx, build)
     every = learned["every"]
     y = per["injected_backbone"].to_numpy()
     used = learned["residualized_on"]
     X = per.select(used).to_numpy() if used else np.zeros((per.height, 0))
-    scores = {c[len("locator:"):]: per[c].to_numpy() for c in locs}
+    scores = {c[len("locator:") :]: per[c].to_numpy() for c in locs}
     if not scores:
         raise Missing("the controlled runs carry no locator:<name> components")
     cal = (dec or {}).get("locator_aurocs") or {}
-    return {"locators": locator_quantities(scores, y, _pair(per), X),
-            "covariates": learned["covariates"], "residualized_on": used, "covariate_band": COVARIATE_BAND,
-            "calibration": {name: cal.get(name) for name in sorted(scores)},
-            "every_target": {name: stats.auroc(every[f"locator:{name}"].to_numpy(),
-                                           every["injected_backbone"].to_numpy().round().astype(int))
-                             for name in sorted(scores)},
-            "primary": dec["primary_locator"] if dec else None}
+    return {
+        "locators": locator_quantities(scores, y, _pair(per), X),
+        "covariates": learned["covariates"],
+        "residualized_on": used,
+        "covariate_band": COVARIATE_BAND,
+        "calibration": {name: cal.get(name) for name in sorted(scores)},
+        "every_target": {
+            name: stats.auroc(
+                every[f"locator:{name}"].to_numpy(),
+                every["injected_backbone"].to_numpy().round().astype(int),
+            )
+            for name in sorted(scores)
+        },
+        "primary": dec["primary_locator"] if dec else None,
+    }
 
 
 @dataclass(frozen=True)
@@ -578,43 +855,112 @@ class TableDef:
     label: str
     caption: str
     builder: Callable[[Context], dict]
-    benchmarks: tuple[str, ...] = ("lacuna",)   # keys of BENCH the table reads (its caption names their theta_0)
-    dirr: bool = False                           # reads DIR-R runs (its caption marks evaluation-selected ones)
+    benchmarks: tuple[str, ...] = (
+        "lacuna",
+    )  # keys of BENCH the table reads (its caption names their theta_0)
+    dirr: bool = False  # reads DIR-R runs (its caption marks evaluation-selected ones)
 
 
-TABLES: dict[str, TableDef] = {t.label: t for t in [
-    TableDef("tab:controlled-main", "Controlled separation between localization and intervention.", controlled_main,
-             ("controlled",)),
-    TableDef("tab:app-controlled-locators", "Controlled separation: every registered storage locator on the "
-             "calibration targets (which chose the primary locator before any final run), on every final target and "
-             "on the learned final targets (label: injected through the backbone).", controlled_locators,
-             ("controlled",)),
-    TableDef("tab:natural-main", "Natural-TOFU margins ($\\Delta J$); positive values favor ours.", natural_main,
-             ("natural",), dirr=True),
-    TableDef("tab:lacuna-main", "LACUNA results. Panel A gives NPO/SimNPO comparisons; Panel B the GradDiff "
-             "three-field sensitivity (Birth City excluded), DIR-R minus baseline.", lacuna_main, dirr=True),
-    TableDef("tab:static-dirr-ablation", "Selective revision relative to \\textsc{Static-IV}.", static_dirr_ablation,
-             ("natural", "lacuna"), dirr=True),
-    TableDef("tab:app-natural-complete", "Natural-TOFU audited calculation of the Intervention Score + DIR-R margin "
-             "(Eq.~22). Totals are computed from unrounded values; displayed components are rounded.",
-             natural_complete, ("natural",), dirr=True),
-    TableDef("tab:app-lacuna-selection-comparison", "LACUNA NPO/SimNPO parameter-selection comparison.",
-             lacuna_selection_comparison),
-    TableDef("tab:app-graddiff-primary", "GradDiff four-field primary result. Positive DIR-R gaps favor DIR-R.",
-             graddiff_primary, dirr=True),
-    TableDef("tab:app-graddiff-fieldgap", "GradDiff field-level DIR-R gaps. Positive values favor DIR-R.",
-             graddiff_fieldgap, dirr=True),
-    TableDef("tab:app-graddiff-dirr-field", "GradDiff primary four-field \\textsc{DIR-R} decomposition.",
-             graddiff_dirr_field, dirr=True),
-    TableDef("tab:app-graddiff-calibration", "GradDiff primary calibration summary.", graddiff_calibration),
-    TableDef("tab:app-graddiff-replication", "GradDiff three-field sensitivity and replication.", graddiff_replication,
-             dirr=True),
-    TableDef("tab:app-lacuna-modern", "LACUNA analysis for modern parameter-selection methods.", lacuna_modern),
-    TableDef("tab:app-lacuna-comparison", "LACUNA comparison of Intervention Score + DIR-R with the selected "
-             "baselines.", lacuna_comparison, dirr=True),
-    TableDef("tab:app-lacuna-dirr", "LACUNA DIR-R versus the fixed-subset \\textsc{Static-IV} continuation.",
-             lacuna_dirr, dirr=True),
-]}
+TABLES: dict[str, TableDef] = {
+    t.label: t
+    for t in [
+        TableDef(
+            "tab:controlled-main",
+            "Controlled separation between localization and intervention.",
+            controlled_main,
+            ("controlled",),
+        ),
+        TableDef(
+            "tab:app-controlled-locators",
+            "Controlled separation: every registered storage locator on the "
+            "calibration targets (which chose the primary locator before any final run), on every "
+            "final target and on the learned final targets (label: injected through the backbone).",
+            controlled_locators,
+            ("controlled",),
+        ),
+        TableDef(
+            "tab:natural-main",
+            "Natural-TOFU margins ($\\Delta J$); positive values favor ours.",
+            natural_main,
+            ("natural",),
+            dirr=True,
+        ),
+        TableDef(
+            "tab:lacuna-main",
+            "LACUNA results. Panel A gives NPO/SimNPO comparisons; Panel B the GradDiff "
+            "three-field sensitivity (Birth City excluded), DIR-R minus baseline.",
+            lacuna_main,
+            dirr=True,
+        ),
+        TableDef(
+            "tab:static-dirr-ablation",
+            "Selective revision relative to \\textsc{Static-IV}.",
+            static_dirr_ablation,
+            ("natural", "lacuna"),
+            dirr=True,
+        ),
+        TableDef(
+            "tab:app-natural-complete",
+            "Natural-TOFU audited calculation of the Intervention Score + DIR-R margin "
+            "(Eq.~22). Totals are computed from unrounded values; displayed components are "
+            "rounded.",
+            natural_complete,
+            ("natural",),
+            dirr=True,
+        ),
+        TableDef(
+            "tab:app-lacuna-selection-comparison",
+            "LACUNA NPO/SimNPO parameter-selection comparison.",
+            lacuna_selection_comparison,
+        ),
+        TableDef(
+            "tab:app-graddiff-primary",
+            "GradDiff four-field primary result. Positive DIR-R gaps favor DIR-R.",
+            graddiff_primary,
+            dirr=True,
+        ),
+        TableDef(
+            "tab:app-graddiff-fieldgap",
+            "GradDiff field-level DIR-R gaps. Positive values favor DIR-R.",
+            graddiff_fieldgap,
+            dirr=True,
+        ),
+        TableDef(
+            "tab:app-graddiff-dirr-field",
+            "GradDiff primary four-field \\textsc{DIR-R} decomposition.",
+            graddiff_dirr_field,
+            dirr=True,
+        ),
+        TableDef(
+            "tab:app-graddiff-calibration",
+            "GradDiff primary calibration summary.",
+            graddiff_calibration,
+        ),
+        TableDef(
+            "tab:app-graddiff-replication",
+            "GradDiff three-field sensitivity and replication.",
+            graddiff_replication,
+            dirr=True,
+        ),
+        TableDef(
+            "tab:app-lacuna-modern",
+            "LACUNA analysis for modern parameter-selection methods.",
+            lacuna_modern,
+        ),
+        TableDef(
+            "tab:app-lacuna-comparison",
+            "LACUNA comparison of Intervention Score + DIR-R with the selected baselines.",
+            lacuna_comparison,
+            dirr=True,
+        ),
+        TableDef(
+            "tab:app-lacuna-dirr",
+            "LACUNA DIR-R versus the fixed-subset \\textsc{Static-IV} continuation.",
+            lacuna_dirr,
+            dirr=True,
+        ),
+    ]
+}
 
 
 def file_name(label: str) -> str:
@@ -629,32 +975,45 @@ def render(label: str, ctx: Context, env: Environment | None = None) -> tuple[st
         data = ctx.built(t.builder)
         tmpl = env.from_string(template_text(file_name(label) + ".j2"))
         note = evaluation_note(ctx, t.benchmarks) if t.dirr else ""
-        return tmpl.render(label=label, caption=t.caption + note + theta0_note(ctx, t.benchmarks), **data), None
+        return tmpl.render(
+            label=label, caption=t.caption + note + theta0_note(ctx, t.benchmarks), **data
+        ), None
     except Missing as m:
         tmpl = env.from_string(template_text("missing.tex.j2"))
         return tmpl.render(label=label, caption=t.caption, reason=str(m)), str(m)
 
 
 def evaluation_note(ctx: Context, benchmarks: tuple[str, ...]) -> str:
-    """A DIR-R table's mark when some of its DIR-R runs selected their candidate on the evaluation split (over
-    a candidate set holding rho = 0 such a run cannot lose to Static-IV): how many, and the dagger that marks
-    its rows (``m.evaluation_selected``)."""
+    """A DIR-R table's mark when some of its DIR-R runs selected their candidate on the evaluation
+    split (over a candidate set holding rho = 0 such a run cannot lose to Static-IV): how many, and
+    the dagger that marks its rows (``m.evaluation_selected``)."""
     names = [ctx.bench[b] for b in benchmarks]
-    d = ctx.results.filter(pl.col("benchmark").is_in(names) & (pl.col("variant") == "dirr")
-                           & (pl.col("split") != "calibration") & (pl.col("status") == "ok"))
+    d = ctx.results.filter(
+        pl.col("benchmark").is_in(names)
+        & (pl.col("variant") == "dirr")
+        & (pl.col("split") != "calibration")
+        & (pl.col("status") == "ok")
+    )
     n = int((d["selection"] == "evaluation").sum()) if d.height else 0
-    return (f" $^\\dagger$ {n} of {d.height} DIR-R runs selected their candidate on the evaluation split, where "
-            "DIR-R cannot lose to \\textsc{Static-IV}; their gains are not evidence." if n else "")
+    return (
+        f" $^\\dagger$ {n} of {d.height} DIR-R runs selected their candidate on the evaluation "
+        "split, where DIR-R cannot lose to \\textsc{Static-IV}; their gains are not evidence."
+        if n
+        else ""
+    )
 
 
 def theta0_note(ctx: Context, benchmarks: tuple[str, ...]) -> str:
-    """`` theta_0: <hash>`` for the benchmarks a table reads: which prepared model produced its numbers."""
+    """`` theta_0: <hash>`` for the benchmarks a table reads: which prepared model produced its
+    numbers."""
     parts = []
     for b in benchmarks:
         hashes = ctx.theta0.get(ctx.bench[b], [])
         if hashes:
             name = tex(ctx.bench[b]) if len(benchmarks) > 1 else ""
-            parts.append((name + " " if name else "") + ", ".join(f"\\texttt{{{h[:12]}}}" for h in hashes))
+            parts.append(
+                (name + " " if name else "") + ", ".join(f"\\texttt{{{h[:12]}}}" for h in hashes)
+            )
     return f" $\\theta_0$: {'; '.join(parts)}." if parts else ""
 
 

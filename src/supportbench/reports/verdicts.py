@@ -1,31 +1,35 @@
-"""Verdicts on pre-registered claims (``experiments.claims``): a statistic, its interval over independently
-built theta_0, its threshold, its power at the effect of interest -- and one of four verdicts.
+"""Verdicts on pre-registered claims (``experiments.claims``): a statistic, its interval over
+independently built theta_0, its threshold, its power at the effect of interest -- and one of four
+verdicts.
 
-    holds           the interval lies on the claim's side of the threshold (and, where the claim gives
-                    ``fails_below``, not wholly below it: an effect surely present but surely negligible does
-                    not hold)
+    holds           the interval lies on the claim's side of the threshold (and, where the claim
+                    gives ``fails_below``, not wholly below it: an effect surely present but surely
+                    negligible does not hold)
     does not hold   it lies on the other side (of ``fails_below`` where the claim gives one)
-    inconclusive    it straddles the threshold; or the builds disagree (one build's interval says holds,
-                    another's does not hold); or fewer builds than the claims file asks; or the verdict would
-                    be "does not hold" while the power at the effect of interest is below the stated minimum --
-                    an underpowered claim never reads "does not hold". (A "holds" is not demoted for low
-                    power: its interval already bounds its error; the power is printed beside it.)
-    not tested      a precondition failed (a validity gate, no DIR-R trigger in a setting, a missing cell,
-                    candidates selected on the evaluation split); the numbers are still reported, not judged
+    inconclusive    it straddles the threshold; or the builds disagree (one build's interval says
+                    holds, another's does not hold); or fewer builds than the claims file asks; or
+                    the verdict would be "does not hold" while the power at the effect of interest
+                    is below the stated minimum -- an underpowered claim never reads "does not
+                    hold". (A "holds" is not demoted for low power: its interval already bounds
+                    its error; the power is printed beside it.)
+    not tested      a precondition failed (a validity gate, no DIR-R trigger in a setting, a missing
+                    cell, candidates selected on the evaluation split); the numbers are still
+                    reported, not judged
 
-Intervals over two or more builds are t intervals on the builds' own statistics (each computed over that
-build's seeds and units): statistic +- t_{B-1, 1-alpha/2} * sd(build statistics) / sqrt(B), the standard
-interval for a few independent clusters. Within one build (the per-build tables) they are percentile intervals
-of a hierarchical bootstrap (``hierarchical_bootstrap``: seeds, then units within a seed; Saravanan, Berman &
-Sober 2020). The hierarchical bootstrap over builds was the first choice; at three builds it covered 76-86% at
-a nominal 95% in a simulation (issue 32's review), so the pooled interval is the t interval (docs/benchmarks.md,
-"Decision log"). Power uses the interval's own standard error ``se`` and critical value ``crit``: for an effect
-``delta`` on the claim's side, power = Phi(delta / se - crit); the detectable effect is (crit + z_power) * se.
-A count of comparisons (``count``) is decided by how many comparisons' intervals lie above 0 (k_pos) and
-below 0 (k_neg): it holds when k_pos reaches the required count, does not hold when K - k_neg cannot; its
-power is the chance that k_pos reaches the count when every comparison has the effect of interest
-(Poisson-binomial over the comparisons' own powers). One function per ``kind``; plain numpy, scipy and
-Polars, no torch.
+Intervals over two or more builds are t intervals on the builds' own statistics (each computed over
+that build's seeds and units): statistic +- t_{B-1, 1-alpha/2} * sd(build statistics) / sqrt(B), the
+standard interval for a few independent clusters. Within one build (the per-build tables) they are
+percentile intervals of a hierarchical bootstrap (``hierarchical_bootstrap``: seeds, then units
+within a seed; Saravanan, Berman & Sober 2020). The hierarchical bootstrap over builds was the first
+choice; at three builds it covered 76-86% at a nominal 95% in a simulation (issue 32's review), so
+the pooled interval is the t interval (docs/benchmarks.md, "Decision log"). Power uses the
+interval's own standard error ``se`` and critical value ``crit``: for an effect ``delta`` on the
+claim's side, power = Phi(delta / se - crit); the detectable effect is (crit + z_power) * se. A
+count of comparisons (``count``) is decided by how many comparisons' intervals lie above 0 (k_pos)
+and below 0 (k_neg): it holds when k_pos reaches the required count, does not hold when K - k_neg
+cannot; its power is the chance that k_pos reaches the count when every comparison has the effect of
+interest (Poisson-binomial over the comparisons' own powers). One function per ``kind``; plain
+numpy, scipy and Polars, no torch.
 """
 
 from __future__ import annotations
@@ -51,17 +55,17 @@ class Verdict:
 
     claim: Claim
     verdict: str
-    why: str                                   # the rule that decided, or what made it inconclusive/not tested
+    why: str  # the rule that decided, or what made it inconclusive/not tested
     statistic: float | None = None
     interval: tuple[float, float] | None = None
-    power: float | None = None                 # at the claim's effect of interest
-    detectable: str | None = None              # the smallest effect the design detects at the stated power
-    per_build: list[dict] = field(default_factory=list)   # build, n, statistic, interval, verdict
-    detail: list[str] = field(default_factory=list)       # comparators, nulls, per-comparison lines
-    total: int | None = None                   # a count's number of comparisons
+    power: float | None = None  # at the claim's effect of interest
+    detectable: str | None = None  # the smallest effect the design detects at the stated power
+    per_build: list[dict] = field(default_factory=list)  # build, n, statistic, interval, verdict
+    detail: list[str] = field(default_factory=list)  # comparators, nulls, per-comparison lines
+    total: int | None = None  # a count's number of comparisons
 
 
-# ---- the hierarchical bootstrap -------------------------------------------------------------------------------
+# ---- the hierarchical bootstrap ------------------------------------------------------------------
 class Nested:
     """Row indices of a table grouped build -> seed -> unit (each unit one or more rows)."""
 
@@ -69,17 +73,22 @@ class Nested:
         tree: dict = {}
         for i, key in enumerate(zip(builds, seeds, units)):
             tree.setdefault(key[0], {}).setdefault(key[1], {}).setdefault(key[2], []).append(i)
-        self.tree = [[[np.asarray(rows) for rows in by_unit.values()] for by_unit in by_seed.values()]
-                     for by_seed in tree.values()]
+        self.tree = [
+            [[np.asarray(rows) for rows in by_unit.values()] for by_unit in by_seed.values()]
+            for by_seed in tree.values()
+        ]
         self.n = len(builds)
 
     def build_rows(self) -> list[np.ndarray]:
         """Each build's rows (every seed's and unit's)."""
-        return [np.concatenate([rows for by_unit in by_seed for rows in by_unit]) for by_seed in self.tree]
+        return [
+            np.concatenate([rows for by_unit in by_seed for rows in by_unit])
+            for by_seed in self.tree
+        ]
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        """One resample: builds with replacement, then seeds within each drawn build, then units within each
-        drawn seed; the drawn units' rows."""
+        """One resample: builds with replacement, then seeds within each drawn build, then units
+        within each drawn seed; the drawn units' rows."""
         out = []
         for b in rng.integers(0, len(self.tree), len(self.tree)):
             seeds = self.tree[b]
@@ -89,9 +98,11 @@ class Nested:
         return np.concatenate(out) if out else np.zeros(0, dtype=int)
 
 
-def hierarchical_bootstrap(nested: Nested, stat: Callable[[np.ndarray], float], n_boot: int,
-                           seed: int) -> np.ndarray:
-    """``n_boot`` values of ``stat`` (a function of row indices) on hierarchical resamples (seeded)."""
+def hierarchical_bootstrap(
+    nested: Nested, stat: Callable[[np.ndarray], float], n_boot: int, seed: int
+) -> np.ndarray:
+    """``n_boot`` values of ``stat`` (a function of row indices) on hierarchical resamples
+    (seeded)."""
     rng = np.random.default_rng(seed)
     out = np.array([stat(nested.draw(rng)) for _ in range(n_boot)], dtype=float)
     return out[np.isfinite(out)]
@@ -102,23 +113,30 @@ class Estimate:
     value: float | None
     interval: tuple[float, float] | None
     se: float | None
-    sd: float | None            # the unit-level values' standard deviation (None: not a mean)
+    sd: float | None  # the unit-level values' standard deviation (None: not a mean)
     n: int
-    crit: float | None = None   # the interval's critical value (t_{B-1} over builds, z within one build)
-    builds: int = 1             # the builds the interval is over
+    crit: float | None = (
+        None  # the interval's critical value (t_{B-1} over builds, z within one build)
+    )
+    builds: int = 1  # the builds the interval is over
 
     def fmt(self, digits: int = 4) -> str:
         if self.value is None:
             return "n/a"
-        ci = f" [{self.interval[0]:+.{digits}f}, {self.interval[1]:+.{digits}f}]" if self.interval else ""
+        ci = (
+            f" [{self.interval[0]:+.{digits}f}, {self.interval[1]:+.{digits}f}]"
+            if self.interval
+            else ""
+        )
         return f"{self.value:+.{digits}f}{ci} (n = {self.n})"
 
 
-def estimate(values: np.ndarray, nested: Nested, defaults: dict, stat: Callable | None = None,
-             salt: int = 0) -> Estimate:
-    """The statistic (default: the mean of ``values``), its interval and standard error: over two or more
-    builds, a t interval on the builds' statistics; within one build, the hierarchical bootstrap's
-    percentile interval (module docstring)."""
+def estimate(
+    values: np.ndarray, nested: Nested, defaults: dict, stat: Callable | None = None, salt: int = 0
+) -> Estimate:
+    """The statistic (default: the mean of ``values``), its interval and standard error: over two or
+    more builds, a t interval on the builds' statistics; within one build, the hierarchical
+    bootstrap's percentile interval (module docstring)."""
     values = np.asarray(values, dtype=float)
     if len(values) == 0:
         return Estimate(None, None, None, None, 0)
@@ -132,19 +150,29 @@ def estimate(values: np.ndarray, nested: Nested, defaults: dict, stat: Callable 
             return Estimate(point, None, None, sd, len(values), builds=len(per))
         se = float(per.std(ddof=1) / math.sqrt(len(per)))
         crit = float(sps.t.ppf(0.5 + defaults["level"] / 2, len(per) - 1))
-        return Estimate(point, (point - crit * se, point + crit * se), se, sd, len(values), crit, len(per))
+        return Estimate(
+            point, (point - crit * se, point + crit * se), se, sd, len(values), crit, len(per)
+        )
     boot = hierarchical_bootstrap(nested, stat, defaults["n_boot"], defaults["seed"] + salt)
     if len(boot) < 2:
         return Estimate(point, None, None, sd, len(values))
     a = (1 - defaults["level"]) / 2
     lo, hi = np.quantile(boot, [a, 1 - a])
-    return Estimate(point, (float(lo), float(hi)), float(boot.std(ddof=1)), sd, len(values), z(defaults["level"]))
+    return Estimate(
+        point,
+        (float(lo), float(hi)),
+        float(boot.std(ddof=1)),
+        sd,
+        len(values),
+        z(defaults["level"]),
+    )
 
 
 def side_verdict(interval, threshold: float, side: str, fails_below: float | None = None) -> str:
-    """holds / does not hold / inconclusive from an interval and the claim's threshold and side. Where the
-    claim gives ``fails_below`` (an effect below it is negligible), an interval wholly below it does not hold
-    even when it also clears the threshold (surely present, surely negligible)."""
+    """holds / does not hold / inconclusive from an interval and the claim's threshold and side.
+    Where the claim gives ``fails_below`` (an effect below it is negligible), an interval wholly
+    below it does not hold even when it also clears the threshold (surely present, surely
+    negligible)."""
     if interval is None:
         return INCONCLUSIVE
     lo, hi = interval
@@ -162,8 +190,8 @@ def z(level: float) -> float:
 
 
 def power_at(delta: float, est: Estimate, level: float) -> float | None:
-    """Phi(delta / se - crit): the chance that the interval clears the threshold when the effect on the
-    claim's side is ``delta`` (normal approximation at the interval's own critical value)."""
+    """Phi(delta / se - crit): the chance that the interval clears the threshold when the effect on
+    the claim's side is ``delta`` (normal approximation at the interval's own critical value)."""
     se = est.se
     if se is None or not math.isfinite(se):
         return None
@@ -189,25 +217,37 @@ def poisson_binomial_tail(p: list[float], k: int) -> float:
     return float(dist[k:].sum())
 
 
-def combine(v: str, builds: list[dict], power: float | None, defaults: dict, n_builds: int,
-            why: str) -> tuple[str, str]:
+def combine(
+    v: str, builds: list[dict], power: float | None, defaults: dict, n_builds: int, why: str
+) -> tuple[str, str]:
     """The verdict after the replication and power rules (module docstring), with the reason."""
     if n_builds < defaults["builds"]:
-        return INCONCLUSIVE, (f"{n_builds} theta_0 build(s); the claims file asks for at least {defaults['builds']} "
-                              f"(rule alone: {v}; {why})")
+        return INCONCLUSIVE, (
+            f"{n_builds} theta_0 build(s); the claims file asks for at least {defaults['builds']} "
+            f"(rule alone: {v}; {why})"
+        )
     per = {b["verdict"] for b in builds}
     if v != INCONCLUSIVE and {HOLDS, FAILS} <= per:
-        return INCONCLUSIVE, f"the builds disagree (one holds, another does not; pooled: {v}; {why})"
+        return (
+            INCONCLUSIVE,
+            f"the builds disagree (one holds, another does not; pooled: {v}; {why})",
+        )
     if v == FAILS and power is not None and power < defaults["power"]:
-        return INCONCLUSIVE, (f"underpowered: power {power:.2f} at the effect of interest, below "
-                              f"{defaults['power']:.2f}, and an underpowered claim never reads 'does not hold' "
-                              f"(rule alone: {v}; {why})")
+        return INCONCLUSIVE, (
+            f"underpowered: power {power:.2f} at the effect of interest, below "
+            f"{defaults['power']:.2f}, and an underpowered claim never reads 'does not hold' "
+            f"(rule alone: {v}; {why})"
+        )
     if v == HOLDS and power is not None and power < defaults["power"]:
-        return v, f"{why}; power at the effect of interest only {power:.2f}: the effect may be overstated"
+        return (
+            v,
+            f"{why}; power at the effect of interest only {power:.2f}: the effect may be "
+            "overstated",
+        )
     return v, why
 
 
-# ---- data ----------------------------------------------------------------------------------------------------
+# ---- data ----------------------------------------------------------------------------------------
 def _arm(df: pl.DataFrame, arm: str) -> pl.DataFrame:
     method, _, variant = arm.partition(":")
     return stats.pick(df, method, variant or "static")
@@ -219,37 +259,59 @@ def _paired(df: pl.DataFrame, ours: str, other: str, objective: str) -> pl.DataF
 
 
 def _nested(frame: pl.DataFrame, unit: str | tuple = "field") -> Nested:
-    units = frame.select(list(unit) if isinstance(unit, tuple) else [unit]).rows() if frame.height else []
+    units = (
+        frame.select(list(unit) if isinstance(unit, tuple) else [unit]).rows()
+        if frame.height
+        else []
+    )
     seeds = frame["seed"].to_list() if "seed" in frame.columns else [0] * frame.height
     return Nested(frame["build"].to_list(), seeds, units)
 
 
-def _per_build(frame: pl.DataFrame, values: str, defaults: dict, decide: Callable[[Estimate], str],
-               unit="field") -> list[dict]:
+def _per_build(
+    frame: pl.DataFrame,
+    values: str,
+    defaults: dict,
+    decide: Callable[[Estimate], str],
+    unit="field",
+) -> list[dict]:
     rows = []
     for b in sorted(frame["build"].unique().to_list()):
         f = frame.filter(pl.col("build") == b)
         e = estimate(f[values].to_numpy(), _nested(f, unit), defaults, salt=1 + int(b))
-        rows.append({"build": b, "n": e.n, "statistic": e.value, "interval": e.interval, "verdict": decide(e)})
+        rows.append(
+            {
+                "build": b,
+                "n": e.n,
+                "statistic": e.value,
+                "interval": e.interval,
+                "verdict": decide(e),
+            }
+        )
     return rows
 
 
-# ---- one function per kind -----------------------------------------------------------------------------------
+# ---- one function per kind -----------------------------------------------------------------------
 def agreement(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
-    """The controlled claim: storage's agreement with the better intervention against a threshold, with the
-    best constant rule (exact McNemar), the storage x interface interaction and the score's correlation with
-    the paired difference beside it, and the paper's direction stated."""
+    """The controlled claim: storage's agreement with the better intervention against a threshold,
+    with the best constant rule (exact McNemar), the storage x interface interaction and the score's
+    correlation with the paired difference beside it, and the paper's direction stated."""
     from supportbench.reports import tables
 
     builds = tables.controlled_builds(ctx)
-    failed = [f"build {b}: {g['gate']} ({g['value']}; rule: {g['rule']})"
-              for b in builds for g in ctx.built_for(tables.controlled_build, b).get("gates", []) if not g["passed"]]
+    failed = [
+        f"build {b}: {g['gate']} ({g['value']}; rule: {g['rule']})"
+        for b in builds
+        for g in ctx.built_for(tables.controlled_build, b).get("gates", [])
+        if not g["passed"]
+    ]
     units = tables.controlled_units(ctx).filter(pl.col("learned"))
     bounded = units["Jb_backbone"].null_count() == 0
     jb, jl = ("Jb_backbone", "Jb_lora") if bounded else ("J_backbone", "J_lora")
     u = units.with_columns((pl.col(jl) - pl.col(jb)).alias("diff")).with_columns(
         ((pl.col("score") > 0) == (pl.col("diff") < 0)).cast(pl.Float64).alias("agree"),
-        pl.lit(0).alias("seed"))
+        pl.lit(0).alias("seed"),
+    )
     th, side = float(claim["threshold"]), claim["side"]
     est = estimate(u["agree"].to_numpy(), _nested(u), defaults)
     v = side_verdict(est.interval, th, side)
@@ -259,31 +321,50 @@ def agreement(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     n, agree_n = u.height, int(u["agree"].sum())
     why = f"agreement {agree_n}/{n} = {est.fmt(3)}; holds {side} {th}"
     verdict, why = combine(v, per, power, defaults, len(builds), why)
-    detail = [f"J: {'bounded' if bounded else 'summed-NLL (no bounded J recorded)'}; {n} learned targets over "
-              f"{len(builds)} builds (each build's targets scored by its own frozen primary locator)."]
+    detail = [
+        f"J: {'bounded' if bounded else 'summed-NLL (no bounded J recorded)'}; {n} learned targets "
+        f"over {len(builds)} builds (each build's targets scored by its own frozen primary "
+        "locator)."
+    ]
     detail += _constant_rule(u, defaults)
     inter = _interaction(u, defaults)
-    detail.append(f"storage x interface interaction (mean LoRA - backbone difference on LoRA-stored minus on "
-                  f"backbone-stored targets; > 0 if storage predicted the better intervention): {inter.fmt()}")
+    detail.append(
+        f"storage x interface interaction (mean LoRA - backbone difference on LoRA-stored minus on "
+        f"backbone-stored targets; > 0 if storage predicted the better intervention): {inter.fmt()}"
+    )
     corr = _correlation(u, defaults)
-    detail.append(f"correlation of the storage score with the LoRA - backbone difference (negative if the score "
-                  f"predicted the better intervention): {corr.fmt(3)}")
+    detail.append(
+        "correlation of the storage score with the LoRA - backbone difference (negative if the "
+        f"score predicted the better intervention): {corr.fmt(3)}"
+    )
     lora = int((u["diff"] > 0).sum())
-    detail.append(f"direction: LoRA wins {lora}/{n} (paper: 35/36)"
-                  + ("; the paper's direction is reversed here" if lora * 2 < n else ""))
-    if failed:   # a gate decides the verdict; the numbers are still shown, marked as not judged
+    detail.append(
+        f"direction: LoRA wins {lora}/{n} (paper: 35/36)"
+        + ("; the paper's direction is reversed here" if lora * 2 < n else "")
+    )
+    if failed:  # a gate decides the verdict; the numbers are still shown, marked as not judged
         verdict = NOT_TESTED
-        why = (f"the construction's validity gates fail: {'; '.join(failed)}. Reported, not judged: {why}; "
-               f"the interval rule alone would read '{v}'")
+        why = (
+            f"the construction's validity gates fail: {'; '.join(failed)}. Reported, not judged: "
+            f"{why}; the interval rule alone would read '{v}'"
+        )
         per = [{**row, "verdict": f"not judged ({row['verdict']})"} for row in per]
-    return Verdict(claim, verdict, why, est.value, est.interval, power,
-                   None if mde is None else f"agreement <= {th - mde:.3f} (a drop of {mde:.3f} below {th})",
-                   per, detail)
+    return Verdict(
+        claim,
+        verdict,
+        why,
+        est.value,
+        est.interval,
+        power,
+        None if mde is None else f"agreement <= {th - mde:.3f} (a drop of {mde:.3f} below {th})",
+        per,
+        detail,
+    )
 
 
 def _constant_rule(u: pl.DataFrame, defaults: dict) -> list[str]:
-    """Storage against the best constant rule (always the interface that wins more often): exact McNemar on
-    the targets where exactly one of the two names the better intervention."""
+    """Storage against the best constant rule (always the interface that wins more often): exact
+    McNemar on the targets where exactly one of the two names the better intervention."""
     lora_better = (u["diff"] > 0).to_numpy()
     const_lora = bool(lora_better.mean() > 0.5)
     const_ok = lora_better == const_lora
@@ -292,21 +373,29 @@ def _constant_rule(u: pl.DataFrame, defaults: dict) -> list[str]:
     p = float(sps.binomtest(b, b + c, 0.5).pvalue) if b + c else 1.0
     alpha = 1 - defaults["level"]
     name = "always LoRA" if const_lora else "always the backbone"
-    verdict = ("the constant rule beats storage: the better intervention follows the interface, not where the "
-               "fact is stored" if c > b and p < alpha else
-               "storage beats the constant rule" if b > c and p < alpha else "no detectable difference")
-    return [f"best constant rule ({name}): right on {int(const_ok.sum())}/{len(u)}, storage on "
-            f"{int(store_ok.sum())}/{len(u)}; discordant targets: storage right {b}, constant right {c}; exact "
-            f"McNemar p = {p:.3g}: {verdict}."]
+    verdict = (
+        "the constant rule beats storage: the better intervention follows the interface, not where "
+        "the fact is stored"
+        if c > b and p < alpha
+        else "storage beats the constant rule"
+        if b > c and p < alpha
+        else "no detectable difference"
+    )
+    return [
+        f"best constant rule ({name}): right on {int(const_ok.sum())}/{len(u)}, storage on "
+        f"{int(store_ok.sum())}/{len(u)}; discordant targets: storage right {b}, constant right "
+        f"{c}; exact McNemar p = {p:.3g}: {verdict}."
+    ]
 
 
 def _interaction(u: pl.DataFrame, defaults: dict) -> Estimate:
     diff = u["diff"].to_numpy()
-    lora_stored = (u["injected_backbone"].to_numpy() < 0.5)
+    lora_stored = u["injected_backbone"].to_numpy() < 0.5
 
     def stat(idx):
         d, ls = diff[idx], lora_stored[idx]
         return float(d[ls].mean() - d[~ls].mean()) if ls.any() and (~ls).any() else math.nan
+
     return estimate(diff, _nested(u), defaults, stat=stat, salt=101)
 
 
@@ -315,15 +404,22 @@ def _correlation(u: pl.DataFrame, defaults: dict) -> Estimate:
 
     def stat(idx):
         a, b = score[idx], diff[idx]
-        return float(np.corrcoef(a, b)[0, 1]) if len(idx) > 2 and a.std() > 0 and b.std() > 0 else math.nan
+        return (
+            float(np.corrcoef(a, b)[0, 1])
+            if len(idx) > 2 and a.std() > 0 and b.std() > 0
+            else math.nan
+        )
+
     return estimate(diff, _nested(u), defaults, stat=stat, salt=102)
 
 
 def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
-    """Comparisons (objective x baseline) whose paired mean J(ours) - J(baseline) has an interval above 0,
-    against the required count; every comparison's mean and interval beside it."""
+    """Comparisons (objective x baseline) whose paired mean J(ours) - J(baseline) has an interval
+    above 0, against the required count; every comparison's mean and interval beside it."""
     df = ctx.ok(_key(ctx, claim.benchmark))
-    names = claim.get("named") or [f"{o}:{b}" for o in claim["objectives"] for b in claim["baselines"]]
+    names = claim.get("named") or [
+        f"{o}:{b}" for o in claim["objectives"] for b in claim["baselines"]
+    ]
     required = int(claim["required"])
     comps, missing = [], []
     builds = sorted(df["build"].unique().to_list()) if df.height else []
@@ -332,12 +428,18 @@ def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         fr = _paired(df, claim["ours"], base, obj)
         have = set(fr["build"].unique().to_list()) if fr.height else set()
         if not fr.height or have != set(builds):
-            missing.append(f"{name} ({'no matched units' if not fr.height else 'builds ' + str(sorted(have))})")
+            missing.append(
+                f"{name} ({'no matched units' if not fr.height else 'builds ' + str(sorted(have))})"
+            )
             continue
         e = estimate(fr["diff"].to_numpy(), _nested(fr), defaults, salt=k)
         comps.append((name, fr, e))
     if missing:
-        return Verdict(claim, NOT_TESTED, "comparisons without matched units in every build: " + ", ".join(missing))
+        return Verdict(
+            claim,
+            NOT_TESTED,
+            "comparisons without matched units in every build: " + ", ".join(missing),
+        )
     verdict, why, power, mde, per = _count_rule(comps, required, defaults, len(builds))
     pos = sum(1 for _, _, e in comps if (e.value or 0) > 0)
     detail = [f"point estimates positive: {pos}/{len(comps)} (the paper's reading)"]
@@ -346,8 +448,18 @@ def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         detail += _all_baselines(claim, df, defaults)
     k_pos = sum(1 for _, _, e in comps if e.interval and e.interval[0] > 0)
     k_neg = sum(1 for _, _, e in comps if e.interval and e.interval[1] < 0)
-    return Verdict(claim, verdict, why, float(k_pos), (float(k_pos), float(len(comps) - k_neg)), power, mde, per,
-                   detail, total=len(comps))
+    return Verdict(
+        claim,
+        verdict,
+        why,
+        float(k_pos),
+        (float(k_pos), float(len(comps) - k_neg)),
+        power,
+        mde,
+        per,
+        detail,
+        total=len(comps),
+    )
 
 
 def _count_rule(comps, required: int, defaults: dict, n_builds: int):
@@ -355,54 +467,84 @@ def _count_rule(comps, required: int, defaults: dict, n_builds: int):
     k_pos = sum(1 for _, _, e in comps if e.interval and e.interval[0] > 0)
     k_neg = sum(1 for _, _, e in comps if e.interval and e.interval[1] < 0)
     v = HOLDS if k_pos >= required else FAILS if K - k_neg < required else INCONCLUSIVE
-    why = (f"{k_pos}/{K} comparisons have an interval above 0 and {k_neg} below; at most {K - k_neg} can be "
-           f"positive; required {required}/{K}")
+    why = (
+        f"{k_pos}/{K} comparisons have an interval above 0 and {k_neg} below; at most {K - k_neg} "
+        f"can be positive; required {required}/{K}"
+    )
 
     def composite(dz: float) -> float:
-        return poisson_binomial_tail([power_at(dz * (e.sd or 0.0), e, defaults["level"]) or 0.0
-                                      for _, _, e in comps], required)
+        return poisson_binomial_tail(
+            [power_at(dz * (e.sd or 0.0), e, defaults["level"]) or 0.0 for _, _, e in comps],
+            required,
+        )
+
     power = composite(defaults["effect_dz"])
     grid = [g for g in np.arange(0.05, 5.0001, 0.05) if composite(float(g)) >= defaults["power"]]
-    mde = (f"every comparison at d_z >= {grid[0]:.2f} (the claims file's effect of interest: "
-           f"{defaults['effect_dz']})" if grid else "no effect up to d_z = 5")
+    mde = (
+        f"every comparison at d_z >= {grid[0]:.2f} (the claims file's effect of interest: "
+        f"{defaults['effect_dz']})"
+        if grid
+        else "no effect up to d_z = 5"
+    )
     per = []
     for b in sorted({b for _, fr, _ in comps for b in fr["build"].unique().to_list()}):
         ests = []
         for k, (_, fr, _) in enumerate(comps):
             f = fr.filter(pl.col("build") == b)
-            ests.append(estimate(f["diff"].to_numpy(), _nested(f), defaults, salt=1000 + k + 31 * int(b)))
+            ests.append(
+                estimate(f["diff"].to_numpy(), _nested(f), defaults, salt=1000 + k + 31 * int(b))
+            )
         kp = sum(1 for e in ests if e.interval and e.interval[0] > 0)
         kn = sum(1 for e in ests if e.interval and e.interval[1] < 0)
-        per.append({"build": b, "n": sum(e.n for e in ests), "statistic": float(kp), "interval": (kp, K - kn),
-                    "verdict": HOLDS if kp >= required else FAILS if K - kn < required else INCONCLUSIVE})
+        per.append(
+            {
+                "build": b,
+                "n": sum(e.n for e in ests),
+                "statistic": float(kp),
+                "interval": (kp, K - kn),
+                "verdict": HOLDS
+                if kp >= required
+                else FAILS
+                if K - kn < required
+                else INCONCLUSIVE,
+            }
+        )
     verdict, why = combine(v, per, power, defaults, n_builds, why)
     return verdict, why, power, mde, per
 
 
 def _all_baselines(claim: Claim, df: pl.DataFrame, defaults: dict) -> list[str]:
-    """The full set beside the named comparisons: reported, not judged (the paper claims only the named)."""
+    """The full set beside the named comparisons: reported, not judged (the paper claims only the
+    named)."""
     out, pos, sig = [], 0, 0
-    for k, (obj, base) in enumerate((o, b) for o in claim["objectives"] for b in claim["baselines"]):
+    for k, (obj, base) in enumerate(
+        (o, b) for o in claim["objectives"] for b in claim["baselines"]
+    ):
         fr = _paired(df, claim["ours"], base, obj)
         if fr.height:
             e = estimate(fr["diff"].to_numpy(), _nested(fr), defaults, salt=500 + k)
             pos += (e.value or 0) > 0
             sig += bool(e.interval and e.interval[0] > 0)
             out.append(f"    - {obj}:{base}: {e.fmt()}")
-    return [f"all baselines (reported, not judged): {pos}/{len(out)} positive point estimates, {sig} with an "
-            "interval above 0", *out]
+    return [
+        f"all baselines (reported, not judged): {pos}/{len(out)} positive point estimates, {sig} "
+        "with an interval above 0",
+        *out,
+    ]
 
 
 def contrast(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
-    """The objective's effect on the initial support: Jaccard overlap within one objective across seeds minus
-    across objectives across seeds, per (build, field)."""
+    """The objective's effect on the initial support: Jaccard overlap within one objective across
+    seeds minus across objectives across seeds, per (build, field)."""
     if con is None:
         return Verdict(claim, NOT_TESTED, "needs the registry's supports")
     exp = ctx.results["experiment"][0] if ctx.results.height else None
-    sup = con.execute("""SELECT r.build, r.field, r.objective, r.seed, s.groups FROM runs r JOIN supports s
+    sup = con.execute(
+        """SELECT r.build, r.field, r.objective, r.seed, s.groups FROM runs r JOIN supports s
         USING (run_key) JOIN outcomes o USING (run_key) WHERE r.method = $m AND r.benchmark = $b
         AND o.status = 'ok' AND ($exp IS NULL OR r.experiment = $exp) ORDER BY ALL""",
-                      {"m": claim["method"], "b": claim.benchmark, "exp": exp}).fetchall()
+        {"m": claim["method"], "b": claim.benchmark, "exp": exp},
+    ).fetchall()
     o1, o2 = claim["objectives"][:2]
     by: dict = {}
     for build, fld, obj, seed, groups in sup:
@@ -416,11 +558,23 @@ def contrast(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         within = [stats.jaccard(x[s], x[t]) for x in (a, b) for s in x for t in x if s < t]
         across = [stats.jaccard(a[s], b[t]) for s in a for t in b if s != t]
         same += [stats.jaccard(a[s], b[s]) for s in a if s in b]
-        rows.append({"build": build, "field": fld, "seed": 0, "within": float(np.mean(within)),
-                     "across": float(np.mean(across)), "value": float(np.mean(within) - np.mean(across))})
+        rows.append(
+            {
+                "build": build,
+                "field": fld,
+                "seed": 0,
+                "within": float(np.mean(within)),
+                "across": float(np.mean(across)),
+                "value": float(np.mean(within) - np.mean(across)),
+            }
+        )
     if short or not rows:
-        return Verdict(claim, NOT_TESTED, "needs at least two seeds of each objective per build and field: "
-                       + (", ".join(short) or "no supports of the method"))
+        return Verdict(
+            claim,
+            NOT_TESTED,
+            "needs at least two seeds of each objective per build and field: "
+            + (", ".join(short) or "no supports of the method"),
+        )
     fr = pl.DataFrame(rows)
     th, side, fb = float(claim["threshold"]), claim["side"], claim.get("fails_below")
     est = estimate(fr["value"].to_numpy(), _nested(fr), defaults)
@@ -428,21 +582,37 @@ def contrast(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     power = power_at(defaults["effect_dz"] * (est.sd or 0.0), est, defaults["level"])
     mde = detectable(est, defaults)
     per = _per_build(fr, "value", defaults, lambda e: side_verdict(e.interval, th, side, fb))
-    why = (f"within-objective minus across-objective overlap {est.fmt(3)}; holds above {th}, does not hold below "
-           f"{fb if fb is not None else th}")
+    why = (
+        f"within-objective minus across-objective overlap {est.fmt(3)}; holds above {th}, does not "
+        f"hold below {fb if fb is not None else th}"
+    )
     verdict, why = combine(v, per, power, defaults, fr["build"].n_unique(), why)
-    detail = [f"mean overlap within one objective across seeds {fr['within'].mean():.3f}, across objectives "
-              f"across seeds {fr['across'].mean():.3f}; across objectives at the same seed "
-              f"{np.mean(same):.3f} (paper: about 0.143)"]
-    return Verdict(claim, verdict, why, est.value, est.interval, power,
-                   None if mde is None else f"a contrast of {mde:.3f} (d_z {mde / est.sd:.2f})" if est.sd else None,
-                   per, detail)
+    detail = [
+        f"mean overlap within one objective across seeds {fr['within'].mean():.3f}, across "
+        f"objectives across seeds {fr['across'].mean():.3f}; across objectives at the same seed "
+        f"{np.mean(same):.3f} (paper: about 0.143)"
+    ]
+    return Verdict(
+        claim,
+        verdict,
+        why,
+        est.value,
+        est.interval,
+        power,
+        None
+        if mde is None
+        else f"a contrast of {mde:.3f} (d_z {mde / est.sd:.2f})"
+        if est.sd
+        else None,
+        per,
+        detail,
+    )
 
 
 def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
-    """DIR-R against Static-IV per setting (objective): the paired mean difference and its interval, the gain
-    on triggered units, and a verdict per setting; the claim holds when every setting holds, does not hold when
-    one does not, and is not tested when a setting could not be."""
+    """DIR-R against Static-IV per setting (objective): the paired mean difference and its interval,
+    the gain on triggered units, and a verdict per setting; the claim holds when every setting
+    holds, does not hold when one does not, and is not tested when a setting could not be."""
     df = ctx.ok(_key(ctx, claim.benchmark))
     th, side, fb = float(claim["threshold"]), claim["side"], claim.get("fails_below")
     settings, per_build, detail = [], [], []
@@ -455,16 +625,30 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
             settings.append((obj, NOT_TESTED, "no paired runs"))
             continue
         gate = ours.join(fr.select(list(stats.UNIT)), on=list(stats.UNIT), how="semi")
-        fr = fr.join(gate.select([*stats.UNIT, "triggered", "selection"]), on=list(stats.UNIT), how="left")
+        fr = fr.join(
+            gate.select([*stats.UNIT, "triggered", "selection"]), on=list(stats.UNIT), how="left"
+        )
         evaluation = int((fr["selection"] == "evaluation").sum())
         trig = int(fr["triggered"].fill_null(False).sum())
         if evaluation:
-            settings.append((obj, NOT_TESTED, f"{evaluation}/{fr.height} DIR-R runs selected their candidate on the "
-                             "evaluation split: DIR-R cannot lose to Static-IV there"))
+            settings.append(
+                (
+                    obj,
+                    NOT_TESTED,
+                    f"{evaluation}/{fr.height} DIR-R runs selected their candidate on the "
+                    "evaluation split: DIR-R cannot lose to Static-IV there",
+                )
+            )
             continue
         if trig == 0:
-            settings.append((obj, NOT_TESTED, f"DIR-R never triggered ({fr.height} runs): every run is Static-IV's "
-                             "continuation, so there is nothing to compare"))
+            settings.append(
+                (
+                    obj,
+                    NOT_TESTED,
+                    f"DIR-R never triggered ({fr.height} runs): every run is Static-IV's "
+                    "continuation, so there is nothing to compare",
+                )
+            )
             continue
         e = estimate(fr["diff"].to_numpy(), _nested(fr), defaults, salt=k)
         t = fr.filter(pl.col("triggered").fill_null(False))
@@ -472,25 +656,43 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         power = power_at(defaults["effect_dz"] * (e.sd or 0.0), e, defaults["level"])
         mde = detectable(e, defaults)
         pb = _per_build(fr, "diff", defaults, lambda x: side_verdict(x.interval, th, side, fb))
-        v, why = combine(side_verdict(e.interval, th, side, fb), pb, power, defaults, n_builds,
-                         f"mean {e.fmt()}")
+        v, why = combine(
+            side_verdict(e.interval, th, side, fb), pb, power, defaults, n_builds, f"mean {e.fmt()}"
+        )
         settings.append((obj, v, why))
-        per_build += [{**row, "build": f"{row['build']} ({obj})"} for row in pb]   # one row per build and setting
-        detail.append(f"{obj}: mean {e.fmt()}, trigger rate {trig}/{fr.height}, gain on triggered runs {et.fmt()}, "
-                      f"power {power:.2f} at d_z {defaults['effect_dz']}, detectable effect "
-                      f"{'n/a' if mde is None else f'{mde:.4f}'}; verdict: {v}")
+        per_build += [
+            {**row, "build": f"{row['build']} ({obj})"} for row in pb
+        ]  # one row per build and setting
+        detail.append(
+            f"{obj}: mean {e.fmt()}, trigger rate {trig}/{fr.height}, gain on triggered runs "
+            f"{et.fmt()}, power {power:.2f} at d_z {defaults['effect_dz']}, detectable effect "
+            f"{'n/a' if mde is None else f'{mde:.4f}'}; verdict: {v}"
+        )
     for obj, v, why in settings:
         if v == NOT_TESTED:
             detail.append(f"{obj}: not tested ({why})")
     verdicts = [v for _, v, _ in settings]
-    # every setting must hold: one that does not decides; one that could not be tested leaves the claim untested
-    overall = (FAILS if FAILS in verdicts else NOT_TESTED if NOT_TESTED in verdicts
-               else INCONCLUSIVE if INCONCLUSIVE in verdicts else HOLDS)
+    # every setting must hold: one that does not decides; one that could not be tested leaves the
+    # claim untested
+    overall = (
+        FAILS
+        if FAILS in verdicts
+        else NOT_TESTED
+        if NOT_TESTED in verdicts
+        else INCONCLUSIVE
+        if INCONCLUSIVE in verdicts
+        else HOLDS
+    )
     why = "; ".join(f"{obj}: {v}" + (f" ({w})" if v != HOLDS else "") for obj, v, w in settings)
     return Verdict(claim, overall, why, None, None, None, None, per_build, detail)
 
 
-KINDS: dict[str, Callable] = {"agreement": agreement, "count": count, "contrast": contrast, "paired_mean": paired_mean}
+KINDS: dict[str, Callable] = {
+    "agreement": agreement,
+    "count": count,
+    "contrast": contrast,
+    "paired_mean": paired_mean,
+}
 
 
 def _key(ctx, benchmark: str) -> str:
@@ -499,7 +701,8 @@ def _key(ctx, benchmark: str) -> str:
 
 
 def judge(claims: Claims, ctx, con=None) -> list[Verdict]:
-    """Every claim's verdict; a claim whose data the registry lacks is 'not tested', saying what is missing."""
+    """Every claim's verdict; a claim whose data the registry lacks is 'not tested', saying what is
+    missing."""
     from supportbench.reports.tables import Missing
 
     out = []

@@ -29,7 +29,7 @@ FORMAT = 1
 class OptimizerSlot:
     """AdamW state of one geometry tensor, restricted to the support's flat indices."""
 
-    idx: torch.Tensor        # sorted flat indices (int64)
+    idx: torch.Tensor  # sorted flat indices (int64)
     exp_avg: torch.Tensor
     exp_avg_sq: torch.Tensor
     step: float
@@ -37,12 +37,12 @@ class OptimizerSlot:
 
 @dataclass
 class Checkpoint:
-    step: int                                    # also the data cursor: batches are a function of step
+    step: int  # also the data cursor: batches are a function of step
     support: tuple[int, ...]
-    editable: dict[str, torch.Tensor]            # full geometry tensors at step t
+    editable: dict[str, torch.Tensor]  # full geometry tensors at step t
     optimizer: dict[str, OptimizerSlot]
-    rng: dict                                    # torch / python / numpy states
-    meta: dict = field(default_factory=dict)     # config fingerprint, objective, ...
+    rng: dict  # torch / python / numpy states
+    meta: dict = field(default_factory=dict)  # config fingerprint, objective, ...
 
     # ---- disk -----------------------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
@@ -60,7 +60,10 @@ class Checkpoint:
         save_file(tensors, str(tmp))
         os.replace(tmp, tfile)
         sidecar = {
-            "format": FORMAT, "step": self.step, "support": list(self.support), "meta": self.meta,
+            "format": FORMAT,
+            "step": self.step,
+            "support": list(self.support),
+            "meta": self.meta,
             "opt_steps": {k: s.step for k, s in self.optimizer.items()},
             "rng_python": _py_state_to_json(self.rng["python"]),
             "rng_numpy": [self.rng["numpy"][0], *map(_jsonable, self.rng["numpy"][2:])],
@@ -80,21 +83,39 @@ class Checkpoint:
             raise CheckpointError(f"checkpoint '{path}' needs both {jfile.name} and {tfile.name}")
         side = json.loads(jfile.read_text())
         if side.get("format") != FORMAT:
-            raise CheckpointError(f"{jfile}: checkpoint format {side.get('format')!r}, this version reads {FORMAT}")
+            raise CheckpointError(
+                f"{jfile}: checkpoint format {side.get('format')!r}, this version reads {FORMAT}"
+            )
         if _sha256(tfile) != side["tensors_sha256"]:
-            raise CheckpointError(f"{tfile}: content does not match the sha256 in {jfile.name} (corrupt or edited)")
+            raise CheckpointError(
+                f"{tfile}: content does not match the sha256 in {jfile.name} (corrupt or edited)"
+            )
         t = load_file(str(tfile))
-        editable = {k[len("editable/"):]: v for k, v in t.items() if k.startswith("editable/")}
+        editable = {k[len("editable/") :]: v for k, v in t.items() if k.startswith("editable/")}
         optimizer = {}
         for k, st in side["opt_steps"].items():
-            optimizer[k] = OptimizerSlot(t[f"opt/{k}/idx"], t[f"opt/{k}/exp_avg"], t[f"opt/{k}/exp_avg_sq"], st)
-        np_state = (side["rng_numpy"][0], t["rng/numpy_keys"].numpy().astype(np.uint32), *side["rng_numpy"][1:])
-        rng = {"torch": t["rng/torch"], "python": _py_state_from_json(side["rng_python"]), "numpy": np_state}
+            optimizer[k] = OptimizerSlot(
+                t[f"opt/{k}/idx"], t[f"opt/{k}/exp_avg"], t[f"opt/{k}/exp_avg_sq"], st
+            )
+        np_state = (
+            side["rng_numpy"][0],
+            t["rng/numpy_keys"].numpy().astype(np.uint32),
+            *side["rng_numpy"][1:],
+        )
+        rng = {
+            "torch": t["rng/torch"],
+            "python": _py_state_from_json(side["rng_python"]),
+            "numpy": np_state,
+        }
         return cls(side["step"], tuple(side["support"]), editable, optimizer, rng, side["meta"])
 
 
 def capture_rng() -> dict:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    return {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+    }
 
 
 def restore_rng(state: dict) -> None:

@@ -1,31 +1,35 @@
-"""Memory plan of a support-constrained run, from a model's config alone (meta device: nothing allocated,
-no weights loaded): what each component costs in bytes, and the largest batch that fits a GPU.
+"""Memory plan of a support-constrained run, from a model's config alone (meta device: nothing
+allocated, no weights loaded): what each component costs in bytes, and the largest batch that fits a
+GPU.
 
 Components (bytes):
   weights            every parameter in the run's dtype (bf16: 2 bytes)
   editable_master    the support's fp32 master copy (4 bytes x budget scalars)
   optimizer          AdamW's two fp32 moments of the support (8 bytes x budget)
-  geometry_grads     the gradient buffers of the geometry's tensors (every MLP down-projection), in the
-                     weights' dtype: autograd fills whole tensors before the support's slice is taken
+  geometry_grads     the gradient buffers of the geometry's tensors (every MLP down-projection), in
+                     the weights' dtype: autograd fills whole tensors before the support's slice is
+                     taken
   reference_nll      NPO's cached reference NLLs (negligible)
-  activations        saved for backward (for the forget and the retain batch when the objective has a retain
-                     term: one backward of their sum), per token: per layer ~ (4 x d_model + 3 x d_ff) values
-                     in the weights' dtype (attention projections, MLP intermediate), plus fp32 logits
-                     (4 x vocab) for the loss; with activation checkpointing only one d_model value per
-                     layer is kept plus one layer's full set during recomputation
-  diagnostics        six full-size fp32 buffers (the four mean role gradients, WAGLE's two per-example
-                     sums), each as large as all down-projections (``plan_diagnostics`` counts the buffers of
-                     any set of keys: Intervention Score's are 5, every registered method's at once 13);
-                     held in the diagnostics phase only (the runner drops them once the cell's methods are
-                     scored), never together with a training step
-A DIR-R run adds ``dirr_checkpoint_bytes``: whole copies of the geometry's tensors in the weights' dtype for
-C_t, the two probe branches and one terminal state per action.
-The diagnostics phase (``plan_diagnostics``) has its own peak: the weights, one full-size fp32 buffer per
-full-size key the cell's methods ask for, the forward graph of one diagnostics batch (as ``activations``
-above, without checkpointing), the output gradients the hooks keep (one d_model per token and layer), and
-one down-projection's contraction at a time (two fp32 copies of the largest geometry tensor).
-This is an estimate for planning (a real run adds the CUDA context, allocator fragmentation and
-temporaries); ``bench/gpu_step.py`` measures both peaks on a GPU.
+  activations        saved for backward (for the forget and the retain batch when the objective has
+                     a retain term: one backward of their sum), per token: per layer ~
+                     (4 x d_model + 3 x d_ff) values in the weights' dtype (attention projections,
+                     MLP intermediate), plus fp32 logits (4 x vocab) for the loss; with activation
+                     checkpointing only one d_model value per layer is kept plus one layer's full
+                     set during recomputation
+  diagnostics        six full-size fp32 buffers (the four mean role gradients, WAGLE's two
+                     per-example sums), each as large as all down-projections (``plan_diagnostics``
+                     counts the buffers of any set of keys: Intervention Score's are 5, every
+                     registered method's at once 13); held in the diagnostics phase only (the runner
+                     drops them once the cell's methods are scored), never together with a training
+                     step
+A DIR-R run adds ``dirr_checkpoint_bytes``: whole copies of the geometry's tensors in the weights'
+dtype for C_t, the two probe branches and one terminal state per action.
+The diagnostics phase (``plan_diagnostics``) has its own peak: the weights, one full-size fp32
+buffer per full-size key the cell's methods ask for, the forward graph of one diagnostics batch (as
+``activations`` above, without checkpointing), the output gradients the hooks keep (one d_model per
+token and layer), and one down-projection's contraction at a time (two fp32 copies of the largest
+geometry tensor). This is an estimate for planning (a real run adds the CUDA context, allocator
+fragmentation and temporaries); ``bench/gpu_step.py`` measures both peaks on a GPU.
 """
 
 from __future__ import annotations
@@ -39,15 +43,55 @@ from supportbench.errors import SpecError
 
 # The paper's models, by their published configurations (no download: only the shapes matter here).
 ARCH_CONFIGS = {
-    "llama3-8b": ("llama", dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                                num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192)),
-    "gemma2-2b": ("gemma2", dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
-                                 num_attention_heads=8, num_key_value_heads=4, head_dim=256,
-                                 max_position_embeddings=8192)),
-    "olmo3-7b": ("olmo3", dict(vocab_size=100278, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                               num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=65536)),
-    "qwen2.5-7b": ("qwen2", dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-                                 num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768)),
+    "llama3-8b": (
+        "llama",
+        dict(
+            vocab_size=128256,
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            max_position_embeddings=8192,
+        ),
+    ),
+    "gemma2-2b": (
+        "gemma2",
+        dict(
+            vocab_size=256000,
+            hidden_size=2304,
+            intermediate_size=9216,
+            num_hidden_layers=26,
+            num_attention_heads=8,
+            num_key_value_heads=4,
+            head_dim=256,
+            max_position_embeddings=8192,
+        ),
+    ),
+    "olmo3-7b": (
+        "olmo3",
+        dict(
+            vocab_size=100278,
+            hidden_size=4096,
+            intermediate_size=11008,
+            num_hidden_layers=32,
+            num_attention_heads=32,
+            num_key_value_heads=32,
+            max_position_embeddings=65536,
+        ),
+    ),
+    "qwen2.5-7b": (
+        "qwen2",
+        dict(
+            vocab_size=152064,
+            hidden_size=3584,
+            intermediate_size=18944,
+            num_hidden_layers=28,
+            num_attention_heads=28,
+            num_key_value_heads=4,
+            max_position_embeddings=32768,
+        ),
+    ),
 }
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -61,13 +105,18 @@ def arch_config(name: str):
     if name not in ARCH_CONFIGS:
         raise UnknownNameError("architecture config", name, ARCH_CONFIGS)
     kind, kw = ARCH_CONFIGS[name]
-    cls = {"llama": transformers.LlamaConfig, "gemma2": transformers.Gemma2Config, "olmo3": transformers.Olmo3Config,
-           "qwen2": transformers.Qwen2Config}[kind]
+    cls = {
+        "llama": transformers.LlamaConfig,
+        "gemma2": transformers.Gemma2Config,
+        "olmo3": transformers.Olmo3Config,
+        "qwen2": transformers.Qwen2Config,
+    }[kind]
     return cls(**kw)
 
 
 def meta_model(model: str):
-    """A model built on the meta device from a config: an ``ARCH_CONFIGS`` name, a preset, or a local folder."""
+    """A model built on the meta device from a config: an ``ARCH_CONFIGS`` name, a preset, or a
+    local folder."""
     from transformers import AutoModelForCausalLM
 
     from supportbench.unlearning.models import PRESETS, preset_config, read_config
@@ -78,9 +127,11 @@ def meta_model(model: str):
         cfg = preset_config(PRESETS[model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
     elif (Path(model) / "config.json").is_file():
         cfg = read_config(model)
-    else:   # never a hub name: nothing is downloaded
-        raise SpecError(f"model {model!r} is not a known architecture ({', '.join(ARCH_CONFIGS)}), a preset "
-                        f"({', '.join(PRESETS)}) or a local model folder with a config.json")
+    else:  # never a hub name: nothing is downloaded
+        raise SpecError(
+            f"model {model!r} is not a known architecture ({', '.join(ARCH_CONFIGS)}), a preset "
+            f"({', '.join(PRESETS)}) or a local model folder with a config.json"
+        )
     with torch.device("meta"):
         return AutoModelForCausalLM.from_config(cfg)
 
@@ -105,10 +156,19 @@ class MemoryPlan:
         return self.total - self.components["diagnostics"]
 
 
-def plan_memory(model: str, budget: float, *, dtype: str = "bfloat16", batch: int = 8, length: int = 256,
-                checkpointing: bool = False, uses_retain: bool = True) -> MemoryPlan:
-    """The training step's memory (module doc). ``uses_retain``: the objective has a retain term (NPO, SimNPO,
-    GradDiff; not GA), so a step holds the graphs of two batches -- forget and retain -- for one backward."""
+def plan_memory(
+    model: str,
+    budget: float,
+    *,
+    dtype: str = "bfloat16",
+    batch: int = 8,
+    length: int = 256,
+    checkpointing: bool = False,
+    uses_retain: bool = True,
+) -> MemoryPlan:
+    """The training step's memory (module doc). ``uses_retain``: the objective has a retain term
+    (NPO, SimNPO, GradDiff; not GA), so a step holds the graphs of two batches -- forget and
+    retain -- for one backward."""
     from supportbench.errors import SpecError
     from supportbench.unlearning.support import discover_geometry
 
@@ -120,12 +180,17 @@ def plan_memory(model: str, budget: float, *, dtype: str = "bfloat16", batch: in
     n_params = sum(p.numel() for p in m.parameters())
     group = int(geo.costs.min())
     if budget >= 1 and budget != int(budget):
-        raise SpecError(f"--budget {budget:g} is neither a fraction (0 < b < 1) nor a whole number of scalars (>= 1)")
+        raise SpecError(
+            f"--budget {budget:g} is neither a fraction "
+            "(0 < b < 1) nor a whole number of scalars (>= 1)"
+        )
     scalars = int(budget) if budget >= 1 else int(budget * geo.total_cost)
     if not group <= scalars <= geo.total_cost:
-        raise SpecError(f"--budget {budget:g} = {scalars:,} editable scalars of {model}; allowed: at least one "
-                        f"group ({group:,} scalars, a fraction >= {group / geo.total_cost:.3g}) and at most all "
-                        f"{geo.total_cost:,} of its down-projection geometry")
+        raise SpecError(
+            f"--budget {budget:g} = {scalars:,} editable scalars of {model}; allowed: at least one "
+            f"group ({group:,} scalars, a fraction >= {group / geo.total_cost:.3g}) and at most "
+            f"all {geo.total_cost:,} of its down-projection geometry"
+        )
     scalars -= scalars % group  # whole groups (columns)
     wb = DTYPE_BYTES[dtype]
     d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
@@ -134,14 +199,23 @@ def plan_memory(model: str, budget: float, *, dtype: str = "bfloat16", batch: in
     act = tokens * (L * d * wb + per_layer) if checkpointing else tokens * L * per_layer
     act += tokens * V * 4  # fp32 logits for the loss
     act *= 2 if uses_retain else 1
-    comps = {"weights": n_params * wb, "editable_master": scalars * 4, "optimizer": scalars * 8,
-             "geometry_grads": geo.total_cost * wb, "reference_nll": batch * 4, "activations": act,
-             "diagnostics": 6 * geo.total_cost * 4}
-    return MemoryPlan(model, n_params, geo.total_cost, scalars, dtype, batch, length, checkpointing, comps)
+    comps = {
+        "weights": n_params * wb,
+        "editable_master": scalars * 4,
+        "optimizer": scalars * 8,
+        "geometry_grads": geo.total_cost * wb,
+        "reference_nll": batch * 4,
+        "activations": act,
+        "diagnostics": 6 * geo.total_cost * 4,
+    }
+    return MemoryPlan(
+        model, n_params, geo.total_cost, scalars, dtype, batch, length, checkpointing, comps
+    )
 
 
 def largest_batch(model: str, budget: float, gpu_bytes: float, **kw) -> int:
-    """The largest batch (at the plan's length) whose total without diagnostics fits ``gpu_bytes``; 0 if none."""
+    """The largest batch (at the plan's length) whose total without diagnostics fits ``gpu_bytes``;
+    0 if none."""
     best, b = 0, 1
     while b <= 4096:
         if plan_memory(model, budget, batch=b, **kw).without_diagnostics() <= gpu_bytes:
@@ -153,21 +227,31 @@ def largest_batch(model: str, budget: float, gpu_bytes: float, **kw) -> int:
 
 
 def diagnostic_buffers(requires, uses_retain: bool = True) -> int:
-    """How many full-size fp32 buffers (each as large as all down-projections) ``Diagnostics.prepare(requires)``
-    holds at once: one per mean/summed role gradient, random-label gradient and the objective direction; two
-    per Fisher (the sum and the open micro-batch); the objective direction's retain term adds grad:R."""
+    """How many full-size fp32 buffers (each as large as all down-projections)
+    ``Diagnostics.prepare(requires)`` holds at once: one per mean/summed role gradient, random-label
+    gradient and the objective direction; two per Fisher (the sum and the open micro-batch); the
+    objective direction's retain term adds grad:R."""
     keys = set(requires)
     if "objective_direction" in keys and uses_retain:
         keys.add("grad:R")
     full = ("grad:", "grad_sum:", "random_label_grad:")
-    return sum(1 for k in keys if k.startswith(full) or k == "objective_direction") + \
-        2 * sum(1 for k in keys if k.startswith("fisher:"))
+    return sum(1 for k in keys if k.startswith(full) or k == "objective_direction") + 2 * sum(
+        1 for k in keys if k.startswith("fisher:")
+    )
 
 
-def plan_diagnostics(model: str, requires, *, uses_retain: bool = True, dtype: str = "bfloat16", batch: int = 16,
-                     length: int = 256) -> MemoryPlan:
-    """The diagnostics phase's memory for the keys ``requires`` (a method's ``requires``, or a cell's union) at
-    ``batch`` diagnostic records of ``length`` tokens to a forward pass; components as in the module's doc."""
+def plan_diagnostics(
+    model: str,
+    requires,
+    *,
+    uses_retain: bool = True,
+    dtype: str = "bfloat16",
+    batch: int = 16,
+    length: int = 256,
+) -> MemoryPlan:
+    """The diagnostics phase's memory for the keys ``requires`` (a method's ``requires``, or a
+    cell's union) at ``batch`` diagnostic records of ``length`` tokens to a forward pass; components
+    as in the module's doc."""
     from supportbench.unlearning.support import discover_geometry
 
     if dtype not in DTYPE_BYTES:
@@ -179,18 +263,30 @@ def plan_diagnostics(model: str, requires, *, uses_retain: bool = True, dtype: s
     d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
     tokens = batch * length
     largest = max(t.param.numel() for t in geo.tensors)
-    comps = {"weights": sum(p.numel() for p in m.parameters()) * wb,
-             "buffers": diagnostic_buffers(requires, uses_retain) * geo.total_cost * 4,
-             "activations": tokens * L * (4 * d + 3 * f) * wb + tokens * V * 4,
-             "output_grads": tokens * L * d * wb,
-             "contraction": 2 * largest * 4}
-    return MemoryPlan(model, sum(p.numel() for p in m.parameters()), geo.total_cost, 0, dtype, batch, length, False,
-                      comps)
+    comps = {
+        "weights": sum(p.numel() for p in m.parameters()) * wb,
+        "buffers": diagnostic_buffers(requires, uses_retain) * geo.total_cost * 4,
+        "activations": tokens * L * (4 * d + 3 * f) * wb + tokens * V * 4,
+        "output_grads": tokens * L * d * wb,
+        "contraction": 2 * largest * 4,
+    }
+    return MemoryPlan(
+        model,
+        sum(p.numel() for p in m.parameters()),
+        geo.total_cost,
+        0,
+        dtype,
+        batch,
+        length,
+        False,
+        comps,
+    )
 
 
 def dirr_checkpoint_bytes(model: str, *, dtype: str = "bfloat16", n_actions: int = 5) -> int:
-    """What a DIR-R run holds beside a training step: the geometry's tensors (every down-projection, in the
-    weights' dtype) copied for C_t, for each of the two probe branches and for each action's terminal state."""
+    """What a DIR-R run holds beside a training step: the geometry's tensors (every down-projection,
+    in the weights' dtype) copied for C_t, for each of the two probe branches and for each action's
+    terminal state."""
     from supportbench.unlearning.support import discover_geometry
 
     if dtype not in DTYPE_BYTES:

@@ -1,11 +1,12 @@
 """Unlearning objectives with the defaults of their reference implementations.
 
 NPO  (Zhang et al. 2024; open-unlearning ``npo.py``):
-     L_f = -(2/beta) * mean_i log sigmoid(beta * (NLL_theta(i) - NLL_ref(i))), NLL summed over answer
-     tokens, reference = theta_0 (NLLs cached once); beta = 0.1; total = gamma*L_f + alpha*NLL_retain.
+     L_f = -(2/beta) * mean_i log sigmoid(beta * (NLL_theta(i) - NLL_ref(i))), NLL summed over
+     answer tokens, reference = theta_0 (NLLs cached once); beta = 0.1;
+     total = gamma*L_f + alpha*NLL_retain.
 SimNPO (Fan et al. 2024; open-unlearning ``simnpo.py``):
-     L_f = -(2/beta) * mean_i log sigmoid(beta * (NLL_theta(i)/|y_i| - delta)); beta = 4.5, delta = 0,
-     gamma = 0.125, alpha = 1.
+     L_f = -(2/beta) * mean_i log sigmoid(beta * (NLL_theta(i)/|y_i| - delta)); beta = 4.5,
+     delta = 0, gamma = 0.125, alpha = 1.
 GradDiff: gamma*(-NLL_forget) + alpha*NLL_retain, mean-token NLL, gamma = alpha = 1.
 GA:       -NLL_forget.
 Minimising each loss raises the forget NLL.
@@ -29,7 +30,9 @@ def npo_forget_loss(nll_sum: torch.Tensor, ref_nll_sum: torch.Tensor, beta: floa
     return -(2.0 / beta) * F.logsigmoid(beta * (nll_sum - ref_nll_sum)).mean()
 
 
-def simnpo_forget_loss(nll_sum: torch.Tensor, n_tokens: torch.Tensor, beta: float, delta: float) -> torch.Tensor:
+def simnpo_forget_loss(
+    nll_sum: torch.Tensor, n_tokens: torch.Tensor, beta: float, delta: float
+) -> torch.Tensor:
     """-(2/beta) * mean log sigmoid(beta * (nll/|y| - delta)) over sequences."""
     return -(2.0 / beta) * F.logsigmoid(beta * (nll_sum / n_tokens.clamp(min=1) - delta)).mean()
 
@@ -40,15 +43,23 @@ def mean_token_nll(nll_sum: torch.Tensor, n_tokens: torch.Tensor) -> torch.Tenso
 
 @dataclass(frozen=True)
 class Objective:
-    """An objective and its settings; ``options`` are the settings it reads (the only ones a user may set:
-    ``objective.<name>`` in ``--set`` or ``[hyperparameters]``), each declared once below."""
+    """An objective and its settings; ``options`` are the settings it reads (the only ones a user
+    may set: ``objective.<name>`` in ``--set`` or ``[hyperparameters]``), each declared once
+    below."""
 
     name: str
     forget_coef: option(float, gt=0, doc="gamma, the forget term's weight") = 1.0
     retain_coef: option(float, ge=0, doc="alpha, the retain NLL's weight (0: no retain term)") = 1.0
-    beta: option(float, gt=0, le=1000, unit="1/nat",
-                 doc="inverse temperature of the log-sigmoid (NPO, SimNPO)") = 1.0
-    delta: option(float, ge=0, le=1000, unit="nat/token", doc="SimNPO's margin on the mean token NLL") = 0.0
+    beta: option(
+        float,
+        gt=0,
+        le=1000,
+        unit="1/nat",
+        doc="inverse temperature of the log-sigmoid (NPO, SimNPO)",
+    ) = 1.0
+    delta: option(
+        float, ge=0, le=1000, unit="nat/token", doc="SimNPO's margin on the mean token NLL"
+    ) = 0.0
     options: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -62,15 +73,22 @@ class Objective:
     def forget_term(self, nll_sum, n_tok, ref_nll=None) -> torch.Tensor:
         if self.name == "npo":
             if ref_nll is None:
-                raise SpecError("NPO needs reference NLLs computed once at theta_0 (ref_nll is None)")
+                raise SpecError(
+                    "NPO needs reference NLLs computed once at theta_0 (ref_nll is None)"
+                )
             return npo_forget_loss(nll_sum, ref_nll.to(nll_sum.device), self.beta)
         n_tok = n_tok.to(nll_sum.device)
         if self.name == "simnpo":
             return simnpo_forget_loss(nll_sum, n_tok, self.beta, self.delta)
         return -mean_token_nll(nll_sum, n_tok)  # graddiff, ga
 
-    def loss(self, model, forget: TokenizedSet, retain: TokenizedSet | None = None,
-             ref_nll: torch.Tensor | None = None) -> torch.Tensor:
+    def loss(
+        self,
+        model,
+        forget: TokenizedSet,
+        retain: TokenizedSet | None = None,
+        ref_nll: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         nll, n = sequence_nll(model, forget)
         total = self.forget_coef * self.forget_term(nll, n, ref_nll)
         if self.uses_retain and retain is not None:
@@ -83,32 +101,58 @@ class Objective:
 
 
 OBJECTIVES: Registry[Objective] = Registry("objective", error=UnknownObjectiveError)
-OBJECTIVES.register("npo", Objective("npo", forget_coef=1.0, retain_coef=1.0, beta=0.1,
-                                     options=("forget_coef", "retain_coef", "beta")))
-OBJECTIVES.register("simnpo", Objective("simnpo", forget_coef=0.125, retain_coef=1.0, beta=4.5, delta=0.0,
-                                        options=("forget_coef", "retain_coef", "beta", "delta")))
-OBJECTIVES.register("graddiff", Objective("graddiff", forget_coef=1.0, retain_coef=1.0,
-                                          options=("forget_coef", "retain_coef")))
-OBJECTIVES.register("ga", Objective("ga", forget_coef=1.0, retain_coef=0.0, options=("forget_coef",)))
+OBJECTIVES.register(
+    "npo",
+    Objective(
+        "npo",
+        forget_coef=1.0,
+        retain_coef=1.0,
+        beta=0.1,
+        options=("forget_coef", "retain_coef", "beta"),
+    ),
+)
+OBJECTIVES.register(
+    "simnpo",
+    Objective(
+        "simnpo",
+        forget_coef=0.125,
+        retain_coef=1.0,
+        beta=4.5,
+        delta=0.0,
+        options=("forget_coef", "retain_coef", "beta", "delta"),
+    ),
+)
+OBJECTIVES.register(
+    "graddiff",
+    Objective("graddiff", forget_coef=1.0, retain_coef=1.0, options=("forget_coef", "retain_coef")),
+)
+OBJECTIVES.register(
+    "ga", Objective("ga", forget_coef=1.0, retain_coef=0.0, options=("forget_coef",))
+)
 
 
 def objective_options(name: str) -> dict[str, tuple]:
-    """The options objective ``name`` reads: option -> (declaration, its default for this objective)."""
+    """The options objective ``name`` reads: option -> (declaration, its default for this
+    objective)."""
     base = OBJECTIVES.get(name)
     decl = declared(Objective)
     return {k: (decl[k][0], getattr(base, k)) for k in base.options}
 
 
 def get_objective(name: str, **overrides) -> Objective:
-    """The named objective with its reference defaults, optionally overridden (e.g. beta=0.2); an option it
-    does not read, or a value outside its declaration, is refused naming it and what is allowed."""
+    """The named objective with its reference defaults, optionally overridden (e.g. beta=0.2); an
+    option it does not read, or a value outside its declaration, is refused naming it and what is
+    allowed."""
     base = OBJECTIVES.get(name)
     allowed = objective_options(name)
     checked = {}
     for k, v in overrides.items():
         if k not in allowed:
             hint = did_you_mean(k, allowed, "objective.")
-            raise SpecError(f"objective '{name}' has no option '{k}'{hint}; " + allowed_list(allowed, "objective."))
+            raise SpecError(
+                f"objective '{name}' has no option '{k}'{hint}; "
+                + allowed_list(allowed, "objective.")
+            )
         checked[k] = check(f"objective.{k}", v, allowed[k][0])
     return replace(base, **checked) if checked else base
 

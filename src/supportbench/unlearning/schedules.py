@@ -1,8 +1,8 @@
-"""Learning-rate schedules as pure functions of the step (nanoGPT's ``get_lr``): a checkpoint needs no
-scheduler state, and every training loop of the project reads its rate from here.
+"""Learning-rate schedules as pure functions of the step (nanoGPT's ``get_lr``): a checkpoint needs
+no scheduler state, and every training loop of the project reads its rate from here.
 
-``constant_after_warmup`` returns a learning rate; the two cosine schedules return a multiplier of the base
-rate (what ``torch.optim.lr_scheduler.LambdaLR`` takes).
+``constant_after_warmup`` returns a learning rate; the two cosine schedules return a multiplier of
+the base rate (what ``torch.optim.lr_scheduler.LambdaLR`` takes).
 """
 
 from __future__ import annotations
@@ -29,5 +29,6 @@ def warmup_cosine(step: int, total: int, warmup: int) -> float:
 
 
 def cosine(step: int, total: int) -> float:
-    """Interface injection (controlled benchmark, each phase): cosine decay from 1 towards 0, no warm-up."""
+    """Interface injection (controlled benchmark, each phase): cosine decay from 1 towards 0, no
+    warm-up."""
     return 0.5 * (1 + math.cos(math.pi * step / total))

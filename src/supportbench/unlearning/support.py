@@ -2,9 +2,9 @@
 
 Default geometry: one group per *input column* of every MLP down-projection, i.e. the outgoing
 weights of one intermediate neuron. For ``nn.Linear`` (weight ``[d_model, d_ff]``) group j is
-``W[:, j]``; GPT-2's ``Conv1D`` stores the transpose (``[d_ff, d_model]``), so group j is ``W[j, :]``.
-A group's cost is its parameter count. ``select`` ranks by score (ties by group id) and packs under the
-budget: ``c(S) = sum_g dim(theta_g) <= B`` (Eq. 2-3).
+``W[:, j]``; GPT-2's ``Conv1D`` stores the transpose (``[d_ff, d_model]``), so group j is
+``W[j, :]``. A group's cost is its parameter count. ``select`` ranks by score (ties by group id) and
+packs under the budget: ``c(S) = sum_g dim(theta_g) <= B`` (Eq. 2-3).
 """
 
 from __future__ import annotations
@@ -18,22 +18,22 @@ from supportbench.errors import BudgetError, GeometryError
 
 # (suffix of the module name, expected class name or None for nn.Linear) in priority order.
 DOWN_PROJ_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("down_proj", "Linear"),       # Llama, Mistral, Qwen, Gemma, OLMo
-    ("mlp.c_proj", "Conv1D"),      # GPT-2 (transposed storage)
-    ("dense_4h_to_h", "Linear"),   # GPT-NeoX / Pythia, Falcon, BLOOM
-    ("fc2", "Linear"),             # OPT, Phi
-    ("mlp.fc_out", "Linear"),      # GPT-J
+    ("down_proj", "Linear"),  # Llama, Mistral, Qwen, Gemma, OLMo
+    ("mlp.c_proj", "Conv1D"),  # GPT-2 (transposed storage)
+    ("dense_4h_to_h", "Linear"),  # GPT-NeoX / Pythia, Falcon, BLOOM
+    ("fc2", "Linear"),  # OPT, Phi
+    ("mlp.fc_out", "Linear"),  # GPT-J
 )
 
 
 @dataclass
 class GeometryTensor:
-    name: str              # parameter name in model.named_parameters()
+    name: str  # parameter name in model.named_parameters()
     module_name: str
     param: torch.nn.Parameter
-    axis: int              # the axis that indexes groups (columns of the down-projection)
-    offset: int            # global id of this tensor's first group
-    n: int                 # groups in this tensor
+    axis: int  # the axis that indexes groups (columns of the down-projection)
+    offset: int  # global id of this tensor's first group
+    n: int  # groups in this tensor
 
     @property
     def group_cost(self) -> int:
@@ -47,24 +47,31 @@ class Geometry:
         self.tensors = list(tensors)
         self.kind = kind
         self.n_groups = sum(t.n for t in self.tensors)
-        self.costs = torch.cat(
-            [torch.full((t.n,), t.group_cost, dtype=torch.int64) for t in self.tensors]
-        ) if self.tensors else torch.zeros(0, dtype=torch.int64)
+        self.costs = (
+            torch.cat([torch.full((t.n,), t.group_cost, dtype=torch.int64) for t in self.tensors])
+            if self.tensors
+            else torch.zeros(0, dtype=torch.int64)
+        )
         self.total_cost = int(self.costs.sum())
         self.by_name = {t.name: t for t in self.tensors}
 
-    # ---- reductions over groups -------------------------------------------------------------------
+    # ---- reductions over groups ------------------------------------------------------------------
     def _reduce(self, t: GeometryTensor, x: torch.Tensor) -> torch.Tensor:
-        """Per-group sums; group-level vectors always live on the CPU (they are small, and the costs do)."""
+        """Per-group sums; group-level vectors always live on the CPU (they are small, and the costs
+        do)."""
         return x.sum(dim=1 - t.axis).cpu()
 
     def per_group_sum(self, x: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Column sums of a per-element quantity given per tensor -> Tensor[n_groups]."""
         return torch.cat([self._reduce(t, x[t.name].double()) for t in self.tensors])
 
-    def per_group_dot(self, a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def per_group_dot(
+        self, a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
         """<P_g a, P_g b> for every group g -> Tensor[n_groups] (float64)."""
-        return torch.cat([self._reduce(t, a[t.name].double() * b[t.name].double()) for t in self.tensors])
+        return torch.cat(
+            [self._reduce(t, a[t.name].double() * b[t.name].double()) for t in self.tensors]
+        )
 
     def per_group_norm(self, x: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return self.per_group_dot(x, x).sqrt()
@@ -77,16 +84,21 @@ class Geometry:
         return self.per_group_norm(self.weights())
 
     def describe(self) -> str:
-        return (f"{self.kind}: {len(self.tensors)} tensors, {self.n_groups} groups, "
-                f"{self.total_cost} editable scalars")
+        return (
+            f"{self.kind}: {len(self.tensors)} tensors, {self.n_groups} groups, "
+            f"{self.total_cost} editable scalars"
+        )
 
 
 def discover_geometry(model: torch.nn.Module) -> Geometry:
-    """Find the MLP down-projections of ``model`` (Llama/Mistral/Qwen/Gemma/OLMo, GPT-2, NeoX/Falcon, OPT)."""
+    """Find the MLP down-projections of ``model`` (Llama/Mistral/Qwen/Gemma/OLMo, GPT-2,
+    NeoX/Falcon, OPT)."""
     modules = dict(model.named_modules())
     params = dict(model.named_parameters())
     for suffix, cls in DOWN_PROJ_PATTERNS:
-        found = [(n, m) for n, m in modules.items() if n.endswith(suffix) and type(m).__name__ == cls]
+        found = [
+            (n, m) for n, m in modules.items() if n.endswith(suffix) and type(m).__name__ == cls
+        ]
         if not found:
             continue
         tensors, offset = [], 0
@@ -121,7 +133,9 @@ class Support:
     def of(cls, geometry: Geometry, groups) -> Support:
         ids = sorted({int(g) for g in groups})
         if ids and (ids[0] < 0 or ids[-1] >= geometry.n_groups):
-            raise GeometryError(f"group ids must lie in [0, {geometry.n_groups}), got {ids[0]}..{ids[-1]}")
+            raise GeometryError(
+                f"group ids must lie in [0, {geometry.n_groups}), got {ids[0]}..{ids[-1]}"
+            )
         cost = int(geometry.costs[ids].sum()) if ids else 0
         return cls(tuple(ids), cost, geometry)
 
@@ -139,7 +153,7 @@ class Support:
         gm = self.group_mask()
         out = {}
         for t in self.geometry.tensors:
-            col = gm[t.offset:t.offset + t.n]
+            col = gm[t.offset : t.offset + t.n]
             shape = [1, 1]
             shape[t.axis] = t.n
             out[t.name] = col.view(shape).expand_as(t.param).clone()
@@ -170,10 +184,14 @@ def check_budget(budget: int, costs: torch.Tensor) -> None:
     if not isinstance(budget, int | float) or budget <= 0:
         raise BudgetError(f"budget must be a positive number of editable scalars, got {budget!r}")
     if budget > total:
-        raise BudgetError(f"budget {budget} exceeds the total editable cost {total} of the geometry")
+        raise BudgetError(
+            f"budget {budget} exceeds the total editable cost {total} of the geometry"
+        )
     if budget < int(costs.min()):
-        raise BudgetError(f"budget {budget} is below the cheapest group's cost {int(costs.min())}: "
-                          "the support would be empty")
+        raise BudgetError(
+            f"budget {budget} is below the cheapest group's cost {int(costs.min())}: "
+            "the support would be empty"
+        )
 
 
 def pack(scores: torch.Tensor, costs: torch.Tensor, budget: int) -> list[int]:
@@ -183,7 +201,9 @@ def pack(scores: torch.Tensor, costs: torch.Tensor, budget: int) -> list[int]:
     """
     costs = torch.as_tensor(costs, dtype=torch.int64)
     if costs.shape != torch.as_tensor(scores).shape:
-        raise ValueError(f"scores {tuple(scores.shape)} and costs {tuple(costs.shape)} differ in shape")
+        raise ValueError(
+            f"scores {tuple(scores.shape)} and costs {tuple(costs.shape)} differ in shape"
+        )
     check_budget(budget, costs)
     order = rank(scores)
     if bool((costs == costs[0]).all()):
@@ -202,5 +222,7 @@ def pack(scores: torch.Tensor, costs: torch.Tensor, budget: int) -> list[int]:
 def select(scores: torch.Tensor, budget: int, geometry: Geometry) -> Support:
     """Rank groups by ``scores`` and pack them under ``budget`` (paper §4.2)."""
     if tuple(scores.shape) != (geometry.n_groups,):
-        raise ValueError(f"scores must have shape ({geometry.n_groups},), got {tuple(scores.shape)}")
+        raise ValueError(
+            f"scores must have shape ({geometry.n_groups},), got {tuple(scores.shape)}"
+        )
     return Support.of(geometry, pack(scores, geometry.costs, budget))

@@ -30,7 +30,7 @@ from supportbench.unlearning.support import Geometry, Support
 
 @dataclass(frozen=True)
 class TrainConfig:
-    steps: int = 200                 # T
+    steps: int = 200  # T
     lr: float = 1e-5
     batch_size: int = 8
     weight_decay: float = 0.01
@@ -46,7 +46,8 @@ class TrainConfig:
             raise SpecError(f"TrainConfig needs steps >= 0, batch_size > 0, lr > 0; got {self}")
 
     def lr_at(self, step: int) -> float:
-        """The learning rate at ``step``: a pure function of the step (the scheduler's whole state)."""
+        """The learning rate at ``step``: a pure function of the step (the scheduler's whole
+        state)."""
         return schedules.constant_after_warmup(step, self.lr, self.warmup_steps)
 
     def fingerprint(self) -> str:
@@ -54,27 +55,38 @@ class TrainConfig:
 
 
 def set_activation_checkpointing(model, on: bool) -> None:
-    """Turn transformers' activation checkpointing on (non-reentrant: the frozen embeddings' outputs need no grad
-    for the layers' gradients to flow) or off, under either of its API names (``activation_checkpointing_*``
-    from transformers 5.x, ``gradient_checkpointing_*`` before). It acts in training steps only
-    (``activation_checkpointing``)."""
+    """Turn transformers' activation checkpointing on (non-reentrant: the frozen embeddings' outputs
+    need no grad for the layers' gradients to flow) or off, under either of its API names
+    (``activation_checkpointing_*`` from transformers 5.x, ``gradient_checkpointing_*`` before). It
+    acts in training steps only (``activation_checkpointing``)."""
     if on:
         if hasattr(model, "activation_checkpointing_enable"):
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            model.activation_checkpointing_enable(
+                activation_checkpointing_kwargs={"use_reentrant": False}
+            )
         else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False}
+            )
     elif any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules()):
-        (getattr(model, "activation_checkpointing_disable", None) or model.gradient_checkpointing_disable)()
+        (
+            getattr(model, "activation_checkpointing_disable", None)
+            or model.gradient_checkpointing_disable
+        )()
 
 
 @contextmanager
 def activation_checkpointing(model):
-    """Make a model's enabled activation checkpointing act for one training step. transformers checkpoints a
-    layer only while that layer is in training mode, and unlearning runs the model in eval mode (no dropout):
-    so the layers that have checkpointing enabled get the training flag for the step, each on its own (not
-    recursively: their dropout and attention modules stay in eval mode), and lose it afterwards. A model
-    without checkpointing enabled is left as it is."""
-    layers = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True and not m.training]
+    """Make a model's enabled activation checkpointing act for one training step. transformers
+    checkpoints a layer only while that layer is in training mode, and unlearning runs the model in
+    eval mode (no dropout): so the layers that have checkpointing enabled get the training flag for
+    the step, each on its own (not recursively: their dropout and attention modules stay in eval
+    mode), and lose it afterwards. A model without checkpointing enabled is left as it is."""
+    layers = [
+        m
+        for m in model.modules()
+        if getattr(m, "gradient_checkpointing", False) is True and not m.training
+    ]
     for m in layers:
         m.training = True
     try:
@@ -88,7 +100,9 @@ def activation_checkpointing(model):
 class UnlearningData:
     forget: TokenizedSet
     retain: TokenizedSet | None = None
-    ref_nll: torch.Tensor | None = None   # NPO reference NLL per forget sequence, computed once at theta_0
+    ref_nll: torch.Tensor | None = (
+        None  # NPO reference NLL per forget sequence, computed once at theta_0
+    )
 
 
 def batch_indices(n: int, batch_size: int, step: int, seed: int, stream: int = 0) -> torch.Tensor:
@@ -102,29 +116,34 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int, stream: int = 0
         g = torch.Generator().manual_seed((seed * 1_000_003 + stream * 7919 + epoch) % (2**63))
         perm = torch.randperm(n, generator=g)
         take = min(batch_size - len(out), n - pos)
-        out.extend(perm[pos:pos + take].tolist())
+        out.extend(perm[pos : pos + take].tolist())
     return torch.tensor(out, dtype=torch.long)
 
 
 def minibatch(data: UnlearningData, objective: Objective, config: TrainConfig, step: int):
-    """(forget batch, retain batch or None, reference NLLs or None) at ``step``: a pure function of the
-    seed and the step, so every run of a cell — any support, any interface — sees the same batches."""
+    """(forget batch, retain batch or None, reference NLLs or None) at ``step``: a pure function of
+    the seed and the step, so every run of a cell — any support, any interface — sees the same
+    batches."""
     fi = batch_indices(len(data.forget), config.batch_size, step, config.seed, stream=0)
     retain = None
     if objective.uses_retain and data.retain is not None:
-        retain = data.retain.take(batch_indices(len(data.retain), config.batch_size, step, config.seed, stream=1))
+        retain = data.retain.take(
+            batch_indices(len(data.retain), config.batch_size, step, config.seed, stream=1)
+        )
     return data.forget.take(fi), retain, data.ref_nll[fi] if data.ref_nll is not None else None
 
 
 class TrainableLeaves(Protocol):
-    """The leaves that train: compact fp32 (or in-place) tensors standing for the coordinates a run may
-    change. ``SupportTrainer`` runs its one training loop over any implementation: ``SupportLeaves`` (a
-    support of the geometry, Eq. 1) here, a benchmark's own interface (controlled) elsewhere."""
+    """The leaves that train: compact fp32 (or in-place) tensors standing for the coordinates a run
+    may change. ``SupportTrainer`` runs its one training loop over any implementation:
+    ``SupportLeaves`` (a support of the geometry, Eq. 1) here, a benchmark's own interface
+    (controlled) elsewhere."""
 
-    params: list[torch.nn.Parameter]   # what the optimizer updates
+    params: list[torch.nn.Parameter]  # what the optimizer updates
 
     def enable(self) -> None:
-        """Make the model tensors whose gradients the leaves read require grad (everything else is frozen)."""
+        """Make the model tensors whose gradients the leaves read require grad (everything else is
+        frozen)."""
 
     def clear_grads(self) -> None: ...
 
@@ -132,15 +151,16 @@ class TrainableLeaves(Protocol):
         """After backward: each leaf's ``grad`` from the model's gradients."""
 
     def write_back(self) -> None:
-        """After the optimizer step: the leaves into the model (coordinates outside them untouched)."""
+        """After the optimizer step: the leaves into the model (coordinates outside them
+        untouched)."""
 
     def release(self) -> None:
         """Gradients off and cleared: the model is left as inference expects it."""
 
 
 class SupportLeaves:
-    """Compact fp32 copies of a support's coordinates, gathered from the geometry's tensors and scattered
-    back after each step (``TrainableLeaves``)."""
+    """Compact fp32 copies of a support's coordinates, gathered from the geometry's tensors and
+    scattered back after each step (``TrainableLeaves``)."""
 
     def __init__(self, geometry: Geometry, support: Support):
         self.geometry, self.support = geometry, support
@@ -179,19 +199,34 @@ class SupportLeaves:
 
 
 class SupportTrainer:
-    """The project's one unlearning loop: the objective for T steps updating only the trainable leaves
-    (a support of the geometry by default); checkpoint/restore exactly (supports only)."""
+    """The project's one unlearning loop: the objective for T steps updating only the trainable
+    leaves (a support of the geometry by default); checkpoint/restore exactly (supports only)."""
 
-    def __init__(self, model, geometry: Geometry | None, support: Support | None, objective: Objective,
-                 data: UnlearningData, config: TrainConfig, *, progress: bool = True,
-                 leaves: TrainableLeaves | None = None,
-                 _optimizer_state: dict[str, OptimizerSlot] | None = None, _step: int = 0):
+    def __init__(
+        self,
+        model,
+        geometry: Geometry | None,
+        support: Support | None,
+        objective: Objective,
+        data: UnlearningData,
+        config: TrainConfig,
+        *,
+        progress: bool = True,
+        leaves: TrainableLeaves | None = None,
+        _optimizer_state: dict[str, OptimizerSlot] | None = None,
+        _step: int = 0,
+    ):
         if objective.needs_reference and data.ref_nll is None:
             raise SpecError(f"objective '{objective.name}' needs reference NLLs: pass data.ref_nll")
         if objective.uses_retain and data.retain is None:
-            raise SpecError(f"objective '{objective.name}' uses a retain term but data.retain is None")
+            raise SpecError(
+                f"objective '{objective.name}' uses a retain term but data.retain is None"
+            )
         if (leaves is None) == (support is None):
-            raise SpecError("SupportTrainer trains either a support of the geometry or explicit leaves, not both")
+            raise SpecError(
+                "SupportTrainer trains either a support of "
+                "the geometry or explicit leaves, not both"
+            )
         self.model, self.geometry, self.support = model, geometry, support
         self.objective, self.data, self.config = objective, data, config
         self.progress = progress
@@ -202,23 +237,37 @@ class SupportTrainer:
         self.leaves = leaves if leaves is not None else SupportLeaves(geometry, support)
         self.leaves.enable()
         self.optimizer = torch.optim.AdamW(
-            self.leaves.params, lr=config.lr, betas=(config.beta1, config.beta2),
-            eps=config.eps, weight_decay=config.weight_decay, foreach=False,
+            self.leaves.params,
+            lr=config.lr,
+            betas=(config.beta1, config.beta2),
+            eps=config.eps,
+            weight_decay=config.weight_decay,
+            foreach=False,
         )
         if _optimizer_state:
             self._load_optimizer(_optimizer_state)
 
     @classmethod
-    def on(cls, model, leaves: TrainableLeaves, objective: Objective, data: UnlearningData, config: TrainConfig,
-           *, progress: bool = True) -> SupportTrainer:
+    def on(
+        cls,
+        model,
+        leaves: TrainableLeaves,
+        objective: Objective,
+        data: UnlearningData,
+        config: TrainConfig,
+        *,
+        progress: bool = True,
+    ) -> SupportTrainer:
         """A trainer over explicit leaves (e.g. a benchmark's own parameter interface)."""
         return cls(model, None, None, objective, data, config, progress=progress, leaves=leaves)
 
     @property
     def _slots(self):
         if not isinstance(self.leaves, SupportLeaves):
-            raise SpecError("checkpoints are taken of a support of the geometry; these leaves are "
-                            f"{type(self.leaves).__name__}")
+            raise SpecError(
+                "checkpoints are taken of a support of the geometry; these leaves are "
+                f"{type(self.leaves).__name__}"
+            )
         return self.leaves.slots
 
     # ---- one step -------------------------------------------------------------------------------
@@ -229,7 +278,9 @@ class SupportTrainer:
     def train_step(self) -> float:
         forget, retain, ref = self._batches(self.step)
         self.leaves.clear_grads()
-        with activation_checkpointing(self.model):  # recomputed in backward, where checkpointing is enabled
+        with activation_checkpointing(
+            self.model
+        ):  # recomputed in backward, where checkpointing is enabled
             loss = self.objective.loss(self.model, forget, retain, ref)
             value = float(loss.detach())
             if not torch.isfinite(loss):
@@ -250,9 +301,13 @@ class SupportTrainer:
         """Train up to step ``until`` (default T); returns the losses of these steps."""
         until = self.config.steps if until is None else until
         if until < self.step:
-            raise SpecError(f"cannot run until step {until}: trainer is already at step {self.step}")
+            raise SpecError(
+                f"cannot run until step {until}: trainer is already at step {self.step}"
+            )
         first = len(self.losses)
-        with tqdm(total=until - self.step, desc=desc, disable=not self.progress, leave=False) as bar:
+        with tqdm(
+            total=until - self.step, desc=desc, disable=not self.progress, leave=False
+        ) as bar:
             while self.step < until:
                 loss = self.train_step()
                 bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
@@ -275,16 +330,28 @@ class SupportTrainer:
         return Checkpoint(self.step, self.support.groups, editable, opt, capture_rng(), meta)
 
     @classmethod
-    def restore(cls, model, geometry: Geometry, ckpt: Checkpoint, objective: Objective,
-                data: UnlearningData, config: TrainConfig, support: Support | None = None,
-                *, progress: bool = True) -> SupportTrainer:
-        """Reinstate C_t into ``model`` and return a trainer continuing with ``support`` (default: C_t's).
+    def restore(
+        cls,
+        model,
+        geometry: Geometry,
+        ckpt: Checkpoint,
+        objective: Objective,
+        data: UnlearningData,
+        config: TrainConfig,
+        support: Support | None = None,
+        *,
+        progress: bool = True,
+    ) -> SupportTrainer:
+        """Reinstate C_t into ``model`` and return a trainer continuing with ``support`` (default:
+        C_t's).
 
         Coordinates that stay in the support keep their AdamW moments; coordinates entering it start
         with zero moments (the per-tensor step count is shared, as in torch's AdamW).
         """
         if ckpt.meta.get("config") not in (None, config.fingerprint()):
-            raise SpecError("checkpoint was taken under a different TrainConfig; continuing would not be exact")
+            raise SpecError(
+                "checkpoint was taken under a different TrainConfig; continuing would not be exact"
+            )
         missing = set(geometry.by_name) - set(ckpt.editable)
         if missing:
             raise SpecError(f"checkpoint lacks editable tensors {sorted(missing)[:3]}")
@@ -293,8 +360,17 @@ class SupportTrainer:
                 t.param.copy_(ckpt.editable[t.name])
         restore_rng(ckpt.rng)
         support = support if support is not None else Support.of(geometry, ckpt.support)
-        return cls(model, geometry, support, objective, data, config, progress=progress,
-                   _optimizer_state=ckpt.optimizer, _step=ckpt.step)
+        return cls(
+            model,
+            geometry,
+            support,
+            objective,
+            data,
+            config,
+            progress=progress,
+            _optimizer_state=ckpt.optimizer,
+            _step=ckpt.step,
+        )
 
     def _load_optimizer(self, state: dict[str, OptimizerSlot]) -> None:
         for t, i, leaf in self._slots:
@@ -309,7 +385,11 @@ class SupportTrainer:
             keep = (pos < len(old)) & (old[pos_c] == i)
             m[keep] = slot.exp_avg.to(m.device)[pos_c[keep]]
             v[keep] = slot.exp_avg_sq.to(v.device)[pos_c[keep]]
-            self.optimizer.state[leaf] = {"step": torch.tensor(slot.step), "exp_avg": m, "exp_avg_sq": v}
+            self.optimizer.state[leaf] = {
+                "step": torch.tensor(slot.step),
+                "exp_avg": m,
+                "exp_avg_sq": v,
+            }
 
 
 @dataclass(frozen=True)
@@ -320,42 +400,68 @@ class FinetuneConfig:
     lr: option(float, gt=0, le=1, doc="AdamW's peak learning rate") = 3e-3
     batch_size: option(int, ge=1, le=65_536, doc="rows per step") = 16
     weight_decay: option(float, ge=0, le=1, doc="AdamW's decoupled weight decay") = 0.0
-    warmup_frac: option(float, ge=0, lt=1, doc="share of the steps spent warming up linearly") = 0.05
+    warmup_frac: option(float, ge=0, lt=1, doc="share of the steps spent warming up linearly") = (
+        0.05
+    )
     seed: option(int, ge=0, le=2**63 - 1, doc="the seed of the batch order") = 0
 
 
-def finetune(model, data: TokenizedSet, config: FinetuneConfig, *, progress: bool = True,
-             desc: str = "fine-tune") -> list[float]:
-    """Train every parameter on mean-token answer NLL; linear warm-up then cosine decay. Returns losses."""
+def finetune(
+    model,
+    data: TokenizedSet,
+    config: FinetuneConfig,
+    *,
+    progress: bool = True,
+    desc: str = "fine-tune",
+) -> list[float]:
+    """Train every parameter on mean-token answer NLL; linear warm-up then cosine decay. Returns
+    losses."""
     import math
 
     steps = max(1, math.ceil(len(data) * config.epochs / config.batch_size))
-    batches = ((-1, batch_indices(len(data), config.batch_size, k, config.seed, stream=2)) for k in range(steps))
+    batches = (
+        (-1, batch_indices(len(data), config.batch_size, k, config.seed, stream=2))
+        for k in range(steps)
+    )
     return _fit(model, data, batches, steps, {}, config, progress, desc)
 
 
-NEUTRAL_BIT = 30   # neutral batches under unowned_frozen train as this pseudo-group (bits 0..29 are groups)
+NEUTRAL_BIT = (
+    30  # neutral batches under unowned_frozen train as this pseudo-group (bits 0..29 are groups)
+)
 
 
-def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: dict[str, torch.Tensor],
-                    config: FinetuneConfig, *, progress: bool = True, desc: str = "masked injection",
-                    group_dropout: float = 0.0, unowned_frozen: bool = False, dropout_seed: int = 1) -> list[float]:
-    """LACUNA's masked pretraining (upstream ``MaskedTrainer.training_step``): every micro-batch holds rows of
-    one group; a batch of group g >= 0 has each parameter's gradient multiplied by bit g of its mask (so
-    its facts reach only the scalars group g may change; a parameter without a mask entry gets none),
-    a neutral batch (group -1) updates every parameter. AdamW, linear warm-up then cosine decay.
+def masked_finetune(
+    model,
+    data: TokenizedSet,
+    row_groups: torch.Tensor,
+    masks: dict[str, torch.Tensor],
+    config: FinetuneConfig,
+    *,
+    progress: bool = True,
+    desc: str = "masked injection",
+    group_dropout: float = 0.0,
+    unowned_frozen: bool = False,
+    dropout_seed: int = 1,
+) -> list[float]:
+    """LACUNA's masked pretraining (upstream ``MaskedTrainer.training_step``): every micro-batch
+    holds rows of one group; a batch of group g >= 0 has each parameter's gradient multiplied by bit
+    g of its mask (so its facts reach only the scalars group g may change; a parameter without a
+    mask entry gets none), a neutral batch (group -1) updates every parameter. AdamW, linear warm-up
+    then cosine decay.
 
-    Exact: in a batch of group g, a scalar outside g's mask does not move at all -- neither through Adam's
-    momentum from earlier batches nor through weight decay -- and its moments are left as they were (upstream
-    only masks the gradient, so momentum and decay still move it).
+    Exact: in a batch of group g, a scalar outside g's mask does not move at all -- neither through
+    Adam's momentum from earlier batches nor through weight decay -- and its moments are left as
+    they were (upstream only masks the gradient, so momentum and decay still move it).
 
     Two options isolate the groups (off by default; docs/benchmarks.md, bench/lacuna_isolation.py):
 
-    * ``group_dropout`` p: in a batch of group g, each other group h's delta (its masked scalars minus their
-      values when injection started) is set back to those values with probability p for that step and put
-      back after it, so no group's facts can lean on another group's scalars (coins from ``dropout_seed``).
-    * ``unowned_frozen``: scalars outside every group's mask never move (neutral batches move only scalars
-      some group owns), so theta_0 = theta_pre + the sum of the groups' deltas exactly."""
+    * ``group_dropout`` p: in a batch of group g, each other group h's delta (its masked scalars
+      minus their values when injection started) is set back to those values with probability p for
+      that step and put back after it, so no group's facts can lean on another group's scalars
+      (coins from ``dropout_seed``).
+    * ``unowned_frozen``: scalars outside every group's mask never move (neutral batches move only
+      scalars some group owns), so theta_0 = theta_pre + the sum of the groups' deltas exactly."""
     if len(row_groups) != len(data):
         raise SpecError(f"one group per row: {len(row_groups)} groups for {len(data)} rows")
     if not 0.0 <= group_dropout < 1.0:
@@ -370,9 +476,11 @@ def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: 
         for grp in torch.unique(row_groups).tolist():
             idx = (row_groups == grp).nonzero().squeeze(1)
             idx = idx[torch.randperm(len(idx), generator=g)]
-            epoch += [(grp, idx[s:s + config.batch_size]) for s in range(0, len(idx), config.batch_size)]
+            epoch += [
+                (grp, idx[s : s + config.batch_size]) for s in range(0, len(idx), config.batch_size)
+            ]
         batches += [epoch[i] for i in torch.randperm(len(epoch), generator=g).tolist()]
-    if unowned_frozen:   # neutral batches become a pseudo-group whose bit marks every owned scalar
+    if unowned_frozen:  # neutral batches become a pseudo-group whose bit marks every owned scalar
         bit = torch.tensor(1 << NEUTRAL_BIT, dtype=torch.int32)
         masks = {n: torch.where(t != 0, t | bit, t) for n, t in masks.items()}
         batches = [(NEUTRAL_BIT if grp < 0 else grp, idx) for grp, idx in batches]
@@ -383,34 +491,39 @@ def masked_finetune(model, data: TokenizedSet, row_groups: torch.Tensor, masks: 
 
 
 def _with_group_dropout(model, batches, masks, n_groups: int, p: float, seed: int):
-    """``batches``, with each other group's delta dropped for the step of a group batch (``masked_finetune``).
-    The step cannot move a dropped scalar that only another group owns (``_fit`` keeps it and its moments), so
-    putting the delta back afterwards is exact."""
+    """``batches``, with each other group's delta dropped for the step of a group batch
+    (``masked_finetune``). The step cannot move a dropped scalar that only another group owns
+    (``_fit`` keeps it and its moments), so putting the delta back afterwards is exact."""
     named = dict(model.named_parameters())
     # per group h: (tensor, flat indices of the scalars h owns, their theta_pre values), found once
     owned = {h: [] for h in range(n_groups)}
     for n, t in masks.items():
         if n not in named:
             continue
-        flat_start = named[n].detach().reshape(-1).clone()   # theta_pre, where masks reach
+        flat_start = named[n].detach().reshape(-1).clone()  # theta_pre, where masks reach
         for h in range(n_groups):
             i = ((t & _group_bit(h)) != 0).reshape(-1).nonzero().squeeze(1)
             if i.numel():
                 owned[h].append((named[n], i, flat_start[i]))
     coin = torch.Generator().manual_seed(seed)
     for grp, idx in batches:
-        drop = [] if grp >= n_groups or grp < 0 else \
-            [h for h in range(n_groups) if h != grp and float(torch.rand(1, generator=coin)) < p]
+        drop = (
+            []
+            if grp >= n_groups or grp < 0
+            else [
+                h for h in range(n_groups) if h != grp and float(torch.rand(1, generator=coin)) < p
+            ]
+        )
         held = []
         with torch.no_grad():
-            for h in drop:   # in order, each group's current values held before it goes to theta_pre
+            for h in drop:  # in order, each group's current values held before it goes to theta_pre
                 for q, i, at_pre in owned[h]:
                     flat = q.detach().view(-1)
                     held.append((flat, i, flat.index_select(0, i)))
                     flat.index_copy_(0, i, at_pre)
         yield grp, idx
         with torch.no_grad():
-            for flat, i, v in held:   # put back in the order held
+            for flat, i, v in held:  # put back in the order held
                 flat.index_copy_(0, i, v)
 
 
@@ -419,10 +532,19 @@ def _group_bit(grp: int) -> torch.Tensor:
 
 
 @torch.enable_grad()
-def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.Tensor], config: FinetuneConfig,
-         progress: bool, desc: str) -> list[float]:
-    """The training loop both share: AdamW over every parameter, warm-up then cosine decay, gradient clipping
-    at 1; in a batch of group g >= 0 only the scalars g's masks allow (bit g) move (``masked_finetune``)."""
+def _fit(
+    model,
+    data: TokenizedSet,
+    batches,
+    steps: int,
+    masks: dict[str, torch.Tensor],
+    config: FinetuneConfig,
+    progress: bool,
+    desc: str,
+) -> list[float]:
+    """The training loop both share: AdamW over every parameter, warm-up then cosine decay, gradient
+    clipping at 1; in a batch of group g >= 0 only the scalars g's masks allow (bit g) move
+    (``masked_finetune``)."""
     from supportbench.unlearning.data import sequence_nll
 
     warm = max(1, int(steps * config.warmup_frac))
@@ -431,11 +553,15 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
     for p in params:
         p.requires_grad_(True)
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: schedules.warmup_cosine(k, steps, warm))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda k: schedules.warmup_cosine(k, steps, warm)
+    )
     model.train()
     losses = []
     group_plan: dict[int, list] = {}
-    saved: dict[str, dict[str, torch.Tensor]] = {}   # name -> reusable buffers for what must not move
+    saved: dict[
+        str, dict[str, torch.Tensor]
+    ] = {}  # name -> reusable buffers for what must not move
     with tqdm(batches, total=steps, desc=desc, disable=not progress, leave=False) as bar:
         for k, (grp, idx) in enumerate(bar):
             # what this batch may move (group batches), decoded once per group, not per step
@@ -453,9 +579,12 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
                 for name, sel, weight in plan:
                     p = named[name]
                     if p.grad is not None:
-                        p.grad.mul_(weight)   # the grad times its 0/1 mask (0. for a tensor g cannot move)
-                    # what must not move: its value and its optimizer moments, held whole and put back where
-                    # ``sel`` is off (exactly what a gather/scatter of those scalars would write)
+                        p.grad.mul_(
+                            weight
+                        )  # the grad times its 0/1 mask (0. for a tensor g cannot move)
+                    # what must not move: its value and its optimizer moments, held whole and put
+                    # back where ``sel`` is off (exactly what a gather/scatter of those scalars
+                    # would write)
                     st = opt.state.get(p, {})
                     buf = saved.setdefault(name, {})
                     held = [(m, _hold(buf, m, st[m])) for m in ("exp_avg", "exp_avg_sq") if m in st]
@@ -481,13 +610,14 @@ def _fit(model, data: TokenizedSet, batches, steps: int, masks: dict[str, torch.
 
 
 def _group_plan(named: dict, masks: dict[str, torch.Tensor], grp: int) -> list:
-    """(name, bool mask of the scalars a batch of ``grp`` may move or None if none, the gradient's 0/1 weight)
-    for every parameter that group ``grp`` cannot move entirely; a parameter it owns whole needs nothing."""
+    """(name, bool mask of the scalars a batch of ``grp`` may move or None if none, the gradient's
+    0/1 weight) for every parameter that group ``grp`` cannot move entirely; a parameter it owns
+    whole needs nothing."""
     plan = []
     for name, p in named.items():
         sel = None if masks.get(name) is None else ((masks[name] & _group_bit(grp)) != 0).view_as(p)
         if sel is not None and bool(sel.all()):
-            continue                       # x * 1. is x: the gradient and the step stand as they are
+            continue  # x * 1. is x: the gradient and the step stand as they are
         if sel is not None and not bool(sel.any()):
             sel = None
         plan.append((name, sel, 0.0 if sel is None else sel.to(p.dtype)))
