@@ -34,6 +34,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests bench examples
+	$(PY) -m ruff format --check src tests bench examples
 	$(VENV)/bin/lint-imports --config pyproject.toml
 
 # pytest exits 5 when it collects no test; make treats any non-zero exit as failure. The suite runs on every
