@@ -405,7 +405,8 @@ def _run_controlled(args) -> int:
     quantities beside them."""
     from supportbench.harness.controlled import run_controlled
     from supportbench.registry.store import connect
-    from supportbench.reports.tables import Context, controlled_locators, controlled_main
+    from supportbench.reports.console import controlled_text
+    from supportbench.reports.tables import Context
 
     frozen = {
         k: v for k, v in _parse_sets(args.set).items() if k in _DECIDED_BY_THE_CONTROLLED_DECISION
@@ -423,116 +424,28 @@ def _run_controlled(args) -> int:
 
     interfaces = BENCHMARKS.get(args.benchmark).INTERFACES
     args.method = interfaces[0]
-    one = run_spec(args)  # the first target's spec: what every target's run shares
+    one = run_spec(args)  # the template: what every target's run shares (its field, method: not)
     for m in interfaces:  # names and options before theta_0 is built (minutes), for each interface
         validate_spec(one.replace(method=m))
     done = run_controlled(
         args.results,
-        benchmark=one.benchmark,
-        objective=one.objective,
-        seed=one.seed,
-        split=one.split,
-        experiment=one.experiment,
-        budget=one.budget,
-        T=one.T,
-        model=one.model,
-        hyperparameters=dict(one.hyperparameters),
+        one,
         cache_dir=args.cache,
         force=args.force,
         device=args.device,
         reuse_stale=args.reuse_stale,
-        build=one.build,
     )
     con = connect(done.results.registry, read_only=True)
-    ctx = Context.from_registry(con, args.experiment)
-    q, loc = controlled_main(ctx), controlled_locators(ctx)
-    con.close()
+    try:  # what the report's controlled.md holds, rendered by the same code from the registry
+        text = controlled_text(Context.from_registry(con, args.experiment))
+    finally:
+        con.close()
     print(
         f"{done.runs} runs ({done.not_ok} not ok) -> "
         f"{done.results.runs}/, registry {done.results.registry}"
     )
-    dec = done.decision
-    print(
-        f"frozen controlled decision {dec['hash'][:12]} (frozen_at {dec['frozen_at']}, theta_0 "
-        f"{dec['theta0_hash'][:12]}), from calibration "
-        f"targets {', '.join(dec['calibration_targets'])}:"
-    )
-    print(
-        "  calibration AUROC per locator: "
-        + ", ".join(f"{k} {_fmt(v).strip()}" for k, v in dec["locator_aurocs"].items())
-    )
-    print(f"  primary locator: {dec['primary_locator']}")
-    for m, by_lr in dec["mean_J"].items():
-        print(
-            f"  {m}: lr {dec['lr'][m]:g}   (mean calibration J per lr: "
-            + ", ".join(f"{lr} {v:+.4f}" for lr, v in by_lr.items())
-            + ")"
-        )
-    print(
-        f"targets excluded from Table 1 (theta_0 recall < {q['recall_threshold']}): "
-        f"{q['n_excluded']}/{q['n_targets']}"
-        + (f": {', '.join(q['excluded'])}" if q["excluded"] else "")
-    )
-    for g in q.get("gates", []):
-        print(
-            f"  validity gate {g['gate']}: {'pass' if g['passed'] else 'FAIL'} "
-            f"({g['value']}; rule: {g['rule']})"
-        )
-    b = q["bounded"] or {}
-
-    def both(key, fmt):
-        return f"{fmt(b.get(key)):>22} {fmt(q[key]):>22}"
-
-    def ci(x):
-        return "" if x is None else f"[{x[0]:+.4f}, {x[1]:+.4f}]"
-
-    print(
-        f"  Table 1 (primary locator {q['primary_locator']}){'':<12} {'bounded J (primary)':>22} "
-        f"{'summed-NLL J':>22}"
-    )
-    for label, value in (
-        ("storage AUROC (learned targets)", _fmt(q["auroc"]).strip()),
-        ("storage AUROC, every final target", _fmt(q["auroc_all"]).strip()),
-        ("residualized storage AUROC", _fmt(q["resid_auroc"]).strip()),
-        ("correct within-pair storage direction", q["direction"]),
-    ):
-        print(f"  {label:<40} {value}")
-    print(f"  {'LoRA intervention wins':<40} " + both("lora_wins", lambda x: str(x)))
-    print(f"  {'storage/best-intervention agreement':<40} " + both("agree", lambda x: str(x)))
-    print(
-        f"  {'LoRA - backbone paired difference':<40} "
-        + both("diff", lambda x: "n/a" if x is None else f"{x:+.4f}")
-    )
-    print(f"  {'  95% t interval':<40} " + both("diff_ci", ci))
-    print(
-        f"  {'storage score / paired difference corr.':<40} "
-        + both("corr", lambda x: "undefined" if x is None else f"{x:+.4f}")
-    )
-    print(
-        f"  {'locator':<26} {'calib. AUROC':>12} {'AUROC, every':>13} {'AUROC':>8} "
-        f"{'resid. AUROC':>13} {'within-pair':>12}   (the last three: learned targets)"
-    )
-    for name, lq in loc["locators"].items():
-        mark = " (primary)" if name == loc["primary"] else ""
-        print(
-            f"  {name:<26} {_fmt(loc['calibration'].get(name)):>12} "
-            f"{_fmt(loc['every_target'].get(name)):>13} {_fmt(lq['auroc'])} "
-            f"{_fmt(lq['resid_auroc']):>13} {lq['direction']:>12}{mark}"
-        )
-    print(
-        "  covariate AUROC (label: injected through the "
-        "backbone; far from 0.5 = it encodes the label): "
-        + ", ".join(f"{k} {_fmt(v).strip()}" for k, v in loc["covariates"].items())
-    )
-    print(
-        f"  residualized on: {', '.join(loc['residualized_on']) or 'no covariate'} (only "
-        f"covariates whose own label AUROC is within 0.5 +- {loc['covariate_band']})"
-    )
+    print("\n".join(text))
     return 0 if not done.not_ok else 1
-
-
-def _fmt(x: float | None) -> str:
-    return f"{x:>8.5f}" if x is not None else f"{'n/a':>8}"
 
 
 def _cmd_calibrate(args) -> int:

@@ -309,6 +309,18 @@ def test_runs_and_table_from_the_registry(ctl, cache, tmp_path, capsys):
     for name in ctl.locator_scores:  # every locator's localization quantities
         assert any(line.split()[:1] == [name] for line in out.splitlines()), name
     assert "covariate AUROC" in out and "nuisance_nll" in out and "nuisance_tokens" not in out
+    # the command prints what the report renders from the registry: the same lines, one code path
+    from supportbench.registry.store import connect
+    from supportbench.reports.console import controlled_text
+    from supportbench.reports.report import report
+    from supportbench.reports.tables import Context
+
+    con = connect(ResultsDir(tmp_path).registry, read_only=True)
+    text = controlled_text(Context.from_registry(con, "ctl"))
+    con.close()
+    assert "\n".join(text) in out
+    report(ResultsDir(tmp_path).registry, tmp_path / "report", "ctl")
+    assert (tmp_path / "report" / "controlled.md").read_text().splitlines()[1:-1] == text
     recs = list(ResultsDir(tmp_path).records())
     assert {r.spec["field"] for r in recs} == set(
         ctl.targets

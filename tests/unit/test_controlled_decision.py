@@ -56,6 +56,32 @@ def test_an_edited_decision_no_longer_matches_its_hash(tmp_path):
         cd.verify_controlled({**dec, "primary_locator": "b"})
 
 
+def test_the_typed_decision_is_its_file_and_refuses_an_edit(tmp_path):
+    from supportbench.experiments.record import ControlledDecision
+
+    dec = _freeze(tmp_path)
+    text = (tmp_path / "res" / "decisions" / f"{dec['hash']}.json").read_text()
+    typed = ControlledDecision.from_dict(json.loads(text))
+    assert typed.to_dict() == json.loads(text) == dec  # the file's content, nothing lost
+    assert (typed.primary_locator, typed.lr, typed.hash) == ("a", dec["lr"], dec["hash"])
+    assert typed.label == dec["hash"][:12] and typed.extras == {}
+    extra = cd.freeze_controlled(
+        tmp_path / "other", **{k: dec[k] for k in cd.FROZEN_ITEMS if k != "kind"}, note="seen"
+    )
+    assert ControlledDecision.from_dict(extra).extras == {"note": "seen"}
+    with pytest.raises(DecisionError, match="content hash"):
+        ControlledDecision.from_dict({**dec, "lr": {"backbone": 0.1, "lora": 0.01}})
+    with pytest.raises(DecisionError, match="not a controlled decision"):
+        ControlledDecision.from_dict({**dec, "kind": "dirr"}, "d.json")
+    with pytest.raises(DecisionError, match="d.json: .*T"):
+        ControlledDecision.from_dict(_refrozen({**dec, "T": "two hundred"}), "d.json")
+
+
+def _refrozen(dec: dict) -> dict:
+    """``dec`` with its hash recomputed (a well-hashed decision whose item has the wrong type)."""
+    return {**dec, "hash": cd.decision_hash(dec)}
+
+
 def _now() -> str:
     from datetime import datetime
 

@@ -145,3 +145,69 @@ def test_locators_and_covariates_from_the_registry(tmp_path):
     assert got["residualized_on"] == ["nuisance_grad_norm"]
     main = controlled_main(ctx)
     assert main["resid_auroc"] == want["a"]["resid_auroc"] and main["auroc"] == want["a"]["auroc"]
+
+
+def test_the_text_of_table_1_is_read_from_the_registry(tmp_path):
+    """``controlled_text`` (what ``run --benchmark controlled`` prints and ``controlled.md`` holds)
+    shows the frozen decision the runs name and Table 1's quantities as ``controlled_main`` computes
+    them from the same registry."""
+    from datetime import UTC, datetime
+
+    from supportbench.experiments import controlled_decision as cd
+    from supportbench.registry import synthetic as syn
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+    from supportbench.reports.console import controlled_text
+    from supportbench.reports.tables import Context, controlled_main
+
+    dec = cd.freeze_controlled(
+        tmp_path / "res" / "decisions",
+        experiment="synthetic",
+        benchmark="controlled",
+        objective="npo",
+        model="tiny-llama",
+        T=200,
+        seed=0,
+        theta0_hash="f" * 16,
+        calibration_targets=["c00", "c01"],
+        locator_aurocs={"a": 1.0, "b": 0.5},
+        primary_locator="a",
+        lr_grid=list(cd.LR_GRID),
+        mean_J={"backbone": {"0.01": 1.0, "0.1": 0.5}, "lora": {"0.01": 2.0}},
+        lr={"backbone": 0.01, "lora": 0.01},
+        recall_threshold=cd.RECALL_THRESHOLD,
+        calibration_runs=[],
+    )
+    score, inj = [0.9, -0.2, 0.4, -0.7], [1, 0, 1, 0]
+    J = {"backbone": [0.1, 0.5, 0.2, 0.4], "lora": [0.6, 0.7, 0.1, 0.9]}
+    now = datetime.now(UTC).isoformat()
+    for k in range(4):
+        comps = {"storage_score": score[k], "locator:a": score[k], "locator:b": -score[k],
+                 "injected_backbone": float(inj[k]), "pair": float(k // 2)}  # fmt: skip
+        for m in ("backbone", "lora"):
+            syn.write(
+                tmp_path / "res",
+                syn.record(benchmark="controlled", field=f"t{k:02d}", method=m, J=J[m][k],
+                           components=comps, started_at=now,
+                           hyperparameters={"benchmark.decision": dec["hash"]}),
+            )  # fmt: skip
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, tmp_path / "res")
+    ctx = Context.from_registry(con)
+    text, q = controlled_text(ctx), controlled_main(ctx)
+    assert text[0] == (
+        f"frozen controlled decision {dec['hash'][:12]} (frozen_at {dec['frozen_at']}, theta_0 "
+        "ffffffffffff), from calibration targets c00, c01:"
+    )
+    assert text[1:5] == [
+        "  calibration AUROC per locator: a 1.00000, b 0.50000",
+        "  primary locator: a",
+        "  backbone: lr 0.01   (mean calibration J per lr: 0.01 +1.0000, 0.1 +0.5000)",
+        "  lora: lr 0.01   (mean calibration J per lr: 0.01 +2.0000)",
+    ]
+    assert q["decision"] == dec["hash"] and q["primary_locator"] == "a"
+    row = {line[:42].strip(): line[42:].split() for line in text if line.startswith("  ")}
+    assert row["storage/best-intervention agreement"][-1] == str(q["agree"])
+    assert row["LoRA intervention wins"][-1] == str(q["lora_wins"])
+    assert row["LoRA - backbone paired difference"][-1] == f"{q['diff']:+.4f}"
+    assert row["storage AUROC (learned targets)"] == [f"{q['auroc']:.5f}"]

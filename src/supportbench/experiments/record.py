@@ -184,6 +184,66 @@ class RunRecord(_Struct):
         return self.error.splitlines()[0] if self.error else None
 
 
+class ControlledDecision(_Struct):
+    """A frozen controlled decision (``experiments.controlled_decision``; paper §5.2), as its file
+    holds it: the primary locator and each interface's learning rate, frozen from the calibration
+    targets before any final run, with what they were frozen from. ``from_dict`` verifies the
+    content hash (a changed item is refused); ``to_dict`` is the file's content again, informational
+    items (``extras``: calibration settings, per-target J and recall, the claims' hash) included.
+    """
+
+    kind: str
+    experiment: str
+    benchmark: str
+    objective: str
+    model: str
+    T: int
+    seed: int
+    theta0_hash: str
+    calibration_targets: list[str]
+    locator_aurocs: dict[str, float | None]
+    primary_locator: str
+    lr_grid: list[float]
+    mean_J: dict[str, dict[str, float]]
+    lr: dict[str, float]
+    recall_threshold: float
+    calibration_runs: list[str]
+    frozen_at: str
+    hash: str
+    extras: dict[str, Any] = {}
+
+    @classmethod
+    def from_dict(cls, obj: Any, source: str = "controlled decision") -> ControlledDecision:
+        """The typed decision from a parsed file; ``DecisionError`` (naming ``source``) when it is
+        not a frozen controlled decision or an item no longer matches its hash."""
+        from supportbench.errors import DecisionError
+        from supportbench.experiments.controlled_decision import is_controlled, verify_controlled
+
+        if not isinstance(obj, dict) or not is_controlled(obj):
+            raise DecisionError(f"{source}: not a controlled decision (kind must be 'controlled')")
+        verify_controlled(obj, source)
+        names = set(cls.__struct_fields__) - {"extras"}
+        try:
+            return msgspec.convert(
+                {
+                    **{k: v for k, v in obj.items() if k in names},
+                    "extras": {k: v for k, v in obj.items() if k not in names},
+                },
+                cls,
+            )
+        except msgspec.ValidationError as exc:
+            raise DecisionError(f"{source}: {exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = msgspec.to_builtins(self, enc_hook=_builtin)
+        return {**d.pop("extras"), **d}
+
+    @property
+    def label(self) -> str:
+        """How a person reads which decision it is: 12 hex digits of its hash."""
+        return self.hash[:12]
+
+
 LEVELS = {"variant": VARIANTS, "split": SPLITS, "status": STATUSES}
 
 

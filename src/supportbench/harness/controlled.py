@@ -30,9 +30,9 @@ from supportbench.experiments.controlled_decision import (
     choose_primary,
     freeze_controlled,
     is_controlled,
-    verify_controlled,
 )
 from supportbench.experiments.decisions import runs_identity
+from supportbench.experiments.record import ControlledDecision
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
@@ -40,13 +40,16 @@ from supportbench.harness.runner import Runner
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
 
+# what a frozen decision sets in every final run (``apply_decision``), never a template's own
+DECIDED = ("benchmark.primary_locator", "benchmark.decision")
+
 
 @dataclass(frozen=True)
 class ControlledRuns:
     results: ResultsDir
     runs: int
     not_ok: int
-    decision: dict | None = None
+    decision: ControlledDecision | None = None
 
 
 def _options(hyperparameters: dict[str, Any]) -> dict[str, Any]:
@@ -55,60 +58,62 @@ def _options(hyperparameters: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _undecided(template: RunSpec) -> dict[str, Any]:
+    """The template's settings without what a decision sets (its primary locator and hash)."""
+    return {k: v for k, v in template.hyperparameters if k not in DECIDED}
+
+
+def _like(template: RunSpec, field: str, method: str, split: str, hp: dict[str, Any]) -> RunSpec:
+    """A run like ``template`` (its benchmark, objective, seed, experiment, budget, T, model and
+    theta_0 build) on ``field`` through ``method``."""
+    t = template
+    return RunSpec(
+        t.benchmark,
+        field,
+        t.objective,
+        method,
+        seed=t.seed,
+        split=split,
+        experiment=t.experiment,
+        budget=t.budget,
+        T=t.T,
+        model=t.model,
+        hyperparameters=hp,
+        build=t.build,
+    )
+
+
 def final_fields(cls, options: dict) -> tuple[str, ...]:
     cal = set(calibration_fields(cls, options))
     return tuple(f for f in cls.field_names(options) if f not in cal)
 
 
 def controlled_specs(
-    benchmark: str,
-    *,
-    objective: str,
-    seed: int,
-    split: str,
-    experiment: str,
-    budget: float,
-    T: int,
-    model: str,
-    hyperparameters: dict[str, Any],
-    decision: dict | None = None,
-    build: int = 0,
+    template: RunSpec, decision: ControlledDecision | None = None
 ) -> list[RunSpec]:
-    """One run per (final target, interface) of ``benchmark``'s declared interfaces; under a frozen
-    ``decision`` each interface's run takes its frozen lr and the frozen primary locator
-    (``apply_decision``)."""
-    cls = BENCHMARKS.get(benchmark)
+    """One run per (final target, interface) of the template's benchmark, like ``template`` (whose
+    own field and method are not used); under a frozen ``decision`` each interface's run takes its
+    frozen lr and the frozen primary locator (``apply_decision``)."""
+    cls = BENCHMARKS.get(template.benchmark)
     if not cls.INTERFACES:
-        raise SpecError(f"benchmark '{benchmark}' declares no interfaces to compare")
+        raise SpecError(f"benchmark '{template.benchmark}' declares no interfaces to compare")
+    hp = dict(template.hyperparameters)
     specs = [
-        RunSpec(
-            benchmark,
-            f,
-            objective,
-            m,
-            seed=seed,
-            split=split,
-            experiment=experiment,
-            budget=budget,
-            T=T,
-            model=model,
-            hyperparameters=hyperparameters,
-            build=build,
-        )
-        for f in final_fields(cls, _options(hyperparameters))
+        _like(template, f, m, template.split, hp)
+        for f in final_fields(cls, _options(hp))
         for m in cls.INTERFACES
     ]
     return [apply_decision(s, decision) for s in specs] if decision is not None else specs
 
 
-def apply_decision(spec: RunSpec, decision: dict) -> RunSpec:
+def apply_decision(spec: RunSpec, decision: ControlledDecision) -> RunSpec:
     """``spec`` with the frozen decision's lr for its interface, primary locator and hash (all in
     the run key)."""
     hp = {
         **dict(spec.hyperparameters),
-        "lr": decision["lr"][spec.method],
-        "benchmark.primary_locator": decision["primary_locator"],
-        "benchmark.decision": decision["hash"],
+        "lr": decision.lr[spec.method],
+        "benchmark.primary_locator": decision.primary_locator,
+        "benchmark.decision": decision.hash,
     }
     return RunSpec(
         spec.benchmark,
@@ -130,27 +135,21 @@ def apply_decision(spec: RunSpec, decision: dict) -> RunSpec:
     )
 
 
-def _settings(
-    benchmark, objective, seed, experiment, budget, T, model, hyperparameters, build=0
-) -> dict:
+def _settings(template: RunSpec) -> dict:
+    """The calibration's settings as the decision records them (informational)."""
+    t, hp = template, _undecided(template)
     return {
-        "experiment": experiment,
-        "benchmark": benchmark,
-        "objective": objective,
-        "model": model,
-        "T": T,
-        "seed": seed,
-        "budget": budget,
-        "build": build,
-        "options": {
-            k: v
-            for k, v in sorted(_options(hyperparameters).items())
-            if k not in ("primary_locator", "decision")
-        },
+        "experiment": t.experiment,
+        "benchmark": t.benchmark,
+        "objective": t.objective,
+        "model": t.model,
+        "T": t.T,
+        "seed": t.seed,
+        "budget": t.budget,
+        "build": t.build,
+        "options": dict(sorted(_options(hp).items())),
         "hyperparameters": {
-            k: v
-            for k, v in sorted(hyperparameters.items())
-            if k != "lr" and not k.startswith("benchmark.")
+            k: v for k, v in sorted(hp.items()) if k != "lr" and not k.startswith("benchmark.")
         },
     }
 
@@ -160,7 +159,7 @@ def existing_decision(
     calibration_runs: list[str],
     theta0_hash: str,
     claims_hash: str | None = None,
-) -> dict | None:
+) -> ControlledDecision | None:
     """A frozen controlled decision in ``<results>/decisions`` taken from exactly these calibration
     runs (run keys: every setting and the model's content; code fingerprints) on the same theta_0,
     under the same registered claims."""
@@ -172,55 +171,27 @@ def existing_decision(
             and dec.get("theta0_hash") == theta0_hash
             and dec.get("claims_hash") == claims_hash
         ):
-            verify_controlled(dec, source=f)
-            return dec
+            return ControlledDecision.from_dict(dec, source=str(f))
     return None
 
 
 def calibration_grid(
-    benchmark: str,
-    *,
-    objective: str,
-    seed: int,
-    experiment: str,
-    budget: float,
-    T: int,
-    model: str,
-    hyperparameters: dict[str, Any],
-    build: int = 0,
-    lr_grid: tuple[float, ...] = LR_GRID,
+    template: RunSpec, lr_grid: tuple[float, ...] = LR_GRID
 ) -> dict[tuple, RunSpec]:
     """The calibration runs a controlled decision is frozen from: every (interface, lr of the grid,
-    calibration target) of ``benchmark``'s theta_0 build ``build``, recorded in
-    ``<results>/calibration/controlled``."""
-    cls = BENCHMARKS.get(benchmark)
-    hp = {
-        k: v
-        for k, v in hyperparameters.items()
-        if k not in ("benchmark.primary_locator", "benchmark.decision")
-    }
+    calibration target) of the template's benchmark and theta_0 build, like ``template``, recorded
+    in ``<results>/calibration/controlled``."""
+    cls = BENCHMARKS.get(template.benchmark)
+    hp = _undecided(template)
     fields = calibration_fields(cls, _options(hp))
     if not fields:
         raise SpecError(
-            f"benchmark '{benchmark}' has no calibration targets "
+            f"benchmark '{template.benchmark}' has no calibration targets "
             "(benchmark.n_calibration_targets = 0): the primary locator and the learning rates "
             "cannot be frozen before the final runs"
         )
     return {
-        (m, lr, f): RunSpec(
-            benchmark,
-            f,
-            objective,
-            m,
-            seed=seed,
-            split="calibration",
-            experiment=experiment,
-            budget=budget,
-            T=T,
-            model=model,
-            hyperparameters={**hp, "lr": lr},
-            build=build,
-        )
+        (m, lr, f): _like(template, f, m, "calibration", {**hp, "lr": lr})
         for m in cls.INTERFACES
         for lr in lr_grid
         for f in fields
@@ -229,48 +200,22 @@ def calibration_grid(
 
 def freeze_controlled_decision(
     results_dir: str | Path,
+    template: RunSpec,
     *,
-    benchmark: str = "controlled",
-    objective: str,
-    seed: int,
-    experiment: str,
-    budget: float,
-    T: int,
-    model: str,
-    hyperparameters: dict[str, Any],
     cache_dir: str | None = None,
     device: str | None = "auto",
     force: bool = False,
     reuse_stale: bool = False,
     lr_grid: tuple[float, ...] = LR_GRID,
-    split: str = "final",
-    build: int = 0,
     claims_hash: str | None = None,
     progress: bool = False,
-) -> dict:
-    """The controlled decision (module docstring), frozen from the calibration targets, or the
-    existing one. The calibration runs that are recorded already (e.g. run by a sweep's executor)
-    are read, not rerun."""
-    del split  # the final runs' split: calibration runs are always split 'calibration'
-    cls = BENCHMARKS.get(benchmark)
-    grid = calibration_grid(
-        benchmark,
-        objective=objective,
-        seed=seed,
-        experiment=experiment,
-        budget=budget,
-        T=T,
-        model=model,
-        hyperparameters=hyperparameters,
-        build=build,
-        lr_grid=lr_grid,
-    )
+) -> ControlledDecision:
+    """The controlled decision (module docstring) for runs like ``template``, frozen from the
+    calibration targets, or the existing one. The calibration runs that are recorded already (e.g.
+    run by a sweep's executor) are read, not rerun."""
+    cls = BENCHMARKS.get(template.benchmark)
+    grid = calibration_grid(template, lr_grid)
     fields = tuple(dict.fromkeys(f for _, _, f in grid))
-    hp = {
-        k: v
-        for k, v in hyperparameters.items()
-        if k not in ("benchmark.primary_locator", "benchmark.decision")
-    }
     runner = Runner(
         ResultsDir(results_dir).controlled_calibration,
         cache_dir=cache_dir,
@@ -283,9 +228,8 @@ def freeze_controlled_decision(
     theta0_hash = runner.theta0_hash(first)
     bench = runner.benchmark(first)
 
-    def identity(
-        spec: RunSpec,
-    ) -> str:  # as the decision will record it: the record a run would reuse, if any
+    def identity(spec: RunSpec) -> str:
+        # as the decision will record it: the record a run would reuse, if any
         rec = runner.reusable(spec)
         fp = rec.fingerprint.hash if rec is not None and rec.fingerprint else fingerprint(spec).hash
         return f"{spec.run_key}:{fp}"
@@ -317,14 +261,15 @@ def freeze_controlled_decision(
         for m in cls.INTERFACES
     }
     lr = {m: choose_lr(mean_J[m]) for m in cls.INTERFACES}
-    return freeze_controlled(
+    t = template
+    frozen = freeze_controlled(
         ResultsDir(results_dir).decisions,
-        experiment=experiment,
-        benchmark=benchmark,
-        objective=objective,
-        model=model,
-        T=T,
-        seed=seed,
+        experiment=t.experiment,
+        benchmark=t.benchmark,
+        objective=t.objective,
+        model=t.model,
+        T=t.T,
+        seed=t.seed,
         theta0_hash=theta0_hash,
         calibration_targets=list(fields),
         locator_aurocs=aurocs,
@@ -334,35 +279,35 @@ def freeze_controlled_decision(
         lr=lr,
         recall_threshold=RECALL_THRESHOLD,
         calibration_runs=runs_identity(records),
-        settings=_settings(benchmark, objective, seed, experiment, budget, T, model, hp, build),
+        settings=_settings(template),
         calibration_J=per,
         calibration_recall={f: bench.recall.get(f) for f in fields},
         claims_hash=claims_hash,
     )
+    return ControlledDecision.from_dict(frozen)
 
 
 def run_controlled(
     results_dir: str | Path,
+    template: RunSpec,
     *,
-    benchmark: str = "controlled",
     cache_dir: str | None = None,
     force: bool = False,
     device: str | None = "auto",
     reuse_stale: bool = False,
-    **spec_items,
 ) -> ControlledRuns:
-    """Freeze (or reuse) the controlled decision, run every (final target, interface) under it, then
-    ingest the records and the decision into the results directory's registry."""
+    """Freeze (or reuse) the controlled decision for runs like ``template``, run every (final
+    target, interface) under it, then ingest the records and the decision into the results
+    directory's registry."""
     decision = freeze_controlled_decision(
         results_dir,
-        benchmark=benchmark,
+        template,
         cache_dir=cache_dir,
         device=device,
         reuse_stale=reuse_stale,
         progress=True,
-        **spec_items,
     )
-    specs = controlled_specs(benchmark, decision=decision, **spec_items)
+    specs = controlled_specs(template, decision)
     runner = Runner(
         results_dir, cache_dir=cache_dir, force=force, device=device, reuse_stale=reuse_stale
     )

@@ -318,21 +318,7 @@ def _controlled_calibration(final: list[RunSpec]) -> list[RunSpec]:
     (``harness.controlled``)."""
     from supportbench.harness.controlled import calibration_grid
 
-    return [
-        g
-        for s in _controlled_settings(final).values()
-        for g in calibration_grid(
-            s.benchmark,
-            objective=s.objective,
-            seed=s.seed,
-            experiment=s.experiment,
-            budget=s.budget,
-            T=s.T,
-            model=s.model,
-            hyperparameters=dict(s.hyperparameters),
-            build=s.build,
-        ).values()
-    ]
+    return [g for s in _controlled_settings(final).values() for g in calibration_grid(s).values()]
 
 
 def _freeze_controlled(sw: _Sweep, final: list[RunSpec]) -> list[RunSpec]:
@@ -344,22 +330,14 @@ def _freeze_controlled(sw: _Sweep, final: list[RunSpec]) -> list[RunSpec]:
     for key, s in _controlled_settings(final).items():
         decs[key] = freeze_controlled_decision(
             sw.results.root,
-            benchmark=s.benchmark,
-            objective=s.objective,
-            seed=s.seed,
-            build=s.build,
-            experiment=s.experiment,
-            budget=s.budget,
-            T=s.T,
-            model=s.model,
-            hyperparameters=dict(s.hyperparameters),
+            s,
             cache_dir=sw.cache_dir,
             reuse_stale=sw.reuse_stale,
             claims_hash=sw.claims_hash,
         )
         sw.summary.decisions[f"{s.benchmark}/{s.objective}/seed {s.seed}/build {s.build}"] = decs[
             key
-        ]["hash"]
+        ].hash
     out = []
     for s in final:
         hp = {k: v for k, v in s.hyperparameters if k != "lr"}

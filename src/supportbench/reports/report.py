@@ -13,6 +13,7 @@ from supportbench._io import write_text_atomic
 from supportbench.errors import RegistryError, ReportError
 from supportbench.registry.store import connect
 from supportbench.reports import ownership as own
+from supportbench.reports.console import controlled_text
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
 from supportbench.reports.latex import tex
@@ -290,6 +291,14 @@ def _write(
         md.append(
             f"| `{label}` | [tables/{file_name(label)}](tables/{file_name(label)}) | "
             f"{'rendered' if why is None else 'missing: ' + why} |"
+        )
+    if tables.get("tab:controlled-main") is None and "tab:controlled-main" in tables:
+        # Table 1 as text, as `supportbench run --benchmark controlled` prints it (one rendering)
+        lines = controlled_text(ctx)
+        write_text_atomic(out / "controlled.md", "\n".join(["```", *lines, "```", ""]))
+        md.append(
+            "\n[controlled.md](controlled.md): Table 1 and the frozen decisions behind it as text, "
+            "as `supportbench run --benchmark controlled` prints them."
         )
     md += ["\n## Figures\n", "| figure | files | status |", "|---|---|---|"]
     for name, why in figures.items():

@@ -23,6 +23,7 @@ from supportbench.experiments.controlled_decision import (
     construction_gates,
     residualization_covariates,
 )
+from supportbench.experiments.record import ControlledDecision
 from supportbench.reports import stats
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.stats import controlled_quantities, covariate_aurocs, locator_quantities
@@ -591,7 +592,7 @@ def _pair(per: pl.DataFrame):
     return per["pair"].to_numpy() if per["pair"].dtype != pl.Null else None
 
 
-def _controlled_decision(ctx: Context, per: pl.DataFrame) -> dict | None:
+def _controlled_decision(ctx: Context, per: pl.DataFrame) -> ControlledDecision | None:
     """The frozen controlled decision the runs follow (``benchmark.decision``); None when they name
     none. Runs that follow different decisions cannot share a table."""
     import json
@@ -616,17 +617,17 @@ def _controlled_decision(ctx: Context, per: pl.DataFrame) -> dict | None:
             f"the controlled runs follow decision {hashes[0][:12]}, which is not in the registry "
             "(ingest the results directory's decisions/)"
         )
-    return json.loads(row["content"][0])
+    return ControlledDecision.from_dict(json.loads(row["content"][0]), f"decision {hashes[0][:12]}")
 
 
 def _learned(
     ctx: Context, build: int
-) -> tuple[pl.DataFrame, list[str], list[str], dict | None, dict]:
+) -> tuple[pl.DataFrame, list[str], list[str], ControlledDecision | None, dict]:
     """The targets of one build Table 1 reads: theta_0 recall >= the frozen threshold
     (docs/benchmarks.md); the others are reported, never silently dropped."""
     per, nuis, locs = _controlled_targets(ctx, build)
     dec = _controlled_decision(ctx, per)
-    thr = float(dec["recall_threshold"]) if dec else RECALL_THRESHOLD
+    thr = float(dec.recall_threshold) if dec else RECALL_THRESHOLD
     excluded = (
         per.filter(pl.col("recall") < thr)["field"].to_list() if "recall" in per.columns else []
     )
@@ -728,7 +729,7 @@ def controlled_units(ctx: Context) -> pl.DataFrame:
     for b in controlled_builds(ctx):
         per, _, _, dec, learned = _learned(ctx, b)
         every = learned["every"]
-        primary = dec["primary_locator"] if dec else None
+        primary = dec.primary_locator if dec else None
         col = (
             f"locator:{primary}"
             if primary and f"locator:{primary}" in every.columns
@@ -767,7 +768,7 @@ def controlled_build(ctx: Context, build: int) -> dict:
     learned targets count (``_learned``). ``controlled_quantities`` computes the seven quantities,
     from the bounded J (primary) and from the summed-NLL J."""
     per, nuis, _, dec, learned = _learned(ctx, build)
-    primary = dec["primary_locator"] if dec else None
+    primary = dec.primary_locator if dec else None
     col = (
         f"locator:{primary}" if primary and f"locator:{primary}" in per.columns else "storage_score"
     )
@@ -806,9 +807,9 @@ def controlled_build(ctx: Context, build: int) -> dict:
         **learned,
         "bounded": bounded,
         "primary_locator": primary or "storage_score",
-        "decision": dec["hash"] if dec else None,
-        "lr": dec["lr"] if dec else None,
-        "calibration_aurocs": dec["locator_aurocs"] if dec else None,
+        "decision": dec.hash if dec else None,
+        "lr": dec.lr if dec else None,
+        "calibration_aurocs": dec.locator_aurocs if dec else None,
     }
 
 
@@ -832,7 +833,7 @@ def locators_of(ctx: Context, build: int) -> dict:
     scores = {c[len("locator:") :]: per[c].to_numpy() for c in locs}
     if not scores:
         raise Missing("the controlled runs carry no locator:<name> components")
-    cal = (dec or {}).get("locator_aurocs") or {}
+    cal = (dec.locator_aurocs if dec is not None else None) or {}
     return {
         "locators": locator_quantities(scores, y, _pair(per), X),
         "covariates": learned["covariates"],
@@ -846,7 +847,7 @@ def locators_of(ctx: Context, build: int) -> dict:
             )
             for name in sorted(scores)
         },
-        "primary": dec["primary_locator"] if dec else None,
+        "primary": dec.primary_locator if dec else None,
     }
 
 
