@@ -18,8 +18,9 @@ one_thread()
 import torch  # noqa: E402
 
 from supportbench.unlearning.data import tokenize_pairs  # noqa: E402
+from supportbench.unlearning.losses import reference_nll  # noqa: E402
 from supportbench.unlearning.models import build_model, train_tokenizer  # noqa: E402
-from supportbench.unlearning.objectives import get_objective, reference_nll  # noqa: E402
+from supportbench.unlearning.objectives import get_objective  # noqa: E402
 from supportbench.unlearning.support import discover_geometry, select  # noqa: E402
 from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData  # noqa: E402
 

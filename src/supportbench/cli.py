@@ -111,11 +111,17 @@ def _cmd_plan_memory(args) -> int:
 
 
 def _cmd_benchmarks(args) -> int:
-    from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS
-
     if args.options:
         from supportbench._options import declared
+        from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS
 
+        for n in BENCHMARKS.names():
+            fields = BENCHMARKS.get(n).field_names({})
+            shown = ", ".join(fields[:8]) + (
+                f", ... ({len(fields)} in all)" if len(fields) > 8 else ""
+            )
+            print(f"{n} fields (default options): {shown}")
+        print()
         _print_options(
             "benchmark",
             BENCHMARKS.names(),
@@ -124,20 +130,46 @@ def _cmd_benchmarks(args) -> int:
             },
         )
         return 0
+    rows = _benchmark_rows_light()
+    broken: dict[str, str] = {}
+    if rows is None:  # a plugin is installed, or a value needs code: import the benchmarks
+        from supportbench.benchmarks.base import BENCHMARKS
 
-    plugins = set(BENCHMARKS.plugins())
-    print(f"{'name':<16} {'default model':<14} {'default field':<16} {'interfaces':<16} fields")
-    for n in BENCHMARKS.names():
-        cls = BENCHMARKS.get(n)
-        fields = cls.field_names({})
-        shown = ", ".join(fields[:6]) + (f", ... ({len(fields)} in all)" if len(fields) > 6 else "")
-        print(
-            f"{n + (' (plugin)' if n in plugins else ''):<16} {cls.DEFAULT_MODEL:<14} "
-            f"{cls.DEFAULT_FIELD:<16} {', '.join(cls.INTERFACES) or '-':<16} {shown}"
-        )
-    for name, why in sorted(BENCHMARKS.broken.items()):
+        plugins = set(BENCHMARKS.plugins())
+        rows = [
+            (
+                n + (" (plugin)" if n in plugins else ""),
+                cls.DEFAULT_MODEL,
+                cls.DEFAULT_FIELD,
+                ", ".join(cls.INTERFACES) or "-",
+                f"{cls.__module__}:{cls.__qualname__}",
+            )
+            for n, cls in ((n, BENCHMARKS.get(n)) for n in BENCHMARKS.names())
+        ]
+        broken = BENCHMARKS.broken
+    print(f"{'name':<16} {'default model':<14} {'default field':<16} {'interfaces':<16} defined in")
+    for row in rows:
+        print(f"{row[0]:<16} {row[1]:<14} {row[2]:<16} {row[3]:<16} {row[4]}")
+    for name, why in sorted(broken.items()):
         print(f"{name} (plugin, not loaded): {why}")
+    print("\n(fields and options: supportbench benchmarks --options)")
     return 0
+
+
+def _benchmark_rows_light() -> list[tuple[str, ...]] | None:
+    """The built-in benchmarks' rows from the catalog (read from source, no torch); None when a
+    plugin is installed or a built-in's values cannot be read so."""
+    from supportbench import catalog
+
+    if catalog.plugins("benchmark"):
+        return None
+    rows = []
+    for name, entry in catalog.builtins("benchmark").items():
+        values = [entry.attrs.get(a) for a in ("DEFAULT_MODEL", "DEFAULT_FIELD", "INTERFACES")]
+        if any(v is None for v in values):
+            return None
+        rows.append((name, values[0], values[1], ", ".join(values[2]) or "-", entry.target))
+    return sorted(rows)
 
 
 def _cmd_objectives(args) -> int:
@@ -204,23 +236,20 @@ def _cmd_methods(args) -> int:
 
 
 def _method_rows_light() -> list[tuple[str, str, str]] | None:
-    """The built-in methods' names, default ``requires`` and provenance read from their source
-    files, without importing them (no torch); None when a plugin is installed or a built-in's values
-    cannot be read so."""
-    from importlib.metadata import entry_points
+    """The built-in methods' names, default ``requires`` and provenance from the catalog (read from
+    their source files, no torch); None when a plugin is installed (it is imported, so that one
+    that fails to load is reported) or a built-in's values cannot be read so."""
+    from supportbench import catalog
 
-    from supportbench._registry import declared_class_attrs, declared_names
-
-    if list(entry_points(group="supportbench.methods")):
+    if catalog.plugins("method"):
         return None
-    names = declared_names(
-        "supportbench.methods", "register_method", exclude=("base", "diagnostics")
-    )
-    req = declared_class_attrs("supportbench.methods", "register_method", "requires")
-    prov = declared_class_attrs("supportbench.methods", "register_method", "provenance")
-    if any(n not in req or n not in prov for n in names):
-        return None
-    return [(n, ", ".join(req[n]) or "-", prov[n] or "(no provenance given)") for n in names]
+    rows = []
+    for name, entry in catalog.builtins("method").items():
+        if "requires" not in entry.attrs or "provenance" not in entry.attrs:
+            return None
+        prov = entry.attrs["provenance"] or "(no provenance given)"
+        rows.append((name, ", ".join(entry.attrs["requires"]) or "-", prov))
+    return sorted(rows)
 
 
 def _requires_of(cls) -> tuple[str, ...]:
@@ -786,26 +815,23 @@ def _executor(args):
 
 
 def _check_names_light(spec) -> None:
-    """The dry run's name check, without importing torch: method names against the ones the method
-    files declare (read from their source) and installed plugins."""
-    from supportbench._registry import declared_class_attrs, declared_names, plugin_names
+    """The dry run's name check, without importing torch: method names against the catalog's
+    (built-ins read from their source, installed plugins by their entry points)."""
+    from supportbench import catalog
     from supportbench.errors import UnknownMethodError
 
-    known = set(
-        declared_names("supportbench.methods", "register_method", exclude=("base", "diagnostics"))
-    )
-    known |= set(plugin_names("supportbench.methods"))
+    known = set(catalog.entries("method"))
     # a benchmark with INTERFACES runs its own interventions, so those are its method names (read
-    # from the benchmark's source; a plugin benchmark, or one whose INTERFACES is not written as a
-    # constant, is imported)
-    interfaces = declared_class_attrs("supportbench.benchmarks", "register_benchmark", "INTERFACES")
+    # from the benchmark's source; a benchmark whose INTERFACES the catalog cannot read is imported)
+    benchmarks = catalog.entries("benchmark")
     for b in spec.benchmarks:
-        if b not in interfaces:
+        interfaces = benchmarks[b].attrs.get("INTERFACES") if b in benchmarks else None
+        if interfaces is None:
             from supportbench.benchmarks.base import BENCHMARKS
 
-            interfaces[b] = BENCHMARKS.get(b).INTERFACES
+            interfaces = BENCHMARKS.get(b).INTERFACES
         st = spec.settings(b)
-        allowed = set(interfaces[b]) or known
+        allowed = set(interfaces) or known
         for m in (*st["methods"], *st["dirr_methods"]):
             if m not in allowed:
                 raise UnknownMethodError("selection method", m, sorted(allowed))

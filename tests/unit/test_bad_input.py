@@ -288,10 +288,10 @@ def test_a_read_only_results_folder_is_refused(tmp_path, capsys):
 def test_the_light_interface_names_equal_the_registered_benchmarks():
     """The dry run reads each benchmark's INTERFACES from source; it must agree with the imported
     classes."""
-    from supportbench._registry import declared_class_attrs
+    from supportbench import catalog
     from supportbench.benchmarks.base import BENCHMARKS
 
-    light = declared_class_attrs("supportbench.benchmarks", "register_benchmark", "INTERFACES")
+    light = {n: e.attrs["INTERFACES"] for n, e in catalog.entries("benchmark").items()}
     assert light == {b: BENCHMARKS.get(b).INTERFACES for b in BENCHMARKS.names()}
 
 

@@ -73,7 +73,7 @@ def order(scores):
 
 
 def test_all_eleven_registered():
-    from supportbench.methods.base import PAPER_METHODS
+    from supportbench.catalog import PAPER_METHODS
 
     assert sorted(PAPER_METHODS) == ALL and set(ALL) <= set(list_methods())
 

@@ -6,7 +6,8 @@ import torch
 
 from supportbench.errors import UnknownObjectiveError
 from supportbench.unlearning.data import sequence_nll
-from supportbench.unlearning.objectives import get_objective, npo_forget_loss, simnpo_forget_loss
+from supportbench.unlearning.losses import npo_forget_loss, simnpo_forget_loss
+from supportbench.unlearning.objectives import get_objective
 
 
 def logsig(x):

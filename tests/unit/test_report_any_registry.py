@@ -314,13 +314,11 @@ def test_display_names_are_read_without_importing_torch_or_the_plugin(tmp_path):
 
 
 def test_every_builtin_method_declares_a_display_name():
-    from supportbench._registry import declared_class_attrs, declared_names
+    from supportbench import catalog
 
-    builtins = declared_names(
-        "supportbench.methods", "register_method", exclude=("base", "diagnostics")
-    )
-    shown = declared_class_attrs("supportbench.methods", "register_method", "display_name")
-    assert set(shown) == set(builtins) and all(isinstance(v, str) and v for v in shown.values())
+    builtins = catalog.builtins("method")
+    shown = {n: e.attrs.get("display_name") for n, e in builtins.items()}
+    assert all(isinstance(v, str) and v for v in shown.values()), shown
     assert names.method_display("not_a_method") == "not_a_method"  # the fallback: its name
 
 

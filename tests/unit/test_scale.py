@@ -7,8 +7,9 @@ import resource
 import pytest
 import torch
 
+from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import ARCH_CONFIGS, largest_batch, meta_model, plan_memory
-from supportbench.unlearning.objectives import get_objective, reference_nll
+from supportbench.unlearning.objectives import get_objective
 from supportbench.unlearning.support import Support, discover_geometry
 from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData
 

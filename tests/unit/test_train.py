@@ -3,7 +3,8 @@ import torch
 
 from supportbench.errors import DivergenceError
 from supportbench.unlearning.checkpoint import Checkpoint
-from supportbench.unlearning.objectives import get_objective, reference_nll
+from supportbench.unlearning.losses import reference_nll
+from supportbench.unlearning.objectives import get_objective
 from supportbench.unlearning.support import Support, discover_geometry
 from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData, batch_indices
 

@@ -51,9 +51,10 @@ from supportbench.harness.fingerprint import fingerprint
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores, get_method
 from supportbench.methods.diagnostics import Diagnostics
+from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import diagnostic_buffers
 from supportbench.unlearning.models import cpu_mode, resolve_device
-from supportbench.unlearning.objectives import get_objective, reference_nll
+from supportbench.unlearning.objectives import get_objective
 from supportbench.unlearning.support import select
 from supportbench.unlearning.train import (
     SupportTrainer,

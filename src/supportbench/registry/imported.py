@@ -62,14 +62,11 @@ COMPATIBLE = {"tofu": ("tofu", "natural_tofu")}
 
 
 def benchmark_names() -> list[str]:
-    """Registered benchmark names (built-ins read from source, plugins' entry-point names; nothing
-    imported)."""
-    from supportbench._registry import declared_names, plugin_names
+    """Registered benchmark names (the catalog: built-ins read from source, plugins' entry-point
+    names; nothing imported)."""
+    from supportbench import catalog
 
-    return sorted(
-        set(declared_names("supportbench.benchmarks", "register_benchmark", recursive=True))
-        | set(plugin_names("supportbench.benchmarks"))
-    )
+    return list(catalog.entries("benchmark"))
 
 
 def check_benchmark(given: str, inferred: str | None, fmt: str, source: Path) -> None:

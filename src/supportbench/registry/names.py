@@ -20,7 +20,6 @@ from supportbench._io import CONTROL  # the one definition of a name's forbidden
 from supportbench.errors import RegistryError
 
 KINDS = ("benchmark", "method", "objective")
-_GROUPS = {"benchmark": "supportbench.benchmarks", "method": "supportbench.methods"}
 _LOADED = {
     "benchmark": ("supportbench.benchmarks.base", "BENCHMARKS"),
     "method": ("supportbench.methods.base", "METHODS"),
@@ -40,56 +39,32 @@ def check_text(value, what: str, where: str) -> None:
 
 @functools.cache
 def _declared() -> dict[str, frozenset[str]]:
-    """Built-in names read from source (cached: the package's files do not change as it runs)."""
-    import ast
+    """Built-in names from the catalog (cached: the package's files do not change as it runs); a
+    benchmark's own interfaces count as method names (a controlled run's method)."""
+    from supportbench import catalog
 
-    from supportbench import _registry as reg
-
-    benchmarks = set(
-        reg.declared_names("supportbench.benchmarks", "register_benchmark", recursive=True)
-    )
-    methods = set(
-        reg.declared_names(
-            "supportbench.methods", "register_method", exclude=("base", "diagnostics")
-        )
-    )
-    interfaces = reg.declared_class_attrs(
-        "supportbench.benchmarks", "register_benchmark", "INTERFACES"
-    )
-    for itf in interfaces.values():
-        methods.update(itf or ())
-    objectives = set()
-    src = reg.module_source("supportbench.unlearning.objectives")
-    for node in ast.walk(reg.parse_source(src)) if src else ():  # OBJECTIVES.register("npo", ...)
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "register"
-            and getattr(node.func.value, "id", None) == "OBJECTIVES"
-            and node.args
-            and isinstance(node.args[0], ast.Constant)
-            and isinstance(node.args[0].value, str)
-        ):
-            objectives.add(node.args[0].value)
+    builtins = {kind: catalog.builtins(kind) for kind in KINDS}
+    methods = set(builtins["method"])
+    for entry in builtins["benchmark"].values():
+        methods.update(entry.attrs.get("INTERFACES") or ())
     return {
-        "benchmark": frozenset(benchmarks),
+        "benchmark": frozenset(builtins["benchmark"]),
         "method": frozenset(methods),
-        "objective": frozenset(objectives),
+        "objective": frozenset(builtins["objective"]),
     }
 
 
 def known(kind: str) -> set[str]:
     """Known ``kind`` ('benchmark', 'method', 'objective') names: built-ins, plugins, and the
     run-time registrations of registries this process has already imported (nothing is imported)."""
-    from supportbench._registry import plugin_class_attrs, plugin_names
+    from supportbench import catalog
 
-    names = set(_declared()[kind])
-    if kind in _GROUPS:
-        names |= set(plugin_names(_GROUPS[kind]))
+    names = set(_declared()[kind]) | set(catalog.plugins(kind))
     module, attr = _LOADED[kind]
     names |= set(getattr(getattr(sys.modules.get(module), attr, None), "_items", {}))
     if kind == "method":  # a benchmark's own interfaces: plugins' from source, loaded ones as are
-        for itf in plugin_class_attrs(_GROUPS["benchmark"], "INTERFACES").values():
+        for entry in catalog.plugins("benchmark").values():
+            itf = entry.attrs.get("INTERFACES")
             names.update(itf if isinstance(itf, tuple | list) else ())
         module, attr = _LOADED["benchmark"]
         for cls in getattr(getattr(sys.modules.get(module), attr, None), "_items", {}).values():

@@ -11,26 +11,17 @@ the tables do) when the registry holds no complete controlled experiment.
 
 from __future__ import annotations
 
-import json
-
-import polars as pl
-
 from supportbench.experiments.record import ControlledDecision
-from supportbench.reports.tables import Context, controlled_locators, controlled_main
+from supportbench.reports.tables import (
+    Context,
+    controlled_locators,
+    controlled_main,
+    decision_by_hash,
+)
 
 
 def _num(x: float | None) -> str:
     return f"{x:>8.5f}" if x is not None else f"{'n/a':>8}"
-
-
-def decision_in(ctx: Context, hash_: str | None) -> ControlledDecision | None:
-    """The frozen controlled decision with this hash, as the registry holds it (None: no hash)."""
-    if hash_ is None or ctx.decisions.is_empty():
-        return None
-    row = ctx.decisions.filter(pl.col("hash") == hash_)
-    if row.is_empty():
-        return None
-    return ControlledDecision.from_dict(json.loads(row["content"][0]), f"decision {hash_[:12]}")
 
 
 def decision_lines(dec: ControlledDecision) -> list[str]:
@@ -107,7 +98,7 @@ def _locator_lines(loc: dict) -> list[str]:
 def controlled_text(ctx: Context) -> list[str]:
     """Table 1 and the decision behind it, as lines of text (module docstring)."""
     q, loc = controlled_main(ctx), controlled_locators(ctx)
-    decisions = [decision_in(ctx, b["decision"]) for b in q["per_build"]]
+    decisions = [decision_by_hash(ctx, b["decision"]) for b in q["per_build"]]
     lines = [line for d in decisions if d is not None for line in decision_lines(d)]
     if len(lines) == 0:
         lines = ["the controlled runs name no frozen decision"]

@@ -18,19 +18,8 @@ from importlib import resources
 import numpy as np
 from jinja2 import Environment, StrictUndefined
 
-METHOD_NAMES = {
-    "random": "Random",
-    "activation": "Activation",
-    "wagle": "WAGLE",
-    "storage": "Storage",
-    "memflex": "MemFlex",
-    "fila": "FILA-relative Fisher",
-    "ap_mlp": "AP-MLP",
-    "grail": "GRAIL",
-    "activation_down": "Activation-Down",
-    "projected_causal": "Projected Causal",
-    "intervention_score": "Static-IV",
-}
+from supportbench.catalog import PAPER_METHODS
+
 FIELD_NAMES = {
     "Email_Address": "Email Address",
     "Phone_Number": "Phone Number",
@@ -179,7 +168,7 @@ def ci(r, digits=4) -> str:
 
 
 def method_name(m: str) -> str:
-    return tex(METHOD_NAMES.get(m, m))
+    return tex(PAPER_METHODS.get(m, m))
 
 
 def field_name(f: str) -> str:

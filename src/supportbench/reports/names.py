@@ -1,11 +1,11 @@
 """How reports name a method: the ``display_name`` its class declares, read without importing torch.
 
-Built-in methods are read from their source files (``_registry.declared_class_attrs``); a plugin
-method from the file its entry point names (``_registry.plugin_class_attrs``), never imported — a
-report must start fast and must not depend on a plugin's heavy imports. A method that declares no
-name, or whose value cannot be read from source, is shown under its registered name. Built-ins win
-over a plugin of the same name, as in the method registry. The paper's tables keep the names the
-paper fixes (``latex.METHOD_NAMES``: e.g. Static-IV); these names serve the per-method tables and
+The names come from the plugin catalog (``catalog.entries("method")``): built-in methods read from
+their source files, a plugin method from the file its entry point names, never imported -- a report
+must start fast and must not depend on a plugin's heavy imports. A method that declares no name, or
+whose value cannot be read from source, is shown under its registered name. Built-ins win over a
+plugin of the same name, as in the method registry. The paper's tables keep the names the paper
+fixes (``catalog.PAPER_METHODS``: e.g. Static-IV); these names serve the per-method tables and
 figures that describe the user's own experiment.
 """
 
@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from supportbench._registry import declared_class_attrs, plugin_class_attrs
+from supportbench import catalog
 
-METHOD_PACKAGE, DECORATOR, GROUP = "supportbench.methods", "register_method", "supportbench.methods"
 VARIANT_NAMES = {
     "dirr": "DIR-R"
 }  # a variant's suffix in an arm's name: "Intervention Score + DIR-R"
@@ -25,19 +24,11 @@ VARIANT_NAMES = {
 def display_names() -> dict[str, str]:
     """``{registered name: display name}`` of every method that declares a readable
     ``display_name``."""
-    names = {
-        k: v
-        for k, v in plugin_class_attrs(GROUP, "display_name").items()
-        if isinstance(v, str) and v
+    return {
+        name: entry.display_name
+        for name, entry in catalog.entries("method").items()
+        if entry.display_name != name
     }
-    names.update(
-        {
-            k: v
-            for k, v in declared_class_attrs(METHOD_PACKAGE, DECORATOR, "display_name").items()
-            if isinstance(v, str) and v
-        }
-    )
-    return names
 
 
 def method_display(method: str) -> str:

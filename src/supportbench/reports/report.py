@@ -292,7 +292,7 @@ def _write(
             f"| `{label}` | [tables/{file_name(label)}](tables/{file_name(label)}) | "
             f"{'rendered' if why is None else 'missing: ' + why} |"
         )
-    if tables.get("tab:controlled-main") is None and "tab:controlled-main" in tables:
+    if "tab:controlled-main" in tables and tables["tab:controlled-main"] is None:
         # Table 1 as text, as `supportbench run --benchmark controlled` prints it (one rendering)
         lines = controlled_text(ctx)
         write_text_atomic(out / "controlled.md", "\n".join(["```", *lines, "```", ""]))

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 from jinja2 import Environment
 
+from supportbench.catalog import BASELINES, MODERN
 from supportbench.experiments.controlled_decision import (
     COVARIATE_BAND,
     RECALL_THRESHOLD,
@@ -29,19 +30,6 @@ from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES, environment
 from supportbench.reports.stats import controlled_quantities, covariate_aurocs, locator_quantities
 
 DIRR_METHOD = "intervention_score"
-BASELINES = (
-    "random",
-    "activation",
-    "wagle",
-    "storage",
-    "memflex",
-    "fila",
-    "ap_mlp",
-    "grail",
-    "activation_down",
-    "projected_causal",
-)
-MODERN = ("fila", "ap_mlp", "grail", "activation_down", "projected_causal")
 BENCH = {"natural": "natural_tofu", "lacuna": "lacuna", "controlled": "controlled"}
 
 
@@ -595,8 +583,6 @@ def _pair(per: pl.DataFrame):
 def _controlled_decision(ctx: Context, per: pl.DataFrame) -> ControlledDecision | None:
     """The frozen controlled decision the runs follow (``benchmark.decision``); None when they name
     none. Runs that follow different decisions cannot share a table."""
-    import json
-
     if "decisions" not in per.columns:
         return None
     hashes = sorted({h for hs in per["decisions"].to_list() for h in (hs or []) if h is not None})
@@ -607,17 +593,26 @@ def _controlled_decision(ctx: Context, per: pl.DataFrame) -> ControlledDecision 
             f"the controlled runs follow {len(hashes)} different frozen decisions "
             f"({', '.join(h[:12] for h in hashes)}): run one experiment per decision"
         )
-    row = (
-        ctx.decisions.filter(pl.col("hash") == hashes[0])
-        if not ctx.decisions.is_empty()
-        else ctx.decisions
-    )
-    if row.is_empty():
+    dec = decision_by_hash(ctx, hashes[0])
+    if dec is None:
         raise Missing(
             f"the controlled runs follow decision {hashes[0][:12]}, which is not in the registry "
             "(ingest the results directory's decisions/)"
         )
-    return ControlledDecision.from_dict(json.loads(row["content"][0]), f"decision {hashes[0][:12]}")
+    return dec
+
+
+def decision_by_hash(ctx: Context, hash_: str | None) -> ControlledDecision | None:
+    """The frozen controlled decision with this hash as the registry holds it, verified
+    (``ControlledDecision.from_dict``); None when there is no hash or the registry lacks it."""
+    import json
+
+    if hash_ is None or ctx.decisions.is_empty():
+        return None
+    row = ctx.decisions.filter(pl.col("hash") == hash_)
+    if row.is_empty():
+        return None
+    return ControlledDecision.from_dict(json.loads(row["content"][0]), f"decision {hash_[:12]}")
 
 
 def _learned(

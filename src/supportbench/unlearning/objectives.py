@@ -10,35 +10,24 @@ SimNPO (Fan et al. 2024; open-unlearning ``simnpo.py``):
 GradDiff: gamma*(-NLL_forget) + alpha*NLL_retain, mean-token NLL, gamma = alpha = 1.
 GA:       -NLL_forget.
 Minimising each loss raises the forget NLL.
+
+This module holds the settings (declared once, with their ranges) and the registry, and imports no
+torch, so that objectives list and check fast; the formulas are in ``losses``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING
 
 from supportbench._options import allowed_list, check, declared, did_you_mean, option
 from supportbench._registry import Registry
 from supportbench.errors import SpecError, UnknownObjectiveError
-from supportbench.unlearning.data import TokenizedSet, sequence_nll
 
+if TYPE_CHECKING:  # the settings list and check without torch; the losses need it (``losses``)
+    import torch
 
-def npo_forget_loss(nll_sum: torch.Tensor, ref_nll_sum: torch.Tensor, beta: float) -> torch.Tensor:
-    """-(2/beta) * mean log sigmoid(beta * (nll - ref_nll)) over sequences."""
-    return -(2.0 / beta) * F.logsigmoid(beta * (nll_sum - ref_nll_sum)).mean()
-
-
-def simnpo_forget_loss(
-    nll_sum: torch.Tensor, n_tokens: torch.Tensor, beta: float, delta: float
-) -> torch.Tensor:
-    """-(2/beta) * mean log sigmoid(beta * (nll/|y| - delta)) over sequences."""
-    return -(2.0 / beta) * F.logsigmoid(beta * (nll_sum / n_tokens.clamp(min=1) - delta)).mean()
-
-
-def mean_token_nll(nll_sum: torch.Tensor, n_tokens: torch.Tensor) -> torch.Tensor:
-    return nll_sum.sum() / n_tokens.sum().clamp(min=1)
+    from supportbench.unlearning.data import TokenizedSet
 
 
 @dataclass(frozen=True)
@@ -71,6 +60,12 @@ class Objective:
         return self.retain_coef != 0.0
 
     def forget_term(self, nll_sum, n_tok, ref_nll=None) -> torch.Tensor:
+        from supportbench.unlearning.losses import (
+            mean_token_nll,
+            npo_forget_loss,
+            simnpo_forget_loss,
+        )
+
         if self.name == "npo":
             if ref_nll is None:
                 raise SpecError(
@@ -89,6 +84,9 @@ class Objective:
         retain: TokenizedSet | None = None,
         ref_nll: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        from supportbench.unlearning.data import sequence_nll
+        from supportbench.unlearning.losses import mean_token_nll
+
         nll, n = sequence_nll(model, forget)
         total = self.forget_coef * self.forget_term(nll, n, ref_nll)
         if self.uses_retain and retain is not None:
@@ -155,11 +153,3 @@ def get_objective(name: str, **overrides) -> Objective:
             )
         checked[k] = check(f"objective.{k}", v, allowed[k][0])
     return replace(base, **checked) if checked else base
-
-
-@torch.no_grad()
-def reference_nll(model, forget: TokenizedSet, batch_size: int = 64) -> torch.Tensor:
-    """NPO's reference: summed answer NLL at theta_0 for every forget sequence, computed once."""
-    from supportbench.unlearning.data import dataset_nll
-
-    return dataset_nll(model, forget, batch_size)[0]

@@ -1,0 +1,102 @@
+"""The plugin catalog names every method, benchmark and objective as the imported registries do,
+reads constant class attributes from source without running them, and keeps the listings free of
+torch."""
+
+import subprocess
+import sys
+import textwrap
+from importlib import import_module
+
+import pytest
+
+from supportbench import catalog
+from supportbench.benchmarks.base import BENCHMARKS
+from supportbench.methods.base import METHODS
+from supportbench.unlearning.objectives import OBJECTIVES
+
+REGISTRIES = {"method": METHODS, "benchmark": BENCHMARKS, "objective": OBJECTIVES}
+
+
+def resolve(target: str):
+    module, _, name = target.partition(":")
+    return getattr(import_module(module), name)
+
+
+@pytest.mark.parametrize("kind", ["method", "benchmark", "objective"])
+def test_the_catalog_names_what_the_registry_imports(kind):
+    registry = REGISTRIES[kind]
+    entries = catalog.entries(kind)
+    assert list(entries) == registry.names()
+    for name, entry in entries.items():
+        target = resolve(entry.target)
+        if kind == "objective":  # instances registered by a call: the target is the registry
+            assert target is registry and target.get(name).name == name
+            continue
+        cls = registry.get(name)
+        assert target is cls, (name, entry.target)
+        # every attribute the kind declares is read, with the class's own value
+        assert set(entry.attrs) == set(catalog.KINDS[kind].attrs), (name, entry.attrs)
+        for attr, value in entry.attrs.items():
+            assert value == getattr(cls, attr), (name, attr)
+
+
+def test_the_paper_methods_are_the_registered_built_ins():
+    assert set(catalog.PAPER_METHODS) == set(catalog.builtins("method"))
+    assert catalog.BASELINES == tuple(catalog.PAPER_METHODS)[1:] and len(catalog.BASELINES) == 10
+    assert "intervention_score" not in catalog.BASELINES
+    assert set(catalog.MODERN) < set(catalog.BASELINES)
+
+
+def test_constant_expressions_are_read_and_code_is_not(tmp_path, monkeypatch):
+    (tmp_path / "consts_mod.py").write_text('MODELS = {"a": "model-a"}\nNAMES = ("x", "y")\n')
+    (tmp_path / "plug.py").write_text(
+        textwrap.dedent("""
+        from consts_mod import MODELS
+        import consts_mod as unused
+        from consts_mod import NAMES as N
+        KIND = "k"
+        LOOP = LOOP
+
+        @register_thing("first")
+        class First:
+            A = MODELS["a"]
+            B = N
+            C = f"{KIND}-{N[1]}"
+            D = len(N)          # a call: needs code
+            E = LOOP            # refers to itself
+            F = MODELS["nope"]  # no such key
+
+        @register_thing("second")
+        class Second(First):
+            C = ["own", 1.5, None]
+        """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = catalog.SourceFile(tmp_path / "plug.py")
+    attrs = source.class_attrs(("A", "B", "C", "D", "E", "F"))
+    assert attrs["First"] == {"A": "model-a", "B": ("x", "y"), "C": "k-y"}
+    # a subclass inherits what it does not set
+    assert attrs["Second"] == {"A": "model-a", "B": ("x", "y"), "C": ["own", 1.5, None]}
+    assert source.registered_classes("register_thing") == [("first", "First"), ("second", "Second")]
+
+
+def test_a_syntax_error_in_a_dropped_file_names_the_file_and_line(tmp_path):
+    from supportbench.errors import PluginError
+
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\ndef f(:\n")
+    with pytest.raises(PluginError, match=r"bad\.py, line 2: syntax error"):
+        catalog.SourceFile(bad)
+
+
+def test_listings_import_no_torch():
+    """benchmarks, objectives and methods list from source: torch is never imported."""
+    code = textwrap.dedent("""
+        import contextlib, io, sys
+        from supportbench.cli import main
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            codes = [main([c]) for c in ("benchmarks", "objectives", "methods")]
+        print(codes, "torch" in sys.modules, "tiny-qwen2" in out.getvalue())
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.split() == ["[0,", "0,", "0]", "False", "True"], r.stdout + r.stderr
