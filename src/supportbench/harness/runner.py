@@ -48,6 +48,7 @@ from supportbench.experiments.record import (
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
+from supportbench.harness.resolve import resolve
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores, get_method
 from supportbench.methods.diagnostics import Diagnostics
@@ -350,8 +351,9 @@ class Runner:
         self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False
     ) -> RunResult:
         """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc
-        completion. An invalid spec raises before anything is recorded (``harness.validate``)."""
-        validate_spec(spec)
+        completion. An invalid spec raises before anything is recorded (``harness.resolve``,
+        ``harness.validate``)."""
+        validate_spec(resolve(spec))
         if (
             spec.variant == "dirr"
             and spec.split != "calibration"
