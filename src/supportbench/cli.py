@@ -449,13 +449,14 @@ def _run_controlled(args) -> int:
             + " (docs/benchmarks.md, 'Frozen before the final runs'): leave it out"
         )
     from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.harness.resolve import resolve
     from supportbench.harness.validate import validate_spec
 
     interfaces = BENCHMARKS.get(args.benchmark).INTERFACES
     args.method = interfaces[0]
     one = run_spec(args)  # the template: what every target's run shares (its field, method: not)
     for m in interfaces:  # names and options before theta_0 is built (minutes), for each interface
-        validate_spec(one.replace(method=m))
+        validate_spec(resolve(one.replace(method=m)))
     done = run_controlled(
         args.results,
         one,

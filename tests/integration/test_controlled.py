@@ -459,8 +459,8 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_
 
     from supportbench.harness import controlled, fingerprint, runner
 
-    def edited(spec):
-        fp = fingerprint.fingerprint(spec)
+    def edited(resolved):
+        fp = fingerprint.fingerprint(resolved)
         return msgspec.structs.replace(fp, hash=fp.hash[::-1])
 
     mp = pytest.MonkeyPatch()

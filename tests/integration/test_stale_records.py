@@ -10,6 +10,7 @@ import pytest
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
+from supportbench.harness.resolve import resolve
 from supportbench.harness.runner import Runner
 from supportbench.methods.base import METHODS, MethodBase, register_method
 
@@ -42,14 +43,14 @@ def test_changed_default_reruns_unless_stale_reuse_is_asked(tofu, cache, tmp_pat
 
     scaled_norm.__dataclass_fields__["power"].default = 2.0  # the method's default changes
     scaled_norm.__init__.__defaults__ = (2.0,)
-    assert fingerprint(spec).hash != first.fingerprint.hash
+    assert fingerprint(resolve(spec)).hash != first.fingerprint.hash
     kept, skipped = Runner(tmp_path, cache_dir=cache, progress=False, reuse_stale=True).run(spec)
     assert skipped and kept.fingerprint.hash == first.fingerprint.hash
     again, skipped = Runner(tmp_path, cache_dir=cache, progress=False).run(spec)
     assert not skipped
     assert again.fingerprint.method["hyperparameters"] == {"power": 2.0}
     stored = json.loads(ResultsDir(tmp_path).record(spec.run_key).read_text())
-    assert stored["fingerprint"]["hash"] == fingerprint(spec).hash
+    assert stored["fingerprint"]["hash"] == fingerprint(resolve(spec)).hash
 
 
 def test_failed_record_is_retried(tofu, cache, tmp_path):
@@ -62,7 +63,7 @@ def test_failed_record_is_retried(tofu, cache, tmp_path):
                 "run_key": spec.run_key,
                 "status": "failed",
                 "error": "boom",
-                "fingerprint": fingerprint(spec).to_dict(),
+                "fingerprint": fingerprint(resolve(spec)).to_dict(),
             }
         )
     )

@@ -42,7 +42,7 @@ def test_the_catalog_names_what_the_registry_imports(kind):
 
 def test_the_paper_methods_are_the_registered_built_ins():
     assert set(catalog.PAPER_METHODS) == set(catalog.builtins("method"))
-    assert catalog.BASELINES == tuple(catalog.PAPER_METHODS)[1:] and len(catalog.BASELINES) == 10
+    assert tuple(catalog.PAPER_METHODS)[1:] == catalog.BASELINES and len(catalog.BASELINES) == 10
     assert "intervention_score" not in catalog.BASELINES
     assert set(catalog.MODERN) < set(catalog.BASELINES)
 

@@ -19,6 +19,7 @@ REGENERATE = (
 
 def test_docs_findings_was_generated_by_this_trees_code():
     from supportbench.harness.fingerprint import fingerprint
+    from supportbench.harness.resolve import resolve
 
     stamp = read_stamp(DOC.read_text(encoding="utf-8"))
     assert stamp is not None, f"docs/findings.md has no provenance stamp; {REGENERATE}"
@@ -26,7 +27,7 @@ def test_docs_findings_was_generated_by_this_trees_code():
         f"the reports code changed since; {REGENERATE}"
     )
     spec = ExperimentSpec.from_toml("mini-paper")
-    want = sorted({fingerprint(s).hash for s in spec.all_runs()})
+    want = sorted({fingerprint(resolve(s)).hash for s in spec.all_runs()})
     assert stamp["fingerprints"] == want, (
         f"the code behind the demo's runs changed since; {REGENERATE}"
     )

@@ -275,9 +275,10 @@ def _reusable_in(src: Path, results: Path, spec: RunSpec) -> str:
         import supportbench, sys
         assert supportbench.__file__.startswith({str(src)!r}), supportbench.__file__
         from supportbench.experiments.spec import RunSpec
+        from supportbench.harness.resolve import resolve
         from supportbench.harness.runner import Runner
         spec = RunSpec.from_dict({spec.canonical_full()!r})
-        rec = Runner({str(results)!r}, progress=False, device="cpu").reusable(spec)
+        rec = Runner({str(results)!r}, progress=False, device="cpu").reusable(resolve(spec))
         print("reused" if rec is not None else "stale")
     """)
     env = {**os.environ, "PYTHONPATH": str(src)}
@@ -313,6 +314,7 @@ def test_editing_the_code_that_trains_or_evaluates_makes_records_stale(tmp_path,
     from supportbench.experiments.record import Compute, Outcome, Provenance, RunRecord
     from supportbench.experiments.results import ResultsDir
     from supportbench.harness.fingerprint import fingerprint
+    from supportbench.harness.resolve import resolve
 
     spec = RunSpec("tofu", "forget10", "npo", "wagle", T=2)
     results = ResultsDir(tmp_path / "res")
@@ -322,7 +324,7 @@ def test_editing_the_code_that_trains_or_evaluates_makes_records_stale(tmp_path,
             spec=spec.canonical(),
             status="ok",
             outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0),
-            fingerprint=fingerprint(spec),
+            fingerprint=fingerprint(resolve(spec)),
             compute=Compute(),
             provenance=Provenance(
                 supportbench="-", git="-", torch="-", transformers="-", started_at="-"

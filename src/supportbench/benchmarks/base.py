@@ -126,7 +126,7 @@ class Benchmark(Protocol):
         """Read what a run of these options needs from disk -- data files, model folders -- and
         refuse (a ``SupportbenchError`` naming the file and what is wrong) what is missing, empty or
         truncated, or a combination the run could not finish (``settings``: the run's resolved
-        settings, e.g. eval_full); before any model is built (``harness.validate``). A benchmark
+        settings, e.g. eval_full); before any model is built (``harness.resolve``). A benchmark
         that reads nothing checks nothing."""
         ...
 

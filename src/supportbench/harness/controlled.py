@@ -36,6 +36,7 @@ from supportbench.experiments.record import ControlledDecision
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
+from supportbench.harness.resolve import resolve
 from supportbench.harness.runner import Runner
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
@@ -213,7 +214,6 @@ def freeze_controlled_decision(
     """The controlled decision (module docstring) for runs like ``template``, frozen from the
     calibration targets, or the existing one. The calibration runs that are recorded already (e.g.
     run by a sweep's executor) are read, not rerun."""
-    cls = BENCHMARKS.get(template.benchmark)
     grid = calibration_grid(template, lr_grid)
     fields = tuple(dict.fromkeys(f for _, _, f in grid))
     runner = Runner(
@@ -227,11 +227,17 @@ def freeze_controlled_decision(
     first = next(iter(grid.values()))
     theta0_hash = runner.theta0_hash(first)
     bench = runner.benchmark(first)
+    interfaces = type(bench).INTERFACES  # the registered class the runner built it from
 
     def identity(spec: RunSpec) -> str:
         # as the decision will record it: the record a run would reuse, if any
-        rec = runner.reusable(spec)
-        fp = rec.fingerprint.hash if rec is not None and rec.fingerprint else fingerprint(spec).hash
+        resolved = resolve(spec, read_inputs=False)
+        rec = runner.reusable(resolved)
+        fp = (
+            rec.fingerprint.hash
+            if rec is not None and rec.fingerprint
+            else fingerprint(resolved).hash
+        )
         return f"{spec.run_key}:{fp}"
 
     current = sorted(identity(s) for s in grid.values())
@@ -240,7 +246,7 @@ def freeze_controlled_decision(
         return old
     aurocs = bench.calibration_aurocs()
     per: dict[str, dict[str, dict[str, float]]] = {
-        m: {repr(lr): {} for lr in lr_grid} for m in cls.INTERFACES
+        m: {repr(lr): {} for lr in lr_grid} for m in interfaces
     }
     records = []
     for (m, lr, f), spec in tqdm(
@@ -258,9 +264,9 @@ def freeze_controlled_decision(
             for lr, js in per[m].items()
             if len(js) == len(fields)
         }
-        for m in cls.INTERFACES
+        for m in interfaces
     }
-    lr = {m: choose_lr(mean_J[m]) for m in cls.INTERFACES}
+    lr = {m: choose_lr(mean_J[m]) for m in interfaces}
     t = template
     frozen = freeze_controlled(
         ResultsDir(results_dir).decisions,

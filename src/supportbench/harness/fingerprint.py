@@ -30,12 +30,9 @@ import json
 import sys
 from pathlib import Path
 
-from supportbench.benchmarks.base import BENCHMARKS
 from supportbench.experiments.identity import source_hash
 from supportbench.experiments.record import Fingerprint
-from supportbench.experiments.spec import RunSpec
-from supportbench.methods.base import get_method
-from supportbench.unlearning.objectives import get_objective
+from supportbench.harness.resolve import ResolvedRun
 
 
 def _module_file(obj) -> Path | str:
@@ -56,20 +53,20 @@ def _jsonable(x):
     return json.loads(json.dumps(x, sort_keys=True, default=str))
 
 
-def fingerprint(spec: RunSpec) -> Fingerprint:
-    """The fingerprint of the code that runs ``spec``; ``hash`` summarises the rest."""
-    objective = get_objective(spec.objective, **spec.prefixed("objective."))
-    bench_cls = BENCHMARKS.get(spec.benchmark)
+def fingerprint(resolved: ResolvedRun) -> Fingerprint:
+    """The fingerprint of the code that runs the resolved run (its objective, benchmark class and
+    method as ``resolve`` built them); ``hash`` summarises the rest."""
+    spec, objective, bench_cls = resolved.spec, resolved.objective, resolved.benchmark_cls
     bench_files = (
         _package_dir(bench_cls),
         "benchmarks/base.py",
         "benchmarks/evaluators.py",
         *(("experiments/controlled_decision.py",) if bench_cls.INTERFACES else ()),
     )
-    if spec.method in bench_cls.INTERFACES:  # an intervention the benchmark defines itself
+    if resolved.interface:  # an intervention the benchmark defines itself
         method_fp = {"interface": spec.method, "source": source_hash(*bench_files)}
     else:
-        method = get_method(spec.method, **spec.prefixed("method."))
+        method = resolved.method
         method_fp = {
             "hyperparameters": _jsonable(getattr(method, "hyperparameters", {})),
             "requires": list(getattr(method, "requires", ())),

@@ -48,13 +48,13 @@ from supportbench.experiments.record import (
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
+from supportbench.harness.resolve import ResolvedRun, resolve
 from supportbench.harness.validate import validate_spec
-from supportbench.methods.base import compute_scores, get_method
+from supportbench.methods.base import compute_scores
 from supportbench.methods.diagnostics import Diagnostics
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import diagnostic_buffers
 from supportbench.unlearning.models import cpu_mode, resolve_device
-from supportbench.unlearning.objectives import get_objective
 from supportbench.unlearning.support import select
 from supportbench.unlearning.train import (
     SupportTrainer,
@@ -137,7 +137,7 @@ class Runner:
         self._diag_key = None
         self._diag = None
         self._planned: dict[tuple, set[str]] = {}
-        self._planned_methods: dict[tuple, dict[tuple, RunSpec]] = {}
+        self._planned_methods: dict[tuple, dict[tuple, ResolvedRun]] = {}
         self._scores_cell = None  # the cell whose methods' scores are cached (``scores``)
         self._scores: dict[tuple, torch.Tensor] = {}
         self._scores_geometry = None
@@ -226,49 +226,43 @@ class Runner:
 
     def plan(self, specs) -> None:
         """Announce the runs that come next: each cell's Diagnostics then computes the union of what
-        their methods read in one fused pass. Runs already recorded are left out; unknown methods
-        fail in ``run``."""
+        their methods read in one fused pass, and the first run of a cell scores every announced
+        method with the instance resolved here. Runs already recorded, and runs of a benchmark's own
+        interfaces, are left out; a spec that does not resolve fails in ``run``."""
         self._planned, self._planned_methods = {}, {}
         for spec in specs:
-            if self.reusable(spec) is not None:
-                continue
             try:
-                requires = get_method(spec.method, **spec.prefixed("method.")).requires
+                resolved = resolve(spec, read_inputs=False)
             except SupportbenchError:
                 continue
-            self._planned.setdefault(self._cell(spec), set()).update(requires)
-            self._planned_methods.setdefault(self._cell(spec), {})[self._method_key(spec)] = spec
+            if resolved.interface or self.reusable(resolved) is not None:
+                continue
+            cell = self._cell(spec)
+            self._planned.setdefault(cell, set()).update(resolved.method.requires)
+            self._planned_methods.setdefault(cell, {})[self._method_key(spec)] = resolved
 
     @staticmethod
     def _method_key(spec: RunSpec) -> tuple:
         return spec.method, json.dumps(spec.prefixed("method."), sort_keys=True)
 
-    def scores(self, spec: RunSpec, model, roles):
+    def scores(self, resolved: ResolvedRun, model, roles):
         """(scores, geometry) of the run's method at theta_0. The first run of a cell computes the
         cell's Diagnostics and, from them, the scores of every method announced for the cell
         (``plan``); then the Diagnostics are dropped, so their full-size buffers (7 GiB each at 8B)
         are not held through training. Every method's scores come from the same buffers whichever
         run of the cell comes first."""
+        spec = resolved.spec
         cell = self._cell(spec)
         if cell != self._scores_cell:
             self._scores_cell, self._scores, self._scores_geometry = cell, {}, None
         key = self._method_key(spec)
         if key not in self._scores:
-            diag = self.diagnostics(spec, model, roles)
-            todo = [spec] + [
-                o
+            diag = self.diagnostics(resolved, model, roles)
+            methods = [(key, resolved.method)] + [
+                (k, o.method)
                 for k, o in self._planned_methods.get(cell, {}).items()
                 if k not in self._scores and k != key
             ]
-            methods = []
-            for o in todo:
-                try:
-                    methods.append(
-                        (self._method_key(o), get_method(o.method, **o.prefixed("method.")))
-                    )
-                except SupportbenchError:
-                    if o is spec:
-                        raise
             for i, (k, method) in enumerate(methods):
                 try:
                     self._scores[k] = compute_scores(method, diag)
@@ -283,10 +277,11 @@ class Runner:
             self._diag = self._diag_key = None
         return self._scores[key], self._scores_geometry
 
-    def diagnostics(self, spec: RunSpec, model, roles) -> Diagnostics:
+    def diagnostics(self, resolved: ResolvedRun, model, roles) -> Diagnostics:
+        spec = resolved.spec
         key = self._cell(spec)
         if key != self._diag_key:
-            obj = get_objective(spec.objective, **spec.prefixed("objective."))
+            obj = resolved.objective
             self._diag = Diagnostics(
                 model,
                 roles.diagnostics,
@@ -319,10 +314,11 @@ class Runner:
     def results_dir(self) -> Path:
         return self.results.root
 
-    def reusable(self, spec: RunSpec, decision: dict | None = None) -> RunRecord | None:
-        """The stored record of ``spec`` when it stands: present, not failed, computed by the
-        current code (same fingerprint) or ``reuse_stale``, and, for a DIR-R run given a frozen
+    def reusable(self, resolved: ResolvedRun, decision: dict | None = None) -> RunRecord | None:
+        """The stored record of the resolved run when it stands: present, not failed, computed by
+        the current code (same fingerprint) or ``reuse_stale``, and, for a DIR-R run given a frozen
         ``decision``, run under that decision. None means the run must (re)run."""
+        spec = resolved.spec
         if self.force or not self.results.has_record(spec.run_key):
             return None
         try:
@@ -337,7 +333,7 @@ class Runner:
             return None
         if (
             not self.reuse_stale
-            and (rec.fingerprint and rec.fingerprint.hash) != fingerprint(spec).hash
+            and (rec.fingerprint and rec.fingerprint.hash) != fingerprint(resolved).hash
         ):
             return None
         if decision is not None and (
@@ -351,8 +347,11 @@ class Runner:
         self, spec: RunSpec, decision: dict | None = None, *, complete: bool = False
     ) -> RunResult:
         """Run ``spec`` (DIR-R final runs need a frozen ``decision``); ``complete`` = post-hoc
-        completion. An invalid spec raises before anything is recorded (``harness.validate``)."""
-        validate_spec(spec)
+        completion. The spec is resolved once (``harness.resolve``): its method and objective are
+        built here, for this run only. An invalid spec raises before anything is recorded
+        (``harness.resolve``, ``harness.validate``)."""
+        resolved = resolve(spec)
+        validate_spec(resolved)
         if (
             spec.variant == "dirr"
             and spec.split != "calibration"
@@ -366,14 +365,15 @@ class Runner:
         if decision is not None:
             verify_decision(decision)
             check_decision_matches(spec, decision)
-        old = None if complete else self.reusable(spec, decision)
+        old = None if complete else self.reusable(resolved, decision)
         if old is not None:
             return RunResult(old, skipped=True)
+        code = fingerprint(resolved)  # of the method as built, before it scores
         provenance = self._provenance()
         draft = _Draft()
         status, error = "ok", None
         try:
-            self._execute(spec, draft, decision, complete)
+            self._execute(resolved, draft, decision, complete)
         except DivergenceError as exc:
             status, error = "diverged", f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # the record keeps the failure; nothing is imputed later
@@ -388,7 +388,7 @@ class Runner:
             spec=spec.canonical(),
             status=status,
             error=error,
-            fingerprint=fingerprint(spec),
+            fingerprint=code,
             outcome=draft.outcome,
             support=draft.support,
             dirr=draft.dirr,
@@ -420,7 +420,8 @@ class Runner:
         if old.dirr is None or old.dirr.complete:
             return RunResult(old, skipped=True)
         new = _Draft()
-        self._execute(spec, new, decision, True)
+        # its inputs were read when it ran; completion never checked them again
+        self._execute(resolve(spec, read_inputs=False), new, decision, True)
         for k in ("triggered", "chosen_rho", "probe_signal"):
             if getattr(new.dirr, k) != getattr(old.dirr, k):
                 raise SpecError(
@@ -436,8 +437,9 @@ class Runner:
         return RunResult(old)
 
     def _execute(
-        self, spec: RunSpec, draft: _Draft, decision: dict | None, complete: bool = False
+        self, resolved: ResolvedRun, draft: _Draft, decision: dict | None, complete: bool = False
     ) -> None:
+        spec = resolved.spec
         wall = draft.compute.wall_s
         t0 = time.perf_counter()
         bench, model = self.theta0(spec)
@@ -449,7 +451,7 @@ class Runner:
             draft.roles = dict(roles.notes)  # e.g. diagnostic rows whose question names no subject
         wall["prepare"] = time.perf_counter() - t0
 
-        objective = get_objective(spec.objective, **spec.prefixed("objective."))
+        objective = resolved.objective
         data = UnlearningData(
             roles.forget,
             roles.retain,
@@ -476,7 +478,7 @@ class Runner:
             return
 
         t0 = time.perf_counter()
-        scores, geometry = self.scores(spec, model, roles)
+        scores, geometry = self.scores(resolved, model, roles)
         budget = resolve_budget(spec.budget, geometry.total_cost)
         support = select(scores, budget, geometry)
         draft.support = SupportInfo(

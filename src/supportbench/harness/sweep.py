@@ -145,6 +145,7 @@ def _drop_recorded(
     summary: SweepSummary,
     results: ResultsDir | None = None,
 ) -> list[RunSpec]:
+    from supportbench.harness.resolve import resolve
     from supportbench.harness.runner import Runner
 
     probe = Runner(
@@ -156,7 +157,7 @@ def _drop_recorded(
     todo = []
     for s in specs:
         decision = decisions.get((s.benchmark, s.objective)) if s.variant == "dirr" else None
-        rec = probe.reusable(s, decision)
+        rec = probe.reusable(resolve(s, read_inputs=False), decision)
         if rec is None:
             todo.append(s)
             continue

@@ -1,0 +1,152 @@
+"""A run resolved once: the names of a ``RunSpec`` looked up in their registries, every option
+checked against what its owner declares, and the objective and the method built, so that
+validation, the runner and the code fingerprint read the same objects instead of each looking the
+names up again (as torchtune's recipe ``setup()`` builds each component once).
+
+``resolve`` reports a mistake in the order the up-front validation always has: the benchmark (its
+name, its options, the field, then the files its options name), the objective (name, options and
+their ranges), the method (or the benchmark's own interface). The model folder and the budget
+against the model's geometry are checked after it (``harness/validate.py: validate_spec``). A
+failure raises a ``SupportbenchError`` naming the bad value and what is allowed.
+
+A ``ResolvedRun`` belongs to one run: its method is an instance of its own, as each run's has
+always been (a method object may keep state); the objective is a frozen settings object. This file
+is not part of a run's code fingerprint: what it builds is (the method's effective hyperparameters
+and ``requires``, the objective's settings; ``harness/fingerprint.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from supportbench._options import allowed_list, check, declared, did_you_mean
+from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS
+from supportbench.errors import SpecError, UnknownNameError
+from supportbench.experiments.spec import RunSpec
+from supportbench.methods.base import SelectionMethod, get_method
+from supportbench.methods.diagnostics import _cache_key
+from supportbench.unlearning.models import check_model_dir
+from supportbench.unlearning.objectives import Objective, get_objective
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """What ``spec`` names, built: the registered benchmark class (instantiated by the runner, once
+    per benchmark, options, model and build: a benchmark holds its prepared theta_0), the objective
+    with its effective settings, the method instance (None when ``spec.method`` is one of the
+    benchmark's own ``INTERFACES``), and the options each was given, as the spec resolves them."""
+
+    spec: RunSpec
+    benchmark_cls: type
+    benchmark_options: dict[str, Any]  # ``spec.benchmark_options()``: dotted names nested
+    objective: Objective
+    objective_options: dict[str, Any]  # ``objective.*`` of the spec
+    method: SelectionMethod | None
+    method_options: dict[str, Any]  # ``method.*`` of the spec
+
+    @property
+    def interface(self) -> bool:
+        """Whether the run goes through one of the benchmark's own interventions."""
+        return self.method is None
+
+
+def resolve(spec: RunSpec, *, read_inputs: bool = True) -> ResolvedRun:
+    """``spec`` resolved (module docstring). ``read_inputs`` also reads what the benchmark's
+    options name on disk (``check_inputs``, a retain model folder, ``data_dir``): every run does
+    before it starts; a caller that only needs the objects (a code fingerprint, a plan) leaves it
+    out."""
+    benchmark_cls = BENCHMARKS.get(spec.benchmark)
+    benchmark_options = spec.benchmark_options()
+    _check_benchmark(spec, benchmark_cls, benchmark_options, read_inputs)
+    objective_options = spec.prefixed("objective.")
+    objective = get_objective(spec.objective, **objective_options)  # name, options, their ranges
+    method_options = spec.prefixed("method.")
+    method = _method(spec, benchmark_cls, method_options)
+    return ResolvedRun(
+        spec=spec,
+        benchmark_cls=benchmark_cls,
+        benchmark_options=benchmark_options,
+        objective=objective,
+        objective_options=objective_options,
+        method=method,
+        method_options=method_options,
+    )
+
+
+def check_options(owner: str, target, options: dict, prefix: str) -> None:
+    """Every option the user set is one ``target`` (a dataclass or a class's constructor) declares,
+    with a value its declaration allows (``_options``); a nested table
+    (``benchmark.finetune.epochs``) is checked against the dataclass it configures. Before any model
+    loads; the error names the option, the value and what is allowed, or the options there are."""
+    allowed = {k: v for k, v in declared(target).items() if k not in SHARED_KEYWORDS}
+    for k, v in options.items():
+        if k not in allowed:
+            raise SpecError(
+                f"{owner} has no option '{prefix}{k}'{did_you_mean(k, allowed, prefix)}; "
+                + allowed_list(allowed, prefix)
+            )
+        nested = getattr(target, f"{k}_config", None)
+        if isinstance(v, dict) and dataclasses.is_dataclass(nested):
+            check_options(
+                owner, type(nested) if not isinstance(nested, type) else nested, v, f"{prefix}{k}."
+            )
+        else:
+            check(f"{prefix}{k}", v, allowed[k][0])
+
+
+def _check_benchmark(spec: RunSpec, cls, options: dict, read_inputs: bool) -> None:
+    shared = sorted(set(options) & {*SHARED_KEYWORDS, "seed"})
+    if shared:
+        k = shared[0]
+        where = {
+            "build": "the run's own setting: build = N (RunSpec.build, --build N)",
+            "seed": "the construction's seed is the run's theta_0 build: build = N (--build N)",
+            "cache_dir": "--cache / $SUPPORTBENCH_CACHE",
+            "device": "--device",
+            "progress": "not a setting",
+        }[k]
+        raise SpecError(f"benchmark.{k} is not a benchmark option: {where}")
+    check_options(f"benchmark '{spec.benchmark}'", cls, options, "benchmark.")
+    # the fields after the options: they may follow from an option (controlled: n_targets), which
+    # must be in its range first (n_targets = 0 read as "no field t00", 10^8 ran out of memory
+    # listing them)
+    fields = cls.field_names(options)
+    if spec.field not in fields:
+        raise UnknownNameError(f"{spec.benchmark} field", spec.field, fields)
+    if not read_inputs:
+        return
+    cls.check_inputs(options, spec.field, {**dict(spec.hyperparameters), "model": spec.model})
+    retain = options.get("retain_model")
+    # a folder (not a record's content id), loaded after unlearning: checked now
+    if isinstance(retain, str) and not retain.startswith("content:"):
+        check_model_dir(retain)
+    data_dir = options.get("data_dir")
+    if data_dir is not None and not Path(data_dir).is_dir():
+        raise SpecError(f"benchmark.data_dir '{data_dir}' does not exist or is not a directory")
+
+
+def _method(spec: RunSpec, cls, options: dict) -> SelectionMethod | None:
+    """The run's method instance, or None for one of the benchmark's own interfaces (which it runs
+    statically)."""
+    interfaces = cls.INTERFACES
+    if interfaces:
+        if spec.method not in interfaces:
+            raise UnknownNameError(f"{spec.benchmark} interface", spec.method, interfaces)
+        if spec.variant != "static":
+            raise SpecError(
+                f"benchmark '{spec.benchmark}' runs its interfaces statically; variant "
+                f"{spec.variant!r} is not allowed"
+            )
+        return None
+    try:
+        method = get_method(spec.method, **options)
+    except SpecError:
+        raise
+    except Exception as exc:  # a constructor's own check: report it as the user's input
+        raise SpecError(f"method '{spec.method}' rejects its options {options}: {exc}") from None
+    for key in getattr(method, "requires", ()):
+        _cache_key(key)
+    return method
