@@ -1125,29 +1125,39 @@ def _parser_run(sub) -> None:
         "run",
         help="run one cell (benchmark x field x objective x method x seed) and print its outcome",
     )
-    r.add_argument(
+    _run_cell_arguments(r)
+    _run_schedule_arguments(r)
+    _run_model_arguments(r)
+    _run_execution_arguments(r)
+    r.set_defaults(func=_cmd_run)
+
+
+def _run_cell_arguments(parser: argparse.ArgumentParser) -> None:
+    """The cell's identity: benchmark, field, objective, method, seeds, variant, split and
+    experiment."""
+    parser.add_argument(
         "--benchmark",
         default="natural_tofu",
         help="the benchmark (`supportbench benchmarks` lists them)",
     )
-    r.add_argument(
+    parser.add_argument(
         "--field",
         default=None,
         help="default: forget10 (TOFU), Email_Address (LACUNA); controlled: every target",
     )
-    r.add_argument(
+    parser.add_argument(
         "--objective", default="npo", help="npo, simnpo, graddiff or ga (`supportbench objectives`)"
     )
-    r.add_argument(
+    parser.add_argument(
         "--method", default=None, help="default: intervention_score; controlled: both interfaces"
     )
-    r.add_argument(
+    parser.add_argument(
         "--seed",
         type=SEED,
         default=0,
         help="the run's seed (batches, random choices); a whole number in 0..2^63-1",
     )
-    r.add_argument(
+    parser.add_argument(
         "--build",
         type=SEED,
         default=0,
@@ -1155,38 +1165,44 @@ def _parser_run(sub) -> None:
         "initialisation, batch order, interfaces, masks); each build has its own theta_0; a whole "
         "number in 0..2^63-1",
     )
-    r.add_argument("--variant", default="static", help="static or dirr")
-    r.add_argument("--split", default="final", help="calibration, final or replication")
-    r.add_argument("--experiment", default="adhoc", help="the experiment the run is recorded under")
-    r.add_argument(
+    parser.add_argument("--variant", default="static", help="static or dirr")
+    parser.add_argument("--split", default="final", help="calibration, final or replication")
+    parser.add_argument(
+        "--experiment", default="adhoc", help="the experiment the run is recorded under"
+    )
+
+
+def _run_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    """The budget and the unlearning schedule: T and DIR-R's t, d and probe action."""
+    parser.add_argument(
         "--budget",
         type=POSITIVE,
         default=DEFAULT_BUDGET,
         help="editable scalars: a fraction in (0, 1) of the total, or a whole number of scalars >= "
         "1 (default %(default)s)",
     )
-    r.add_argument(
+    parser.add_argument(
         "--T",
         type=STEPS,
         default=None,
         help="unlearning steps, a whole number in "
         f"1..{MAX_STEPS:,} (default by model: {_defaults('T')})",
     )
-    r.add_argument(
+    parser.add_argument(
         "--t",
         type=POSITIVE_INT,
         default=None,
         help="DIR-R decision checkpoint (steps), 0 < t < "
         "T (default floor(0.8 T): 32 of 40, 160 of 200)",
     )
-    r.add_argument(
+    parser.add_argument(
         "--d",
         type=POSITIVE_INT,
         default=None,
         help="DIR-R probe length (steps), 0 < d <= T - t (default max(1, floor(0.1 T)): 4 of 40, "
         "20 of 200)",
     )
-    r.add_argument(
+    parser.add_argument(
         "--rho-p",
         dest="rho_p",
         type=_probe,
@@ -1194,19 +1210,23 @@ def _parser_run(sub) -> None:
         help="DIR-R probe action, one of "
         f"{', '.join(map(str, PROBES))} (default {_defaults('rho_p')})",
     )
-    r.add_argument(
+
+
+def _run_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and data the run starts from, and ``--set`` for any other setting."""
+    parser.add_argument(
         "--model",
         default=None,
         help="model preset (tiny-llama, small-llama, tiny-olmo3, tiny-qwen2) or a local Hugging "
         "Face model directory; default: the benchmark's (tiny-llama for TOFU, tiny-olmo3 for "
         "LACUNA, tiny-qwen2 for controlled)",
     )
-    r.add_argument(
+    parser.add_argument(
         "--data-dir",
         default=None,
         help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)",
     )
-    r.add_argument(
+    parser.add_argument(
         "--theta0",
         default=None,
         metavar="PATH",
@@ -1215,7 +1235,7 @@ def _parser_run(sub) -> None:
         "benchmark.theta0=given); its prompts follow its chat template (benchmark.chat_template, "
         "benchmark.template.system_prompt=...)",
     )
-    r.add_argument(
+    parser.add_argument(
         "--retain-model",
         dest="retain_model",
         default=None,
@@ -1223,7 +1243,7 @@ def _parser_run(sub) -> None:
         help="TOFU: a ready retain model folder for forget quality (e.g. ..._retain90 for "
         "forget10; = --set benchmark.retain_model=PATH) instead of one trained here",
     )
-    r.add_argument(
+    parser.add_argument(
         "--set",
         action="append",
         metavar="KEY=VALUE",
@@ -1235,47 +1255,51 @@ def _parser_run(sub) -> None:
         "method.eps=1e-6, benchmark.size=full (`supportbench objectives`, `methods --options`, "
         "`benchmarks --options` list each one's range and unit)",
     )
-    r.add_argument(
+
+
+def _run_execution_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the record goes and how the run executes: results, cache, DIR-R decision, rerun
+    policy, threads, dtype, device."""
+    parser.add_argument(
         "--results",
         default=str(DEFAULT_RESULTS.root),
         help="the results folder the run record is written to",
     )
-    r.add_argument(
+    parser.add_argument(
         "--cache",
         default=None,
         help="cache directory for prepared models (default "
         "$SUPPORTBENCH_CACHE, else the user cache)",
     )
-    r.add_argument(
+    parser.add_argument(
         "--decision", default=None, help="frozen DIR-R decision file (variant dirr, final split)"
     )
-    r.add_argument(
+    parser.add_argument(
         "--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision"
     )
-    r.add_argument("--force", action="store_true", help="rerun even if the record exists")
-    r.add_argument(
+    parser.add_argument("--force", action="store_true", help="rerun even if the record exists")
+    parser.add_argument(
         "--reuse-stale",
         dest="reuse_stale",
         action="store_true",
         help="keep a record computed by older code (its "
         "fingerprint differs); the audit flags the mix",
     )
-    r.add_argument(
+    parser.add_argument(
         "--threads",
         type=THREADS,
         default=1,
         help=f"torch threads (one per worker process), a whole number in 1..{MAX_THREADS}",
     )
-    r.add_argument(
+    parser.add_argument(
         "--dtype",
         default=None,
         choices=["float32", "bfloat16", "float16"],
         help="weights' dtype during the run (part of the run key); the support trains in fp32",
     )
-    r.add_argument(
+    parser.add_argument(
         "--device", default="auto", help="auto (a CUDA GPU if present, else cpu), cpu, cuda, cuda:N"
     )
-    r.set_defaults(func=_cmd_run)
 
 
 def _parser_calibrate(sub) -> None:

@@ -226,6 +226,125 @@ def _benchmark_tables(per_bench: dict, benchmarks: list[str], source: str) -> di
     return settings
 
 
+def _experiment_table(raw: dict, source: str) -> tuple[dict, dict | None]:
+    """A copy of the ``[experiment]`` table, its keys known and the required ones present, and its
+    ``[experiment.benchmark.<name>]`` tables taken out of it (None if it has none)."""
+    if not isinstance(raw.get("experiment"), dict):
+        got = raw.get("experiment")
+        raise SpecError(
+            f"{source}: no [experiment] section"
+            + (
+                ""
+                if got is None
+                else f" (experiment = {got!r} is a value, "
+                "not a table: write [experiment] and its keys)"
+            )
+        )
+    e = dict(raw["experiment"])
+    _known(e, EXPERIMENT_KEYS, source, "experiment.", "[experiment] key")
+    per_bench = e.pop("benchmark", None) if isinstance(e.get("benchmark"), dict) else None
+    need = ["name", "fields", "objectives", "methods", "seeds"]
+    missing = [k for k in need if k not in e] + (
+        [] if ("benchmarks" in e or "benchmark" in e) else ["benchmarks"]
+    )
+    if missing:
+        raise SpecError(f"{source}: [experiment] lacks {missing}")
+    return e, per_bench
+
+
+def _seeds(e: dict, source: str) -> dict[str, tuple[int, ...]]:
+    """``experiment.seeds``, taken out of ``e``: a table of known splits, each a list of whole
+    numbers, no calibration seed among the final or replication ones."""
+    if not isinstance(e["seeds"], dict):
+        raise SpecError(
+            f"{source}: experiment.seeds must be a table "
+            f"like [experiment.seeds], got {e['seeds']!r}"
+        )
+    _known(e["seeds"], SPLITS, source, "experiment.seeds.", "seed split")
+    seeds = {k: tuple(_ints(v, source, f"experiment.seeds.{k}")) for k, v in e.pop("seeds").items()}
+    overlap = set(seeds.get("calibration", ())) & (
+        set(seeds.get("final", ())) | set(seeds.get("replication", ()))
+    )
+    if overlap:
+        raise SpecError(
+            f"{source}: calibration seeds {sorted(overlap)} "
+            "also appear among final/replication seeds"
+        )
+    return seeds
+
+
+def _benchmark_names(e: dict, source: str) -> list[str]:
+    """``experiment.benchmarks`` or the one ``experiment.benchmark`` (not both), taken out of
+    ``e``."""
+    if "benchmarks" in e and "benchmark" in e:
+        raise SpecError(f"{source}: give experiment.benchmarks or experiment.benchmark, not both")
+    return (
+        _names(e.pop("benchmarks"), source, "experiment.benchmarks")
+        if "benchmarks" in e
+        else _names([e.pop("benchmark")], source, "experiment.benchmark")
+    )
+
+
+def _dirr_and_hyperparameters(raw: dict, source: str) -> tuple[dict, list | tuple, str]:
+    """The ``[hyperparameters]`` table and ``[dirr]``'s admissible range and selection, checked."""
+    dirr = raw.get("dirr") or {}
+    if not isinstance(dirr, dict):
+        raise SpecError(f"{source}: [dirr] must be a table")
+    _known(dirr, DIRR_KEYS, source, "dirr.", "[dirr] key")
+    hp = raw.get("hyperparameters") or {}
+    if not isinstance(hp, dict):
+        raise SpecError(f"{source}: [hyperparameters] must be a table")
+    rng = dirr.get("admissible_range", (0.2, 0.8))
+    if (
+        not isinstance(rng, list | tuple)
+        or len(rng) != 2
+        or not all(_isnum(x) for x in rng)
+        or not 0 <= rng[0] <= rng[1] <= 1
+    ):
+        raise SpecError(
+            f"{source}: dirr.admissible_range must be [lo, hi] with 0 <= lo <= hi <= 1, got {rng!r}"
+        )
+    selection = dirr.get("selection", "development")
+    if selection not in SELECTIONS:
+        raise SpecError(
+            f"{source}: dirr.selection {selection!r} is "
+            f"not allowed; allowed: {', '.join(SELECTIONS)}"
+        )
+    return hp, rng, selection
+
+
+def _check_experiment_values(e: dict, source: str) -> None:
+    """The experiment's run settings, model and name have the right types."""
+    _check_run_settings(e, source, "experiment")
+    if "model" in e and (not isinstance(e["model"], str) or not e["model"]):
+        raise SpecError(
+            f"{source}: experiment.model must be a preset name or a model directory, "
+            f"got {e['model']!r}"
+        )
+    if not isinstance(e["name"], str) or not e["name"].strip():
+        raise SpecError(f"{source}: experiment.name must be a non-empty string, got {e['name']!r}")
+
+
+def _claims(e: dict, source: str) -> str | None:
+    """``experiment.claims``: a claims file's path (one relative to the spec's folder made absolute)
+    or a shipped name, parsed here, before anything runs; None for the paper's."""
+    claims = e.get("claims")
+    if claims is not None and (not isinstance(claims, str) or not claims.strip()):
+        raise SpecError(
+            f"{source}: experiment.claims must name a claims file (a path or a shipped name), "
+            f"got {claims!r}"
+        )
+    if (
+        claims is not None
+        and not Path(claims).is_absolute()
+        and (Path(source).parent / claims).is_file()
+    ):
+        # a path is relative to the spec's folder
+        claims = str((Path(source).parent / claims).resolve())
+    load_claims(claims)  # the claims it will be judged on parse, before anything runs
+    return claims
+
+
 @dataclass(frozen=True)
 class ExperimentSpec:
     name: str
@@ -335,102 +454,13 @@ class ExperimentSpec:
         that a bad value fails here, before anything runs. Registry names (methods, objectives,
         benchmarks) are checked by ``harness.validate`` (they need the plugin registries)."""
         _known(raw, SECTIONS, source, "", "section")
-        if not isinstance(raw.get("experiment"), dict):
-            got = raw.get("experiment")
-            raise SpecError(
-                f"{source}: no [experiment] section"
-                + (
-                    ""
-                    if got is None
-                    else f" (experiment = {got!r} is a value, "
-                    "not a table: write [experiment] and its keys)"
-                )
-            )
-        e = dict(raw["experiment"])
-        _known(e, EXPERIMENT_KEYS, source, "experiment.", "[experiment] key")
-        per_bench = e.pop("benchmark", None) if isinstance(e.get("benchmark"), dict) else None
-        need = ["name", "fields", "objectives", "methods", "seeds"]
-        missing = [k for k in need if k not in e] + (
-            [] if ("benchmarks" in e or "benchmark" in e) else ["benchmarks"]
-        )
-        if missing:
-            raise SpecError(f"{source}: [experiment] lacks {missing}")
-        if not isinstance(e["seeds"], dict):
-            raise SpecError(
-                f"{source}: experiment.seeds must be a table "
-                f"like [experiment.seeds], got {e['seeds']!r}"
-            )
-        _known(e["seeds"], SPLITS, source, "experiment.seeds.", "seed split")
-        seeds = {
-            k: tuple(_ints(v, source, f"experiment.seeds.{k}")) for k, v in e.pop("seeds").items()
-        }
-        overlap = set(seeds.get("calibration", ())) & (
-            set(seeds.get("final", ())) | set(seeds.get("replication", ()))
-        )
-        if overlap:
-            raise SpecError(
-                f"{source}: calibration seeds {sorted(overlap)} "
-                "also appear among final/replication seeds"
-            )
-        if "benchmarks" in e and "benchmark" in e:
-            raise SpecError(
-                f"{source}: give experiment.benchmarks or experiment.benchmark, not both"
-            )
-        benchmarks = (
-            _names(e.pop("benchmarks"), source, "experiment.benchmarks")
-            if "benchmarks" in e
-            else _names([e.pop("benchmark")], source, "experiment.benchmark")
-        )
-        dirr = raw.get("dirr") or {}
-        if not isinstance(dirr, dict):
-            raise SpecError(f"{source}: [dirr] must be a table")
-        _known(dirr, DIRR_KEYS, source, "dirr.", "[dirr] key")
-        hp = raw.get("hyperparameters") or {}
-        if not isinstance(hp, dict):
-            raise SpecError(f"{source}: [hyperparameters] must be a table")
-        rng = dirr.get("admissible_range", (0.2, 0.8))
-        if (
-            not isinstance(rng, list | tuple)
-            or len(rng) != 2
-            or not all(_isnum(x) for x in rng)
-            or not 0 <= rng[0] <= rng[1] <= 1
-        ):
-            raise SpecError(
-                f"{source}: dirr.admissible_range must be "
-                f"[lo, hi] with 0 <= lo <= hi <= 1, got {rng!r}"
-            )
-        selection = dirr.get("selection", "development")
-        if selection not in SELECTIONS:
-            raise SpecError(
-                f"{source}: dirr.selection {selection!r} is "
-                f"not allowed; allowed: {', '.join(SELECTIONS)}"
-            )
-        _check_run_settings(e, source, "experiment")
-        if "model" in e and (not isinstance(e["model"], str) or not e["model"]):
-            raise SpecError(
-                f"{source}: experiment.model must be a preset name or a model directory, "
-                f"got {e['model']!r}"
-            )
-        if not isinstance(e["name"], str) or not e["name"].strip():
-            raise SpecError(
-                f"{source}: experiment.name must be a non-empty string, got {e['name']!r}"
-            )
+        e, per_bench = _experiment_table(raw, source)
+        seeds = _seeds(e, source)
+        benchmarks = _benchmark_names(e, source)
+        hp, rng, selection = _dirr_and_hyperparameters(raw, source)
+        _check_experiment_values(e, source)
         settings = _benchmark_tables(per_bench or {}, benchmarks, source)
-        claims = e.get("claims")
-        if claims is not None and (not isinstance(claims, str) or not claims.strip()):
-            raise SpecError(
-                f"{source}: experiment.claims must name a claims file (a path or a shipped name), "
-                f"got {claims!r}"
-            )
-        if (
-            claims is not None
-            and not Path(claims).is_absolute()
-            and (Path(source).parent / claims).is_file()
-        ):
-            claims = str(
-                (Path(source).parent / claims).resolve()
-            )  # a path is relative to the spec's folder
-        load_claims(claims)  # the claims it will be judged on parse, before anything runs
+        claims = _claims(e, source)
         spec = cls(
             name=e["name"],
             benchmarks=tuple(benchmarks),
@@ -459,10 +489,18 @@ class ExperimentSpec:
             selection=selection,
             benchmark_settings=settings,
         )
-        for (
-            b
-        ) in spec.benchmarks:  # per benchmark, after its own [experiment.benchmark.<name>.seeds]
-            sd = spec.settings(b)["seeds"]
+        spec._check_benchmark_settings(source)
+        try:
+            spec.all_runs()  # every RunSpec's own checks (budget, rho_p, t/d, hyperparameters), now
+        except SpecError as exc:
+            raise SpecError(f"{source}: {exc}") from None
+        return spec
+
+    def _check_benchmark_settings(self, source: str) -> None:
+        """Each benchmark's settings, after its own ``[experiment.benchmark.<name>]``: no
+        calibration seed among its final or replication ones, and no tau set for its DIR-R runs."""
+        for b in self.benchmarks:
+            sd = self.settings(b)["seeds"]
             overlap = set(sd.get("calibration", ())) & (
                 set(sd.get("final", ())) | set(sd.get("replication", ()))
             )
@@ -472,8 +510,8 @@ class ExperimentSpec:
                     "also appear among its final/replication seeds"
                 )
             if (
-                spec.settings(b)["dirr_methods"]
-                and spec.settings(b)["hyperparameters"].get("tau") is not None
+                self.settings(b)["dirr_methods"]
+                and self.settings(b)["hyperparameters"].get("tau") is not None
             ):
                 raise SpecError(
                     f"{source}: benchmark {b}: hyperparameter tau is set, but its DIR-R runs "
@@ -481,11 +519,6 @@ class ExperimentSpec:
                     "every run key and ignored); remove it, or calibrate elsewhere and run "
                     "with --decision"
                 )
-        try:
-            spec.all_runs()  # every RunSpec's own checks (budget, rho_p, t/d, hyperparameters), now
-        except SpecError as exc:
-            raise SpecError(f"{source}: {exc}") from None
-        return spec
 
     def _spec(
         self, benchmark, field_, objective, method, variant, seed, split, st: dict, build: int

@@ -226,7 +226,19 @@ class RunSpec:
         hp = self.hyperparameters
         if isinstance(hp, dict):
             hp = tuple(hp.items())
-        # what the caller named (``replace`` re-resolves everything else under the changed fields)
+        self._record_given(hp)
+        # the benchmark's default model, a name like the others
+        if self.model is None and isinstance(self.benchmark, str):
+            object.__setattr__(self, "model", default_model(self.benchmark))
+        self._check_names()
+        self._resolve(hp)
+        self._check_numbers()
+        self._check_dirr_settings()
+        self._check_hyperparameters()
+
+    def _record_given(self, hp: tuple) -> None:
+        """Keep what the caller named (``replace`` re-resolves everything else under the changed
+        fields)."""
         object.__setattr__(
             self,
             "_given",
@@ -239,8 +251,9 @@ class RunSpec:
                 "hyperparameters": {k: v for k, v in hp if v is not None or k != "lr"},
             },
         )
-        if self.model is None and isinstance(self.benchmark, str):
-            object.__setattr__(self, "model", default_model(self.benchmark))
+
+    def _check_names(self) -> None:
+        """Every name is a non-empty string of printable text."""
         for name in ("benchmark", "field", "objective", "method", "experiment", "model"):
             v = getattr(self, name)
             if not isinstance(v, str) or not v.strip():
@@ -250,7 +263,9 @@ class RunSpec:
                     f"{name} {v!r} holds a control character (U+{ord(bad[0]):04X}); "
                     "names are printable text"
                 )
-        # resolve: every setting left out takes its one default
+
+    def _resolve(self, hp: tuple) -> None:
+        """Every setting left out takes its one default, and every number its one form."""
         defaults = model_defaults(self.model)
         for name in ("T", "rho_p"):
             if getattr(self, name) is None:
@@ -273,6 +288,10 @@ class RunSpec:
             object.__setattr__(self, "budget", float(self.budget))
         if _num(self.rho_p):
             object.__setattr__(self, "rho_p", float(self.rho_p))
+
+    def _check_numbers(self) -> None:
+        """seed, build, T, t and d are whole numbers (seed, build and T in range), the budget a
+        fraction or a whole number of scalars, and variant and split allowed ones."""
         for name in ("seed", "build", "T", "t", "d"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -302,6 +321,9 @@ class RunSpec:
             raise SpecError(f"seed must be a whole number in 0..2^63-1, got {self.seed!r}")
         if not 0 <= self.build <= MAX_SEED:
             raise SpecError(f"build must be a whole number in 0..2^63-1, got {self.build!r}")
+
+    def _check_dirr_settings(self) -> None:
+        """DIR-R's probe action, checkpoint t and probe length d."""
         # a static run never reads them, but one given (and so in the run key) must still be one
         # DIR-R could run with: a value that would be refused for DIR-R is not silently recorded for
         # a static run
@@ -318,6 +340,10 @@ class RunSpec:
                     "DIR-R probe length d must satisfy "
                     f"0 < d <= T - t = {self.T - self.t}, got {self.d}"
                 )
+
+    def _check_hyperparameters(self) -> None:
+        """Every hyperparameter is a known one (or an option of the objective, method or benchmark)
+        with a value in its range, and warm-up ends before T."""
         unknown = (
             {k for k, _ in self.hyperparameters}
             - set(DEFAULT_HYPERPARAMETERS)

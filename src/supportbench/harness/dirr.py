@@ -120,30 +120,9 @@ def run_dirr(
     """Run Algorithm 1 from theta_0 and leave the chosen branch's terminal weights in ``model`` (the
     caller evaluates it, exactly as for a static run); returns what DIR-R decided and its
     compute."""
-    selection = decision["selection"] if decision else spec.hp("selection")
-    if selection not in SELECTIONS:
-        raise SpecError(f"selection must be one of {SELECTIONS}, got {selection!r}")
-    actions = tuple(decision["actions"]) if decision else ACTIONS
-    if spec.rho_p not in actions or spec.rho_p == 0:
-        raise SpecError(f"probe action rho_p={spec.rho_p} must be a non-zero member of A={actions}")
-    calibration = spec.split == "calibration"
-    if decision is not None:
-        check_decision_matches(spec, decision)
-        tau = float(decision["tau"])
-    elif calibration:
-        tau = None  # calibration evaluates every candidate: gamma_i needs them all
-    else:
-        tau = spec.hp("tau")
-        if tau is None:
-            raise SpecError("an unfrozen DIR-R run needs --set tau=VALUE")
+    selection, actions, calibration, tau = _decision_settings(spec, decision)
     wall: dict[str, float] = {}
-    cands = candidate_supports(scores, support, actions)
-    if cands[spec.rho_p] is support:
-        raise SpecError(
-            f"probe action rho_p={spec.rho_p} swaps floor({spec.rho_p} x {len(support)}) = 0 "
-            "groups: the probe would compare S0 with itself and never trigger. "
-            "Use a larger rho_p or budget"
-        )
+    cands = _probe_candidates(spec, scores, support, actions)
     T, t, d = spec.T, spec.t, spec.d
     crit = "eval" if selection == "evaluation" else "dev"
 
@@ -201,16 +180,7 @@ def run_dirr(
     chosen = max(decided, key=lambda r: (V[r], -r))  # argmax, ties toward smaller rho
     _load(geometry, terminal[chosen])
 
-    paths = dirr_path_steps(T, t, d, len(actions), triggered)
-    compute = Compute(
-        step_equivalents=float(sum(paths.values())),
-        wall_s=wall,
-        normalized=sum(paths.values()) / T,
-        paths=paths,
-        exhaustive_reference=exhaustive_reference(T, len(actions)),
-    )
-    if complete and not triggered:
-        compute.post_hoc_steps = (T - t - d) + (len(actions) - 2) * (T - t)
+    compute = _compute(T, t, d, actions, triggered, complete, wall)
     result = DirrResult(
         decision_hash=decision["hash"] if decision else None,
         unfrozen=decision is None and not calibration,
@@ -231,3 +201,56 @@ def run_dirr(
         },
     )
     return result, compute
+
+
+def _decision_settings(spec, decision: dict | None) -> tuple[str, tuple, bool, float | None]:
+    """What the run decides with, checked against ``spec``: the records V_t reads (selection), the
+    action set A, whether it is a calibration run, and tau (the frozen decision's; none for a
+    calibration run, which runs every candidate; else the unfrozen ``tau`` setting)."""
+    selection = decision["selection"] if decision else spec.hp("selection")
+    if selection not in SELECTIONS:
+        raise SpecError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    actions = tuple(decision["actions"]) if decision else ACTIONS
+    if spec.rho_p not in actions or spec.rho_p == 0:
+        raise SpecError(f"probe action rho_p={spec.rho_p} must be a non-zero member of A={actions}")
+    calibration = spec.split == "calibration"
+    if decision is not None:
+        check_decision_matches(spec, decision)
+        tau = float(decision["tau"])
+    elif calibration:
+        tau = None  # calibration evaluates every candidate: gamma_i needs them all
+    else:
+        tau = spec.hp("tau")
+        if tau is None:
+            raise SpecError("an unfrozen DIR-R run needs --set tau=VALUE")
+    return selection, actions, calibration, tau
+
+
+def _probe_candidates(spec, scores, support, actions: tuple) -> dict[float, Support]:
+    """The candidate supports (Eq. 12), refused when the probe action swaps no group."""
+    cands = candidate_supports(scores, support, actions)
+    if cands[spec.rho_p] is support:
+        raise SpecError(
+            f"probe action rho_p={spec.rho_p} swaps floor({spec.rho_p} x {len(support)}) = 0 "
+            "groups: the probe would compare S0 with itself and never trigger. "
+            "Use a larger rho_p or budget"
+        )
+    return cands
+
+
+def _compute(
+    T: int, t: int, d: int, actions: tuple, triggered: bool, complete: bool, wall: dict
+) -> Compute:
+    """The run's compute: the steps of every path it trained (and those a post-hoc completion
+    added), against the exhaustive reference."""
+    paths = dirr_path_steps(T, t, d, len(actions), triggered)
+    compute = Compute(
+        step_equivalents=float(sum(paths.values())),
+        wall_s=wall,
+        normalized=sum(paths.values()) / T,
+        paths=paths,
+        exhaustive_reference=exhaustive_reference(T, len(actions)),
+    )
+    if complete and not triggered:
+        compute.post_hoc_steps = (T - t - d) + (len(actions) - 2) * (T - t)
+    return compute

@@ -159,6 +159,44 @@ def store(
     ``allow_unknown`` (``check_names``)."""
     check = check_names(runs, source, allow_unknown)
     names = component_names(con)
+    rows = _content_rows(runs, names, source)
+    results = ResultsDir(results_root) if results_root is not None else None
+    rep = IngestReport(files=1)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        seq = scalar(con, "SELECT coalesce(max(ingest_seq), 0) FROM runs")
+        now = datetime.now(UTC)
+        for r, comps, h in rows:
+            key = r.run_key
+            old = one(con, "SELECT content_hash FROM runs WHERE run_key = ?", [key])
+            if old is not None:
+                if old[0] == h:
+                    rep.unchanged += 1
+                    if r.items and results is not None and not results.items(key).exists():
+                        results.write_items(key, r.items)
+                else:
+                    rep.conflicts.append({"run_key": key, "source": str(source)})
+                continue
+            seq += 1
+            _insert(con, r, comps, h, source, seq, now)
+            if r.items and results is not None:  # beside the record, as the runner writes them
+                results.write_items(key, r.items)
+            rep.new += 1
+            rep.accepted.setdefault("import", []).append(key)
+        ledger.append(con, "import", rep.accepted.get("import", []))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    rep.unknown = check.summary()
+    return rep
+
+
+def _content_rows(
+    runs: list[ImportedRun], names: dict[str, str], source: str | Path
+) -> list[tuple[ImportedRun, dict[str, float], str]]:
+    """Each run with its metrics as outcome components and the hash of its content (what tells an
+    unchanged run from a conflicting one)."""
     rows = []
     for r in runs:
         comps = to_components(
@@ -179,90 +217,73 @@ def store(
             else None,
         }
         rows.append((r, comps, hashlib.md5(json.dumps(blob, sort_keys=True).encode()).hexdigest()))
-    results = ResultsDir(results_root) if results_root is not None else None
-    rep = IngestReport(files=1)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        seq = scalar(con, "SELECT coalesce(max(ingest_seq), 0) FROM runs")
-        now = datetime.now(UTC)
-        for r, comps, h in rows:
-            key = r.run_key
-            old = one(con, "SELECT content_hash FROM runs WHERE run_key = ?", [key])
-            if old is not None:
-                if old[0] == h:
-                    rep.unchanged += 1
-                    if r.items and results is not None and not results.items(key).exists():
-                        results.write_items(key, r.items)
-                else:
-                    rep.conflicts.append({"run_key": key, "source": str(source)})
-                continue
-            seq += 1
-            c = r.cell
-            con.execute(
-                "INSERT INTO runs (run_key, experiment, benchmark, field, objective, method, "
-                "variant, seed, split, model, origin, source, content_hash, ingest_seq, "
-                "ingested_at, build) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?, ?, ?, ?, ?)",
-                [
-                    key,
-                    c["experiment"],
-                    c["benchmark"],
-                    c["field"],
-                    c["objective"],
-                    c["method"],
-                    c["variant"],
-                    c["seed"],
-                    c["split"],
-                    r.model,
-                    str(source),
-                    h,
-                    seq,
-                    now,
-                    c.get("build") or 0,
-                ],
-            )
-            con.execute(
-                "INSERT INTO outcomes (run_key, status, J, G_F, D_coll, step_equivalents, "
-                "components) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    key,
-                    r.status,
-                    r.J,
-                    r.G_F,
-                    r.D_coll,
-                    r.step_equivalents,
-                    json.dumps(comps, sort_keys=True) if comps else None,
-                ],
-            )
-            g = r.gate
-            if any(
-                g.get(k) is not None
-                for k in ("triggered", "probe_signal", "chosen_rho", "available_gain")
-            ):
-                con.execute(
-                    "INSERT INTO gate_events (run_key, probe_signal, triggered, chosen_rho, "
-                    "available_gain, complete) VALUES (?, ?, ?, ?, ?, ?)",
-                    [
-                        key,
-                        g.get("probe_signal"),
-                        g.get("triggered"),
-                        g.get("chosen_rho"),
-                        g.get("available_gain"),
-                        g.get("available_gain") is not None,
-                    ],
-                )
-            con.execute("INSERT OR IGNORE INTO experiments VALUES (?, ?)", [c["experiment"], now])
-            if r.items and results is not None:  # beside the record, as the runner writes them
-                results.write_items(key, r.items)
-            rep.new += 1
-            rep.accepted.setdefault("import", []).append(key)
-        ledger.append(con, "import", rep.accepted.get("import", []))
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    rep.unknown = check.summary()
-    return rep
+    return rows
+
+
+def _insert(
+    con,
+    r: ImportedRun,
+    comps: dict[str, float],
+    h: str,
+    source: str | Path,
+    seq: int,
+    now: datetime,
+) -> None:
+    """Insert one new imported run: its run, outcome, gate event (if it has one) and experiment."""
+    key, c = r.run_key, r.cell
+    con.execute(
+        "INSERT INTO runs (run_key, experiment, benchmark, field, objective, method, "
+        "variant, seed, split, model, origin, source, content_hash, ingest_seq, "
+        "ingested_at, build) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?, ?, ?, ?, ?)",
+        [
+            key,
+            c["experiment"],
+            c["benchmark"],
+            c["field"],
+            c["objective"],
+            c["method"],
+            c["variant"],
+            c["seed"],
+            c["split"],
+            r.model,
+            str(source),
+            h,
+            seq,
+            now,
+            c.get("build") or 0,
+        ],
+    )
+    con.execute(
+        "INSERT INTO outcomes (run_key, status, J, G_F, D_coll, step_equivalents, "
+        "components) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            key,
+            r.status,
+            r.J,
+            r.G_F,
+            r.D_coll,
+            r.step_equivalents,
+            json.dumps(comps, sort_keys=True) if comps else None,
+        ],
+    )
+    g = r.gate
+    if any(
+        g.get(k) is not None for k in ("triggered", "probe_signal", "chosen_rho", "available_gain")
+    ):
+        con.execute(
+            "INSERT INTO gate_events (run_key, probe_signal, triggered, chosen_rho, "
+            "available_gain, complete) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                key,
+                g.get("probe_signal"),
+                g.get("triggered"),
+                g.get("chosen_rho"),
+                g.get("available_gain"),
+                g.get("available_gain") is not None,
+            ],
+        )
+    con.execute("INSERT OR IGNORE INTO experiments VALUES (?, ?)", [c["experiment"], now])
 
 
 def import_table(con, path: str | Path, *, allow_unknown: bool = False) -> IngestReport:

@@ -343,6 +343,19 @@ def _check_decision_extras(dec: dict, source: str, dirr: bool = True) -> None:
 def _ingest_chunk(
     con, names: list[str], texts: list[bytes], rep: IngestReport, replace_reruns: bool = False
 ) -> None:
+    """One chunk of records into the registry: parsed, the same runs done again replaced, the rest
+    classified as new, unchanged or conflicting, and the new ones inserted."""
+    _stage_chunk(con, names, texts)
+    # every record was checked against RunRecord on the reader thread (``check_record``) before this
+    # chunk
+    _replace_runs_done_again(con, rep, replace_reruns)
+    if _classify_chunk(con, rep):
+        _insert_new_runs(con)
+
+
+def _stage_chunk(con, names: list[str], texts: list[bytes]) -> None:
+    """The temp table ``st2``: each record's validity, content hash and typed parse, the content
+    hash stored for its run key, and its rank among the chunk's records of that run key."""
     tbl = pa.table(
         {"filename": names, "content": pa.array(texts, type=pa.binary()).cast(pa.string())}
     )
@@ -363,8 +376,11 @@ def _ingest_chunk(
         )
     finally:
         con.unregister("raw_chunk")
-    # every record was checked against RunRecord on the reader thread (``check_record``) before this
-    # chunk
+
+
+def _replace_runs_done_again(con, rep: IngestReport, replace_reruns: bool) -> None:
+    """Delete the stored rows of the runs this chunk holds again and may replace, logging each
+    replacement, so that they are inserted as new."""
     # the same run done again replaces the stored record, logged: a retried failure, a declared
     # post-hoc completion that reproduces J, or (only when asked) a rerun by other code (its
     # fingerprint differs)
@@ -393,6 +409,11 @@ def _ingest_chunk(
         con.execute("UPDATE st2 SET old_h = NULL WHERE run_key IN (SELECT run_key FROM again)")
         rep.replaced += len(again)
         rep.accepted["replacement"] += again
+
+
+def _classify_chunk(con, rep: IngestReport) -> int:
+    """Count the chunk's records as unchanged, conflicting (logged) or new (the temp view ``nw``);
+    the number of new ones."""
     # classify against what is stored: new, unchanged, or conflicting (kept aside, never
     # overwritten)
     rep.unchanged += scalar(con, "SELECT count(*) FROM st2 WHERE old_h = h")
@@ -413,8 +434,11 @@ def _ingest_chunk(
     n = scalar(con, "SELECT count(*) FROM nw")
     rep.new += n
     rep.accepted["run"] += [r[0] for r in con.execute("SELECT run_key FROM nw").fetchall()]
-    if not n:
-        return
+    return n
+
+
+def _insert_new_runs(con) -> None:
+    """Insert the new runs (``nw``) into every table a record fills."""
     seq0 = scalar(con, "SELECT coalesce(max(ingest_seq), 0) FROM runs")
     con.execute(
         """INSERT INTO runs SELECT run_key, r.spec.experiment, r.spec.benchmark, """

@@ -48,11 +48,21 @@ def read_table(path: str | Path) -> list:
     """The runs of an outcome table (``imported.ImportedRun``), every row checked; the error names
     file and row. J, G_F and D_coll may be absent or empty (an imported run may carry metrics only);
     an ok row needs J or at least one ``metric:<name>`` value."""
+    path = Path(path)
+    df = _read_frame(path)
+    metric_cols = [c for c in df.columns if c.startswith(METRIC)]
+    runs, seen = [], {}
+    # row numbers count data rows from 1 (the header is row 0)
+    for i, r in enumerate(df.to_dicts(), 1):
+        runs.append(_row_run(r, i, path.name, metric_cols, seen))
+    return runs
+
+
+def _read_frame(path: Path):
+    """The table's rows as text (a polars DataFrame), read once the path is checked; it has rows,
+    the required columns and no unknown one."""
     import polars as pl
 
-    from supportbench.registry.store import strict_float
-
-    path = Path(path)
     if not path.exists():
         raise RegistryError(f"no such file: {path}")
     check_table_path(path)
@@ -92,88 +102,94 @@ def read_table(path: str | Path) -> list:
         raise RegistryError(
             f"{path.name}: a column named '{METRIC}' names no metric; use {METRIC}<name>"
         )
-    metric_cols = [c for c in df.columns if c.startswith(METRIC)]
-    rows = df.to_dicts()
+    return df
 
-    def num(v, col, i, kind=float):
-        """A cell as a number, strictly: a seed or build is digits (0..2^63-1), anything else a
-        finite decimal number (no underscores, hex, inf or nan); the error names file, row, column
-        and value."""
-        if v is None or v == "":
-            return None
-        if kind is int:
-            if not (isinstance(v, str) and v.isascii() and v.isdigit()) or int(v) > MAX_SEED:
-                raise RegistryError(
-                    f"{path.name} row {i}, column '{col}': {v!r} is not allowed; a "
-                    f"{col} is a whole number in 0..2^63-1 written as digits"
-                )
-            return int(v)
-        x = strict_float(v)
-        if x is None:
+
+def _number(v, col: str, i: int, table: str, kind=float):
+    """A cell as a number, strictly: a seed or build is digits (0..2^63-1), anything else a finite
+    decimal number (no underscores, hex, inf or nan); the error names file, row, column and
+    value."""
+    from supportbench.registry.store import strict_float
+
+    if v is None or v == "":
+        return None
+    if kind is int:
+        if not (isinstance(v, str) and v.isascii() and v.isdigit()) or int(v) > MAX_SEED:
             raise RegistryError(
-                f"{path.name} row {i}, column '{col}': {v!r} is not allowed; it "
-                "must be a finite decimal number (e.g. 0.25, -1e-3; no "
-                "underscores, hex, inf or nan)"
+                f"{table} row {i}, column '{col}': {v!r} is not allowed; a "
+                f"{col} is a whole number in 0..2^63-1 written as digits"
             )
-        return x
-
-    def boolean(v, i):
-        if v in (None, ""):
-            return None
-        s = str(v).strip().lower()
-        if s in ("true", "1", "yes"):
-            return True
-        if s in ("false", "0", "no"):
-            return False
-        raise RegistryError(f"{path.name} row {i}: 'triggered' must be true/false, got {v!r}")
-
-    runs, seen = [], {}
-    for i, r in enumerate(rows, 1):  # row numbers count data rows from 1 (the header is row 0)
-        status = (r["status"] or "").strip()
-        for col in ("experiment", "benchmark", "field", "objective", "method", "variant", "split"):
-            if not r[col]:
-                raise RegistryError(f"{path.name} row {i}: '{col}' is empty")
-        cell = {c: r[c] for c in CELL if c != "seed"}
-        try:
-            check_levels(
-                f"{path.name} row {i}", status=status, variant=cell["variant"], split=cell["split"]
-            )
-        except RecordError as exc:
-            raise RegistryError(str(exc)) from None
-        seed = num(r["seed"], "seed", i, int)
-        if seed is None:
-            raise RegistryError(f"{path.name} row {i}: 'seed' is empty")
-        cell["seed"] = seed
-        build = num(r.get("build"), "build", i, int)
-        cell = {c: cell[c] for c in CELL} | ({"build": build} if build else {})
-        outcome = {col: num(r.get(col), col, i) for col in ("J", "G_F", "D_coll")}
-        metrics = {
-            c[len(METRIC) :]: x for c in metric_cols if (x := num(r.get(c), c, i)) is not None
-        }
-        if status == "ok" and outcome["J"] is None and not metrics:
-            raise RegistryError(
-                f"{path.name} row {i}: 'J' is empty and the row carries no {METRIC}<name> value; "
-                "an ok row needs J or at least one metric"
-            )
-        gate = {
-            col: num(r.get(col), col, i) for col in ("probe_signal", "chosen_rho", "available_gain")
-        }
-        gate["triggered"] = boolean(r.get("triggered"), i)
-        ident = json.dumps([cell[c] for c in CELL] + [cell.get("build", 0)])
-        occ = seen.get(ident, 0)
-        seen[ident] = occ + 1
-        runs.append(
-            ImportedRun(
-                cell=cell,
-                status=status,
-                **outcome,
-                gate=gate,
-                metrics=metrics,
-                occurrence=occ,
-                step_equivalents=num(r.get("step_equivalents"), "step_equivalents", i),
-            )
+        return int(v)
+    x = strict_float(v)
+    if x is None:
+        raise RegistryError(
+            f"{table} row {i}, column '{col}': {v!r} is not allowed; it "
+            "must be a finite decimal number (e.g. 0.25, -1e-3; no "
+            "underscores, hex, inf or nan)"
         )
-    return runs
+    return x
+
+
+def _boolean(v, i: int, table: str):
+    """The cell 'triggered' as True, False or None (empty)."""
+    if v in (None, ""):
+        return None
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise RegistryError(f"{table} row {i}: 'triggered' must be true/false, got {v!r}")
+
+
+def _row_run(r: dict, i: int, table: str, metric_cols: list[str], seen: dict) -> ImportedRun:
+    """Row ``i`` of the table as an imported run, checked; ``seen`` counts the rows of each run
+    identity so far (a repeated identity is another occurrence)."""
+    status = (r["status"] or "").strip()
+    for col in ("experiment", "benchmark", "field", "objective", "method", "variant", "split"):
+        if not r[col]:
+            raise RegistryError(f"{table} row {i}: '{col}' is empty")
+    cell = {c: r[c] for c in CELL if c != "seed"}
+    try:
+        check_levels(
+            f"{table} row {i}", status=status, variant=cell["variant"], split=cell["split"]
+        )
+    except RecordError as exc:
+        raise RegistryError(str(exc)) from None
+    seed = _number(r["seed"], "seed", i, table, int)
+    if seed is None:
+        raise RegistryError(f"{table} row {i}: 'seed' is empty")
+    cell["seed"] = seed
+    build = _number(r.get("build"), "build", i, table, int)
+    cell = {c: cell[c] for c in CELL} | ({"build": build} if build else {})
+    outcome = {col: _number(r.get(col), col, i, table) for col in ("J", "G_F", "D_coll")}
+    metrics = {
+        c[len(METRIC) :]: x
+        for c in metric_cols
+        if (x := _number(r.get(c), c, i, table)) is not None
+    }
+    if status == "ok" and outcome["J"] is None and not metrics:
+        raise RegistryError(
+            f"{table} row {i}: 'J' is empty and the row carries no {METRIC}<name> value; "
+            "an ok row needs J or at least one metric"
+        )
+    gate = {
+        col: _number(r.get(col), col, i, table)
+        for col in ("probe_signal", "chosen_rho", "available_gain")
+    }
+    gate["triggered"] = _boolean(r.get("triggered"), i, table)
+    ident = json.dumps([cell[c] for c in CELL] + [cell.get("build", 0)])
+    occ = seen.get(ident, 0)
+    seen[ident] = occ + 1
+    return ImportedRun(
+        cell=cell,
+        status=status,
+        **outcome,
+        gate=gate,
+        metrics=metrics,
+        occurrence=occ,
+        step_equivalents=_number(r.get("step_equivalents"), "step_equivalents", i, table),
+    )
 
 
 def check_table_path(path: str | Path) -> Path:

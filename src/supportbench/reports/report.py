@@ -197,17 +197,10 @@ def _keep_log(folder: Path, copy: Path | None) -> Path:
 def _write(
     con, registry, out: Path, experiment: str | None, reference: str | None = None
 ) -> tuple[dict, str]:
-    exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
-    if experiment is None and len(exps) > 1:
-        raise RegistryError(
-            f"registry '{registry}' holds {len(exps)} experiments ({', '.join(exps)}); "
-            "a report covers one: pass --experiment NAME"
-        )
-    if experiment is not None and exps and experiment not in exps:
-        raise RegistryError(
-            f"no experiment '{experiment}' in registry '{registry}'; it holds: {', '.join(exps)}"
-        )
-    experiment = experiment or (exps[0] if exps else None)
+    """Write the report of one experiment of the registry into ``out``: its tables, figures,
+    paper.tex, report.md and findings.md. Returns what was rendered (or why not) and the findings'
+    text."""
+    experiment = _experiment_of(con, registry, experiment)
     ctx = Context.from_registry(con, experiment, reference=reference)
     ref = reference_of(ctx)  # an unknown --reference stops here, before anything is drawn
     tables = render_all(ctx, out / "tables")
@@ -222,36 +215,89 @@ def _write(
         f" ({metric_only} metric-only runs: see the metric tables)." if metric_only else "."
     )
     figures = render_figures(ctx, out / "figures", con)
+    write_text_atomic(
+        out / "paper.tex",
+        _paper_tex(registry, experiment, ref.rule, methods, metric_tabs, figures, no_j),
+    )
+    md = _markdown_head(registry, experiment, ctx, metric_only, ref.rule)
+    md += _markdown_method_and_metric_tables(methods, metric_tabs, no_j)
+    md += _markdown_paper_tables(ctx, out, tables)
+    md += _markdown_figures(figures)
+    text = findings(ctx, con, experiment, str(registry))
+    write_text_atomic(out / "findings.md", text)
+    md.append(
+        "`findings.md`: which of the paper's claims this registry supports, with the numbers.\n"
+    )
+    write_text_atomic(out / "report.md", "\n".join(md))
+    return {
+        "tables": tables,
+        "figures": figures,
+        "methods": {t.label: None for t in methods},
+        "metrics": {t.label: None for t in metric_tabs},
+        "metric_only_runs": metric_only,
+        "reference": ref.rule,
+    }, text
 
-    def inputs(labels):
-        return "\n".join(
-            f"\\input{{tables/{file_name(label)}}}\n\\clearpage"
-            if i % 3 == 2
-            else f"\\input{{tables/{file_name(label)}}}"
-            for i, label in enumerate(labels)
+
+def _experiment_of(con, registry, experiment: str | None) -> str | None:
+    """The experiment the report covers: the one named, which the registry must hold, or the
+    registry's only one (None for an empty registry)."""
+    exps = [r[0] for r in con.execute("SELECT DISTINCT experiment FROM runs ORDER BY 1").fetchall()]
+    if experiment is None and len(exps) > 1:
+        raise RegistryError(
+            f"registry '{registry}' holds {len(exps)} experiments ({', '.join(exps)}); "
+            "a report covers one: pass --experiment NAME"
         )
+    if experiment is not None and exps and experiment not in exps:
+        raise RegistryError(
+            f"no experiment '{experiment}' in registry '{registry}'; it holds: {', '.join(exps)}"
+        )
+    return experiment or (exps[0] if exps else None)
 
+
+def _inputs(labels) -> str:
+    """LaTeX \\input lines for the tables ``labels``, a page break after every third."""
+    return "\n".join(
+        f"\\input{{tables/{file_name(label)}}}\n\\clearpage"
+        if i % 3 == 2
+        else f"\\input{{tables/{file_name(label)}}}"
+        for i, label in enumerate(labels)
+    )
+
+
+def _paper_tex(
+    registry,
+    experiment: str | None,
+    reference_rule: str,
+    methods,
+    metric_tabs,
+    figures: dict,
+    no_j: str,
+) -> str:
+    """paper.tex: every table \\input and every figure included (or why it was not drawn)."""
     figs = "\n".join(
         FIGURE_TEX % (name, FIGURE_CAPTIONS.get(name, tex(name)))
         if why is None
         else f"\\paragraph{{{tex(name)}}} not drawn: {tex(why)}.\n"
         for name, why in figures.items()
     )
-    write_text_atomic(
-        out / "paper.tex",
-        PAPER_TEX
-        % (
-            f": \\texttt{{{tex(experiment)}}}" if experiment else "",
-            tex(str(registry)),
-            tex(ref.rule),
-            inputs([t.label for t in methods]) or no_j,
-            inputs([t.label for t in metric_tabs])
-            or "No run of the experiment carries metrics beyond $J$.",
-            figs,
-            inputs(TABLES),
-        ),
+    return PAPER_TEX % (
+        f": \\texttt{{{tex(experiment)}}}" if experiment else "",
+        tex(str(registry)),
+        tex(reference_rule),
+        _inputs([t.label for t in methods]) or no_j,
+        _inputs([t.label for t in metric_tabs])
+        or "No run of the experiment carries metrics beyond $J$.",
+        figs,
+        _inputs(TABLES),
     )
-    md = [
+
+
+def _markdown_head(
+    registry, experiment: str | None, ctx, metric_only: int, reference_rule: str
+) -> list[str]:
+    """report.md's opening: the registry and experiment, the runs counted, the reference."""
+    return [
         f"# supportbench report\n\nRegistry: `{registry}`"
         + (f", experiment `{experiment}`" if experiment else ""),
         "\nRuns in the registry view (`results`: runs with J, and runs not ok): "
@@ -260,10 +306,15 @@ def _write(
         f"\nMetric-only runs (ok, no J; e.g. imported with `registry import`): {metric_only}. They "
         "are left out of every J statistic and table and appear in the metric tables below.",
         "\n## Methods of this experiment\n",
-        f"Reference: {ref.rule}. Gaps are reference − method on matched units (same field, "
+        f"Reference: {reference_rule}. Gaps are reference − method on matched units (same field, "
         "objective and seed); positive values favour the reference, W/T/L counts the reference's "
         "wins, ties and losses.\n",
     ]
+
+
+def _markdown_method_and_metric_tables(methods, metric_tabs, no_j: str) -> list[str]:
+    """report.md's per-method tables and metric tables (or why there are none)."""
+    md = []
     for t in methods:
         md += [
             f"### `{t.label}` ([tables/{file_name(t.label)}](tables/{file_name(t.label)}))\n",
@@ -286,7 +337,13 @@ def _write(
         ]
     if not metric_tabs:
         md.append("No run of the experiment carries metrics beyond J.\n")
-    md += ["\n## The paper's tables\n", "| label | file | status |", "|---|---|---|"]
+    return md
+
+
+def _markdown_paper_tables(ctx, out: Path, tables: dict) -> list[str]:
+    """report.md's list of the paper's tables, rendered or missing; with Table 1 rendered, also
+    controlled.md (Table 1 as text), which it links."""
+    md = ["\n## The paper's tables\n", "| label | file | status |", "|---|---|---|"]
     for label, why in tables.items():
         md.append(
             f"| `{label}` | [tables/{file_name(label)}](tables/{file_name(label)}) | "
@@ -300,7 +357,13 @@ def _write(
             "\n[controlled.md](controlled.md): Table 1 and the frozen decisions behind it as text, "
             "as `supportbench run --benchmark controlled` prints them."
         )
-    md += ["\n## Figures\n", "| figure | files | status |", "|---|---|---|"]
+    return md
+
+
+def _markdown_figures(figures: dict) -> list[str]:
+    """report.md's list of the figures, rendered or missing, and how paper.tex builds one
+    document."""
+    md = ["\n## Figures\n", "| figure | files | status |", "|---|---|---|"]
     for name, why in figures.items():
         files = f"[png](figures/{name}.png), [pdf](figures/{name}.pdf)" if why is None else "-"
         md.append(f"| {name} | {files} | {'rendered' if why is None else 'missing: ' + why} |")
@@ -308,17 +371,4 @@ def _write(
         "\n`paper.tex` inputs every table and includes every figure: `pdflatex paper.tex` in this "
         "folder (or `supportbench report --pdf`) builds one document.\n"
     )
-    text = findings(ctx, con, experiment, str(registry))
-    write_text_atomic(out / "findings.md", text)
-    md.append(
-        "`findings.md`: which of the paper's claims this registry supports, with the numbers.\n"
-    )
-    write_text_atomic(out / "report.md", "\n".join(md))
-    return {
-        "tables": tables,
-        "figures": figures,
-        "methods": {t.label: None for t in methods},
-        "metrics": {t.label: None for t in metric_tabs},
-        "metric_only_runs": metric_only,
-        "reference": ref.rule,
-    }, text
+    return md
