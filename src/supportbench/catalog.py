@@ -18,7 +18,11 @@ tuples, dicts, f-strings, subscripts, the module's own constants and ``module.NA
 imported from another source file. A value that needs code to compute is absent; the caller imports
 the class for it. Built-ins win over a plugin of the same name, as in the registries
 (``_registry.Registry``). What the catalog cannot see -- a plugin that fails to import, a name
-registered at run time -- the imported registries report.
+registered at run time -- the imported registries report: where a plugin is installed, the listings
+import the plugins so that one that fails to load is named (``supportbench methods``,
+``benchmarks``). The benchmark registry imports a fixed list of adapters (``benchmarks/base.py``)
+while the catalog reads every file of the package; ``tests/unit/test_catalog.py`` holds the two to
+the same names.
 
 The paper's methods are listed once here (``PAPER_METHODS``, with the names its tables print), for
 the reports, the method registry's tests and the docs.
@@ -93,7 +97,6 @@ class Entry:
 
     name: str
     target: str  # ``module:Class`` (``module:REGISTRY`` for an instance registered by a call)
-    plugin: bool = False
     attrs: Mapping[str, object] = field(default_factory=dict)
 
     @property
@@ -129,12 +132,22 @@ def builtins(kind: str) -> dict[str, Entry]:
     return found
 
 
+def plugin_names(kind: str) -> list[str]:
+    """The entry-point names of the installed plugins of ``kind`` (nothing read or imported)."""
+    group = KINDS[kind].group
+    return sorted({ep.name for ep in entry_points(group=group)}) if group else []
+
+
 def plugins(kind: str) -> dict[str, Entry]:
     """The installed plugins of ``kind`` (entry points; nothing imported), with the attributes that
-    can be read from the file the entry point's module names."""
+    can be read from the file the entry point's module names. Of two entry points of one name the
+    first counts, as in the registry; a file that cannot be read so gives no attributes (the
+    registry names what is wrong when it imports the plugin): reading never fails a listing."""
     spec = KINDS[kind]
     found: dict[str, Entry] = {}
     for ep in entry_points(group=spec.group) if spec.group else ():
+        if ep.name in found:
+            continue
         module, _, qualname = ep.value.partition(":")
         cls = qualname.strip().split(".")[-1]
         path = module_source(module.strip()) if cls else None
@@ -142,9 +155,9 @@ def plugins(kind: str) -> dict[str, Entry]:
         if path is not None:
             try:
                 attrs = SourceFile(path).class_attrs(spec.attrs).get(cls, {})
-            except (OSError, PluginError, UnicodeDecodeError):
-                attrs = {}  # unreadable here: the registry reports it when it imports the plugin
-        found[ep.name] = Entry(ep.name, ep.value, plugin=True, attrs=attrs)
+            except Exception:  # noqa: BLE001 -- a plugin's source is the plugin's to fix
+                attrs = {}
+        found[ep.name] = Entry(ep.name, ep.value, attrs=attrs)
     return found
 
 
@@ -240,8 +253,9 @@ class SourceFile:
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for alias in node.names:
                     self.imports[alias.asname or alias.name] = (node.module, alias.name)
-            elif (target := _assigned_name(node)) is not None:
-                self._assigned[target] = node.value
+            else:
+                for target in _assigned_names(node):
+                    self._assigned[target] = node.value
 
     def constant(self, name: str):
         """The value of the module's top-level constant ``name``, or ``_MISSING``."""
@@ -314,9 +328,9 @@ class SourceFile:
         own: dict[str, dict[str, object]] = {}
         for cls in classes:
             for stmt in cls.body:
-                name = _assigned_name(stmt)
-                if name in attrs and (v := self.value(stmt.value)) is not _MISSING:
-                    own.setdefault(cls.name, {})[name] = v
+                for name in _assigned_names(stmt):
+                    if name in attrs and (v := self.value(stmt.value)) is not _MISSING:
+                        own.setdefault(cls.name, {})[name] = v
         found = {}
         for cls in classes:
             chain = [cls.name, *(getattr(b, "id", None) for b in cls.bases)]
@@ -328,21 +342,30 @@ class SourceFile:
         return found
 
 
-def _assigned_name(node: ast.AST) -> str | None:
-    """The name ``NAME = value`` or ``NAME: type = value`` assigns, else None."""
-    if isinstance(node, ast.Assign) and len(node.targets) == 1:
-        return getattr(node.targets[0], "id", None)
+def _assigned_names(node: ast.AST) -> list[str]:
+    """The names ``NAME = value`` (``A = B = value``) or ``NAME: type = value`` binds."""
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
     if isinstance(node, ast.AnnAssign) and node.value is not None:
-        return getattr(node.target, "id", None)
-    return None
+        return [node.target.id] if isinstance(node.target, ast.Name) else []
+    return []
+
+
+_READING: set[tuple[str, str]] = (
+    set()
+)  # (module, name) being read: constants that import each other
 
 
 def _module_constant(module: str, name: str):
-    """The value of the top-level constant ``name`` of ``module``'s source file, or ``_MISSING``."""
+    """The value of the top-level constant ``name`` of ``module``'s source file, or ``_MISSING``
+    (also for constants of two modules that refer to each other)."""
     path = module_source(module)
-    if path is None or path.suffix != ".py":
+    if path is None or path.suffix != ".py" or (module, name) in _READING:
         return _MISSING
+    _READING.add((module, name))
     try:
         return SourceFile(path).constant(name)
     except (OSError, PluginError, UnicodeDecodeError):
         return _MISSING
+    finally:
+        _READING.discard((module, name))

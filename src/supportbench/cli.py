@@ -161,7 +161,7 @@ def _benchmark_rows_light() -> list[tuple[str, ...]] | None:
     plugin is installed or a built-in's values cannot be read so."""
     from supportbench import catalog
 
-    if catalog.plugins("benchmark"):
+    if catalog.plugin_names("benchmark"):
         return None
     rows = []
     for name, entry in catalog.builtins("benchmark").items():
@@ -241,7 +241,7 @@ def _method_rows_light() -> list[tuple[str, str, str]] | None:
     that fails to load is reported) or a built-in's values cannot be read so."""
     from supportbench import catalog
 
-    if catalog.plugins("method"):
+    if catalog.plugin_names("method"):
         return None
     rows = []
     for name, entry in catalog.builtins("method").items():
@@ -822,11 +822,12 @@ def _check_names_light(spec) -> None:
     from supportbench.errors import UnknownMethodError
 
     known = set(catalog.entries("method"))
-    # a benchmark with INTERFACES runs its own interventions, so those are its method names (read
-    # from the benchmark's source; a benchmark whose INTERFACES the catalog cannot read is imported)
-    benchmarks = catalog.entries("benchmark")
+    # a benchmark with INTERFACES runs its own interventions, so those are its method names (a
+    # built-in's read from its source; a plugin benchmark is imported, so that one that fails to
+    # load is refused here, as is one whose INTERFACES the catalog cannot read)
+    builtins = catalog.builtins("benchmark")
     for b in spec.benchmarks:
-        interfaces = benchmarks[b].attrs.get("INTERFACES") if b in benchmarks else None
+        interfaces = builtins[b].attrs.get("INTERFACES") if b in builtins else None
         if interfaces is None:
             from supportbench.benchmarks.base import BENCHMARKS
 

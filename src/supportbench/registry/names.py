@@ -59,7 +59,7 @@ def known(kind: str) -> set[str]:
     run-time registrations of registries this process has already imported (nothing is imported)."""
     from supportbench import catalog
 
-    names = set(_declared()[kind]) | set(catalog.plugins(kind))
+    names = set(_declared()[kind]) | set(catalog.plugin_names(kind))
     module, attr = _LOADED[kind]
     names |= set(getattr(getattr(sys.modules.get(module), attr, None), "_items", {}))
     if kind == "method":  # a benchmark's own interfaces: plugins' from source, loaded ones as are
