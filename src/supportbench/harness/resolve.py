@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from supportbench._options import allowed_list, check, declared, did_you_mean
 from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS
@@ -37,15 +36,13 @@ class ResolvedRun:
     """What ``spec`` names, built: the registered benchmark class (instantiated by the runner, once
     per benchmark, options, model and build: a benchmark holds its prepared theta_0), the objective
     with its effective settings, the method instance (None when ``spec.method`` is one of the
-    benchmark's own ``INTERFACES``), and the options each was given, as the spec resolves them."""
+    benchmark's own ``INTERFACES``). The options each was given are read from the spec
+    (``spec.benchmark_options()``, ``spec.prefixed("objective.")``, ``"method."``)."""
 
     spec: RunSpec
     benchmark_cls: type
-    benchmark_options: dict[str, Any]  # ``spec.benchmark_options()``: dotted names nested
     objective: Objective
-    objective_options: dict[str, Any]  # ``objective.*`` of the spec
     method: SelectionMethod | None
-    method_options: dict[str, Any]  # ``method.*`` of the spec
 
     @property
     def interface(self) -> bool:
@@ -59,21 +56,11 @@ def resolve(spec: RunSpec, *, read_inputs: bool = True) -> ResolvedRun:
     before it starts; a caller that only needs the objects (a code fingerprint, a plan) leaves it
     out."""
     benchmark_cls = BENCHMARKS.get(spec.benchmark)
-    benchmark_options = spec.benchmark_options()
-    _check_benchmark(spec, benchmark_cls, benchmark_options, read_inputs)
-    objective_options = spec.prefixed("objective.")
-    objective = get_objective(spec.objective, **objective_options)  # name, options, their ranges
-    method_options = spec.prefixed("method.")
-    method = _method(spec, benchmark_cls, method_options)
-    return ResolvedRun(
-        spec=spec,
-        benchmark_cls=benchmark_cls,
-        benchmark_options=benchmark_options,
-        objective=objective,
-        objective_options=objective_options,
-        method=method,
-        method_options=method_options,
-    )
+    _check_benchmark(spec, benchmark_cls, spec.benchmark_options(), read_inputs)
+    # name, options, their ranges
+    objective = get_objective(spec.objective, **spec.prefixed("objective."))
+    method = _method(spec, benchmark_cls, spec.prefixed("method."))
+    return ResolvedRun(spec=spec, benchmark_cls=benchmark_cls, objective=objective, method=method)
 
 
 def check_options(owner: str, target, options: dict, prefix: str) -> None:
