@@ -128,6 +128,14 @@ def main():
         "--work", default=None, help="folder for the model, cache and results (default: a temp dir)"
     )
     ap.add_argument("--json", default=None, help="also write the measurements here")
+    ap.add_argument(
+        "--hp",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="more run settings for both cells (e.g. column_grads=true "
+        "activation_checkpointing=true; true/false/numbers as TOML reads them)",
+    )
     args = ap.parse_args()
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
@@ -172,7 +180,15 @@ def main():
     R.Runner._evaluate = ph.wrap("evaluation", R.Runner._evaluate)
 
     runner = R.Runner(work / "results", cache_dir=cache, progress=False, device=args.device)
+    import tomllib
+
     hp = {"dtype": "bfloat16", "benchmark.theta0": "given"}
+    for kv in args.hp:
+        key, _, value = kv.partition("=")
+        try:
+            hp[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            hp[key] = value
     specs = {
         "static": RunSpec(
             "tofu",
@@ -214,6 +230,7 @@ def main():
         "T": args.T,
         "t": args.t,
         "d": args.d,
+        "hyperparameters": hp,
         "runs": {},
     }
     ok = 0

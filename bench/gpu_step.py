@@ -4,7 +4,8 @@ columns chosen at random), batch 8 x length 256, NPO (forget + retain batch, cac
 
 Measured in one process, each phase's peak from ``torch.cuda.max_memory_allocated`` after a reset:
   training-step peak / bytes of the bf16 weights, without and with activation
-  checkpointing                                                                (target <= 1.3)
+  checkpointing, with autograd's whole-tensor gradients (the default) and with
+  ``column_grads`` (per-column contractions in hooks)                          (target <= 1.3)
   support-constrained NPO step time / a plain full-parameter bf16 step's on the
   same batch                                                                   (reported)
   each measured peak against ``plan-memory``'s prediction for the same shapes: the training step
@@ -82,6 +83,8 @@ def main():
         for name in (
             "gpu_peak_over_bf16_weights",
             "gpu_peak_over_bf16_weights_checkpointing",
+            "gpu_peak_over_bf16_weights_column_grads",
+            "gpu_peak_over_bf16_weights_column_grads_checkpointing",
             "gpu_step_over_full_step",
             "gpu_train_peak_plan_error",
             "gpu_diagnostics_peak_plan_error",
@@ -138,7 +141,7 @@ def main():
         flush=True,
     )
 
-    def npo_steps(checkpointing: bool):
+    def npo_steps(checkpointing: bool, columns: bool = False):
         if checkpointing:
             set_activation_checkpointing(model, True)
         trainer = SupportTrainer(
@@ -147,7 +150,7 @@ def main():
             support,
             obj,
             data,
-            TrainConfig(steps=6, lr=1e-5, batch_size=B),
+            TrainConfig(steps=6, lr=1e-5, batch_size=B, column_grads=columns),
             progress=False,
         )
         with Meter(dev) as m:
@@ -158,6 +161,7 @@ def main():
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             step = (time.perf_counter() - t0) / 4
+        trainer.leaves.release()
         del trainer
         if checkpointing:
             set_activation_checkpointing(model, False)
@@ -181,6 +185,22 @@ def main():
         f"  NPO step, checkpointing {step_ck * 1e3:.0f} ms, peak {peak_ck / GIB:.2f} GiB",
         flush=True,
     )
+
+    # column_grads: the support's gradients without whole-tensor buffers
+    for ck in (False, True):
+        st, pk = npo_steps(ck, columns=True)
+        pl = (
+            plan_memory(
+                args.arch, args.budget, batch=B, length=L, checkpointing=ck, column_grads=True
+            ).without_diagnostics()
+            if plan
+            else None
+        )
+        label = "activation checkpointing" if ck else "no checkpointing"
+        rows[f"NPO step, column_grads ({label})"] = (st, pk, pl)
+        print(f"  NPO step, column_grads, {label}: {st * 1e3:.0f} ms, peak {pk / GIB:.2f} GiB")
+    col_step, col_peak = rows["NPO step, column_grads (no checkpointing)"][:2]
+    col_step_ck, col_peak_ck = rows["NPO step, column_grads (activation checkpointing)"][:2]
 
     # the diagnostics phase: Intervention Score's keys, one forward batch of B records per role
     recs = DiagnosticRecords(batch(3), batch(4), batch(5), batch(6))
@@ -246,7 +266,13 @@ def main():
         )
     result("gpu_peak_over_bf16_weights", peak / weights, "<=", 1.3)
     result("gpu_peak_over_bf16_weights_checkpointing", peak_ck / weights, "<=", 1.3)
+    result("gpu_peak_over_bf16_weights_column_grads", col_peak / weights, "<=", 1.3)
+    result(
+        "gpu_peak_over_bf16_weights_column_grads_checkpointing", col_peak_ck / weights, "<=", 1.3
+    )
     result("gpu_step_over_full_step", step / full, "<=", 1.0)
+    result("gpu_column_grads_step_over_full_step", col_step / full, "<=", 1.0)
+    result("gpu_column_grads_checkpointing_step_over_full_step", col_step_ck / full, "<=", 1.0)
     if plan:
         result("gpu_train_peak_plan_error", abs(peak / plan.without_diagnostics() - 1), "<=", 0.2)
         result(
@@ -255,6 +281,10 @@ def main():
             "<=",
             0.2,
         )
+        for ck, label in ((False, "no checkpointing"), (True, "activation checkpointing")):
+            _, pk, pl = rows[f"NPO step, column_grads ({label})"]
+            name = "gpu_column_grads" + ("_checkpointing" if ck else "") + "_peak_plan_error"
+            result(name, abs(pk / pl - 1), "<=", 0.2)
         result("gpu_diagnostics_peak_plan_error", abs(dm.peak / dplan.total - 1), "<=", 0.2)
 
 

@@ -55,6 +55,7 @@ def _cmd_plan_memory(args) -> int:
         batch=args.batch,
         length=args.length,
         checkpointing=args.checkpointing,
+        column_grads=args.column_grads,
     )
     gib = 2**30
     print(
@@ -62,6 +63,7 @@ def _cmd_plan_memory(args) -> int:
         f"geometry; support {p.budget:,} scalars; {p.dtype} "
         f"weights; batch {p.batch} x length {p.length}"
         + ("; activation checkpointing" if p.checkpointing else "")
+        + ("; column gradients" if args.column_grads else "")
     )
     for k, v in p.components.items():
         print(f"  {k:<16} {v / gib:9.2f} GiB")
@@ -101,6 +103,7 @@ def _cmd_plan_memory(args) -> int:
             dtype=args.dtype,
             length=args.length,
             checkpointing=args.checkpointing,
+            column_grads=args.column_grads,
         )
         print(
             f"  on {gpu:g} GiB: training fits up to batch {b} (powers of two)"
@@ -1087,6 +1090,12 @@ def _parser_plan_memory(sub) -> None:
     pm.add_argument("--batch", type=POSITIVE_INT, default=8)
     pm.add_argument("--length", type=POSITIVE_INT, default=256)
     pm.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
+    pm.add_argument(
+        "--column-grads",
+        dest="column_grads",
+        action="store_true",
+        help="the support's gradients by per-column contractions (the column_grads setting)",
+    )
     pm.add_argument("--gpu-gib", dest="gpu_gib", type=POSITIVE, nargs="*", default=[80.0])
     pm.set_defaults(func=_cmd_plan_memory)
 

@@ -101,3 +101,36 @@ def test_activation_checkpointing_on_gpu_recomputes_and_changes_nothing(tofu, ca
         out
     )  # forget + retain forward, each recomputed
     assert out[False][1:] == out[True][1:]
+
+
+def test_column_grads_on_gpu_match_the_default(tofu, cache, tmp_path):
+    """``column_grads`` on the GPU: fp32, the same support and an outcome within float32 summation
+    noise of the default's whole-tensor gradients; bf16 with checkpointing, reproducible run to
+    run."""
+    out = {}
+    for key, hp in {
+        "tensor": {},
+        "columns": {"column_grads": True},
+        "bf16-a": {"column_grads": True, "dtype": "bfloat16", "activation_checkpointing": True},
+        "bf16-b": {"column_grads": True, "dtype": "bfloat16", "activation_checkpointing": True},
+    }.items():
+        spec = RunSpec(
+            "tofu",
+            "forget10",
+            "npo",
+            "intervention_score",
+            seed=0,
+            T=8,
+            budget=0.1,
+            hyperparameters=hp,
+        )
+        rec = Runner(tmp_path / key, cache_dir=cache, progress=False, device="cuda").run(spec)
+        rec = rec.record
+        assert rec.status == "ok", rec.error
+        out[key] = rec
+    assert out["tensor"].support.groups == out["columns"].support.groups
+    assert abs(out["tensor"].outcome.J - out["columns"].outcome.J) < 1e-3, (
+        out["tensor"].outcome.J,
+        out["columns"].outcome.J,
+    )
+    assert _outcome(out["bf16-a"]) == _outcome(out["bf16-b"])

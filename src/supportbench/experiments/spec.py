@@ -61,6 +61,8 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     # and activation checkpointing
     "dtype": "float32",
     "activation_checkpointing": False,
+    # the support's gradients by per-column contractions (no whole-tensor gradient buffers: memory)
+    "column_grads": False,
 }
 # Settings that depend on the kind of model (docs/sweeps.md, "Defaults"):
 #   preset  the tiny CPU presets, trained here from scratch: lr 1e-2 (their weights are O(1e-1) and
@@ -190,6 +192,11 @@ RUN_SETTINGS: dict[str, Any] = {
     ),
     "activation_checkpointing": option(
         bool, doc="recompute activations in the backward pass (memory)"
+    ),
+    "column_grads": option(
+        bool,
+        doc="the support's gradients by per-column contractions, without whole-tensor gradient "
+        "buffers (memory; the same gradients to summation order)",
     ),
 }
 
@@ -411,6 +418,8 @@ class RunSpec:
             not self.build
         ):  # build 0 is the identity every run had before builds existed: its key is unchanged
             d.pop("build")
+        if not d["hyperparameters"].get("column_grads"):  # likewise the default gradients
+            d["hyperparameters"].pop("column_grads", None)
         return d
 
     @property

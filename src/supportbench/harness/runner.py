@@ -464,6 +464,7 @@ class Runner:
             weight_decay=spec.hp("weight_decay"),
             warmup_steps=spec.hp("warmup_steps"),
             seed=spec.seed,
+            column_grads=bool(spec.hp("column_grads")),
         )
         if (
             isinstance(bench, InterfaceBenchmark) and spec.method in bench.INTERFACES

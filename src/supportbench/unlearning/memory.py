@@ -8,7 +8,9 @@ Components (bytes):
   optimizer          AdamW's two fp32 moments of the support (8 bytes x budget)
   geometry_grads     the gradient buffers of the geometry's tensors (every MLP down-projection), in
                      the weights' dtype: autograd fills whole tensors before the support's slice is
-                     taken
+                     taken; with ``column_grads`` (per-column contractions in hooks) only the
+                     support's fp32 gradients (4 bytes x budget) and each batch's inputs at the
+                     support's columns (tokens x columns, weights' dtype) instead
   reference_nll      NPO's cached reference NLLs (negligible)
   activations        saved for backward (for the forget and the retain batch when the objective has
                      a retain term: one backward of their sum), per token: per layer ~
@@ -165,6 +167,7 @@ def plan_memory(
     length: int = 256,
     checkpointing: bool = False,
     uses_retain: bool = True,
+    column_grads: bool = False,
 ) -> MemoryPlan:
     """The training step's memory (module doc). ``uses_retain``: the objective has a retain term
     (NPO, SimNPO, GradDiff; not GA), so a step holds the graphs of two batches -- forget and
@@ -203,7 +206,11 @@ def plan_memory(
         "weights": n_params * wb,
         "editable_master": scalars * 4,
         "optimizer": scalars * 8,
-        "geometry_grads": geo.total_cost * wb,
+        "geometry_grads": (
+            scalars * 4 + (2 if uses_retain else 1) * tokens * (scalars // group) * wb
+            if column_grads
+            else geo.total_cost * wb
+        ),
         "reference_nll": batch * 4,
         "activations": act,
         "diagnostics": 6 * geo.total_cost * 4,

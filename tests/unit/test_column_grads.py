@@ -1,0 +1,138 @@
+"""``column_grads``: the support's gradients by per-column contractions in hooks, without autograd's
+whole-tensor buffers, are the same gradients (to the order of a sum) as the default's; the frozen
+coordinates stay bitwise; activation checkpointing and bf16 weights work the same way."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from supportbench.errors import SpecError
+from supportbench.unlearning.losses import reference_nll
+from supportbench.unlearning.objectives import get_objective
+from supportbench.unlearning.support import Support, discover_geometry
+from supportbench.unlearning.train import (
+    SupportLeaves,
+    SupportTrainer,
+    TrainConfig,
+    UnlearningData,
+    set_activation_checkpointing,
+)
+
+GROUPS = (1, 5, 40, 47, 50, 70, 95)  # both layers (48 columns each), first and last columns
+
+
+def _data(model, sets):
+    return UnlearningData(sets["forget"], sets["retain"], reference_nll(model, sets["forget"]))
+
+
+def _grads(model, sets, columns: bool, objective="npo", checkpointing=False):
+    """The leaves' gradients after one forward and backward of the objective's loss."""
+    if checkpointing:
+        set_activation_checkpointing(model, True)
+    geo = discover_geometry(model)
+    cfg = TrainConfig(steps=1, lr=1e-3, batch_size=3, seed=2, column_grads=columns)
+    tr = SupportTrainer(
+        model,
+        geo,
+        Support.of(geo, GROUPS),
+        get_objective(objective),
+        _data(model, sets),
+        cfg,
+        progress=False,
+    )
+    grads = {}
+    orig = tr.optimizer.step
+
+    def capture():  # the gradients the optimizer sees, then its step as usual
+        for t, _, leaf in tr.leaves.slots:
+            grads[t.name] = leaf.grad.detach().clone()
+        orig()
+
+    tr.optimizer.step = capture
+    tr.train_step()
+    tr.leaves.release()
+    return grads, tr
+
+
+@pytest.mark.parametrize("objective", ["npo", "graddiff", "ga"])
+def test_column_grads_equal_tensor_grads(tiny_model, tiny_sets, objective):
+    want, _ = _grads(copy.deepcopy(tiny_model), tiny_sets, False, objective)
+    got, tr = _grads(copy.deepcopy(tiny_model), tiny_sets, True, objective)
+    assert set(got) == set(want) and len(got) == 2
+    for name in want:
+        assert got[name].abs().max() > 0, name  # a gradient that is there
+        torch.testing.assert_close(got[name], want[name], rtol=1e-5, atol=1e-7)
+    # no tensor of the model ever required grad or held a gradient buffer
+    assert not any(p.requires_grad or p.grad is not None for p in tr.model.parameters())
+
+
+def test_column_grads_with_checkpointing_and_bf16(tiny_model, tiny_sets):
+    want, _ = _grads(copy.deepcopy(tiny_model), tiny_sets, False)
+    got, _ = _grads(copy.deepcopy(tiny_model), tiny_sets, True, checkpointing=True)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-5, atol=1e-7)
+    # bf16 weights: the column contraction is fp32, the default's buffer bf16; both approximate
+    # the fp32 gradient, the contraction at least as closely
+    b_want, _ = _grads(copy.deepcopy(tiny_model).to(torch.bfloat16), tiny_sets, False)
+    b_got, _ = _grads(copy.deepcopy(tiny_model).to(torch.bfloat16), tiny_sets, True)
+    for name in want:
+        err_col = (b_got[name] - want[name]).norm() / want[name].norm()
+        err_tensor = (b_want[name] - want[name]).norm() / want[name].norm()
+        assert err_col < 0.05 and err_col <= err_tensor * 1.5, (name, err_col, err_tensor)
+
+
+def test_column_grads_train_the_same_run(tiny_model, tiny_sets):
+    """Six steps: the trained support agrees with the default's within float32 summation noise, and
+    every coordinate outside the support is bitwise unchanged."""
+    out = {}
+    for columns in (False, True):
+        model = copy.deepcopy(tiny_model)
+        geo = discover_geometry(model)
+        support = Support.of(geo, GROUPS)
+        cfg = TrainConfig(steps=6, lr=5e-3, batch_size=2, seed=3, column_grads=columns)
+        tr = SupportTrainer(
+            model, geo, support, get_objective("npo"), _data(model, tiny_sets), cfg, progress=False
+        )
+        tr.run()
+        out[columns] = (model.state_dict(), tr.losses, support.mask())
+    (plain, l0, masks), (cols, l1, _) = out[False], out[True]
+    start = tiny_model.state_dict()
+    for name, w in cols.items():
+        if name in masks:
+            m = masks[name]
+            assert torch.equal(w[~m], start[name][~m]), name
+            assert not torch.equal(w[m], start[name][m]), name  # it trained
+            torch.testing.assert_close(w[m], plain[name][m], rtol=1e-4, atol=1e-5)
+        else:
+            assert torch.equal(w, start[name]), name
+    torch.testing.assert_close(torch.tensor(l1), torch.tensor(l0), rtol=1e-4, atol=1e-5)
+
+
+def test_column_grads_hooks_leave_with_the_trainer(tiny_model, tiny_sets):
+    model = copy.deepcopy(tiny_model)
+    geo = discover_geometry(model)
+    leaves = SupportLeaves(geo, Support.of(geo, GROUPS), columns_of=model)
+    leaves.enable()
+    taps = [m for m in model.modules() if m._forward_hooks]
+    assert len(taps) == 2  # the two down-projections that hold support columns
+    leaves.release()
+    assert not any(m._forward_hooks for m in model.modules())
+    with torch.no_grad():  # no hook outside training: inference is untouched
+        leaves.enable()
+        x = torch.randint(0, 50, (1, 5))
+        assert torch.equal(model(x).logits, tiny_model(x).logits)
+        leaves.release()
+
+
+def test_column_grads_refuse_a_geometry_that_is_not_linear(tiny_model):
+    model = copy.deepcopy(tiny_model)
+    geo = discover_geometry(model)
+    t = geo.tensors[0]
+    bad = copy.copy(t)
+    object.__setattr__(bad, "module_name", t.module_name.rsplit(".", 1)[0])  # the MLP, not a Linear
+    geo.tensors[0] = bad
+    with pytest.raises(SpecError, match="column_grads needs the geometry.s tensors to be nn"):
+        SupportLeaves(geo, Support.of(geo, GROUPS), columns_of=model)
