@@ -95,6 +95,7 @@ def main():
 
     from supportbench.methods.diagnostics import Diagnostics
     from supportbench.methods.intervention_score import InterventionScore
+    from supportbench.unlearning.column_grads import use_column_grads
     from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet
     from supportbench.unlearning.memory import arch_config, plan_diagnostics, plan_memory
     from supportbench.unlearning.objectives import get_objective
@@ -150,9 +151,10 @@ def main():
             support,
             obj,
             data,
-            TrainConfig(steps=6, lr=1e-5, batch_size=B, column_grads=columns),
+            TrainConfig(steps=6, lr=1e-5, batch_size=B),
             progress=False,
         )
+        use_column_grads(trainer, columns)
         with Meter(dev) as m:
             trainer.train_step()  # warm-up: the first step allocates AdamW's moments
             t0 = time.perf_counter()

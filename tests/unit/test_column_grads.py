@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from supportbench.errors import SpecError
+from supportbench.unlearning.column_grads import ColumnLeaves, use_column_grads
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.objectives import get_objective
 from supportbench.unlearning.support import Support, discover_geometry
@@ -33,7 +34,7 @@ def _grads(model, sets, columns: bool, objective="npo", checkpointing=False):
     if checkpointing:
         set_activation_checkpointing(model, True)
     geo = discover_geometry(model)
-    cfg = TrainConfig(steps=1, lr=1e-3, batch_size=3, seed=2, column_grads=columns)
+    cfg = TrainConfig(steps=1, lr=1e-3, batch_size=3, seed=2)
     tr = SupportTrainer(
         model,
         geo,
@@ -43,6 +44,7 @@ def _grads(model, sets, columns: bool, objective="npo", checkpointing=False):
         cfg,
         progress=False,
     )
+    use_column_grads(tr, columns)
     grads = {}
     orig = tr.optimizer.step
 
@@ -92,11 +94,11 @@ def test_column_grads_train_the_same_run(tiny_model, tiny_sets):
         model = copy.deepcopy(tiny_model)
         geo = discover_geometry(model)
         support = Support.of(geo, GROUPS)
-        cfg = TrainConfig(steps=6, lr=5e-3, batch_size=2, seed=3, column_grads=columns)
+        cfg = TrainConfig(steps=6, lr=5e-3, batch_size=2, seed=3)
         tr = SupportTrainer(
             model, geo, support, get_objective("npo"), _data(model, tiny_sets), cfg, progress=False
         )
-        tr.run()
+        use_column_grads(tr, columns).run()
         out[columns] = (model.state_dict(), tr.losses, support.mask())
     (plain, l0, masks), (cols, l1, _) = out[False], out[True]
     start = tiny_model.state_dict()
@@ -112,27 +114,55 @@ def test_column_grads_train_the_same_run(tiny_model, tiny_sets):
 
 
 def test_column_grads_hooks_leave_with_the_trainer(tiny_model, tiny_sets):
+    """One set of hooks per model: a second trainer's switch removes the first's; release removes
+    them; under no_grad they do nothing."""
     model = copy.deepcopy(tiny_model)
     geo = discover_geometry(model)
-    leaves = SupportLeaves(geo, Support.of(geo, GROUPS), columns_of=model)
-    leaves.enable()
-    taps = [m for m in model.modules() if m._forward_hooks]
-    assert len(taps) == 2  # the two down-projections that hold support columns
-    leaves.release()
-    assert not any(m._forward_hooks for m in model.modules())
-    with torch.no_grad():  # no hook outside training: inference is untouched
-        leaves.enable()
+    cfg = TrainConfig(steps=1, lr=1e-3, batch_size=2)
+
+    def trainer():
+        return SupportTrainer(
+            model,
+            geo,
+            Support.of(geo, GROUPS),
+            get_objective("ga"),
+            _data(model, tiny_sets),
+            cfg,
+            progress=False,
+        )
+
+    first = use_column_grads(trainer())
+    assert isinstance(first.leaves, ColumnLeaves)
+    hooked = [m for m in model.modules() if m._forward_hooks]
+    assert len(hooked) == 2  # the two down-projections that hold support columns
+    assert not any(p.requires_grad for p in model.parameters())
+    second = use_column_grads(trainer())
+    assert sum(len(m._forward_hooks) for m in model.modules()) == 2  # not 4
+    with torch.no_grad():  # inference is untouched
         x = torch.randint(0, 50, (1, 5))
         assert torch.equal(model(x).logits, tiny_model(x).logits)
-        leaves.release()
+    second.leaves.release()
+    assert not any(m._forward_hooks for m in model.modules())
+    assert use_column_grads(trainer(), False).leaves.__class__ is SupportLeaves
+    with pytest.raises(SpecError, match="applies to a support of the geometry"):
+        use_column_grads(first)  # already switched: its leaves are ColumnLeaves
 
 
-def test_column_grads_refuse_a_geometry_that_is_not_linear(tiny_model):
+def test_column_grads_refuse_a_geometry_that_is_not_linear(tiny_model, tiny_sets):
     model = copy.deepcopy(tiny_model)
     geo = discover_geometry(model)
     t = geo.tensors[0]
     bad = copy.copy(t)
     object.__setattr__(bad, "module_name", t.module_name.rsplit(".", 1)[0])  # the MLP, not a Linear
     geo.tensors[0] = bad
+    tr = SupportTrainer(
+        model,
+        geo,
+        Support.of(geo, GROUPS),
+        get_objective("ga"),
+        _data(model, tiny_sets),
+        TrainConfig(steps=1),
+        progress=False,
+    )
     with pytest.raises(SpecError, match="column_grads needs the geometry.s tensors to be nn"):
-        SupportLeaves(geo, Support.of(geo, GROUPS), columns_of=model)
+        use_column_grads(tr)

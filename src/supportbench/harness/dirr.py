@@ -27,6 +27,7 @@ from supportbench.errors import SpecError
 from supportbench.experiments.decisions import ACTIONS, SELECTIONS, check_decision_matches
 from supportbench.experiments.record import Compute, DirrResult
 from supportbench.harness.compute import dirr_path_steps, exhaustive_reference
+from supportbench.unlearning.column_grads import use_column_grads
 from supportbench.unlearning.support import Geometry, Support, rank
 from supportbench.unlearning.train import SupportTrainer
 
@@ -130,7 +131,9 @@ def run_dirr(
         return bench.evaluate(model, roles, which).J
 
     t0 = time.perf_counter()
+    columns = bool(spec.hp("column_grads"))
     trainer = SupportTrainer(model, geometry, support, objective, data, config, progress=progress)
+    use_column_grads(trainer, columns)
     trainer.run(until=t, desc=f"DIR-R commit to t={t}")
     ckpt = trainer.checkpoint()
     wall["train"] = time.perf_counter() - t0
@@ -142,7 +145,7 @@ def run_dirr(
         tr = SupportTrainer.restore(
             model, geometry, ckpt, objective, data, config, support=cands[rho], progress=progress
         )
-        tr.run(until=t + d, desc=f"probe rho={rho}")
+        use_column_grads(tr, columns).run(until=t + d, desc=f"probe rho={rho}")
         probe[rho] = value("dev")
         branch[rho] = tr.checkpoint()
     s_t = max(0.0, probe[spec.rho_p] - probe[0.0])
@@ -171,7 +174,9 @@ def run_dirr(
                 support=cands[rho],
                 progress=progress,
             )
-        tr.run(until=T, desc=f"continue rho={rho}")
+        use_column_grads(tr, columns).run(until=T, desc=f"continue rho={rho}")
+        if columns:  # its hooks off the model
+            tr.leaves.release()
         terminal[rho] = _snapshot(geometry)
         V[rho] = value(crit)
         J_eval[rho] = V[rho] if crit == "eval" else value("eval")

@@ -52,6 +52,7 @@ from supportbench.harness.resolve import ResolvedRun, resolve
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores
 from supportbench.methods.diagnostics import Diagnostics
+from supportbench.unlearning.column_grads import use_column_grads
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import diagnostic_buffers
 from supportbench.unlearning.models import cpu_mode, resolve_device
@@ -464,7 +465,6 @@ class Runner:
             weight_decay=spec.hp("weight_decay"),
             warmup_steps=spec.hp("warmup_steps"),
             seed=spec.seed,
-            column_grads=bool(spec.hp("column_grads")),
         )
         if (
             isinstance(bench, InterfaceBenchmark) and spec.method in bench.INTERFACES
@@ -489,15 +489,14 @@ class Runner:
 
         if spec.variant == "static":
             t0 = time.perf_counter()
-            SupportTrainer(
-                model,
-                geometry,
-                support,
-                objective,
-                data,
-                config,
-                progress=self.progress,
-            ).run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
+            trainer = SupportTrainer(
+                model, geometry, support, objective, data, config, progress=self.progress
+            )
+            columns = bool(spec.hp("column_grads"))
+            use_column_grads(trainer, columns)
+            trainer.run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
+            if columns:  # its hooks off the model
+                trainer.leaves.release()
             wall["train"] = time.perf_counter() - t0
             draft.compute.step_equivalents = float(spec.T)
         else:

@@ -40,9 +40,6 @@ class TrainConfig:
     eps: float = 1e-8
     max_grad_norm: float | None = None
     seed: int = 0
-    # the support's gradients by per-group contractions in hooks (``SupportGrads``) instead of
-    # autograd's whole-tensor gradient buffers: the same gradient (to summation order), less memory
-    column_grads: bool = False
 
     def __post_init__(self):
         if self.steps < 0 or self.batch_size <= 0 or self.lr <= 0:
@@ -161,46 +158,12 @@ class TrainableLeaves(Protocol):
         """Gradients off and cleared: the model is left as inference expects it."""
 
 
-class _SupportGrad(torch.autograd.Function):
-    """Identity on a linear layer's output whose backward also returns the support's gradient:
-    ``grad W[rows, cols] = go[:, rows]^T x[:, cols]`` summed over tokens, in fp32, into ``proxy`` (a
-    view of the compact leaf). ``x_sel`` is the layer's input at the support's columns (detached:
-    the input's own gradient flows through the layer's output as before)."""
-
-    @staticmethod
-    def forward(ctx, out, x_sel, proxy, rows):
-        ctx.save_for_backward(x_sel)
-        ctx.rows = rows
-        return out.view_as(out)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x_sel,) = ctx.saved_tensors
-        go = g.reshape(-1, g.shape[-1])
-        if ctx.rows is not None:
-            go = go.index_select(1, ctx.rows)
-        grad = go.to(torch.float32).T @ x_sel.reshape(-1, x_sel.shape[-1]).to(torch.float32)
-        return g, None, grad, None
-
-
 class SupportLeaves:
     """Compact fp32 copies of a support's coordinates, gathered from the geometry's tensors and
-    scattered back after each step (``TrainableLeaves``).
+    scattered back after each step (``TrainableLeaves``)."""
 
-    Gradients, two ways (the same values up to the order of a sum):
-      tensor   (default) the geometry's tensors require grad; autograd fills each whole tensor's
-               gradient buffer and the support's coordinates are gathered from it;
-      columns  (``columns=True``) nothing in the model requires grad; a forward hook on each
-               down-projection that holds support groups keeps the layer's input at those columns
-               and, in backward, contracts it with the output gradient straight into the leaf
-               (``_SupportGrad``): no whole-tensor buffer (3.5 GiB at 8B, bf16) ever exists.
-    """
-
-    def __init__(self, geometry: Geometry, support: Support, *, columns_of=None):
-        """``columns_of``: the model whose down-projections the hooks tap (columns mode); None:
-        tensor mode."""
+    def __init__(self, geometry: Geometry, support: Support):
         self.geometry, self.support = geometry, support
-        self.columns = columns_of is not None
         idx = support.flat_indices()
         self.slots = []  # (GeometryTensor, flat idx, compact leaf)
         for t in geometry.tensors:
@@ -210,59 +173,17 @@ class SupportLeaves:
             leaf = torch.nn.Parameter(t.param.detach().reshape(-1)[i].to(torch.float32, copy=True))
             self.slots.append((t, i, leaf))
         self.params = [leaf for _, _, leaf in self.slots]
-        self._hooks: list = []
-        self._taps = (
-            [self._tap(columns_of, t, i, leaf) for t, i, leaf in self.slots] if self.columns else []
-        )
-
-    @staticmethod
-    def _tap(model, t, i, leaf):
-        """(module, rows or None, columns or None, leaf, block shape) of one tensor: its
-        support groups are whole columns (axis 1) or rows (axis 0) of an ``nn.Linear`` weight, and
-        the leaf's flat order is the row-major order of that block (checked)."""
-        module = model.get_submodule(t.module_name)
-        if not isinstance(module, torch.nn.Linear) or t.name != f"{t.module_name}.weight":
-            raise SpecError(
-                f"column_grads needs the geometry's tensors to be nn.Linear weights; "
-                f"{t.name!r} is not (use column_grads = false)"
-            )
-        out_f, in_f = t.param.shape
-        r, c = i // in_f, i % in_f
-        rows, cols = torch.unique(r), torch.unique(c)
-        expect = (rows[:, None] * in_f + cols[None, :]).reshape(-1)
-        if expect.numel() != i.numel() or not torch.equal(expect, i):
-            raise SpecError(f"support of {t.name!r} is not a block of whole rows or columns")
-        rows_sel = None if rows.numel() == out_f else rows
-        cols_sel = None if cols.numel() == in_f else cols
-        return module, rows_sel, cols_sel, leaf, (rows.numel(), cols.numel())
 
     def enable(self) -> None:
-        if not self.columns:
-            for t, _, _ in self.slots:
-                t.param.requires_grad_(True)
-            return
-        for module, rows, cols, leaf, shape in self._taps:
-
-            def hook(mod, args, out, rows=rows, cols=cols, leaf=leaf, shape=shape):
-                if not torch.is_grad_enabled():
-                    return None
-                x = args[0].detach()
-                x_sel = x if cols is None else x.index_select(-1, cols)
-                return _SupportGrad.apply(out, x_sel, leaf.view(shape), rows)
-
-            self._hooks.append(module.register_forward_hook(hook))
+        for t, _, _ in self.slots:
+            t.param.requires_grad_(True)
 
     def clear_grads(self) -> None:
-        for t, _, leaf in self.slots:
+        for t, _, _ in self.slots:
             t.param.grad = None
-            leaf.grad = None
 
     def collect_grads(self) -> None:
         for t, i, leaf in self.slots:
-            if self.columns:
-                if leaf.grad is None:  # no path from the loss to this layer's output
-                    leaf.grad = torch.zeros_like(leaf)
-                continue
             leaf.grad = t.param.grad.reshape(-1)[i].to(torch.float32)
             t.param.grad = None
 
@@ -272,9 +193,6 @@ class SupportLeaves:
                 t.param.view(-1).index_copy_(0, i, leaf.detach().to(t.param.dtype))
 
     def release(self) -> None:
-        for h in self._hooks:
-            h.remove()
-        self._hooks.clear()
         for t, _, _ in self.slots:
             t.param.grad = None
             t.param.requires_grad_(False)
@@ -316,11 +234,7 @@ class SupportTrainer:
         self.losses: list[float] = []
         for p in model.parameters():
             p.requires_grad_(False)
-        self.leaves = (
-            leaves
-            if leaves is not None
-            else SupportLeaves(geometry, support, columns_of=model if config.column_grads else None)
-        )
+        self.leaves = leaves if leaves is not None else SupportLeaves(geometry, support)
         self.leaves.enable()
         self.optimizer = torch.optim.AdamW(
             self.leaves.params,
