@@ -31,9 +31,13 @@ def test_every_setting_is_resolved_into_the_spec():
         and (spec.T, spec.t, spec.d, spec.rho_p) == (40, 32, 4, 0.05)
     )
     c = spec.canonical()
-    assert (
-        c["hyperparameters"] == hp and c["T"] == 40
-    )  # the record stores, and the key hashes, all of them
+    # the record stores, and the key hashes, all of them but column_grads = false (the default
+    # gradients: the key every run had before the setting existed)
+    assert c["hyperparameters"] == {k: v for k, v in hp.items() if k != "column_grads"}
+    assert c["T"] == 40
+    on = RunSpec("tofu", "forget10", "npo", "wagle", hyperparameters={"column_grads": True})
+    assert on.canonical()["hyperparameters"]["column_grads"] is True
+    assert on.run_key != spec.run_key
     # naming a default explicitly is the same run
     assert (
         RunSpec("tofu", "forget10", "npo", "wagle", T=40, hyperparameters={"lr": 0.01}).run_key
