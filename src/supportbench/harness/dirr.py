@@ -102,6 +102,10 @@ def _load(geometry: Geometry, snap: dict[str, torch.Tensor]) -> None:
             t.param.copy_(snap[t.name])
 
 
+# Algorithm 1 from theta_0: commit to t; probe (independent restorations of C_t for rho = 0 and
+# rho_p, d steps each); continuations (rho = 0 always, the others after a trigger or post hoc,
+# flagged). It leaves the chosen branch's terminal weights in ``model``: the caller evaluates it,
+# exactly as for a static run.
 def run_dirr(
     spec,
     *,
@@ -118,9 +122,7 @@ def run_dirr(
     progress: bool = True,
     complete: bool = False,
 ) -> tuple[DirrResult, Compute]:
-    """Run Algorithm 1 from theta_0 and leave the chosen branch's terminal weights in ``model`` (the
-    caller evaluates it, exactly as for a static run); returns what DIR-R decided and its
-    compute."""
+    """Algorithm 1 from theta_0 (comment above); returns what DIR-R decided and its compute."""
     selection, actions, calibration, tau = _decision_settings(spec, decision)
     wall: dict[str, float] = {}
     cands = _probe_candidates(spec, scores, support, actions)
@@ -138,7 +140,6 @@ def run_dirr(
     ckpt = trainer.checkpoint()
     wall["train"] = time.perf_counter() - t0
 
-    # probe: independent restorations of C_t for rho = 0 and rho_p, d steps each
     t0 = time.perf_counter()
     probe, branch = {}, {}
     for rho in (0.0, spec.rho_p):
@@ -152,7 +153,6 @@ def run_dirr(
     triggered = True if calibration else bool(s_t > tau)
     wall["probe"] = time.perf_counter() - t0
 
-    # continuations: rho = 0 always; the others after a trigger (or post hoc, flagged)
     t0 = time.perf_counter()
     run_all = triggered or complete
     terminal, V, J_eval = {}, {}, {}
