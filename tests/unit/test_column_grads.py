@@ -10,7 +10,11 @@ import pytest
 import torch
 
 from supportbench.errors import SpecError
-from supportbench.unlearning.column_grads import ColumnLeaves, use_column_grads
+from supportbench.unlearning.column_grads import (
+    ColumnLeaves,
+    remove_column_hooks,
+    use_column_grads,
+)
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.objectives import get_objective
 from supportbench.unlearning.support import Support, discover_geometry
@@ -142,6 +146,9 @@ def test_column_grads_hooks_leave_with_the_trainer(tiny_model, tiny_sets):
         x = torch.randint(0, 50, (1, 5))
         assert torch.equal(model(x).logits, tiny_model(x).logits)
     second.leaves.release()
+    assert not any(m._forward_hooks for m in model.modules())
+    use_column_grads(trainer())  # a run that fails mid-training never releases its trainer:
+    remove_column_hooks(model)  # the runner's reset to theta_0 takes the hooks off
     assert not any(m._forward_hooks for m in model.modules())
     assert use_column_grads(trainer(), False).leaves.__class__ is SupportLeaves
     with pytest.raises(SpecError, match="applies to a support of the geometry"):

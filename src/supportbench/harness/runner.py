@@ -52,7 +52,7 @@ from supportbench.harness.resolve import ResolvedRun, resolve
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores
 from supportbench.methods.diagnostics import Diagnostics
-from supportbench.unlearning.column_grads import use_column_grads
+from supportbench.unlearning.column_grads import remove_column_hooks, use_column_grads
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import diagnostic_buffers
 from supportbench.unlearning.models import cpu_mode, resolve_device
@@ -211,6 +211,7 @@ class Runner:
             set_activation_checkpointing(model, bool(spec.hp("activation_checkpointing")))
         for p in model.parameters():
             p.requires_grad_(False)
+        remove_column_hooks(model)  # an earlier column_grads run's, had it failed mid-training
         return bench, model
 
     @staticmethod

@@ -68,8 +68,7 @@ class ColumnLeaves(SupportLeaves):
         for t, _, _ in self.slots:
             t.param.grad = None
             t.param.requires_grad_(False)
-        for h in _HOOKS.pop(self.model, []):  # an earlier trainer's hooks on this model
-            h.remove()
+        remove_column_hooks(self.model)  # an earlier trainer's hooks on this model
         handles = []
         for module, rows, cols, leaf, shape in self.taps:
 
@@ -93,9 +92,15 @@ class ColumnLeaves(SupportLeaves):
                 leaf.grad = torch.zeros_like(leaf)
 
     def release(self) -> None:
-        for h in _HOOKS.pop(self.model, []):
-            h.remove()
+        remove_column_hooks(self.model)
         super().release()
+
+
+def remove_column_hooks(model) -> None:
+    """Take any column-gradient hooks off ``model`` (none: nothing to do). The runner calls it when
+    it resets a model to theta_0: a column_grads run that failed mid-training leaves none behind."""
+    for h in _HOOKS.pop(model, []):
+        h.remove()
 
 
 def tap(model, t, i, leaf):
