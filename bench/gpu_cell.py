@@ -134,7 +134,7 @@ def main():
         default=[],
         metavar="KEY=VALUE",
         help="more run settings for both cells (e.g. column_grads=true "
-        "activation_checkpointing=true; true/false/numbers as TOML reads them)",
+        "activation_checkpointing=true; values as JSON, as run --set reads them)",
     )
     args = ap.parse_args()
     dev = torch.device(args.device)
@@ -180,45 +180,27 @@ def main():
     R.Runner._evaluate = ph.wrap("evaluation", R.Runner._evaluate)
 
     runner = R.Runner(work / "results", cache_dir=cache, progress=False, device=args.device)
-    import tomllib
+    from supportbench.cli import _parse_sets
 
-    hp = {"dtype": "bfloat16", "benchmark.theta0": "given"}
-    for kv in args.hp:
-        key, _, value = kv.partition("=")
-        try:
-            hp[key] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            hp[key] = value
+    hp = {"dtype": "bfloat16", "benchmark.theta0": "given", **_parse_sets(args.hp, "--hp")}
+    static = RunSpec(
+        "tofu",
+        "forget10",
+        "npo",
+        "intervention_score",
+        seed=0,
+        T=args.T,
+        t=args.t,
+        d=args.d,
+        rho_p=args.rho_p,
+        budget=args.budget,
+        model=str(model_dir),
+        hyperparameters=hp,
+    )
+    # tau below 0 always triggers: the DIR-R cell measures the whole path (probe and every branch)
     specs = {
-        "static": RunSpec(
-            "tofu",
-            "forget10",
-            "npo",
-            "intervention_score",
-            seed=0,
-            T=args.T,
-            t=args.t,
-            d=args.d,
-            rho_p=args.rho_p,
-            budget=args.budget,
-            model=str(model_dir),
-            hyperparameters=hp,
-        ),
-        "dirr": RunSpec(
-            "tofu",
-            "forget10",
-            "npo",
-            "intervention_score",
-            seed=0,
-            T=args.T,
-            t=args.t,
-            d=args.d,
-            rho_p=args.rho_p,
-            budget=args.budget,
-            model=str(model_dir),
-            variant="dirr",
-            hyperparameters={**hp, "tau": 0.0},
-        ),
+        "static": static,
+        "dirr": static.replace(variant="dirr", hyperparameters={**hp, "tau": -1.0}),
     }
     runner.plan(
         specs.values()
