@@ -14,6 +14,6 @@ export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 CUBLAS_WOR
 timeout "${STEP_LIMIT:-150}" python3 bench/gpu_step.py 2>&1 | grep -v -i warn | tee "$OUT/gpu_step.log"
 # the cells run with the settings docs/scaling.md recommends at 7-8B (CELL_HP to change them)
 timeout "${CELL_LIMIT:-240}" python3 bench/gpu_cell.py --work "${WORK:-/tmp/gpu-cell}" --json "$OUT/gpu_cell.json" \
-  --hp ${CELL_HP:-column_grads=true activation_checkpointing=true} 2>&1 | grep -v -i warn | tee "$OUT/gpu_cell.log"
+  --hp ${CELL_HP:-column_grads=true chunked_loss=true activation_checkpointing=true} 2>&1 | grep -v -i warn | tee "$OUT/gpu_cell.log"
 timeout "${TEST_LIMIT:-120}" python3 -m pytest -m gpu tests/integration/test_gpu.py -q -p no:cacheprovider \
   2>&1 | tail -30 | tee "$OUT/pytest_gpu.log"

@@ -56,6 +56,7 @@ def _cmd_plan_memory(args) -> int:
         length=args.length,
         checkpointing=args.checkpointing,
         column_grads=args.column_grads,
+        chunked_loss=args.chunked_loss,
     )
     gib = 2**30
     print(
@@ -64,6 +65,7 @@ def _cmd_plan_memory(args) -> int:
         f"weights; batch {p.batch} x length {p.length}"
         + ("; activation checkpointing" if p.checkpointing else "")
         + ("; column gradients" if args.column_grads else "")
+        + ("; chunked loss" if args.chunked_loss else "")
     )
     for k, v in p.components.items():
         print(f"  {k:<16} {v / gib:9.2f} GiB")
@@ -104,6 +106,7 @@ def _cmd_plan_memory(args) -> int:
             length=args.length,
             checkpointing=args.checkpointing,
             column_grads=args.column_grads,
+            chunked_loss=args.chunked_loss,
         )
         print(
             f"  on {gpu:g} GiB: training fits up to batch {b} (powers of two)"
@@ -1095,6 +1098,12 @@ def _parser_plan_memory(sub) -> None:
         dest="column_grads",
         action="store_true",
         help="the support's gradients by per-column contractions (the column_grads setting)",
+    )
+    pm.add_argument(
+        "--chunked-loss",
+        dest="chunked_loss",
+        action="store_true",
+        help="the answer tokens' logits a chunk at a time (the chunked_loss setting)",
     )
     pm.add_argument("--gpu-gib", dest="gpu_gib", type=POSITIVE, nargs="*", default=[80.0])
     pm.set_defaults(func=_cmd_plan_memory)

@@ -134,3 +134,37 @@ def test_column_grads_on_gpu_match_the_default(tofu, cache, tmp_path):
         out["columns"].outcome.J,
     )
     assert _outcome(out["bf16-a"]) == _outcome(out["bf16-b"])
+
+
+def test_chunked_loss_on_gpu_matches_the_default(tofu, cache, tmp_path):
+    """``chunked_loss`` on the GPU: fp32, the same support and an outcome within float32 summation
+    noise of the whole-batch logits' NLLs; bf16 with column gradients and checkpointing (the 7-8B
+    settings), reproducible run to run."""
+    out = {}
+    lean = {"column_grads": True, "chunked_loss": True}
+    for key, hp in {
+        "whole": {},
+        "chunked": {"chunked_loss": True},
+        "bf16-a": {**lean, "dtype": "bfloat16", "activation_checkpointing": True},
+        "bf16-b": {**lean, "dtype": "bfloat16", "activation_checkpointing": True},
+    }.items():
+        spec = RunSpec(
+            "tofu",
+            "forget10",
+            "npo",
+            "intervention_score",
+            seed=0,
+            T=8,
+            budget=0.1,
+            hyperparameters=hp,
+        )
+        rec = Runner(tmp_path / key, cache_dir=cache, progress=False, device="cuda").run(spec)
+        rec = rec.record
+        assert rec.status == "ok", rec.error
+        out[key] = rec
+    assert out["whole"].support.groups == out["chunked"].support.groups
+    assert abs(out["whole"].outcome.J - out["chunked"].outcome.J) < 1e-3, (
+        out["whole"].outcome.J,
+        out["chunked"].outcome.J,
+    )
+    assert _outcome(out["bf16-a"]) == _outcome(out["bf16-b"])

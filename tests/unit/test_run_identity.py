@@ -31,13 +31,16 @@ def test_every_setting_is_resolved_into_the_spec():
         and (spec.T, spec.t, spec.d, spec.rho_p) == (40, 32, 4, 0.05)
     )
     c = spec.canonical()
-    # the record stores, and the key hashes, all of them but column_grads = false (the default
-    # gradients: the key every run had before the setting existed)
-    assert c["hyperparameters"] == {k: v for k, v in hp.items() if k != "column_grads"}
+    # the record stores, and the key hashes, all of them but column_grads = false and chunked_loss =
+    # false (the default gradients and loss: the key every run had before the settings existed)
+    assert c["hyperparameters"] == {
+        k: v for k, v in hp.items() if k not in ("column_grads", "chunked_loss")
+    }
     assert c["T"] == 40
-    on = RunSpec("tofu", "forget10", "npo", "wagle", hyperparameters={"column_grads": True})
-    assert on.canonical()["hyperparameters"]["column_grads"] is True
-    assert on.run_key != spec.run_key
+    for k in ("column_grads", "chunked_loss"):
+        on = RunSpec("tofu", "forget10", "npo", "wagle", hyperparameters={k: True})
+        assert on.canonical()["hyperparameters"][k] is True
+        assert on.run_key != spec.run_key
     # naming a default explicitly is the same run
     assert (
         RunSpec("tofu", "forget10", "npo", "wagle", T=40, hyperparameters={"lr": 0.01}).run_key

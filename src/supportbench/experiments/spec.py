@@ -63,6 +63,8 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "activation_checkpointing": False,
     # the support's gradients by per-column contractions (no whole-tensor gradient buffers: memory)
     "column_grads": False,
+    # the answer tokens' logits a chunk at a time, recomputed in backward (no whole-batch logits)
+    "chunked_loss": False,
 }
 # Settings that depend on the kind of model (docs/sweeps.md, "Defaults"):
 #   preset  the tiny CPU presets, trained here from scratch: lr 1e-2 (their weights are O(1e-1) and
@@ -197,6 +199,11 @@ RUN_SETTINGS: dict[str, Any] = {
         bool,
         doc="the support's gradients by per-column contractions, without whole-tensor gradient "
         "buffers (memory; the same gradients to summation order)",
+    ),
+    "chunked_loss": option(
+        bool,
+        doc="the answer tokens' NLLs a chunk of logits at a time, recomputed in backward, without "
+        "the whole batch's logits (memory; the same NLLs to summation order)",
     ),
 }
 
@@ -418,8 +425,9 @@ class RunSpec:
             not self.build
         ):  # build 0 is the identity every run had before builds existed: its key is unchanged
             d.pop("build")
-        if not d["hyperparameters"].get("column_grads"):  # likewise the default gradients
-            d["hyperparameters"].pop("column_grads", None)
+        for k in ("column_grads", "chunked_loss"):  # likewise the default gradients and loss
+            if not d["hyperparameters"].get(k):
+                d["hyperparameters"].pop(k, None)
         return d
 
     @property

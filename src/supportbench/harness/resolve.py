@@ -18,7 +18,7 @@ and ``requires``, the objective's settings; ``harness/fingerprint.py``).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from supportbench._options import allowed_list, check, declared, did_you_mean
@@ -59,6 +59,8 @@ def resolve(spec: RunSpec, *, read_inputs: bool = True) -> ResolvedRun:
     _check_benchmark(spec, benchmark_cls, spec.benchmark_options(), read_inputs)
     # name, options, their ranges
     objective = get_objective(spec.objective, **spec.prefixed("objective."))
+    if spec.hp("chunked_loss"):  # how its NLLs are computed (``unlearning.chunked_loss``)
+        objective = replace(objective, chunked_loss=True)
     method = _method(spec, benchmark_cls, spec.prefixed("method."))
     return ResolvedRun(spec=spec, benchmark_cls=benchmark_cls, objective=objective, method=method)
 

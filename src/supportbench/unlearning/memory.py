@@ -17,7 +17,10 @@ Components (bytes):
                      (4 x d_model + 3 x d_ff) values in the weights' dtype (attention projections,
                      MLP intermediate), plus fp32 logits (4 x vocab) for the loss; with activation
                      checkpointing only one d_model value per layer is kept plus one layer's full
-                     set during recomputation
+                     set during recomputation; with ``chunked_loss`` the loss keeps each batch's
+                     last hidden states (one d_model per token) and, once per step, one chunk's
+                     logits in backward (``CHUNK_TOKENS`` x vocab x 14 bytes: the bf16 logits, their
+                     fp32 copy, the log-softmax and two fp32 gradients)
   diagnostics        six full-size fp32 buffers (the four mean role gradients, WAGLE's two
                      per-example sums), each as large as all down-projections (``plan_diagnostics``
                      counts the buffers of any set of keys: Intervention Score's are 5, every
@@ -168,6 +171,7 @@ def plan_memory(
     checkpointing: bool = False,
     uses_retain: bool = True,
     column_grads: bool = False,
+    chunked_loss: bool = False,
 ) -> MemoryPlan:
     """The training step's memory (module doc). ``uses_retain``: the objective has a retain term
     (NPO, SimNPO, GradDiff; not GA), so a step holds the graphs of two batches -- forget and
@@ -200,8 +204,12 @@ def plan_memory(
     tokens = batch * length
     per_layer = (4 * d + 3 * f) * wb
     act = tokens * (L * d * wb + per_layer) if checkpointing else tokens * L * per_layer
-    act += tokens * V * 4  # fp32 logits for the loss
+    act += tokens * d * wb if chunked_loss else tokens * V * 4  # what the loss keeps
     act *= 2 if uses_retain else 1
+    if chunked_loss:  # one chunk's logits at a time (``unlearning.chunked_loss``)
+        from supportbench.unlearning.chunked_loss import CHUNK_TOKENS
+
+        act += min(tokens, CHUNK_TOKENS) * V * 14
     comps = {
         "weights": n_params * wb,
         "editable_master": scalars * 4,

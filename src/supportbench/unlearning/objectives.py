@@ -50,6 +50,9 @@ class Objective:
         float, ge=0, le=1000, unit="nat/token", doc="SimNPO's margin on the mean token NLL"
     ) = 0.0
     options: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # how the NLLs are computed, not what is optimised: the run setting ``chunked_loss``
+    # (``unlearning.chunked_loss``; ``harness.resolve`` sets it from the spec)
+    chunked_loss: bool = field(default=False, repr=False)
 
     @property
     def needs_reference(self) -> bool:
@@ -84,9 +87,12 @@ class Objective:
         retain: TokenizedSet | None = None,
         ref_nll: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        from supportbench.unlearning.data import sequence_nll
         from supportbench.unlearning.losses import mean_token_nll
 
+        if self.chunked_loss:
+            from supportbench.unlearning.chunked_loss import chunked_sequence_nll as sequence_nll
+        else:
+            from supportbench.unlearning.data import sequence_nll
         nll, n = sequence_nll(model, forget)
         total = self.forget_coef * self.forget_term(nll, n, ref_nll)
         if self.uses_retain and retain is not None:
