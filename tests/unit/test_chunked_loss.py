@@ -98,3 +98,22 @@ def test_chunked_loss_is_a_run_setting_out_of_the_default_key():
 def test_chunk_below_one_is_refused(tiny_model, tiny_sets):
     with pytest.raises(SpecError, match="chunk must be at least 1 answer token, got 0"):
         chunked_sequence_nll(tiny_model, tiny_sets["forget"], 0)
+
+
+def test_plan_memory_counts_one_chunk_of_logits_instead_of_each_batchs():
+    """By hand, Llama 3 8B's shapes, batch 8 x 256, NPO (forget + retain): the loss keeps each
+    batch's hidden states (d_model bf16 per token) instead of its fp32 logits, plus one chunk's
+    logits (256 x vocab x 14 bytes) once."""
+    from supportbench.unlearning.memory import plan_memory
+
+    tokens, V, d = 8 * 256, 128256, 4096
+    whole = plan_memory("llama3-8b", 5996544, checkpointing=True, column_grads=True)
+    lean = plan_memory(
+        "llama3-8b", 5996544, checkpointing=True, column_grads=True, chunked_loss=True
+    )
+    diff = whole.components["activations"] - lean.components["activations"]
+    assert diff == 2 * (tokens * V * 4 - tokens * d * 2) - 256 * V * 14
+    assert lean.chunked_loss and lean.column_grads and not whole.chunked_loss
+    assert {k: v for k, v in lean.components.items() if k != "activations"} == {
+        k: v for k, v in whole.components.items() if k != "activations"
+    }

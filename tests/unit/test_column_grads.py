@@ -173,3 +173,57 @@ def test_column_grads_refuse_a_geometry_that_is_not_linear(tiny_model, tiny_sets
     )
     with pytest.raises(SpecError, match="column_grads needs the geometry.s tensors to be nn"):
         use_column_grads(tr)
+
+
+def test_a_trainer_whose_hooks_were_taken_puts_them_back(tiny_model, tiny_sets):
+    """DIR-R builds probe trainers on the model of a trainer that trains on after them: each step
+    runs under its own trainer's hooks, so the first trainer's later steps are the steps it would
+    have taken alone (not steps on zero gradients)."""
+    runs = {}
+    for interleave in (False, True):
+        model = copy.deepcopy(tiny_model)
+        geo = discover_geometry(model)
+        data = _data(model, tiny_sets)
+
+        def trainer(groups, model=model, geo=geo, data=data):
+            cfg = TrainConfig(steps=4, lr=5e-3, batch_size=2, seed=1)
+            tr = SupportTrainer(
+                model, geo, Support.of(geo, groups), get_objective("npo"), data, cfg, progress=False
+            )
+            return use_column_grads(tr)
+
+        main = trainer(GROUPS)
+        main.run(until=2)
+        if interleave:  # another trainer on the same model takes the hooks, and steps once
+            before = {k: v.clone() for k, v in model.state_dict().items()}
+            other = trainer((2, 60))
+            other.train_step()
+            assert any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+            model.load_state_dict(before)  # back to main's state before main goes on
+        main.run(until=4)
+        runs[interleave] = (
+            list(main.losses),
+            {k: v.clone() for k, v in model.state_dict().items()},
+        )
+    assert runs[True][0][2:] == runs[False][0][2:]
+    for k, v in runs[False][1].items():
+        torch.testing.assert_close(runs[True][1][k], v, rtol=0, atol=0, msg=k)
+
+
+def test_a_step_whose_hooks_never_ran_is_refused(tiny_model, tiny_sets):
+    model = copy.deepcopy(tiny_model)
+    geo = discover_geometry(model)
+    tr = SupportTrainer(
+        model,
+        geo,
+        Support.of(geo, GROUPS),
+        get_objective("ga"),
+        _data(model, tiny_sets),
+        TrainConfig(steps=1, batch_size=2),
+        progress=False,
+    )
+    use_column_grads(tr)
+    tr.leaves.clear_grads()
+    with pytest.raises(RuntimeError, match="no gradient reached the support of .*step would train"):
+        tr.leaves.collect_grads()  # no loss ran between: no hook wrote a gradient
+    tr.leaves.release()

@@ -228,3 +228,28 @@ def test_resolve_reports_the_first_mistake_in_validations_order():
         resolve(RunSpec("tofu", "forget10", "npo", "wagel"))
     with pytest.raises(SpecError, match=r"runs its interfaces statically; variant 'dirr'"):
         resolve(RunSpec("controlled", "t00", "npo", "lora", variant="dirr", model="tiny-qwen2"))
+
+
+def test_memory_settings_reach_the_objective_or_are_refused_where_they_cannot_apply():
+    """``chunked_loss`` is how the objective computes its NLLs: resolve sets it on the objective
+    (and so into the fingerprint's settings); ``column_grads`` switches a support's gradients, which
+    a benchmark's own intervention does not have: refused there, not silently ignored."""
+    on = resolve(
+        RunSpec("tofu", "forget10", "npo", "wagle", hyperparameters={"chunked_loss": True})
+    )
+    off = resolve(RunSpec("tofu", "forget10", "npo", "wagle"))
+    assert on.objective.chunked_loss is True and off.objective.chunked_loss is False
+    assert fingerprint(on).hash != fingerprint(off).hash
+    with pytest.raises(
+        SpecError, match=r"'lora' is one of controlled's own interventions.*column_grads = false"
+    ):
+        resolve(
+            RunSpec(
+                "controlled",
+                "t00",
+                "npo",
+                "lora",
+                model="tiny-qwen2",
+                hyperparameters={"column_grads": True},
+            )
+        )

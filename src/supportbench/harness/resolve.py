@@ -62,6 +62,12 @@ def resolve(spec: RunSpec, *, read_inputs: bool = True) -> ResolvedRun:
     if spec.hp("chunked_loss"):  # how its NLLs are computed (``unlearning.chunked_loss``)
         objective = replace(objective, chunked_loss=True)
     method = _method(spec, benchmark_cls, spec.prefixed("method."))
+    if method is None and spec.hp("column_grads"):
+        raise SpecError(
+            f"column_grads = true applies to a support of the down-projection geometry; "
+            f"{spec.method!r} is one of {spec.benchmark}'s own interventions, which train "
+            "their own parameters (allowed for them: column_grads = false)"
+        )
     return ResolvedRun(spec=spec, benchmark_cls=benchmark_cls, objective=objective, method=method)
 
 

@@ -27,7 +27,8 @@ import torch
 from supportbench.errors import SpecError
 from supportbench.unlearning.train import SupportLeaves
 
-_HOOKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its hooks' handles
+# model -> (the ColumnLeaves whose hooks are on it, their handles)
+_HOOKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _SupportGrad(torch.autograd.Function):
@@ -68,7 +69,12 @@ class ColumnLeaves(SupportLeaves):
         for t, _, _ in self.slots:
             t.param.grad = None
             t.param.requires_grad_(False)
-        remove_column_hooks(self.model)  # an earlier trainer's hooks on this model
+        self._install()
+
+    def _install(self) -> None:
+        """This trainer's hooks on the model, in place of any earlier trainer's (one set per
+        model)."""
+        remove_column_hooks(self.model)
         handles = []
         for module, rows, cols, leaf, shape in self.taps:
 
@@ -80,16 +86,22 @@ class ColumnLeaves(SupportLeaves):
                 return _SupportGrad.apply(out, x_sel, leaf.view(shape), rows)
 
             handles.append(module.register_forward_hook(hook))
-        _HOOKS[self.model] = handles
+        _HOOKS[self.model] = (self, handles)
 
     def clear_grads(self) -> None:
+        # a later trainer on the same model (a DIR-R probe) took the hooks: this step's are ours
+        if _HOOKS.get(self.model, (None,))[0] is not self:
+            self._install()
         for _, _, leaf in self.slots:
             leaf.grad = None
 
     def collect_grads(self) -> None:
-        for _, _, leaf in self.slots:  # the hooks wrote them; a layer the loss never reached: 0
+        for t, _, leaf in self.slots:  # the hooks wrote them: every down-projection is on the path
             if leaf.grad is None:
-                leaf.grad = torch.zeros_like(leaf)
+                raise RuntimeError(
+                    f"column_grads: no gradient reached the support of {t.name!r} (its forward "
+                    "hook did not run in this step's loss); the step would train it on zeros"
+                )
 
     def release(self) -> None:
         remove_column_hooks(self.model)
@@ -99,7 +111,8 @@ class ColumnLeaves(SupportLeaves):
 def remove_column_hooks(model) -> None:
     """Take any column-gradient hooks off ``model`` (none: nothing to do). The runner calls it when
     it resets a model to theta_0: a column_grads run that failed mid-training leaves none behind."""
-    for h in _HOOKS.pop(model, []):
+    _, handles = _HOOKS.pop(model, (None, []))
+    for h in handles:
         h.remove()
 
 
@@ -117,7 +130,12 @@ def tap(model, t, i, leaf):
     rows, cols = torch.unique(i // in_f), torch.unique(i % in_f)
     block = (rows[:, None] * in_f + cols[None, :]).reshape(-1)
     if block.numel() != i.numel() or not torch.equal(block, i):
-        raise SpecError(f"column_grads: the support of {t.name!r} is not whole rows or columns")
+        raise SpecError(
+            f"column_grads: the support of {t.name!r} ({i.numel():,} coordinates in "
+            f"{rows.numel()} rows x {cols.numel()} columns) is not a block of whole columns or "
+            "rows; allowed: the geometry's groups, each a whole column or row of the weight "
+            "(use column_grads = false for any other support)"
+        )
     return (
         module,
         None if rows.numel() == out_f else rows,

@@ -152,6 +152,8 @@ class MemoryPlan:
     length: int
     checkpointing: bool
     components: dict[str, int]
+    column_grads: bool = False
+    chunked_loss: bool = False
 
     @property
     def total(self) -> int:
@@ -224,7 +226,17 @@ def plan_memory(
         "diagnostics": 6 * geo.total_cost * 4,
     }
     return MemoryPlan(
-        model, n_params, geo.total_cost, scalars, dtype, batch, length, checkpointing, comps
+        model,
+        n_params,
+        geo.total_cost,
+        scalars,
+        dtype,
+        batch,
+        length,
+        checkpointing,
+        comps,
+        column_grads=column_grads,
+        chunked_loss=chunked_loss,
     )
 
 
