@@ -42,28 +42,81 @@ def test_chunked_nll_and_grads_equal_sequence_nll(tiny_model, tiny_sets, chunk):
         torch.testing.assert_close(got_g[k], want_g[k], rtol=1e-4, atol=1e-6, msg=k)
 
 
-def test_chunked_nll_applies_the_heads_soft_cap(tiny_model, tiny_sets):
-    """Gemma 2 caps its logits (cap * tanh(logits / cap)); a small cap changes the NLLs, and the
-    chunked NLLs follow the model's own capped logits."""
-    model = copy.deepcopy(tiny_model)
+def _tiny(cls_name: str, vocab: int, dtype=torch.float32, **extra):
+    import transformers
+
+    cfg = getattr(transformers, cls_name.replace("ForCausalLM", "Config"))(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        **extra,
+    )
+    torch.manual_seed(0)
+    return getattr(transformers, cls_name)(cfg).to(dtype).eval()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunked_nll_caps_as_gemma2_does(tiny_model, tiny_sets, dtype):
+    """Gemma 2 caps its logits (cap * tanh(logits / cap)) in the weights' dtype; the chunked NLLs
+    are its own forward's (``sequence_nll``), and a small cap changes them."""
+    vocab = tiny_model.config.vocab_size
     batch = tiny_sets["retain"]
-    plain = sequence_nll(model, batch)[0].detach()
-    model.config.final_logit_softcapping = 0.01
-    cap = 0.01
+    capped = _tiny("Gemma2ForCausalLM", vocab, dtype, final_logit_softcapping=0.05)
     with torch.no_grad():
-        got = chunked_sequence_nll(model, batch, 2)[0]
-        h = model.get_decoder()(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask
-        ).last_hidden_state
-        logits = torch.tanh(model.get_output_embeddings()(h).float() / cap) * cap
-        nll = torch.nn.functional.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.shape[-1]),
-            batch.labels[:, 1:].reshape(-1),
-            ignore_index=-100,
-            reduction="none",
-        ).view(batch.labels[:, 1:].shape)
-    torch.testing.assert_close(got, nll.sum(1), rtol=1e-5, atol=1e-6)
-    assert (got - plain).abs().max() > 0.1  # the cap mattered
+        want = sequence_nll(capped, batch)[0]
+        got = chunked_sequence_nll(capped, batch, 2)[0]
+        uncapped = _tiny("Gemma2ForCausalLM", vocab, dtype, final_logit_softcapping=None)
+        free = chunked_sequence_nll(uncapped, batch, 2)[0]
+    # the same bf16 logits, summed in the same order: equal to well under the 5e-4 to 1e-3 that
+    # capping after the fp32 cast moves these sums
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-4)
+    assert (got - free).abs().max() > 0.1  # the cap mattered
+
+
+def test_a_model_that_rescales_its_logits_is_refused(tiny_model, tiny_sets):
+    """Granite divides its logits by ``logits_scaling`` in forward: head(hidden) is not its logits,
+    so chunked NLLs would be other NLLs; refused at the first use, naming the setting to change."""
+    model = _tiny("GraniteForCausalLM", tiny_model.config.vocab_size, logits_scaling=8.0)
+    with pytest.raises(
+        SpecError,
+        match=r"GraniteForCausalLM's logits are not its output head.*"
+        r"chunked_loss = false",
+    ):
+        chunked_sequence_nll(model, tiny_sets["forget"])
+
+
+def test_one_chunk_of_logits_at_a_time_recomputed_in_backward(tiny_model, tiny_sets):
+    """The memory property: the head never sees more than ``chunk`` rows at once, and backward
+    runs it again per chunk (checkpointing: the chunk's logits were not kept)."""
+    model = copy.deepcopy(tiny_model)
+    batch = tiny_sets["forget"]
+    rows = []
+    hook = model.get_output_embeddings().register_forward_hook(
+        lambda m, a, o: rows.append(a[0].reshape(-1, a[0].shape[-1]).shape[0])
+    )
+    chunked_sequence_nll(model, batch, 3)  # the first use also checks the head on one sequence
+    rows.clear()
+    s, n = chunked_sequence_nll(model, batch, 3)
+    answers = int(n.sum())
+    chunks = -(-answers // 3)
+    assert rows == [3] * (answers // 3) + ([answers % 3] if answers % 3 else [])
+    s.sum().backward()
+    assert len(rows) == 2 * chunks and max(rows) <= 3
+    hook.remove()
+
+
+def test_a_batch_without_answer_tokens_gives_zeros_on_the_graph(tiny_model, tiny_sets):
+    model = copy.deepcopy(tiny_model)
+    b = tiny_sets["forget"]
+    empty = type(b)(b.input_ids, b.attention_mask, torch.full_like(b.labels, -100))
+    s, n = chunked_sequence_nll(model, empty)
+    want_s, want_n = sequence_nll(model, empty)
+    assert torch.equal(s, want_s) and torch.equal(n, want_n) and s.requires_grad
+    s.sum().backward()  # as the default's: zero gradients, no error
 
 
 def test_objective_loss_goes_through_the_chunks_only_when_asked(tiny_model, tiny_sets, monkeypatch):

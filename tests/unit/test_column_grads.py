@@ -227,3 +227,27 @@ def test_a_step_whose_hooks_never_ran_is_refused(tiny_model, tiny_sets):
     with pytest.raises(RuntimeError, match="no gradient reached the support of .*step would train"):
         tr.leaves.collect_grads()  # no loss ran between: no hook wrote a gradient
     tr.leaves.release()
+
+
+def test_a_dropped_model_with_hooks_on_it_is_freed(tiny_model, tiny_sets):
+    """A run that fails leaves its trainer unreleased; once nothing else holds the model, the hook
+    registry must not keep it (at 8B: 16 GiB of GPU memory)."""
+    import gc
+    import weakref
+
+    model = copy.deepcopy(tiny_model)
+    geo = discover_geometry(model)
+    tr = SupportTrainer(
+        model,
+        geo,
+        Support.of(geo, GROUPS),
+        get_objective("ga"),
+        _data(model, tiny_sets),
+        TrainConfig(steps=1, batch_size=2),
+        progress=False,
+    )
+    use_column_grads(tr).train_step()
+    alive = weakref.ref(model)
+    del model, geo, tr
+    gc.collect()
+    assert alive() is None

@@ -11,13 +11,19 @@ whose next token is labelled), and the output head, its fp32 cast and the cross-
 in backward, so only the hidden states are kept and one chunk's logits exist at a time. The same
 NLLs as ``sequence_nll`` up to the order of a matrix product's sums
 (``tests/unit/test_chunked_loss.py``); the output head's soft-capping (Gemma 2) is applied as the
-model applies it.
+model applies it, in the head's dtype. The first use on a model checks, on one sequence, that its
+logits are its head applied to its decoder's last hidden states (capped as above): a model whose
+forward rescales them (Granite, Cohere) is refused rather than given other NLLs. The NLLs of
+diagnostics and of NPO's cached reference are computed as before (no gradient: their logits are not
+held for a backward pass).
 
 An ``Objective`` with ``chunked_loss=True`` computes its NLLs here (``harness.resolve`` sets it from
 the run's spec); without it, nothing changes (the default path is bitwise as before).
 """
 
 from __future__ import annotations
+
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -31,24 +37,58 @@ from supportbench.unlearning.data import IGNORE, TokenizedSet, model_device
 CHUNK_TOKENS = 256
 
 
-def _head(model):
-    """(the decoder that returns last hidden states, the output head, its soft-cap or None)."""
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # models whose head was checked
+
+
+def _head(model, probe: TokenizedSet):
+    """(the decoder that returns last hidden states, the output head, its soft-cap or None), once
+    checked on ``probe``'s first sequence against the model's own logits: a model whose forward
+    rescales them (Granite's ``logits_scaling``, Cohere's ``logit_scale``) is refused, not
+    mis-computed."""
     head = model.get_output_embeddings()
     decoder = model.get_decoder()
     if head is None or decoder is model:
         raise SpecError(
-            f"chunked_loss needs a causal LM with a separate decoder and output head; "
-            f"{type(model).__name__} has none (set chunked_loss = false)"
+            "chunked_loss needs a causal LM whose decoder (get_decoder()) is a module apart from "
+            f"its output head (get_output_embeddings()); {type(model).__name__} gives "
+            f"{'no output head' if head is None else 'itself as its decoder'} "
+            "(allowed for it: chunked_loss = false)"
         )
     cap = getattr(model.config, "final_logit_softcapping", None)
+    if model not in _CHECKED:
+        _check_head(model, decoder, head, cap, probe)
+        _CHECKED[model] = True
     return decoder, head, cap
 
 
-def _chunk_nll(h: torch.Tensor, labels: torch.Tensor, head, cap) -> torch.Tensor:
-    logits = head(h).float()
+@torch.no_grad()
+def _check_head(model, decoder, head, cap, probe: TokenizedSet) -> None:
+    dev = model_device(model)
+    ids, mask = probe.input_ids[:1].to(dev), probe.attention_mask[:1].to(dev)
+    want = model(input_ids=ids, attention_mask=mask).logits.float()
+    got = _logits(head, decoder(input_ids=ids, attention_mask=mask).last_hidden_state, cap)
+    err = float((got - want).abs().max())
+    if not err <= 1e-3 * max(float(want.abs().max()), 1.0):
+        raise SpecError(
+            f"chunked_loss: {type(model).__name__}'s logits are not its output head applied to its "
+            f"decoder's last hidden states (largest difference {err:.3g} on a probe sequence): its "
+            "forward rescales or caps them in a way chunked_loss does not reproduce; allowed: "
+            "models whose logits are head(hidden), soft-capped as Gemma 2's (chunked_loss = false "
+            "for any other)"
+        )
+
+
+def _logits(head, h: torch.Tensor, cap) -> torch.Tensor:
+    """The model's logits at ``h`` in fp32: capped in the head's dtype first, as Gemma 2's forward
+    caps them."""
+    logits = head(h)
     if cap:
         logits = torch.tanh(logits / cap) * cap
-    return F.cross_entropy(logits, labels, reduction="none")
+    return logits.float()
+
+
+def _chunk_nll(h: torch.Tensor, labels: torch.Tensor, head, cap) -> torch.Tensor:
+    return F.cross_entropy(_logits(head, h, cap), labels, reduction="none")
 
 
 def chunked_sequence_nll(
@@ -58,19 +98,25 @@ def chunked_sequence_nll(
     ``data.sequence_nll`` returns them, with one chunk of logits alive at a time (module doc)."""
     if chunk < 1:
         raise SpecError(f"chunk must be at least 1 answer token, got {chunk}")
-    decoder, head, cap = _head(model)
+    decoder, head, cap = _head(model, batch)
     dev = model_device(model)
     hidden = decoder(
         input_ids=batch.input_ids.to(dev), attention_mask=batch.attention_mask.to(dev)
-    ).last_hidden_state
+    ).last_hidden_state[:, :-1]
     labels = batch.labels[:, 1:].to(dev)
     rows, cols = torch.nonzero(labels != IGNORE, as_tuple=True)
-    h = hidden[:, :-1][rows, cols]  # [answer tokens, d_model]
+    h = hidden[rows, cols]  # [answer tokens, d_model]
     y = labels[rows, cols]
     parts = [
         checkpoint(_chunk_nll, h[s : s + chunk], y[s : s + chunk], head, cap, use_reentrant=False)
         for s in range(0, len(y), chunk)
     ]
-    nll = torch.cat(parts) if parts else h.new_zeros(0, dtype=torch.float32)
-    sums = torch.zeros(labels.shape[0], dtype=nll.dtype, device=dev).index_add(0, rows, nll)
-    return sums, (labels != IGNORE).sum(1)
+    # per token into [B, L-1] (each position written once: deterministic), summed per sequence in
+    # the default's order; no answer token at all: zeros still on the graph, as the default's
+    if parts:
+        nll = hidden.new_zeros(labels.shape, dtype=torch.float32).index_put(
+            (rows, cols), torch.cat(parts)
+        )
+    else:
+        nll = hidden[..., :0].float().sum(-1)
+    return nll.sum(1), (labels != IGNORE).sum(1)

@@ -27,7 +27,7 @@ import torch
 from supportbench.errors import SpecError
 from supportbench.unlearning.train import SupportLeaves
 
-# model -> (the ColumnLeaves whose hooks are on it, their handles)
+# model -> (a weak reference to the ColumnLeaves whose hooks are on it, their handles)
 _HOOKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -86,11 +86,12 @@ class ColumnLeaves(SupportLeaves):
                 return _SupportGrad.apply(out, x_sel, leaf.view(shape), rows)
 
             handles.append(module.register_forward_hook(hook))
-        _HOOKS[self.model] = (self, handles)
+        _HOOKS[self.model] = (weakref.ref(self), handles)  # not self: it holds the model
 
     def clear_grads(self) -> None:
         # a later trainer on the same model (a DIR-R probe) took the hooks: this step's are ours
-        if _HOOKS.get(self.model, (None,))[0] is not self:
+        owner = _HOOKS.get(self.model, (None,))[0]
+        if owner is None or owner() is not self:
             self._install()
         for _, _, leaf in self.slots:
             leaf.grad = None

@@ -19,8 +19,9 @@ Components (bytes):
                      checkpointing only one d_model value per layer is kept plus one layer's full
                      set during recomputation; with ``chunked_loss`` the loss keeps each batch's
                      last hidden states (one d_model per token) and, once per step, one chunk's
-                     logits in backward (``CHUNK_TOKENS`` x vocab x 14 bytes: the bf16 logits, their
-                     fp32 copy, the log-softmax and two fp32 gradients)
+                     logits in backward (``CHUNK_TOKENS`` x vocab x 14 bytes: at most the saved fp32
+                     log-softmax, its gradient and the logits' fp32 gradient, plus that gradient
+                     cast to the weights' dtype)
   diagnostics        six full-size fp32 buffers (the four mean role gradients, WAGLE's two
                      per-example sums), each as large as all down-projections (``plan_diagnostics``
                      counts the buffers of any set of keys: Intervention Score's are 5, every
