@@ -8,7 +8,7 @@ from pathlib import Path
 
 from supportbench.experiments.identity import source_hash
 from supportbench.experiments.plan import ExperimentSpec
-from supportbench.reports.findings import read_stamp
+from supportbench.reports.findings import body_hash, read_stamp
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "findings.md"
 REGENERATE = (
@@ -32,3 +32,14 @@ def test_docs_findings_was_generated_by_this_trees_code():
         f"the code behind the demo's runs changed since; {REGENERATE}"
     )
     assert stamp["records"] == len(spec.all_runs())
+
+
+def test_docs_findings_was_not_edited_by_hand():
+    """The stamp hashes the text the report wrote: a verdict changed by hand (review: "not tested"
+    edited to "holds" passed the test above) no longer matches it."""
+    text = DOC.read_text(encoding="utf-8")
+    stamp = read_stamp(text)
+    assert stamp is not None and "body" in stamp, f"docs/findings.md has no body hash; {REGENERATE}"
+    assert stamp["body"] == body_hash(text), f"docs/findings.md was edited by hand; {REGENERATE}"
+    edited = text.replace("not tested", "holds", 1)
+    assert edited != text and body_hash(edited) != stamp["body"]  # the check can fail

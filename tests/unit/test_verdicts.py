@@ -80,6 +80,9 @@ def test_builds_that_disagree_make_any_verdict_inconclusive():
     per = [{"verdict": V.HOLDS}, {"verdict": V.FAILS}, {"verdict": V.HOLDS}]
     v, why = V.combine(V.HOLDS, per, 0.99, DEFAULTS, 3, "r")
     assert v == V.INCONCLUSIVE and "the builds disagree" in why
+    # a pooled "does not hold" too, powered (review: only the "holds" case was tested)
+    v, why = V.combine(V.FAILS, per, 0.99, DEFAULTS, 3, "r")
+    assert v == V.INCONCLUSIVE and "the builds disagree" in why and "pooled: does not hold" in why
     # agreeing builds leave the verdict alone; inconclusive builds are no disagreement
     assert (
         V.combine(
@@ -208,6 +211,53 @@ def test_a_never_triggered_setting_is_not_tested(tmp_path):
     assert v.verdict == V.NOT_TESTED
     assert "simnpo: not tested (DIR-R never triggered" in v.why
     assert any(line.startswith("npo: mean +0.") for line in v.detail)
+
+
+def test_a_setting_missing_from_a_build_is_not_judged_on_the_benchmarks_build_count(tmp_path):
+    """simnpo ran on builds 0 and 1 only: two builds of that setting, fewer than the claims file
+    asks, so it cannot hold however clear its mean (review: it read 'holds')."""
+
+    def write(w):
+        for b, f, s in itertools.product(range(3), ("forget05", "forget10"), (1, 2)):
+            _dirr_pair(w, b, f, "npo", s, 0.5 + 0.1 * s)
+            if b < 2:
+                _dirr_pair(w, b, f, "simnpo", s, 0.5 + 0.1 * s)
+
+    ctx, con = _registry(tmp_path, write)
+    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert v.verdict == V.INCONCLUSIVE
+    assert "simnpo: inconclusive (2 theta_0 build(s); the claims file asks for at least 3" in v.why
+    assert "npo: holds" in v.why
+
+
+def test_builds_that_agree_by_chance_do_not_narrow_the_interval_below_one_builds_noise():
+    """Three builds with the same mean, each of two units +-1 around it: the builds' spread is 0,
+    the interval's se is the within-build floor sqrt(mean(s^2/n) / B) = sqrt(1/3), at t's critical
+    value for the 6 - 3 units' degrees of freedom (review: the interval was a point)."""
+    vals = np.array([3.0, 1.0, 3.0, 1.0, 3.0, 1.0])
+    e = V.estimate(vals, V.Nested([0, 0, 1, 1, 2, 2], [0] * 6, list("abcdef")), DEFAULTS)
+    half = sps.t.ppf(0.975, 3) * np.sqrt(1 / 3)
+    assert e.se == pytest.approx(np.sqrt(1 / 3)) and e.interval == pytest.approx(
+        (2 - half, 2 + half)
+    )
+
+
+def test_the_interval_over_builds_is_centred_on_the_builds_statistics():
+    """A correlation that is 0 within each build but strongly negative pooled (the builds sit at
+    different offsets): the interval is built from the builds' correlations, so it is centred on
+    their mean, not on the pooled value (review: pooled -0.88 with an interval from per-build
+    r near 0)."""
+    x = np.tile([0.0, 1.0, 0.0, 1.0], 3) + np.repeat([0.0, 5.0, 10.0], 4)
+    y = np.tile([0.0, 0.0, 1.0, 1.0], 3) - np.repeat([0.0, 5.0, 10.0], 4)
+    n = len(x)
+    nested = V.Nested(np.repeat([0, 1, 2], 4).tolist(), [0] * n, list(range(n)))
+
+    def r(idx):
+        return float(np.corrcoef(x[idx], y[idx])[0, 1]) if len(idx) > 2 else float("nan")
+
+    assert r(np.arange(n)) < -0.9
+    e = V.estimate(np.zeros(n), nested, DEFAULTS, stat=r)
+    assert e.value == pytest.approx(0.0, abs=1e-12) and e.interval[0] < 0 < e.interval[1]
 
 
 def test_evaluation_selected_dirr_is_not_tested(tmp_path):
@@ -377,9 +427,9 @@ def _count_registry(w, gain_of, same_noise=True):
     """LACUNA records: DIR-R and the five named baselines on three builds, two fields, four seeds;
     DIR-R's paired gain against each baseline is ``gain_of(objective, baseline)`` plus small
     noise."""
-    for b, f, s in itertools.product(range(3), ("Email_Address", "Phone_Number"), range(1, 5)):
-        # the same noise in every build: the builds agree,
-        # the design is powered; else fresh noise per build
+    for b, f, s in itertools.product(range(3), ("Email_Address", "Phone_Number"), range(1, 13)):
+        # the same noise in every build: the builds agree; 24 units per build power each comparison
+        # at d_z 0.5 (0.99: the within-build floor of the interval counts them); else fresh noise
         rng = random.Random(f"{f}{s}" + ("" if same_noise else str(b)))
         for obj in ("npo", "simnpo"):
             w(
