@@ -110,9 +110,11 @@ def findings(
         "",
         f"Claims: `{claims.source}`, sha256 `{claims.hash[:16]}`, {registered}. Each verdict is "
         "one of holds / does not hold / inconclusive / not tested; pooled intervals are "
-        f"{d['level']:.0%} t intervals on the theta_0 builds' own statistics (df = builds - 1), "
-        "per-build intervals percentile intervals of a hierarchical bootstrap over seeds and "
-        f"units ({d['n_boot']} resamples); a claim needs at least {d['builds']} builds, and a "
+        f"{d['level']:.0%} t intervals on the theta_0 builds' own statistics (df = builds - 1; "
+        "the standard error floored by one build's sampling error), per-build intervals t "
+        "intervals over units for a mean, else percentile intervals of a hierarchical bootstrap "
+        f"over seeds and units ({d['n_boot']} resamples); a claim needs at least {d['builds']} "
+        "builds, and a "
         f"'does not hold' needs power {d['power']:.0%} at its effect of interest (a mean: d_z = "
         f"{d['effect_dz']}), else it reads inconclusive "
         '(docs/reports.md, "Verdicts", states each rule).',
