@@ -966,7 +966,12 @@ def _cmd_demo(args) -> int:
         f"  tables        {out.report}/tables/\n  figures       {out.report}/figures/\n"
         f"  LaTeX         {out.report}/paper.tex\n  findings      {out.report}/findings.md"
     )
-    return 0 if not s.failed else 1
+    if not rep.ok:  # the report is written, but nothing vouches for it: not a success
+        print(
+            "\ndemo: the audit FAILED (above): the findings are not vouched for",
+            file=sys.stderr,
+        )
+    return 0 if not s.failed and rep.ok else 1
 
 
 def _defaults(key: str) -> str:

@@ -104,3 +104,16 @@ def test_findings_carry_the_registry_and_code_they_came_from(db):
     assert stamp["fingerprints"] == []  # synthetic records carry no code fingerprint
     assert stamp["claims"] == C.load().hash
     assert f"{runs} records (registry digest `{stamp['registry']}`)" in text
+
+
+def test_findings_say_when_the_design_cannot_refute_any_claim():
+    from supportbench.reports.findings import _design_line
+
+    claims = C.load()
+    a, b = claims.claims[:2]
+    low = [V.Verdict(a, V.INCONCLUSIVE, "r", power=0.03), V.Verdict(b, V.NOT_TESTED, "r")]
+    (blank, line) = _design_line(low, claims.defaults)
+    assert "cannot refute any claim" in line and "(0.03-0.03)" in line
+    # one claim powered at its minimum: the design can refute it, nothing is said
+    assert _design_line([*low, V.Verdict(b, V.HOLDS, "r", power=0.85)], claims.defaults) == []
+    assert _design_line([V.Verdict(b, V.NOT_TESTED, "r")], claims.defaults) == []

@@ -127,3 +127,28 @@ def test_export_then_import_round_trips_every_metric(tmp_path):
         RegistryError, match=r"unknown column\(s\) \['forget_quality'\].*metric:<name>"
     ):
         import_table(connect(tmp_path / "c.duckdb"), tmp_path / "bad.csv")
+
+
+@pytest.mark.parametrize("audit_ok", [True, False])
+def test_demo_exits_nonzero_when_its_audit_fails(tmp_path, monkeypatch, capsys, audit_ok):
+    """The demo's exit status includes its audit (review: a failed audit exited 0); the sweep,
+    ingest, audit and report are stand-ins here, the real ones are tested on their own."""
+    from types import SimpleNamespace
+
+    from supportbench import cli
+    from supportbench.harness import sweep
+    from supportbench.registry import audit, ingest
+    from supportbench.reports import report
+
+    done = SimpleNamespace(runs=1, ok=1, skipped=0, failed=[], claims=None, decisions={})
+    done.__dict__.update(post_hoc=0, calibration_errors={}, corrupt=[])
+    monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: done)
+    monkeypatch.setattr(ingest, "ingest", lambda *a, **k: SimpleNamespace(summary=lambda: ""))
+    verdict = SimpleNamespace(
+        ok=audit_ok, text=lambda: "audit: " + ("PASS" if audit_ok else "FAIL")
+    )
+    monkeypatch.setattr(audit, "audit", lambda *a, **k: verdict)
+    monkeypatch.setattr(report, "report", lambda *a, **k: {"tables": {}, "figures": {}})
+    rc = cli.main(["demo", "--results", str(tmp_path / "demo")])
+    assert rc == (0 if audit_ok else 1)
+    assert ("the audit FAILED" in capsys.readouterr().err) is not audit_ok

@@ -182,6 +182,28 @@ def test_support_jaccard_across_objectives():
     assert got[("npo", "simnpo")] == pytest.approx(1 / 4) and got[("npo", "npo")] == 1.0
 
 
+def test_support_jaccard_never_compares_supports_of_two_builds():
+    """Two theta_0 builds with the same field and seed are two units: build 0's overlap is 1/4 and
+    build 1's is 1 (mean 5/8); keyed without the build, one build's supports overwrote the
+    other's."""
+    sup = pl.DataFrame(
+        [
+            {"benchmark": "b", "build": b, "field": "x", "seed": 1, "method": "is"}
+            | {"objective": o, "groups": g}
+            for b, pairs in (
+                (0, (("npo", [1, 2, 3]), ("simnpo", [3, 4]))),
+                (1, (("npo", [7]), ("simnpo", [7]))),
+            )
+            for o, g in pairs
+        ]
+    )
+    got = {
+        (r["a"], r["b"]): (r["jaccard"], r["n"])
+        for r in S.support_jaccard(sup).iter_rows(named=True)
+    }
+    assert got[("npo", "simnpo")] == (pytest.approx((1 / 4 + 1) / 2), 2)
+
+
 def test_two_experiments_over_the_same_units_are_never_pooled():
     """The same (benchmark, field, objective, seed) in two experiments are two units, not one unit
     twice."""

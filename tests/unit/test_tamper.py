@@ -240,6 +240,40 @@ def register_claims_late(res, dec, con, tmp_path):
         f.rename(ResultsDir(res).decisions / f.name)
 
 
+def _rewrite_claims_decision(res, **changes) -> None:
+    """The registered claims decision re-issued with ``changes`` (its content hash recomputed, so
+    only the audit's own checks can tell)."""
+    from supportbench.experiments.claims import decision_hash as claims_hash
+
+    for f in ResultsDir(res).decision_files():
+        d = json.loads(Path(f).read_text())
+        if d.get("kind") == "claims":
+            Path(f).unlink()
+            d = {**d, **changes}
+            d["hash"] = claims_hash(d)
+            (ResultsDir(res).decisions / f"{d['hash']}.json").write_text(json.dumps(d))
+
+
+def register_claims_after_the_first_start(res, dec, con, tmp_path):
+    """Claims frozen one second after the first final run started (ingested with the runs, so
+    the log's order alone would not show it): the audit's ``late`` rule."""
+    from datetime import datetime, timedelta
+
+    first = min(
+        json.loads(Path(f).read_text())["provenance"]["started_at"]
+        for f in _records(res, split="final")
+    )
+    later = (datetime.fromisoformat(first) + timedelta(seconds=1)).isoformat()
+    _rewrite_claims_decision(res, frozen_at=later)
+
+
+def register_other_claims_too(res, dec, con, tmp_path):
+    """A second claims decision of the same experiment with a different text."""
+    other = load_claims().text.replace("threshold = 0.75", "threshold = 0.9")
+    (tmp_path / "other.toml").write_text(other)
+    freeze_claims(ResultsDir(res).decisions, load_claims(tmp_path / "other.toml"), "e")
+
+
 def _raw() -> dict:
     return {
         "experiment": {
@@ -263,9 +297,11 @@ def _raw() -> dict:
     ("forge", "reason"),
     [
         (change_claims_after_ingest, "it changed after they were registered"),
-        (register_claims_late, "after the first final run"),
+        (register_claims_late, "after the first final run (entry"),
+        (register_claims_after_the_first_start, "after the first final run started ("),
+        (register_other_claims_too, "claims registered more than once, with different texts"),
     ],
-    ids=["changed-after-ingest", "registered-late"],
+    ids=["changed-after-ingest", "registered-late", "frozen-after-start", "registered-twice"],
 )
 def test_claims_changed_or_registered_late_fail_the_audit(tmp_path, forge, reason):
     res = tmp_path / "res"
@@ -276,6 +312,27 @@ def test_claims_changed_or_registered_late_fail_the_audit(tmp_path, forge, reaso
     rep = audit(con, "e", spec)
     assert not rep.ok
     assert any(reason in r["reason"] for r in rep.claims), rep.text()
+
+
+def test_plain_audit_checks_the_claims_file_the_registered_decision_names(tmp_path):
+    """Without ``--spec`` the audit compares the file the claims decision came from (review: a
+    plain ``audit`` skipped the check); a file no longer there cannot be compared."""
+    res = tmp_path / "res"
+    con = connect(tmp_path / "r.duckdb")
+    honest(res)
+    path = tmp_path / "claims.toml"
+    path.write_text(load_claims().text)  # the same text: the same claims hash every decision cites
+    _rewrite_claims_decision(res, source=str(path))
+    ingest(con, res)
+    assert audit(con, "e").ok, audit(con, "e").text()
+    path.write_text(load_claims().text.replace("threshold = 0.75", "threshold = 0.9"))
+    rep = audit(con, "e")
+    assert not rep.ok and any(
+        "it changed after they were registered" in r["reason"] and str(path) in r["reason"]
+        for r in rep.claims
+    ), rep.text()
+    path.unlink()
+    assert audit(con, "e").ok
 
 
 def backdate_decision_before_its_evidence(res, dec, con):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -499,3 +500,49 @@ def test_the_support_contrast_against_seed_to_seed_overlap(tmp_path, overlap, wa
     v = V.contrast(PAPER.by_id("natural-support"), DEFAULTS, ctx, con)
     assert v.verdict == want, v.why
     assert len(v.per_build) == 3
+
+
+# ---- a claim's own minimum power (review: claims.toml could state it only file-wide) -------------
+def _one_claim(extra: str) -> str:
+    paper = C.load()
+    text = paper.text.split("[[claim]]")[0] + "[[claim]]" + paper.text.split("[[claim]]")[1]
+    return text.replace('kind = "agreement"', f'kind = "agreement"\n{extra}', 1)
+
+
+def test_a_claim_may_state_its_own_power_effect_level_and_builds():
+    c = C.parse(_one_claim("power = 0.95\neffect_dz = 0.3\nbuilds = 5")).claims[0]
+    got = c.settings(C.DEFAULTS)
+    assert (got["power"], got["effect_dz"], got["builds"]) == (0.95, 0.3, 5)
+    assert got["level"] == C.DEFAULTS["level"] and got["n_boot"] == C.DEFAULTS["n_boot"]
+    assert C.parse(_one_claim("")).claims[0].settings(C.DEFAULTS) == C.DEFAULTS
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("power = 1.5", "power = 1.5 must be a number in (0, 1)"),
+        ("builds = 0", "builds = 0 must be a whole number >= 1"),
+        ("effect_dz = -1", "effect_dz = -1 must be a number > 0"),
+        ("n_boot = 500", "may override level, power, effect_dz, builds"),  # file-wide only
+    ],
+)
+def test_a_claims_own_settings_are_checked(extra, message):
+    with pytest.raises(C.SpecError, match=re.escape(message)):
+        C.parse(_one_claim(extra))
+
+
+def test_judge_applies_a_claims_own_minimum_power(monkeypatch):
+    """A 'does not hold' at power 0.9 stands under the file's 0.8 and is inconclusive under the
+    claim's own 0.95."""
+    seen = {}
+
+    def fake(claim, defaults, ctx, con=None):
+        seen[claim.id] = defaults
+        per = [{"verdict": V.FAILS}] * 3
+        v, why = V.combine(V.FAILS, per, 0.9, defaults, 3, "r")
+        return V.Verdict(claim, v, why, power=0.9)
+
+    monkeypatch.setitem(V.KINDS, "agreement", fake)
+    for extra, want in (("", V.FAILS), ("power = 0.95", V.INCONCLUSIVE)):
+        (v,) = V.judge(C.parse(_one_claim(extra)), ctx=None)
+        assert v.verdict == want and seen["controlled"]["power"] == (0.95 if extra else 0.8)

@@ -3,7 +3,8 @@
 
 A claims file (TOML; the shipped one is ``claims/paper.toml``, the paper's six) states per claim its
 statistic, comparator or null, threshold, unit of replication and minimum power;
-``reports.verdicts`` computes the verdict, one function per ``kind``. ``parse`` checks every key of
+``reports.verdicts`` computes the verdict, one function per ``kind``; a claim may override the
+file's level, power, effect_dz or builds (``PER_CLAIM``). ``parse`` checks every key of
 every claim before anything runs.
 
 Registration: a sweep calls ``freeze_claims`` before its first run. It writes a frozen *claims
@@ -76,6 +77,11 @@ class Claim:
     replication: str
     preconditions: tuple[str, ...]
     params: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)  # its own PER_CLAIM settings
+
+    def settings(self, defaults: dict[str, Any]) -> dict[str, Any]:
+        """The file's defaults with this claim's own level, power, effect or builds over them."""
+        return {**defaults, **self.overrides}
 
     def __getitem__(self, key: str) -> Any:
         return self.params[key]
@@ -136,35 +142,35 @@ def _num(x) -> bool:
     return not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
 
 
-def _check_defaults(raw: dict, source: str) -> dict[str, Any]:
-    unknown = sorted(set(raw) - set(DEFAULTS))
+# each [defaults] key's check and the range its error names
+CHECKS: dict[str, tuple[Any, str]] = {
+    "level": (lambda v: _num(v) and 0 < v < 1, "a number in (0, 1)"),
+    "power": (lambda v: _num(v) and 0 < v < 1, "a number in (0, 1)"),
+    "effect_dz": (lambda v: _num(v) and v > 0, "a number > 0"),
+    "builds": (lambda v: _whole(v) and v >= 1, "a whole number >= 1"),
+    "n_boot": (lambda v: _whole(v) and 100 <= v <= 1_000_000, "a whole number in 100..1,000,000"),
+    "seed": (lambda v: _whole(v) and 0 <= v < 2**63, "a whole number in 0..2^63-1"),
+}
+# the defaults one claim may state for itself (its own minimum power, effect of interest, level,
+# builds); the resampling settings stay file-wide
+PER_CLAIM = ("level", "power", "effect_dz", "builds")
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_defaults(raw: dict, source: str, allowed=tuple(DEFAULTS), where="defaults.") -> dict:
+    unknown = sorted(set(raw) - set(allowed))
     if unknown:
         raise SpecError(
-            f"{source}: unknown [defaults] key(s) {unknown}; allowed: {', '.join(DEFAULTS)}"
+            f"{source}: unknown [defaults] key(s) {unknown}; allowed: {', '.join(allowed)}"
         )
-    out = {**DEFAULTS, **raw}
-    checks = {
-        "level": lambda v: _num(v) and 0 < v < 1,
-        "power": lambda v: _num(v) and 0 < v < 1,
-        "effect_dz": lambda v: _num(v) and v > 0,
-        "builds": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-        "n_boot": lambda v: (
-            isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 1_000_000
-        ),
-        "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63,
-    }
-    ranges = {
-        "level": "a number in (0, 1)",
-        "power": "a number in (0, 1)",
-        "effect_dz": "a number > 0",
-        "builds": "a whole number >= 1",
-        "n_boot": "a whole number in 100..1,000,000",
-        "seed": "a whole number in 0..2^63-1",
-    }
-    for k, ok in checks.items():
-        if not ok(out[k]):
-            raise SpecError(f"{source}: defaults.{k} = {out[k]!r} must be {ranges[k]}")
-    return out
+    for k, v in raw.items():
+        ok, allowed_range = CHECKS[k]
+        if not ok(v):
+            raise SpecError(f"{source}: {where}{k} = {v!r} must be {allowed_range}")
+    return dict(raw)
 
 
 def _check_claim(raw: dict, source: str, k: int) -> Claim:
@@ -181,12 +187,16 @@ def _check_claim(raw: dict, source: str, k: int) -> Claim:
             f"{where}: lacks {', '.join(missing)} "
             f"(a {kind} claim states {', '.join(COMMON + required)})"
         )
-    unknown = sorted(set(raw) - set(COMMON) - set(required) - set(optional))
+    unknown = sorted(set(raw) - set(COMMON) - set(required) - set(optional) - set(PER_CLAIM))
     if unknown:
         raise SpecError(
             f"{where}: unknown key(s) {unknown}; a {kind} claim takes "
-            f"{', '.join(COMMON + required + optional)}"
+            f"{', '.join(COMMON + required + optional)} and may override "
+            f"{', '.join(PER_CLAIM)}"
         )
+    for key in PER_CLAIM:
+        if key in raw and not CHECKS[key][0](raw[key]):
+            raise SpecError(f"{where}: {key} = {raw[key]!r} must be {CHECKS[key][1]}")
     for key in ("id", "title", "benchmark", "statistic", "comparator", "unit", "replication"):
         if not isinstance(raw[key], str) or not raw[key].strip():
             raise SpecError(f"{where}: {key} must be a non-empty string, got {raw[key]!r}")
@@ -221,6 +231,7 @@ def _check_claim(raw: dict, source: str, k: int) -> Claim:
         **{key: raw[key] for key in COMMON if key != "preconditions"},
         preconditions=tuple(raw["preconditions"]),
         params=params,
+        overrides={key: raw[key] for key in PER_CLAIM if key in raw},
     )
 
 
@@ -258,7 +269,11 @@ def parse(text: str, source: str = "claims file") -> Claims:
     if twice:
         raise SpecError(f"{source}: claim id(s) {twice} appear more than once")
     return Claims(
-        text, text_hash(text), source, _check_defaults(raw.get("defaults") or {}, source), parsed
+        text,
+        text_hash(text),
+        source,
+        {**DEFAULTS, **_check_defaults(raw.get("defaults") or {}, source)},
+        parsed,
     )
 
 

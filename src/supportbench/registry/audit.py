@@ -173,13 +173,13 @@ def _claims(con, spec: ExperimentSpec | None) -> list[dict]:
     """The claims an experiment is judged on (experiments.claims) were registered before its
     outcomes and are the ones it names now: one claims decision per experiment, frozen before its
     first final run started and ingested no later than its first final run (the ingest log's order);
-    every decision of the experiment cites its hash; with a spec, the claims file the spec names
-    still has that hash. An experiment that names none (no spec, nothing registered: a single
-    ``supportbench run``) is not checked."""
+    every decision of the experiment cites its hash; the claims file it names (the spec's, else the
+    registered decision's own source) still has that hash. An experiment that names none (no
+    spec, nothing registered: a single ``supportbench run``) is not checked."""
     reg = _rows(
         con,
         """SELECT a.experiment, d.hash, json_extract_string(d.content, '$.claims_hash') """
-        """AS claims_hash,
+        """AS claims_hash, json_extract_string(d.content, '$.source') AS source,
             d.frozen_at, (SELECT min(seq) FROM ingest_log l WHERE l.kind = 'decision' """
         """AND l.key = d.hash) AS seq
         FROM (SELECT DISTINCT experiment FROM arun) a JOIN decisions d
@@ -213,21 +213,7 @@ def _claims(con, spec: ExperimentSpec | None) -> list[dict]:
             {"experiment": exp, "hash": first["hash"], "reason": r}
             for r in _claims_order(con, exp, first)
         ]
-        if spec is not None:
-            from supportbench.experiments.claims import load
-
-            now = load(spec.claims).hash
-            if now != first["claims_hash"]:
-                out.append(
-                    {
-                        "experiment": exp,
-                        "hash": first["hash"],
-                        "reason": "the claims file the experiment names "
-                        f"({spec.claims or 'paper'}) hashes to {now[:12]} now, but the runs were "
-                        f"judged under {first['claims_hash'][:12]}: it changed after they were "
-                        "registered",
-                    }
-                )
+        out += _claims_file(exp, first, spec)
         out += [
             {
                 "experiment": exp,
@@ -245,6 +231,33 @@ def _claims(con, spec: ExperimentSpec | None) -> list[dict]:
             ).fetchall()
         ]
     return out
+
+
+def _claims_file(exp: str, first: dict, spec: ExperimentSpec | None) -> list[dict]:
+    """The claims file the experiment names (the spec's, else the one the registered decision came
+    from) still hashes to what was registered; a file that is not there any more (a registry read
+    on another machine) cannot be compared and is not a finding."""
+    from supportbench.errors import SpecError
+    from supportbench.experiments.claims import load
+
+    name = spec.claims if spec is not None else first["source"]
+    try:
+        now = load(name).hash
+    except SpecError:
+        if spec is not None:
+            raise
+        return []
+    if now == first["claims_hash"]:
+        return []
+    return [
+        {
+            "experiment": exp,
+            "hash": first["hash"],
+            "reason": f"the claims file the experiment names ({name or 'paper'}) hashes to "
+            f"{now[:12]} now, but the runs were judged under {first['claims_hash'][:12]}: it "
+            "changed after they were registered",
+        }
+    ]
 
 
 # clock skew allowed between the machine that wrote a file and the registry's

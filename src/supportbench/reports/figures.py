@@ -269,7 +269,8 @@ def support_jaccard(ctx: Context, con=None):
     )
     for method in dict.fromkeys(candidates):
         sup = con.sql(
-            """SELECT r.benchmark, r.field, r.seed, r.method, r.objective, s.groups FROM supports s
+            """SELECT r.benchmark, r.build, r.field, r.seed, r.method, r.objective, s.groups
+                         FROM supports s
                          JOIN runs r USING (run_key) WHERE r.variant = 'static' AND r.method = $m
                          AND r.split = 'final' AND ($exp IS NULL OR r.experiment = $exp)""",
             params={"m": method, "exp": _experiment(ctx)},

@@ -88,6 +88,27 @@ def _per_build_table(v: verdicts.Verdict) -> list[str]:
     return out
 
 
+def _design_line(judged: list, defaults: dict) -> list[str]:
+    """What the design can decide: a claim whose power is below its minimum cannot read 'does not
+    hold', so where that is every powered claim, no claim could have been refuted at this scale."""
+    low = [
+        v.power
+        for v in judged
+        if v.power is not None and v.power < v.claim.settings(defaults)["power"]
+    ]
+    powered = [v for v in judged if v.power is not None]
+    if not powered or len(low) < len(powered):
+        return []
+    return [
+        "",
+        f"**This design cannot refute any claim**: every claim's power at its effect of interest "
+        f"({min(low):.2f}-{max(low):.2f}) is below its stated minimum, so none can read 'does not "
+        "hold'; an 'inconclusive' here says the demo is too small to decide, not that a claim "
+        "fails. Deciding them needs more builds, seeds or units (each claim's detectable effect "
+        "says how large an effect this design would see).",
+    ]
+
+
 def findings(
     ctx: tables.Context, con=None, experiment: str | None = None, registry: str = ""
 ) -> str:
@@ -128,6 +149,7 @@ def findings(
             f"| {v.claim.title} | {v.verdict} | {_fmt_interval(v)} | {power} | "
             f"{v.detectable or '-'} |"
         )
+    out += _design_line(judged, d)
     for v in judged:
         c = v.claim
         out += [
@@ -143,7 +165,8 @@ def findings(
         ]
         if v.power is not None:
             out.append(
-                f"- power at the effect of interest: {v.power:.2f} (minimum {d['power']:.2f}); "
+                f"- power at the effect of interest: {v.power:.2f} (minimum "
+                f"{c.settings(d)['power']:.2f}); "
                 f"detectable effect: {v.detectable or 'n/a'}"
             )
         out += [f"- {line}" if not line.startswith("  ") else line for line in v.detail]

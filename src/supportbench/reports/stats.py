@@ -226,14 +226,14 @@ def jaccard(a: set, b: set) -> float:
 
 
 def support_jaccard(supports: pl.DataFrame, across: str = "objective") -> pl.DataFrame:
-    """Mean Jaccard overlap of supports between levels of ``across`` (same benchmark, field, seed,
-    method).
+    """Mean Jaccard overlap of supports between levels of ``across`` (same experiment, benchmark,
+    theta_0 build, field, seed, method: supports of two builds are never compared).
 
     ``supports`` has UNIT columns, method and ``groups`` (list of ids)."""
     levels = sorted(supports[across].unique().to_list())
     keys = [
         k
-        for k in ("experiment", "benchmark", "field", "seed", "method", "objective")
+        for k in ("experiment", "benchmark", "build", "field", "seed", "method", "objective")
         if k != across and k in supports.columns
     ]
     rows = []

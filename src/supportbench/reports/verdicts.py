@@ -748,7 +748,7 @@ def judge(claims: Claims, ctx, con=None) -> list[Verdict]:
     out = []
     for c in claims.claims:
         try:
-            out.append(KINDS[c.kind](c, claims.defaults, ctx, con))
+            out.append(KINDS[c.kind](c, c.settings(claims.defaults), ctx, con))
         except Missing as m:
             out.append(Verdict(c, NOT_TESTED, str(m)))
     return out
