@@ -8,6 +8,8 @@ import tempfile
 import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# hermetic: hub ids resolve from the Hugging Face cache only, never a network (experiments.hub)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # tests never write into the user's cache (model identities,
 # prepared models): one throwaway cache per session
 os.environ["SUPPORTBENCH_CACHE"] = tempfile.mkdtemp(prefix="supportbench-test-cache-")

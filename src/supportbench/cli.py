@@ -27,10 +27,12 @@ def _cmd_geometry(args) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from supportbench.experiments.hub import local_path
     from supportbench.unlearning.models import PRESETS, check_model_dir, preset_config, read_config
     from supportbench.unlearning.support import discover_geometry
 
-    # a preset or a local folder, as every other command takes it; from the config
+    # a preset, a local folder or a hub id, as every other command takes it; from the config
+    args.model = local_path(args.model)
     if args.model in PRESETS:
         cfg = preset_config(PRESETS[args.model], pad_token_id=0, bos_token_id=1, eos_token_id=2)
     else:
@@ -46,7 +48,18 @@ def _cmd_geometry(args) -> int:
 
 
 def _cmd_plan_memory(args) -> int:
-    from supportbench.unlearning.memory import largest_batch, plan_memory
+    from supportbench.errors import SpecError
+    from supportbench.experiments.hub import local_path
+    from supportbench.unlearning.memory import ARCH_CONFIGS, largest_batch, plan_memory
+
+    if args.model not in ARCH_CONFIGS:
+        try:  # a hub id: its snapshot in the Hugging Face cache
+            args.model = local_path(args.model)
+        except SpecError as exc:
+            raise SpecError(
+                f"{exc}; plan-memory also takes a known architecture, which needs no files "
+                f"({', '.join(ARCH_CONFIGS)})"
+            ) from None
 
     p = plan_memory(
         args.model,
@@ -308,6 +321,15 @@ def _writable_dir(path: str | None, flag: str) -> None:
         raise SupportbenchError(f"{flag} '{path}': '{existing}' is not writable ({why})")
 
 
+def _folder_or_id(ref: str) -> str:
+    """A path made absolute (the run may start elsewhere), a hub id as it is."""
+    from pathlib import Path
+
+    from supportbench.experiments.hub import is_hub_id
+
+    return ref if is_hub_id(ref) else str(Path(ref).resolve())
+
+
 def run_spec(args) -> RunSpec:
     """The RunSpec a ``run`` command line names; every setting it leaves out resolves as in Python
     and TOML (experiments/spec.py is the one source of defaults)."""
@@ -318,8 +340,8 @@ def run_spec(args) -> RunSpec:
     hp = _parse_sets(args.set)
     if args.dtype:
         hp["dtype"] = args.dtype
-    if args.data_dir:
-        hp["benchmark.data_dir"] = str(Path(args.data_dir).resolve())
+    if args.data_dir:  # a folder (made absolute) or a data set's hub id (resolved by the spec)
+        hp["benchmark.data_dir"] = _folder_or_id(args.data_dir)
     cls = BENCHMARKS.get(args.benchmark)
     # None: the benchmark's default model, resolved by RunSpec as for Python and TOML
     model = args.model
@@ -331,7 +353,7 @@ def run_spec(args) -> RunSpec:
             )
         model, hp["benchmark.theta0"] = args.theta0, "given"
     if args.retain_model:
-        hp["benchmark.retain_model"] = str(Path(args.retain_model).resolve())
+        hp["benchmark.retain_model"] = _folder_or_id(args.retain_model)
     if model and Path(model, "config.json").is_file():
         model = str(Path(model).resolve())
     return RunSpec(
@@ -1089,7 +1111,8 @@ def _parser_plan_memory(sub) -> None:
     pm.add_argument(
         "--model",
         required=True,
-        help="llama3-8b, gemma2-2b, olmo3-7b, qwen2.5-7b, a preset, or a local model directory",
+        help="llama3-8b, gemma2-2b, olmo3-7b, qwen2.5-7b, a preset, a local model directory, or a "
+        "hub id (owner/name[@revision], from the Hugging Face cache)",
     )
     pm.add_argument(
         "--budget", type=POSITIVE, required=True, help="editable scalars, or a fraction (< 1)"
@@ -1241,21 +1264,23 @@ def _run_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help="model preset (tiny-llama, small-llama, tiny-olmo3, tiny-qwen2) or a local Hugging "
-        "Face model directory; default: the benchmark's (tiny-llama for TOFU, tiny-olmo3 for "
-        "LACUNA, tiny-qwen2 for controlled)",
+        help="model preset (tiny-llama, small-llama, tiny-olmo3, tiny-qwen2), a local Hugging "
+        "Face model directory, or a hub id (owner/name[@revision], resolved through the Hugging "
+        "Face cache; HF_HUB_OFFLINE=1 honoured); default: the benchmark's (tiny-llama for TOFU, "
+        "tiny-olmo3 for LACUNA, tiny-qwen2 for controlled)",
     )
     parser.add_argument(
         "--data-dir",
         default=None,
-        help="read the benchmark's real files from here (= --set benchmark.data_dir=DIR)",
+        help="read the benchmark's real files from here, a folder or a data set's hub id "
+        "(e.g. locuslab/TOFU; = --set benchmark.data_dir=DIR)",
     )
     parser.add_argument(
         "--theta0",
         default=None,
-        metavar="PATH",
-        help="TOFU: start from this ready fine-tuned model folder as theta_0, used as it is (e.g. "
-        "open-unlearning's tofu_Llama-3.2-1B-Instruct_full; = --model PATH --set "
+        metavar="PATH|ID",
+        help="TOFU: start from this ready fine-tuned model folder or hub id as theta_0, used as "
+        "it is (e.g. open-unlearning's tofu_Llama-3.2-1B-Instruct_full; = --model PATH --set "
         "benchmark.theta0=given); its prompts follow its chat template (benchmark.chat_template, "
         "benchmark.template.system_prompt=...)",
     )
@@ -1263,9 +1288,10 @@ def _run_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--retain-model",
         dest="retain_model",
         default=None,
-        metavar="PATH",
-        help="TOFU: a ready retain model folder for forget quality (e.g. ..._retain90 for "
-        "forget10; = --set benchmark.retain_model=PATH) instead of one trained here",
+        metavar="PATH|ID",
+        help="TOFU: a ready retain model folder or hub id for forget quality (e.g. "
+        "..._retain90 for forget10; = --set benchmark.retain_model=PATH) instead of one trained "
+        "here",
     )
     parser.add_argument(
         "--set",

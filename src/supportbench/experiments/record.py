@@ -111,6 +111,9 @@ class Provenance(_Struct):
     python: str | None = None
     data_hash: str | None = None
     model_hash: str | None = None
+    # where the model and path options came from (RunSpec.sources: a hub id's id, commit and
+    # snapshot, a folder's path); the spec holds their content hashes
+    sources: dict[str, Any] | None = None
 
 
 class Fingerprint(_Struct):

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from supportbench._io import CONTROL
 from supportbench._options import check, option
 from supportbench.errors import SpecError
+from supportbench.experiments import hub
 from supportbench.experiments.decisions import ACTIONS
 
 VARIANTS = ("static", "dirr")
@@ -404,8 +405,27 @@ class RunSpec:
                     raise SpecError(
                         f"benchmark option 'benchmark.{k}' conflicts with 'benchmark.{part}'"
                     )
-            node[leaf] = v
+            node[leaf] = hub.local_path(v, hub.repo_type_of(k)) if k in self._paths() else v
         return out
+
+    def _paths(self) -> set[str]:
+        """This spec's benchmark options that name a file or folder (``PATH_OPTIONS``), by their
+        name without ``benchmark.``."""
+        return {k.removeprefix("benchmark.") for k in PATH_OPTIONS}
+
+    def model_path(self) -> str:
+        """The model as a loader reads it: a hub id's snapshot folder (experiments.hub), anything
+        else unchanged (a folder, a preset name)."""
+        return hub.local_path(self.model)
+
+    def sources(self) -> dict[str, dict]:
+        """Where the model and every path option came from, for the record (the identity holds
+        their content hashes): a hub id's id, commit and snapshot, a folder's absolute path."""
+        out = {"model": hub.source(self.model)}
+        for k, v in self.prefixed("benchmark.").items():
+            if k in self._paths():
+                out[f"benchmark.{k}"] = hub.source(v, hub.repo_type_of(k))
+        return {k: v for k, v in out.items() if v is not None}
 
     def canonical(self) -> dict:
         """The run's identity: every resolved setting; a local model, and every option that names a
@@ -414,10 +434,12 @@ class RunSpec:
 
         d = self.canonical_full()
         if model_kind(self.model) == "local" and not self.model.startswith("local:"):
-            d["model"] = model_identity(self.model)
+            d["model"] = model_identity(self.model_path())
         for k, v in d["hyperparameters"].items():
             if k in PATH_OPTIONS and isinstance(v, str) and not v.startswith("content:"):
-                d["hyperparameters"][k] = content_identity(v, option=k)
+                d["hyperparameters"][k] = content_identity(
+                    hub.local_path(v, hub.repo_type_of(k)), option=k
+                )
         if self.variant == "static":  # checkpoint settings do not change a static run
             for k in ("t", "d", "rho_p"):
                 d.pop(k)

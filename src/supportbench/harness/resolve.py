@@ -113,7 +113,9 @@ def _check_benchmark(spec: RunSpec, cls, options: dict, read_inputs: bool) -> No
         raise UnknownNameError(f"{spec.benchmark} field", spec.field, fields)
     if not read_inputs:
         return
-    cls.check_inputs(options, spec.field, {**dict(spec.hyperparameters), "model": spec.model})
+    cls.check_inputs(
+        options, spec.field, {**dict(spec.hyperparameters), "model": spec.model_path()}
+    )
     retain = options.get("retain_model")
     # a folder (not a record's content id), loaded after unlearning: checked now
     if isinstance(retain, str) and not retain.startswith("content:"):

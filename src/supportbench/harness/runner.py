@@ -194,7 +194,7 @@ class Runner:
         key = self.bench_key(spec)
         bench = self.benchmark(spec)
         if key not in self._models:
-            prepared = bench.prepare(spec.model)
+            prepared = bench.prepare(spec.model_path())
             # frozen weights in the run's dtype (bf16 on a GPU); the support trains in fp32
             # (SupportTrainer)
             self._models[key] = prepared.model.to(self.device, getattr(torch, spec.hp("dtype")))
@@ -372,6 +372,7 @@ class Runner:
             return RunResult(old, skipped=True)
         code = fingerprint(resolved)  # of the method as built, before it scores
         provenance = self._provenance()
+        provenance.sources = spec.sources() or None
         draft = _Draft()
         status, error = "ok", None
         try:

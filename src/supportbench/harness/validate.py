@@ -38,7 +38,7 @@ def _check_model(model: str) -> None:
 
 
 def _check_budget(spec: RunSpec) -> None:
-    group, total = _shape(spec.model)
+    group, total = _shape(spec.model_path())
     scalars = spec.budget if spec.budget >= 1 else spec.budget * total
     if scalars < group:
         raise SpecError(
@@ -56,7 +56,7 @@ def _check_budget(spec: RunSpec) -> None:
 def validate_spec(resolved: ResolvedRun) -> None:
     """Raise on anything that would make the resolved run fail for a reason other than the run
     itself and that ``resolve`` did not check already: the model and the budget."""
-    _check_model(resolved.spec.model)
+    _check_model(resolved.spec.model_path())
     _check_budget(resolved.spec)
 
 
