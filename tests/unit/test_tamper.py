@@ -466,3 +466,20 @@ def test_a_decision_with_a_bad_item_is_refused_even_with_a_matching_hash(tmp_pat
     )  # consistent with its own content: only the item check can refuse it
     with pytest.raises(DecisionError, match=message):
         verify_decision(bad)
+
+
+def test_findings_say_when_claims_were_registered_after_the_first_final_run(tmp_path):
+    """findings.md's 'registered ... before its first final run' is checked against the records,
+    as the audit checks it (review: the sentence was printed without looking)."""
+    from supportbench.reports.findings import registered_claims
+
+    for late, want in ((False, "before its first final run started ("), (True, "**after its")):
+        res, db = tmp_path / f"res{late}", tmp_path / f"r{late}.duckdb"
+        honest(res)
+        if late:
+            register_claims_after_the_first_start(res, None, None, tmp_path)
+        con = connect(db)
+        ingest(con, res)
+        _, registered = registered_claims(con, "e")
+        assert want in registered, registered
+        assert ("`supportbench audit` fails this experiment" in registered) is late

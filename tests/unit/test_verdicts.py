@@ -424,7 +424,7 @@ def test_count_claims_need_every_comparison_in_every_build(tmp_path):
     assert v.verdict == V.NOT_TESTED and "simnpo:fila (builds [0, 1])" in v.why
 
 
-def _count_registry(w, gain_of, same_noise=True):
+def _count_registry(w, gain_of, same_noise=True, selection="development"):
     """LACUNA records: DIR-R and the five named baselines on three builds, two fields, four seeds;
     DIR-R's paired gain against each baseline is ``gain_of(objective, baseline)`` plus small
     noise."""
@@ -443,7 +443,7 @@ def _count_registry(w, gain_of, same_noise=True):
                 J=2.0,
                 candidates={"0.0": 2.0},
                 triggered=False,
-                selection="development",
+                selection=selection,
                 decision_hash="x",
             )
             for m in ("projected_causal", "memflex", "activation", "fila", "activation_down"):
@@ -546,3 +546,55 @@ def test_judge_applies_a_claims_own_minimum_power(monkeypatch):
     for extra, want in (("", V.FAILS), ("power = 0.95", V.INCONCLUSIVE)):
         (v,) = V.judge(C.parse(_one_claim(extra)), ctx=None)
         assert v.verdict == want and seen["controlled"]["power"] == (0.95 if extra else 0.8)
+
+
+def test_a_count_claim_over_evaluation_selected_dirr_is_not_tested(tmp_path):
+    """Review: the count claims judged DIR-R runs that selected on the evaluation split (they
+    cannot lose there) as if selected honestly; the same registry with development selection
+    holds."""
+    ctx, con = _registry(
+        tmp_path, lambda w: _count_registry(w, lambda o, m: 1.0, selection="evaluation")
+    )
+    v = V.count(PAPER.by_id("lacuna-named"), DEFAULTS, ctx, con)
+    assert v.verdict == V.NOT_TESTED and "evaluation split" in v.why
+
+
+def test_a_build_where_dirr_never_triggered_is_not_tested_in_the_per_build_table(tmp_path):
+    def write(w):
+        for b, f, s in itertools.product(range(3), ("forget05", "forget10"), range(1, 5)):
+            for obj in ("npo", "simnpo"):
+                _dirr_pair(w, b, f, obj, s, 0.0 if b == 1 else 1.0, triggered=b != 1)
+
+    ctx, con = _registry(tmp_path, write)
+    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    rows = {r["build"]: r["verdict"] for r in v.per_build}
+    assert rows["1 (npo)"] == V.NOT_TESTED and rows["0 (npo)"] != V.NOT_TESTED, rows
+    # the claim's power is its most powerful setting's, and each setting's is said
+    assert v.power is not None and "per setting: npo" in v.detectable
+
+
+def test_the_contrast_claims_power_is_at_its_own_negligible_bound(tmp_path):
+    """Review: power at d_z x sd put the effect of interest below the claim's own fails_below, so
+    no 'does not hold' could be powered; the power now grows with the distance to that bound."""
+    import dataclasses
+
+    rng = random.Random(4)
+
+    def write(w):
+        for b, f, s in itertools.product(range(3), ("forget05", "forget10"), range(1, 4)):
+            for obj in ("npo", "simnpo"):
+                groups = sorted(rng.sample(range(100), 8))
+                w(benchmark="natural_tofu", build=b, field=f, objective=obj, seed=s, groups=groups)
+
+    ctx, con = _registry(tmp_path, write)
+    claim = PAPER.by_id("natural-support")
+    near, far = (
+        V.contrast(
+            dataclasses.replace(claim, params={**claim.params, "fails_below": fb}),
+            DEFAULTS,
+            ctx,
+            con,
+        ).power
+        for fb in (0.01, 0.5)
+    )
+    assert near < far and far > 0.99, (near, far)

@@ -37,8 +37,8 @@ def registered_claims(con, experiment: str | None) -> tuple[Claims, str]:
             dec = json.loads(rows[0][0])
             return (
                 parse_claims(dec["text"], dec.get("source") or "registered claims"),
-                f"registered for the experiment at {rows[0][1]} UTC, before its first run (claims "
-                f"decision `{dec['hash'][:12]}`)",
+                f"registered for the experiment at {rows[0][1]} UTC, "
+                f"{_order(con, experiment, dec['hash'])} (claims decision `{dec['hash'][:12]}`)",
             )
     claims = load_claims()
     return claims, (
@@ -46,6 +46,26 @@ def registered_claims(con, experiment: str | None) -> tuple[Claims, str]:
         "claims first): judged under the shipped claims file, which proves nothing about when it "
         "was written"
     )
+
+
+def _order(con, experiment: str | None, claims_hash: str) -> str:
+    """When the claims were frozen relative to the first final run's start, as the records date
+    them (the audit's rule; review: the sentence said 'before' without looking)."""
+    first = con.execute(
+        """SELECT min(p.started_at)::VARCHAR, min(p.started_at) < d.frozen_at
+        FROM runs r JOIN provenance p USING (run_key), decisions d
+        WHERE d.hash = $h AND r.split <> 'calibration' AND ($exp IS NULL OR r.experiment = $exp)
+        GROUP BY d.frozen_at""",
+        {"exp": experiment, "h": claims_hash},
+    ).fetchone()
+    if first is None or first[0] is None:
+        return "before any final run (none is recorded)"
+    if first[1]:
+        return (
+            f"**after its first final run started** ({first[0]}): `supportbench audit` fails this "
+            "experiment, and these verdicts are not pre-registered"
+        )
+    return f"before its first final run started ({first[0]})"
 
 
 def _fmt_interval(v: verdicts.Verdict) -> str:

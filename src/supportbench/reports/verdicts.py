@@ -359,7 +359,10 @@ def agreement(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     mde = detectable(est, defaults)
     per = _per_build(u, "agree", defaults, lambda e: side_verdict(e.interval, th, side))
     n, agree_n = u.height, int(u["agree"].sum())
-    why = f"agreement {agree_n}/{n} = {est.fmt(3)}; holds {side} {th}"
+    why = (
+        f"agreement {agree_n}/{n} = {agree_n / n:.3f} pooled; mean of the builds' agreements "
+        f"{est.fmt(3)}; holds {side} {th}"
+    )
     verdict, why = combine(v, per, power, defaults, len(builds), why)
     detail = [
         f"J: {'bounded' if bounded else 'summed-NLL (no bounded J recorded)'}; {n} learned targets "
@@ -463,6 +466,19 @@ def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     required = int(claim["required"])
     comps, missing = [], []
     builds = sorted(df["build"].unique().to_list()) if df.height else []
+    ours = _arm(df, claim["ours"]) if df.height else df
+    objectives = {n.split(":", 1)[0] for n in names}
+    if "selection" in ours.columns:
+        ev = ours.filter(
+            pl.col("objective").is_in(list(objectives)) & (pl.col("selection") == "evaluation")
+        )
+        if ev.height:  # review: the count claims judged them as if selected honestly
+            return Verdict(
+                claim,
+                NOT_TESTED,
+                f"{ev.height} of {claim['ours']}'s runs selected their candidate on the "
+                "evaluation split: they cannot lose to a static continuation there",
+            )
     for k, name in enumerate(names):
         obj, base = name.split(":", 1)
         fr = _paired(df, claim["ours"], base, obj)
@@ -619,7 +635,10 @@ def contrast(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     th, side, fb = float(claim["threshold"]), claim["side"], claim.get("fails_below")
     est = estimate(fr["value"].to_numpy(), _nested(fr), defaults)
     v = side_verdict(est.interval, th, side, fb)
-    power = power_at(defaults["effect_dz"] * (est.sd or 0.0), est, defaults["level"])
+    # the effect of interest: the claim's own bound of a negligible contrast where it states one
+    # (review: d_z x sd put it below that bound, so no 'does not hold' could ever be powered)
+    delta = abs(fb - th) if fb is not None else defaults["effect_dz"] * (est.sd or 0.0)
+    power = power_at(delta, est, defaults["level"])
     mde = detectable(est, defaults)
     per = _per_build(fr, "value", defaults, lambda e: side_verdict(e.interval, th, side, fb))
     why = (
@@ -655,7 +674,7 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     holds, does not hold when one does not, and is not tested when a setting could not be."""
     df = ctx.ok(_key(ctx, claim.benchmark))
     th, side, fb = float(claim["threshold"]), claim["side"], claim.get("fails_below")
-    settings, per_build, detail = [], [], []
+    settings, per_build, detail, powers = [], [], [], []
     for k, obj in enumerate(claim["settings"]):
         d = df.filter(pl.col("objective") == obj)
         ours = _arm(d, claim["ours"])
@@ -696,6 +715,14 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         power = power_at(defaults["effect_dz"] * (e.sd or 0.0), e, defaults["level"])
         mde = detectable(e, defaults)
         pb = _per_build(fr, "diff", defaults, lambda x: side_verdict(x.interval, th, side, fb))
+        quiet = set(
+            fr.group_by("build")
+            .agg(pl.col("triggered").fill_null(False).any().alias("t"))
+            .filter(~pl.col("t"))["build"]
+            .to_list()
+        )
+        pb = [{**r, "verdict": NOT_TESTED} if r["build"] in quiet else r for r in pb]
+        powers.append((obj, power, mde))
         v, why = combine(
             side_verdict(e.interval, th, side, fb), pb, power, defaults, n_builds, f"mean {e.fmt()}"
         )
@@ -724,7 +751,18 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         else HOLDS
     )
     why = "; ".join(f"{obj}: {v}" + (f" ({w})" if v != HOLDS else "") for obj, v, w in settings)
-    return Verdict(claim, overall, why, None, None, None, None, per_build, detail)
+    # the claim can read 'does not hold' through any setting: its power is the largest setting's
+    best = max(powers, key=lambda p: p[1] or 0.0, default=None)
+    power = None if best is None else best[1]
+    mde = (
+        None
+        if best is None
+        else "per setting: "
+        + ", ".join(
+            f"{o} {'n/a' if m is None else f'{m:.4f}'} (power {p:.2f})" for o, p, m in powers
+        )
+    )
+    return Verdict(claim, overall, why, None, None, power, mde, per_build, detail)
 
 
 KINDS: dict[str, Callable] = {
