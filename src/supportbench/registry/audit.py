@@ -297,20 +297,29 @@ def _clock(con) -> list[dict]:
     )
 
 
+def claims_order(con, experiment: str | None, claims_hash: str) -> tuple | None:
+    """(first final run's start as text, whether it started before the claims decision
+    ``claims_hash`` was frozen, the first final run's ingest log entry); None without final runs,
+    a start of None when none records one (imported rows). The one rule the audit and findings.md
+    read."""
+    rows = con.execute(
+        """SELECT min(p.started_at)::VARCHAR, min(p.started_at) < d.frozen_at, min(l.seq)
+        FROM runs a LEFT JOIN provenance p USING (run_key)
+            LEFT JOIN ingest_log l ON l.key = a.run_key AND l.kind <> 'decision', decisions d
+        WHERE ($exp IS NULL OR a.experiment = $exp) AND a.split <> 'calibration' AND d.hash = $h
+        GROUP BY d.frozen_at""",
+        {"exp": experiment, "h": claims_hash},
+    ).fetchall()
+    return rows[0] if rows else None
+
+
 def _claims_order(con, experiment: str, claims: dict) -> list[str]:
     """Why a registered claims decision does not precede the final runs it judges: frozen after the
     first started, or ingested (the registry's own order) after the first was ingested."""
-    rows = con.execute(
-        """SELECT min(p.started_at)::VARCHAR, min(p.started_at) < d.frozen_at, min(l.seq)
-        FROM arun a LEFT JOIN provenance p USING (run_key)
-            LEFT JOIN ingest_log l ON l.key = a.run_key AND l.kind <> 'decision', decisions d
-        WHERE a.experiment = $exp AND a.split <> 'calibration' AND d.hash = $h """
-        """GROUP BY d.frozen_at""",
-        {"exp": experiment, "h": claims["hash"]},
-    ).fetchall()
-    if not rows:
+    order = claims_order(con, experiment, claims["hash"])
+    if order is None:
         return []
-    (started, late, seq), out = rows[0], []
+    (started, late, seq), out = order, []
     if late:
         out.append(
             f"registered at {claims['frozen_at']}, after the first final run started ({started})"

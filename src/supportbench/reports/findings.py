@@ -50,16 +50,12 @@ def registered_claims(con, experiment: str | None) -> tuple[Claims, str]:
 
 def _order(con, experiment: str | None, claims_hash: str) -> str:
     """When the claims were frozen relative to the first final run's start, as the records date
-    them (the audit's rule; review: the sentence said 'before' without looking)."""
-    first = con.execute(
-        """SELECT min(p.started_at)::VARCHAR, min(p.started_at) < d.frozen_at
-        FROM runs r JOIN provenance p USING (run_key), decisions d
-        WHERE d.hash = $h AND r.split <> 'calibration' AND ($exp IS NULL OR r.experiment = $exp)
-        GROUP BY d.frozen_at""",
-        {"exp": experiment, "h": claims_hash},
-    ).fetchone()
+    them (the audit's own rule; review: the sentence said 'before' without looking)."""
+    from supportbench.registry.audit import claims_order
+
+    first = claims_order(con, experiment, claims_hash)
     if first is None or first[0] is None:
-        return "before any final run (none is recorded)"
+        return "before any final run (none records its start)"
     if first[1]:
         return (
             f"**after its first final run started** ({first[0]}): `supportbench audit` fails this "
