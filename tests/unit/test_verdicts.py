@@ -598,3 +598,61 @@ def test_the_contrast_claims_power_is_at_its_own_negligible_bound(tmp_path):
         for fb in (0.01, 0.5)
     )
     assert near < far and far > 0.99, (near, far)
+
+
+def test_table_1_pools_the_paired_difference_over_builds_not_targets(tmp_path):
+    """Three builds whose LoRA - backbone gaps sit at 0.1, 0.5 and 0.9 (20 targets each, tiny
+    noise): Table 1's pooled difference is the mean of the builds' means with the t interval over
+    the three builds (t_2 * sd(build means) / sqrt(3), hand-computed), not the 60 targets' t
+    interval, which treats targets sharing a theta_0 as independent and is ten times narrower."""
+    rng = random.Random(5)
+    gaps = (0.1, 0.5, 0.9)
+
+    def write(w):
+        for b, gap in enumerate(gaps):
+            for k in range(20):
+                backbone = k % 2 == 0
+                j = {"backbone": 1.0, "lora": 1.0 + gap + rng.gauss(0, 1e-3)}
+                comps = {
+                    "storage_score": 1.0 if backbone else -1.0,
+                    "injected_backbone": float(backbone),
+                    "pair": float(k // 2),
+                    "recall": 0.9,
+                }
+                for m in ("backbone", "lora"):
+                    w(
+                        benchmark="controlled",
+                        build=b,
+                        field=f"t{k:02d}",
+                        objective="npo",
+                        method=m,
+                        seed=0,
+                        J=j[m],
+                        components={**comps, "J_bounded": j[m]},
+                    )
+
+    ctx, _ = _registry(tmp_path, write)
+    q = T.controlled_main(ctx)
+    units = T.controlled_units(ctx)
+    d = (units["J_lora"] - units["J_backbone"]).to_numpy()
+    builds = units["build"].to_numpy()
+    means = np.array([d[builds == b].mean() for b in range(3)])
+    half = sps.t.ppf(0.975, 2) * means.std(ddof=1) / math.sqrt(3)
+    assert q["pooled"] and q["diff"] == pytest.approx(means.mean())
+    assert q["diff_ci"] == pytest.approx((means.mean() - half, means.mean() + half))
+    naive = sps.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    assert q["diff_ci"][1] - q["diff_ci"][0] > 10 * 2 * naive
+    assert q["bounded"]["diff_ci"] == pytest.approx(q["diff_ci"])  # J_bounded = J here
+
+
+def test_the_interval_over_builds_floors_at_the_builds_own_noise():
+    """Builds whose means agree exactly cannot make the interval narrower than one build's
+    sampling error: se^2 = mean(s_b^2 / n_b) / B, t at the units' degrees of freedom (N - B)."""
+    from supportbench.reports import stats
+
+    values = np.array([0.0, 2.0, 0.0, 2.0, 0.0, 2.0])
+    centre, (lo, hi) = stats.mean_over_builds(values, np.array([0, 0, 1, 1, 2, 2]))
+    se = math.sqrt(np.mean([2.0 / 2] * 3) / 3)  # s^2 = 2 per build of two units
+    half = sps.t.ppf(0.975, 3) * se
+    assert centre == pytest.approx(1.0) and (lo, hi) == pytest.approx((1 - half, 1 + half))
+    assert stats.mean_over_builds(values[:2], np.array([0, 0])) is None

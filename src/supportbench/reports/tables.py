@@ -682,6 +682,8 @@ def controlled_main(ctx: Context) -> dict:
             learned["Jb_lora"].to_numpy(),
         )
         bounded = {k: bq[k] for k in ("lora_wins", "agree", "agree_pct", "diff", "diff_ci", "corr")}
+        bounded.update(_diff_over_builds(learned, "Jb_lora", "Jb_backbone"))
+    q.update(_diff_over_builds(learned, "J_lora", "J_backbone"))
     excluded = [
         f"b{r['build']}:{r['field']}"
         for r in units.filter(~pl.col("learned")).iter_rows(named=True)
@@ -714,6 +716,16 @@ def controlled_main(ctx: Context) -> dict:
         "lr": None,
         "calibration_aurocs": None,
     }
+
+
+def _diff_over_builds(learned: pl.DataFrame, lora: str, backbone: str) -> dict:
+    """The pooled paired difference J(lora) - J(backbone) as the mean of the builds' means with the
+    interval over builds (``stats.mean_over_builds``): targets of one build share a theta_0, so
+    pooling them as independent would make the interval too narrow (issue 32)."""
+    got = stats.mean_over_builds(
+        (learned[lora] - learned[backbone]).to_numpy(), learned["build"].to_numpy()
+    )
+    return {"diff": got[0], "diff_ci": got[1]} if got else {"diff_ci": None}
 
 
 def controlled_units(ctx: Context) -> pl.DataFrame:

@@ -165,15 +165,8 @@ def estimate(
             _within_var(values, r, stat, mean, nested, b, defaults, salt)
             for b, r in enumerate(rows)
         ]
-        between, floor = float(per.var(ddof=1)), float(np.mean(within))
-        se = math.sqrt(max(between, floor) / len(per))
-        centre = float(per.mean())  # the centre of the spread the interval is built from
-        # the variance's degrees of freedom: the builds', or the units' within builds at the floor
-        df = len(per) - 1 if between >= floor else max(1, len(values) - len(per))
-        crit = float(sps.t.ppf(0.5 + level / 2, df))
-        return Estimate(
-            centre, (centre - crit * se, centre + crit * se), se, sd, len(values), crit, len(per)
-        )
+        o = stats.over_builds(per, np.array(within), len(values), level)
+        return Estimate(o["centre"], o["interval"], o["se"], sd, len(values), o["crit"], len(per))
     if mean:  # a t interval over the units: the bootstrap under-covers at a few units
         if len(values) < 2:
             return Estimate(point, None, None, sd, len(values))
