@@ -14,6 +14,7 @@ No torch here: the registry and reports read records too.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -265,9 +266,6 @@ def _finite(x) -> bool:
 
 
 # ---- the fast path of from_json (issue 39: an ingest checks every record) ------------------------
-_SPACED_KEY_END = re.compile(
-    rb'"[ \t\n\r]+:'
-)  # a quote, white space, a colon: rare, left to the strict path
 _MAX_BRACKETS = 100  # no more brackets than MAX_DEPTH: the text cannot nest deeper (nesting_depth)
 
 
@@ -277,25 +275,26 @@ def _parse_plain(text: str | bytes) -> Any:
     (msgspec refuses them), and no key twice in one object (msgspec would keep the last silently).
     None means "not proven": the strict, slower parser decides, and names what is wrong.
 
-    No repeated key is proven by counting '":' (the end of every key, and of any string value that
-    ends in a colon-quote pair) in the text and in msgspec's re-encoding of what it parsed: a
-    repeated key's end, and its dropped value, are in the text only. The counts agree on everything
-    else when the text escapes no character as \\uXXXX (msgspec writes a quote as \\") and never
-    puts white space between a quote and a colon; any other text is not proven."""
+    No repeated key is proven by counting colons in the text and in msgspec's re-encoding of what it
+    parsed (``_colons_kept``): in JSON a colon outside a string ends a key, and one inside a string
+    is written as itself when the text escapes no character as \\uXXXX (any other text is not
+    proven). The re-encoding writes the same keys and strings, less a repeated key's colon and any
+    in its dropped value: it holds as many colons as the text exactly when no key repeats."""
     raw = text.encode("utf-8") if isinstance(text, str) else text
-    if (
-        raw.count(b"[") + raw.count(b"{") > _MAX_BRACKETS
-        or b"\\u" in raw
-        or _SPACED_KEY_END.search(raw)
-    ):
+    if raw.count(b"[") + raw.count(b"{") > _MAX_BRACKETS or b"\\u" in raw:
         return None
     try:
         obj = msgspec.json.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # the strict path names why
         return None
-    if raw.count(b'":') != msgspec.json.encode(obj).count(b'":'):
-        return None
-    return obj
+    return obj if _colons_kept(raw.count(b":"), [obj]) else None
+
+
+def _colons_kept(colons: int, parsed: list) -> bool:
+    """Whether msgspec's re-encoding of ``parsed`` holds ``colons`` colons, as many as the texts it
+    parsed (``_parse_plain``): it never holds more, so equal totals mean equal counts text by
+    text."""
+    return msgspec.json.encode(parsed).count(b":") == colons
 
 
 _RESOLVED: set[bytes] = (
@@ -324,15 +323,18 @@ def _check_resolved(spec: dict, source: str) -> None:
         _RESOLVED.add(shape)
 
 
-def _shape(spec: dict) -> bytes | None:
+def _shape(spec: dict, finite: bool = False) -> bytes | None:
     """``spec`` with a valid seed and a valid non-zero build replaced by placeholders, as JSON
     bytes; None when either is not a plain whole number in range, or a number in it is not finite
     (msgspec writes NaN as null, which would give it None's shape), and then nothing is cached. Not
-    sorted: equal bytes still mean an equal spec (another key order is only a miss)."""
+    sorted: equal bytes still mean an equal spec (another key order is only a miss). ``finite``:
+    the caller knows every number in it is finite (msgspec parsed it), so that is not walked."""
     seed, build = spec.get("seed"), spec.get("build", 1)
-    if not all(type(v) is int and 0 <= v <= MAX_SEED for v in (seed, build)) or build == 0:
+    if type(seed) is not int or type(build) is not int:  # not bool, not a float
         return None
-    if not _finite_leaves(spec.values()):  # the hyperparameters dict among them
+    if not (0 <= seed <= MAX_SEED and 0 < build <= MAX_SEED):
+        return None
+    if not finite and not _finite_leaves(spec.values()):  # the hyperparameters among them
         return None
     try:
         return msgspec.json.encode({**spec, "seed": 0, "build": 1 if "build" in spec else None})
@@ -414,3 +416,110 @@ def _check_identity(rec: Any, source: str) -> None:
                 f"{source}: status 'ok' but {', '.join(bad)} not a finite number ({got!r}); "
                 "a run without a finite outcome is 'failed' or 'diverged'"
             )
+
+
+# ---- many records at once: an ingest's chunk (issue 39) ------------------------------------------
+_GROUP = 512  # records proven together: their parses die young, whatever the chunk's size
+_NAMES = ("experiment", "benchmark", "field", "objective", "method")
+
+
+def records_from_json(texts: list[bytes], sources: list[str]):
+    """For each record text in turn, the ``RunRecord`` that ``from_json`` would return, or None
+    where this path does not prove it valid: ``from_json`` then decides (and names what is wrong).
+    It accepts a text only when ``from_json`` would accept it and read the same record: the same
+    proof of plain JSON (``_parse_plain``, its scans done once per group of texts), then each check
+    of ``_check_identity`` and the same conversion, each failure a None, never an error. Lazy: a
+    caller that checks each record before taking the next raises at the first bad one, in order."""
+    for s in range(0, len(texts), _GROUP):
+        group = texts[s : s + _GROUP]
+        for obj, source in zip(_parse_plain_group(group), sources[s : s + _GROUP]):
+            yield None if obj is None else _typed(obj, source)
+
+
+def _parse_plain_group(texts: list[bytes]) -> list[Any]:
+    """``_parse_plain`` of each text, its scans of the text done on the group's texts at once: no
+    ``\\u`` in any (else each is proven alone), and as many colons in the parsed texts as in
+    msgspec's one re-encoding of them all (``_colons_kept``)."""
+    joined = b"\n".join(texts)  # a false match across two texts only costs time
+    if b"\\" in joined and b"\\u" in joined:  # a backslash is rare, and fast to look for
+        return [_parse_plain(t) for t in texts]
+    out, colons = [], joined.count(b":")
+    for t in texts:
+        obj = None
+        if t.count(b"[") + t.count(b"{") <= _MAX_BRACKETS:
+            try:
+                obj = msgspec.json.decode(t)
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                obj = None
+        if obj is None:  # not proven, or the text null: left to the strict path
+            colons -= t.count(b":")
+        out.append(obj)
+    if not _colons_kept(colons, [o for o in out if o is not None]):
+        return [_parse_plain(t) for t in texts]  # some text repeats a key: find it, text by text
+    return out
+
+
+def _typed(obj: Any, source: str) -> RunRecord | None:
+    """``RunRecord.from_dict(obj)`` when every check of ``_check_identity`` passes and the
+    conversion succeeds; None otherwise (``from_json`` then raises the error, in its order). ``obj``
+    comes from msgspec's parse: its floats are finite."""
+    if type(obj) is not dict:
+        return None
+    spec, key = obj.get("spec"), obj.get("run_key")
+    if type(spec) is not dict or type(key) is not str or not key:
+        return None
+    if spec.get("variant") not in VARIANTS or spec.get("split") not in SPLITS:
+        return None
+    if obj.get("status") not in STATUSES or type(spec.get("seed")) is not int:
+        return None
+    for k in _NAMES:
+        if type(spec.get(k)) is not str or not spec[k]:
+            return None
+    try:
+        shape = _shape(spec, finite=True)
+        if shape is None or _spec_key(spec, shape) != key:
+            return None
+        if shape not in _RESOLVED:
+            _check_resolved(spec, source)
+        return msgspec.convert(obj, RunRecord)
+    except Exception:  # noqa: BLE001 -- whatever it is, the strict path raises it in its turn
+        return None
+
+
+_SLOTS = {"seed": '"\\u0000seed\\u0000"', "build": '"\\u0000build\\u0000"'}
+_SLOT = re.compile("(" + "|".join(re.escape(m) for m in _SLOTS.values()) + ")")
+_SLOT_NAME = {m: s for s, m in _SLOTS.items()}
+_KEY_TEXT: dict[bytes, tuple[tuple[str, ...], tuple[str, ...]] | None] = {}
+
+
+def _spec_key(spec: dict, shape: bytes) -> str:
+    """``spec_key(spec)``: the text it hashes is its shape's (cached), with the seed and the build
+    written in. ``json.dumps`` writes every other value the same for every spec of that shape, and
+    an int as ``str`` does."""
+    if shape not in _KEY_TEXT:
+        if len(_KEY_TEXT) >= _RESOLVED_MAX:
+            _KEY_TEXT.clear()
+        _KEY_TEXT[shape] = _key_text(spec)
+    text = _KEY_TEXT[shape]
+    if text is None:
+        return spec_key(spec)
+    pieces, slots = text
+    if len(slots) == 1:  # no build: the common case
+        blob = pieces[0] + str(spec[slots[0]]) + pieces[1]
+    else:
+        blob = pieces[0] + str(spec[slots[0]]) + pieces[1] + str(spec[slots[1]]) + pieces[2]
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _key_text(spec: dict) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The text ``spec_key`` hashes, cut where the seed and the build are written: (the pieces, the
+    slot between each two); None when a marker is written elsewhere too (a value of the spec)."""
+    marked = {**spec, "seed": "\0seed\0"}
+    if "build" in spec:
+        marked["build"] = "\0build\0"
+    blob = json.dumps({"schema": SCHEMA, **marked}, sort_keys=True, separators=(",", ":"))
+    parts = _SLOT.split(blob)
+    slots = tuple(_SLOT_NAME[m] for m in parts[1::2])
+    if sorted(slots) != sorted(s for s in _SLOTS if s in spec):
+        return None
+    return tuple(parts[0::2]), slots
