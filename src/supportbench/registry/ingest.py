@@ -18,6 +18,7 @@ names the file. The DuckDB parse structure is generated from the same type (``re
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import types
@@ -67,8 +68,8 @@ _SCALARS = {str: "VARCHAR", int: "BIGINT", float: "DOUBLE", bool: "BOOLEAN"}
 def record_structure() -> str:
     """One JSON parse per record: ``json_transform`` into this structure, generated from
     ``RunRecord`` (the spec's keys from ``RunSpec``). spec.T and spec.t differ only by case, which
-    json_transform cannot tell apart: they are left out here and read with one multi-path
-    json_extract instead."""
+    json_transform cannot tell apart: they are left out here and taken from the record the reader
+    checked (``Chunk``)."""
     tree = duckdb_type(RunRecord)
     spec_types = typing.get_type_hints(RunSpec)
     tree["spec"] = {
@@ -147,18 +148,40 @@ def _read_by_open(path: str) -> bytes:
         return f.read()
 
 
-def _read_all(names: list[str], check: NameCheck | None = None) -> list[bytes]:
+@dataclass
+class Chunk:
+    """One chunk of checked record files as the reader hands it to DuckDB: each file's text, its
+    content hash (md5 of the bytes: DuckDB's ``md5`` of the same text) and the spec's T and t (the
+    two keys ``json_transform`` cannot tell apart), all read from the records the reader checked,
+    so DuckDB parses each text once."""
+
+    names: list[str]
+    texts: list[bytes]
+    hashes: list[str]
+    horizons: list[int | None]
+    checkpoints: list[int | None]
+
+
+def _read_all(names: list[str], check: NameCheck | None = None) -> Chunk:
     """Read and check one chunk (on the reader thread, while DuckDB ingests the previous chunk):
     each record against ``RunRecord``, and its names (``check``: printable, known or allowed). The
     records are proven valid together (``records_from_json``); one it does not prove is checked on
     its own (``check_record``), which refuses it with the file's name, in the files' order."""
     texts = [_read(n) for n in names]
+    out = Chunk(names, texts, [hashlib.md5(t).hexdigest() for t in texts], [], [])
     for n, t, rec in zip(names, texts, records_from_json(texts, names)):
         if rec is None:
             rec = check_record(n, t)
         if check is not None:
             check.check(rec.spec, n, texts=False)  # RunSpec refused control characters
-    return texts
+        out.horizons.append(_whole(rec.spec.get("T")))
+        out.checkpoints.append(_whole(rec.spec.get("t")))
+    return out
+
+
+def _whole(v: Any) -> int | None:
+    """A spec's T or t as stored: a whole number (checked with the spec), else null."""
+    return v if type(v) is int else None
 
 
 def check_record(name: str, text: bytes) -> RunRecord:
@@ -211,12 +234,12 @@ def ingest(
         chunks = [run_files[s : s + chunk] for s in range(0, len(run_files), chunk)]
         with ThreadPoolExecutor(max_workers=1) as reader:
             pending = reader.submit(_read_all, chunks[0], check) if chunks else None
-            for k, names in enumerate(chunks):
-                texts = pending.result()
+            for k in range(len(chunks)):
+                got = pending.result()
                 pending = (
                     reader.submit(_read_all, chunks[k + 1], check) if k + 1 < len(chunks) else None
                 )
-                _ingest_chunk(con, names, texts, rep, replace_reruns)
+                _ingest_chunk(con, got, rep, replace_reruns)
         _derive(con)
         replaced = set(
             rep.accepted["replacement"]
@@ -362,12 +385,10 @@ def _check_decision_extras(dec: dict, source: str, dirr: bool = True) -> None:
             raise RegistryError(f"{at}.field = {inst['field']!r} must be a name (text)")
 
 
-def _ingest_chunk(
-    con, names: list[str], texts: list[bytes], rep: IngestReport, replace_reruns: bool = False
-) -> None:
+def _ingest_chunk(con, chunk: Chunk, rep: IngestReport, replace_reruns: bool = False) -> None:
     """One chunk of records into the registry: parsed, the same runs done again replaced, the rest
     classified as new, unchanged or conflicting, and the new ones inserted."""
-    _stage_chunk(con, names, texts)
+    _stage_chunk(con, chunk)
     # every record was checked against RunRecord on the reader thread (``check_record``) before this
     # chunk
     _replace_runs_done_again(con, rep, replace_reruns)
@@ -375,25 +396,29 @@ def _ingest_chunk(
         _insert_new_runs(con)
 
 
-def _stage_chunk(con, names: list[str], texts: list[bytes]) -> None:
-    """The temp table ``st2``: each record's validity, content hash and typed parse, the content
-    hash stored for its run key, and its rank among the chunk's records of that run key."""
+def _stage_chunk(con, chunk: Chunk) -> None:
+    """The temp table ``st2``: each record's content hash and typed parse (the records were checked
+    on the reader: one ``json_transform``, no validation or second parse here), the content hash
+    stored for its run key, and its rank among the chunk's records of that run key."""
     tbl = pa.table(
-        {"filename": names, "content": pa.array(texts, type=pa.binary()).cast(pa.string())}
+        {
+            "filename": chunk.names,
+            "content": pa.array(chunk.texts, type=pa.binary()).cast(pa.string()),
+            "h": chunk.hashes,
+            "horizon": pa.array(chunk.horizons, type=pa.int32()),
+            "checkpoint": pa.array(chunk.checkpoints, type=pa.int32()),
+        }
     )
     con.register("raw_chunk", tbl)
-    try:  # one pass: validity, content hash and a single typed parse per record
+    try:
         con.execute(
             """CREATE OR REPLACE TEMP TABLE st2 AS
             SELECT p.*, r2.content_hash AS old_h,
                    row_number() OVER (PARTITION BY p.run_key ORDER BY p.filename) AS k
-            FROM (SELECT filename, h, ok, r, r.run_key AS run_key, r.status AS status,
-                   tt[1]::INTEGER AS horizon, tt[2]::INTEGER AS checkpoint
-            FROM (SELECT filename, md5(content) AS h, json_valid(content) AS ok,
-                         CASE WHEN json_valid(content) """
-            f"""THEN json_transform(content, '{RECORD_STRUCTURE}') END AS r,
-                         CASE WHEN json_valid(content) THEN json_extract(content, ['$.spec.T', """
-            """'$.spec.t']) END AS tt
+            FROM (SELECT filename, h, r, r.run_key AS run_key, r.status AS status, horizon,
+                         checkpoint
+            FROM (SELECT filename, h, horizon, checkpoint, """
+            f"""json_transform(content, '{RECORD_STRUCTURE}') AS r
                   FROM raw_chunk)) p LEFT JOIN runs r2 ON r2.run_key = p.run_key"""
         )
     finally:
