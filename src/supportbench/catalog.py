@@ -31,13 +31,16 @@ the reports, the method registry's tests and the docs.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
+from supportbench import _options
 from supportbench.errors import PluginError
 
 # The paper's eleven methods in the order its tables print them (the Intervention Score, then the
@@ -213,6 +216,28 @@ def parse_source(path) -> ast.Module:
         ) from None
 
 
+def declared_options(kind: str, name: str) -> dict[str, Any] | None:
+    """The options the built-in ``kind`` ('method', 'objective') ``name`` declares, each as the
+    ``option(...)`` declaration ``_options.check`` reads, from its source and without importing it
+    (the registry checks a record's ``method.x``/``objective.x`` values with them). None where the
+    source cannot say: a plugin, a name the catalog does not know. A declaration whose type or
+    bounds are not constants is known by name and checked for nothing (``Any``)."""
+    return _declared_options(kind, name)
+
+
+@functools.cache
+def _declared_options(kind: str, name: str) -> dict[str, Any] | None:
+    if kind == "objective":
+        path = module_source(KINDS[kind].package)
+        return SourceFile(path).objective_options().get(name) if path else None
+    entry = builtins(kind).get(name) if kind in KINDS else None
+    if entry is None or ":" not in entry.target:
+        return None
+    module, cls = entry.target.split(":")
+    path = module_source(module)
+    return SourceFile(path).class_options().get(cls, {}) if path else None
+
+
 def module_source(module: str) -> Path | None:
     """The ``.py`` file of a module, found without importing it or its parent packages
     (``find_spec`` of ``a.b`` would import ``a``, whose ``__init__`` may import torch): the
@@ -298,6 +323,9 @@ class SourceFile:
                 return _module_constant(".".join(self.imports[mod]), node.attr)
             case ast.JoinedStr():
                 return self._fstring(node)
+            case ast.UnaryOp(op=ast.USub()):  # a negative number (``ge=-1``)
+                x = self.value(node.operand)
+                return -x if type(x) in (int, float) else _MISSING
         return _MISSING
 
     def _fstring(self, node: ast.JoinedStr):
@@ -339,6 +367,48 @@ class SourceFile:
                 for a in attrs
                 if any(a in own.get(c, {}) for c in chain)
             }
+        return found
+
+    def class_options(self) -> dict[str, dict[str, Any]]:
+        """``{class name: {option: declaration}}``: every ``name: option(...) = default`` of each
+        class of the file, a base's of the same file included (a subclass's own win)."""
+        classes = [n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)]
+        own: dict[str, dict[str, Any]] = {}
+        for cls in classes:
+            for stmt in cls.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                    call = stmt.annotation
+                    if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "option":
+                        own.setdefault(cls.name, {})[stmt.target.id] = self._option(call)
+        found = {}
+        for cls in classes:
+            chain = [getattr(b, "id", None) for b in reversed(cls.bases)] + [cls.name]
+            found[cls.name] = {k: v for c in chain for k, v in own.get(c, {}).items()}
+        return found
+
+    def _option(self, call: ast.Call) -> Any:
+        """The declaration an ``option(kind, gt=..., ...)`` call builds, or ``Any`` when its kind
+        or a bound is not a constant."""
+        kinds = {"int": int, "float": float, "bool": bool, "str": str}
+        kind = kinds.get(getattr(call.args[0], "id", None)) if call.args else None
+        bounds = {k.arg: self.value(k.value) for k in call.keywords}
+        if kind is None or any(v is _MISSING for v in bounds.values()):
+            return Any
+        return _options.option(kind, **bounds)
+
+    def objective_options(self) -> dict[str, dict[str, Any]]:
+        """``{objective: {option: declaration}}``: the options each ``OBJECTIVES.register("name",
+        Objective(..., options=(...)))`` lets a user set, declared on the ``Objective`` class."""
+        fields = self.class_options().get("Objective", {})
+        found = {}
+        for node in ast.walk(self.tree):
+            name = _registration(node, "register", "OBJECTIVES")
+            made = node.args[1] if name is not None and len(node.args) > 1 else None
+            if isinstance(made, ast.Call):
+                given = next((k.value for k in made.keywords if k.arg == "options"), None)
+                names = self.value(given) if given is not None else ()
+                if names is not _MISSING:
+                    found[name] = {o: fields.get(o, Any) for o in names}
         return found
 
 

@@ -133,3 +133,21 @@ def test_listings_import_no_torch():
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.split() == ["[0,", "0,", "0]", "False", "True"], r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("kind", ["method", "objective"])
+def test_the_catalog_reads_every_option_declaration_as_the_import_declares_it(kind):
+    """The registry range-checks a record's ``method.x``/``objective.x`` with the declarations the
+    catalog reads from source (no torch); they must be the imported classes' own, option by
+    option (type, bounds, unit, meaning), for every built-in."""
+    from supportbench import _options
+
+    for name in REGISTRIES[kind].names():
+        if kind == "objective":
+            made = OBJECTIVES.get(name)
+            fields = _options.declared(type(made))
+            want = {o: fields[o][0] for o in made.options}
+        else:
+            want = {k: hint for k, (hint, _) in _options.declared(METHODS.get(name)).items()}
+        assert catalog.declared_options(kind, name) == want, name
+    assert catalog.declared_options(kind, "no_such_name") is None

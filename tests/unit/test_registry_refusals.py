@@ -355,6 +355,36 @@ CASES = [
         "unknown benchmark 'tofuu'",
     ),
     (
+        "record objective option out of range",
+        R(hyperparameters={"objective.beta": -5.0}),
+        INGEST,
+        {},
+        "bad.json: objective.beta = -5: must be a number in (0, 1000] (1/nat); nothing stored",
+    ),
+    (
+        "record method option out of range",
+        R(hyperparameters={"method.eps": 2.0}),
+        FRESH,
+        {},
+        "bad.json: method.eps = 2: must be a number in (0, 1]; nothing stored",
+    ),
+    (
+        "record undeclared method option",
+        R(hyperparameters={"method.epsilon": 1e-8}),
+        INGEST,
+        {},
+        "bad.json: method.epsilon is not an option of method 'intervention_score' (did you mean "
+        "'method.eps'?); declared: eps",
+    ),
+    (
+        "record option of another objective",
+        R(objective="graddiff", hyperparameters={"objective.beta": 0.1}),
+        INGEST,
+        {},
+        "objective.beta is not an option of objective 'graddiff'; declared: forget_coef, "
+        "retain_coef",
+    ),
+    (
         "record NUL experiment",
         R(spec("experiment", "a\x00b")),
         [*INGEST, "--allow-unknown"],
@@ -962,3 +992,22 @@ def test_a_registry_that_cannot_be_written_is_named_so(world, capsys):
         subprocess.run(["chattr", "-i", str(db)], check=True)
     err = capsys.readouterr().err
     assert rc == 2 and "cannot be written" in err and "read-only file or file system" in err, err
+
+
+def test_declared_options_in_range_are_stored_and_undeclared_ones_only_when_allowed(tmp_path):
+    """Controls for the option rows above: a record whose ``method.eps`` and ``objective.beta``
+    are in their declared ranges is stored; an undeclared option is stored with --allow-unknown
+    and named in the ingest's report."""
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+
+    res = tmp_path / "res"
+    good = {"method.eps": 1e-6, "objective.beta": 0.5}
+    syn.write(res, syn.record(experiment="e", seed=1, hyperparameters=good))
+    syn.write(res, syn.record(experiment="e", seed=2, hyperparameters={"method.epsilon": 1.0}))
+    con = connect(tmp_path / "r.duckdb")
+    with pytest.raises(RegistryError, match="method.epsilon is not an option"):
+        ingest(con, res)
+    rep = ingest(con, res, allow_unknown=True)
+    assert rep.new == 2
+    assert "method option 'intervention_score.epsilon'" in rep.unknown

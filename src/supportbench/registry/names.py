@@ -20,6 +20,7 @@ from supportbench._io import CONTROL  # the one definition of a name's forbidden
 from supportbench.errors import RegistryError
 
 KINDS = ("benchmark", "method", "objective")
+_OPTION_PREFIXES = ("method.", "objective.")
 _LOADED = {
     "benchmark": ("supportbench.benchmarks.base", "BENCHMARKS"),
     "method": ("supportbench.methods.base", "METHODS"),
@@ -102,6 +103,43 @@ class NameCheck:
                     f"it anyway (another project's {kind}, say)"
                 )
             self.unknown.setdefault((kind, name), where)
+        hp = cell.get("hyperparameters")
+        if isinstance(hp, dict) and any(k.startswith(_OPTION_PREFIXES) for k in hp):
+            self._check_options(cell, hp, where)
+
+    def _check_options(self, cell: dict, hp: dict, where: str) -> None:
+        """Each ``method.x``/``objective.x`` hyperparameter against the option its method or
+        objective declares (``catalog.declared_options``, from source): an undeclared name is
+        refused (or, ``allow_unknown``, kept and counted), a value out of range always. A plugin's
+        options, which the source cannot tell, are not checked here."""
+        from supportbench import _options, catalog
+        from supportbench.errors import SpecError
+
+        for key, value in hp.items():
+            kind, dot, opt = key.partition(".")
+            if (
+                not dot
+                or kind not in ("method", "objective")
+                or not isinstance(cell.get(kind), str)
+            ):
+                continue
+            declared = catalog.declared_options(kind, cell[kind])
+            if declared is None:
+                continue
+            if opt not in declared:
+                if self.allow_unknown:
+                    self.unknown.setdefault((f"{kind} option", f"{cell[kind]}.{opt}"), where)
+                    continue
+                raise RegistryError(
+                    f"{where}: {key} is not an option of {kind} {cell[kind]!r}"
+                    + _options.did_you_mean(opt, declared, f"{kind}.")
+                    + f"; declared: {', '.join(sorted(declared)) or 'none'}; nothing stored. "
+                    "--allow-unknown stores it anyway (a record of other code)"
+                )
+            try:
+                _options.check(key, value, declared[opt])
+            except SpecError as exc:
+                raise RegistryError(f"{where}: {exc}; nothing stored") from None
 
     def summary(self) -> str | None:
         """A line naming the unknown names stored (with ``allow_unknown``), or None."""

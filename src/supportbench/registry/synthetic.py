@@ -50,7 +50,12 @@ def record(
     selection: str = "evaluation",
     model_hash: str = "m",
 ) -> dict:
-    hp = {"lr": 0.01, **({"method.tag": extra_key} if extra_key else {}), **(hyperparameters or {})}
+    # a benchmark option (not checked at ingest, unlike a method's): a distinct run key per tag
+    hp = {
+        "lr": 0.01,
+        **({"benchmark.tag": extra_key} if extra_key else {}),
+        **(hyperparameters or {}),
+    }
     spec = RunSpec(
         benchmark,
         field,
