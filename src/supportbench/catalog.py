@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from supportbench import _options
-from supportbench.errors import PluginError
+from supportbench.errors import PluginError, SpecError
 
 # The paper's eleven methods in the order its tables print them (the Intervention Score, then the
 # ten baselines), each with the name the tables use.
@@ -223,6 +223,27 @@ def declared_options(kind: str, name: str) -> dict[str, Any] | None:
     source cannot say: a plugin, a name the catalog does not know. A declaration whose type or
     bounds are not constants is known by name and checked for nothing (``Any``)."""
     return _declared_options(kind, name)
+
+
+def option_problem(kind: str, name: str, opt: str, value: Any) -> tuple[str, str] | None:
+    """What is wrong with ``kind.opt = value`` for the built-in ``kind`` ``name``: ``("undeclared",
+    message)`` when ``name`` declares no option ``opt`` (with a "did you mean" and the declared
+    names), ``("range", message)`` when the value is outside the declaration; None when it is
+    right, or when the source cannot tell (``declared_options`` is None)."""
+    declared = declared_options(kind, name)
+    if declared is None:
+        return None
+    if opt not in declared:
+        return "undeclared", (
+            f"{kind}.{opt} is not an option of {kind} {name!r}"
+            + _options.did_you_mean(opt, declared, f"{kind}.")
+            + f"; declared: {', '.join(sorted(declared)) or 'none'}"
+        )
+    try:
+        _options.check(f"{kind}.{opt}", value, declared[opt])
+    except SpecError as exc:
+        return "range", str(exc)
+    return None
 
 
 @functools.cache

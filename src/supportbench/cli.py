@@ -865,6 +865,22 @@ def _check_names_light(spec) -> None:
         for m in (*st["methods"], *st["dirr_methods"]):
             if m not in allowed:
                 raise UnknownMethodError("selection method", m, sorted(allowed))
+        _check_options_light(b, st)
+
+
+def _check_options_light(benchmark: str, st: dict) -> None:
+    """The dry run's option check, without importing torch: each ``method.x``/``objective.x`` of
+    the benchmark's hyperparameters against the declaration of every method and objective the
+    sweep runs it with (``catalog.option_problem``: each of those runs would refuse it)."""
+    from supportbench import catalog
+    from supportbench.errors import SpecError
+
+    names = {"method": (*st["methods"], *st["dirr_methods"]), "objective": st["objectives"]}
+    for key, value in st["hyperparameters"].items():
+        kind, dot, opt = key.partition(".")
+        for name in names.get(kind, ()) if dot else ():
+            if problem := catalog.option_problem(kind, name, opt, value):
+                raise SpecError(f"[{benchmark}] {problem[1]}")
 
 
 def _dry_run(spec, step_seconds: float | None) -> int:

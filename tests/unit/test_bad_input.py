@@ -449,3 +449,39 @@ def test_t_and_d_follow_T_and_are_recorded():
     )
     assert (paper.T, paper.t, paper.d) == (200, 160, 20)
     assert RunSpec("tofu", "forget10", "npo", "intervention_score", variant="dirr", T=8, t=5).t == 5
+
+
+@pytest.mark.parametrize(
+    ("hp", "rc", "message"),
+    [
+        ('"objective.beta" = 0.5\n"method.eps" = 1e-6', 0, "experiment 'x'"),
+        ('"objective.beta" = -1', 2, "objective.beta = -1: must be a number in (0, 1000]"),
+        ('"method.eps" = 5', 2, "method.eps = 5: must be a number in (0, 1]"),
+        ('"method.epsilon" = 1e-6', 2, "(did you mean 'method.eps'?)"),
+    ],
+)
+def test_a_dry_run_range_checks_method_and_objective_options_without_torch(
+    tmp_path, hp, rc, message
+):
+    """The options' declarations are read from source (``catalog.option_problem``), so a sweep
+    TOML's out-of-range ``objective.beta`` is refused by the dry run, torch never imported, as
+    each of its runs would refuse it."""
+    import subprocess
+    import sys
+
+    spec = tmp_path / "e.toml"
+    spec.write_text(
+        '[experiment]\nname = "x"\nbenchmarks = ["natural_tofu"]\nfields = ["forget01"]\n'
+        'objectives = ["npo"]\nmethods = ["intervention_score"]\ndirr_methods = []\n'
+        "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
+        f"[hyperparameters]\n{hp}\n"
+    )
+    code = (
+        "import sys; from supportbench.cli import main; rc = main(['sweep', "
+        "'--dry-run', sys.argv[1]]); sys.exit(3 if 'torch' in sys.modules else rc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == rc, (out.stdout, out.stderr)
+    assert message in out.stdout + out.stderr

@@ -109,11 +109,10 @@ class NameCheck:
 
     def _check_options(self, cell: dict, hp: dict, where: str) -> None:
         """Each ``method.x``/``objective.x`` hyperparameter against the option its method or
-        objective declares (``catalog.declared_options``, from source): an undeclared name is
+        objective declares (``catalog.option_problem``, from source): an undeclared name is
         refused (or, ``allow_unknown``, kept and counted), a value out of range always. A plugin's
         options, which the source cannot tell, are not checked here."""
-        from supportbench import _options, catalog
-        from supportbench.errors import SpecError
+        from supportbench import catalog
 
         for key, value in hp.items():
             kind, dot, opt = key.partition(".")
@@ -123,23 +122,17 @@ class NameCheck:
                 or not isinstance(cell.get(kind), str)
             ):
                 continue
-            declared = catalog.declared_options(kind, cell[kind])
-            if declared is None:
+            problem = catalog.option_problem(kind, cell[kind], opt, value)
+            if problem is None:
                 continue
-            if opt not in declared:
-                if self.allow_unknown:
-                    self.unknown.setdefault((f"{kind} option", f"{cell[kind]}.{opt}"), where)
-                    continue
-                raise RegistryError(
-                    f"{where}: {key} is not an option of {kind} {cell[kind]!r}"
-                    + _options.did_you_mean(opt, declared, f"{kind}.")
-                    + f"; declared: {', '.join(sorted(declared)) or 'none'}; nothing stored. "
-                    "--allow-unknown stores it anyway (a record of other code)"
-                )
-            try:
-                _options.check(key, value, declared[opt])
-            except SpecError as exc:
-                raise RegistryError(f"{where}: {exc}; nothing stored") from None
+            if problem[0] == "undeclared" and self.allow_unknown:
+                self.unknown.setdefault((f"{kind} option", f"{cell[kind]}.{opt}"), where)
+                continue
+            unknown = " --allow-unknown stores it anyway (a record of other code)"
+            raise RegistryError(
+                f"{where}: {problem[1]}; nothing stored."
+                + (unknown if problem[0] == "undeclared" else "")
+            )
 
     def summary(self) -> str | None:
         """A line naming the unknown names stored (with ``allow_unknown``), or None."""

@@ -50,12 +50,8 @@ def record(
     selection: str = "evaluation",
     model_hash: str = "m",
 ) -> dict:
-    # a benchmark option (not checked at ingest, unlike a method's): a distinct run key per tag
-    hp = {
-        "lr": 0.01,
-        **({"benchmark.tag": extra_key} if extra_key else {}),
-        **(hyperparameters or {}),
-    }
+    tag = {"benchmark.tag": extra_key} if extra_key else {}  # a benchmark's: unchecked at ingest
+    hp = {"lr": 0.01, **tag, **(hyperparameters or {})}
     spec = RunSpec(
         benchmark,
         field,
@@ -103,12 +99,7 @@ def record(
         outcome=Outcome(J=J, G_F=J + 0.5, D_coll=0.5, components=components or {"forget_prob": 0.1})
         if ok
         else None,
-        support=SupportInfo(
-            n_groups=len(groups),
-            cost=10 * len(groups),
-            budget=10 * len(groups),
-            groups=list(groups),
-        )
+        support=SupportInfo(len(groups), 10 * len(groups), 10 * len(groups), list(groups))
         if ok
         else None,
         dirr=dirr,
