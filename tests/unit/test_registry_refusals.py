@@ -257,6 +257,20 @@ CASES = [
         {},
         "column 'metric:forget_quality': '1_0' is not allowed",
     ),
+    (
+        "table forget quality -5",
+        T(**{"metric:forget_quality": "-5"}),
+        IMPORT,
+        {},
+        "metric forget_quality = -5.0 is out of range; it must lie in [0, 1]",
+    ),
+    (
+        "table ROUGE 1.5 under open-unlearning's name",
+        T(**{"metric:forget_Q_A_ROUGE": "1.5"}),
+        IMPORT,
+        {},
+        "metric forget_Q_A_ROUGE = 1.5 is out of range; it must lie in [0, 1] (forget_rouge)",
+    ),
     # 5. the strict seed of a single-run import
     (
         "import --seed -1",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -133,13 +134,56 @@ def component_names(con) -> dict[str, str]:
     }
 
 
+# The range of each metric whose meaning bounds it (a component name, after ``metric_names``): a
+# probability, a ROUGE recall, a KS p-value (forget quality) and a harmonic mean of such (model
+# utility) lie in [0, 1]; a truth ratio is a ratio of probabilities, >= 0. A metric not named here
+# (another project's, a J-like score) is any finite number.
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(
+        (
+            "forget_quality",
+            "model_utility",
+            "forget_prob",
+            "forget_rouge",
+            "retain_prob",
+            "retain_rouge",
+            "real_authors_prob",
+            "real_authors_rouge",
+            "world_facts_prob",
+            "world_facts_rouge",
+            "extraction_strength",
+            "exact_memorization",
+        ),
+        (0.0, 1.0),
+    ),
+    **dict.fromkeys(
+        (
+            "forget_truth_ratio",
+            "retain_truth_ratio",
+            "real_authors_truth_ratio",
+            "world_facts_truth_ratio",
+        ),
+        (0.0, math.inf),
+    ),
+}
+
+
 def to_components(metrics: dict[str, float], names: dict[str, str], where: str) -> dict[str, float]:
+    """The metrics under their component names; two names of one metric, or a value outside the
+    metric's range (``METRIC_RANGES``), are refused naming them."""
     out, origin = {}, {}
     for name, v in metrics.items():
         comp = names.get(name, name)
         if comp in out:
             raise RegistryError(
                 f"{where}: '{origin[comp]}' and '{name}' are the same metric ({comp}); keep one"
+            )
+        lo, hi = METRIC_RANGES.get(comp, (-math.inf, math.inf))
+        # a NaN (an upstream log's overflow) is kept and read as no metric (docs/registry.md)
+        if isinstance(v, int | float) and math.isfinite(v) and not lo <= v <= hi:
+            raise RegistryError(
+                f"{where}: metric {name} = {v!r} is out of range; it must lie in "
+                f"[{lo:g}, {hi:g}]" + (f" ({comp})" if comp != name else "")
             )
         out[comp], origin[comp] = v, name
     return out
