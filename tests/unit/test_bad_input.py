@@ -228,8 +228,6 @@ def test_bad_value_is_refused_up_front(tmp_path, capsys, argv, message):
 
 
 def test_a_dry_run_checks_method_names_without_torch(tmp_path):
-    import subprocess
-    import sys
 
     spec = tmp_path / "e.toml"
     spec.write_text(
@@ -237,13 +235,7 @@ def test_a_dry_run_checks_method_names_without_torch(tmp_path):
         'objectives = ["npo"]\nmethods = ["intervention_score", "wagel"]\n'
         "[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n"
     )
-    code = (
-        "import sys; from supportbench.cli import main; rc = main(['sweep', "
-        "'--dry-run', sys.argv[1]]); sys.exit(3 if 'torch' in sys.modules else rc)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120
-    )
+    out = _dry_run_in_a_process(spec)
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert "no selection method 'wagel'. Did you mean 'wagle'?" in out.stderr
 
@@ -304,8 +296,6 @@ def test_the_light_interface_names_equal_the_registered_benchmarks():
     ],
 )
 def test_a_dry_run_checks_a_benchmarks_own_interfaces(tmp_path, methods, rc, message):
-    import subprocess
-    import sys
 
     spec = tmp_path / "e.toml"
     spec.write_text(
@@ -314,15 +304,23 @@ def test_a_dry_run_checks_a_benchmarks_own_interfaces(tmp_path, methods, rc, mes
         f"methods = {methods}\ndirr_methods = []\n[experiment.seeds]\ncalibration = []\n"
         "final = [2]\n"
     )
+    out = _dry_run_in_a_process(spec)
+    assert out.returncode == rc, (out.stdout, out.stderr)
+    assert message in out.stdout + out.stderr
+
+
+def _dry_run_in_a_process(spec):
+    """``sweep --dry-run spec`` in a fresh interpreter; exit 3 if it imported torch."""
+    import subprocess
+    import sys
+
     code = (
         "import sys; from supportbench.cli import main; rc = main(['sweep', "
         "'--dry-run', sys.argv[1]]); sys.exit(3 if 'torch' in sys.modules else rc)"
     )
-    out = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120
     )
-    assert out.returncode == rc, (out.stdout, out.stderr)
-    assert message in out.stdout + out.stderr
 
 
 def test_a_toml_that_is_not_utf8_is_named(tmp_path, capsys):
@@ -466,8 +464,6 @@ def test_a_dry_run_range_checks_method_and_objective_options_without_torch(
     """The options' declarations are read from source (``catalog.option_problem``), so a sweep
     TOML's out-of-range ``objective.beta`` is refused by the dry run, torch never imported, as
     each of its runs would refuse it."""
-    import subprocess
-    import sys
 
     spec = tmp_path / "e.toml"
     spec.write_text(
@@ -476,12 +472,6 @@ def test_a_dry_run_range_checks_method_and_objective_options_without_torch(
         "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
         f"[hyperparameters]\n{hp}\n"
     )
-    code = (
-        "import sys; from supportbench.cli import main; rc = main(['sweep', "
-        "'--dry-run', sys.argv[1]]); sys.exit(3 if 'torch' in sys.modules else rc)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120
-    )
+    out = _dry_run_in_a_process(spec)
     assert out.returncode == rc, (out.stdout, out.stderr)
     assert message in out.stdout + out.stderr

@@ -309,11 +309,13 @@ def test_disagreeing_builds_make_the_claim_inconclusive_end_to_end(tmp_path):
     assert v.verdict == V.INCONCLUSIVE and "the builds disagree" in v.why
 
 
-def _controlled(w, builds=3, n=20, lora_wins=True, informative=False, gap=0.5):
+def _controlled(w, builds=3, n=20, lora_wins=True, informative=False, gap=0.5, gaps=None):
     """Targets whose storage is perfectly localized (score sign = injecting interface); the better
-    intervention is always LoRA (``lora_wins``), or the storing interface (``informative``)."""
+    intervention is always LoRA (``lora_wins``), or the storing interface (``informative``), by
+    ``gap`` (``gaps``: one per build)."""
     rng = random.Random(11)
-    for b in range(builds):
+    for b in range(len(gaps) if gaps else builds):
+        gap = gaps[b] if gaps else gap
         for k in range(n):
             backbone = k % 2 == 0
             score = (1.0 if backbone else -1.0) * (0.5 + rng.random())
@@ -601,37 +603,11 @@ def test_the_contrast_claims_power_is_at_its_own_negligible_bound(tmp_path):
 
 
 def test_table_1_pools_the_paired_difference_over_builds_not_targets(tmp_path):
-    """Three builds whose LoRA - backbone gaps sit at 0.1, 0.5 and 0.9 (20 targets each, tiny
-    noise): Table 1's pooled difference is the mean of the builds' means with the t interval over
+    """Three builds whose LoRA - backbone gaps sit at 0.1, 0.5 and 0.9 (20 targets each, noise
+    sd 0.01): Table 1's pooled difference is the mean of the builds' means with the t interval over
     the three builds (t_2 * sd(build means) / sqrt(3), hand-computed), not the 60 targets' t
     interval, which treats targets sharing a theta_0 as independent and is ten times narrower."""
-    rng = random.Random(5)
-    gaps = (0.1, 0.5, 0.9)
-
-    def write(w):
-        for b, gap in enumerate(gaps):
-            for k in range(20):
-                backbone = k % 2 == 0
-                j = {"backbone": 1.0, "lora": 1.0 + gap + rng.gauss(0, 1e-3)}
-                comps = {
-                    "storage_score": 1.0 if backbone else -1.0,
-                    "injected_backbone": float(backbone),
-                    "pair": float(k // 2),
-                    "recall": 0.9,
-                }
-                for m in ("backbone", "lora"):
-                    w(
-                        benchmark="controlled",
-                        build=b,
-                        field=f"t{k:02d}",
-                        objective="npo",
-                        method=m,
-                        seed=0,
-                        J=j[m],
-                        components={**comps, "J_bounded": j[m]},
-                    )
-
-    ctx, _ = _registry(tmp_path, write)
+    ctx, _ = _registry(tmp_path, lambda w: _controlled(w, gaps=(0.1, 0.5, 0.9)))
     q = T.controlled_main(ctx)
     units = T.controlled_units(ctx)
     d = (units["J_lora"] - units["J_backbone"]).to_numpy()
