@@ -254,3 +254,8 @@ def test_number_format(value, want):
 def test_interval_format():
     assert H.interval(None) == "[n/a: n < 2]"
     assert H.interval((-0.5, 0.25), sign=True) == "[−0.5000, +0.2500]"
+
+
+def test_a_gap_that_rounds_to_zero_has_no_minus_sign():
+    assert H.signed(-1e-12) == "+0.0000" and H.num(-1e-12) == "0.0000"
+    assert H.signed(-0.00006) == "−0.0001"

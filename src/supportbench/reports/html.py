@@ -47,12 +47,19 @@ def num(x, digits: int = 4) -> str:
     """A number as text; an absent or non-finite one as an en dash."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return "–"
-    return f"{x:.{digits}f}".replace("-", "−")
+    return f"{_unsigned_zero(x, digits):.{digits}f}".replace("-", "−")
 
 
 def signed(x, digits: int = 4) -> str:
     """A gap with its sign (+ / −)."""
-    return "–" if x is None else f"{x:+.{digits}f}".replace("-", "−")
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return f"{_unsigned_zero(x, digits):+.{digits}f}".replace("-", "−")
+
+
+def _unsigned_zero(x, digits: int):
+    """0 for what rounds to zero at ``digits``: no "−0.0000" for a gap of −1e-12."""
+    return 0.0 if round(x, digits) == 0 else x
 
 
 def interval(ci, digits: int = 4, sign: bool = False) -> str:
