@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
+from supportbench.cli import main
 from supportbench.registry import synthetic as syn
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
@@ -151,6 +152,15 @@ def test_index_html_is_written_only_with_html(tmp_path):
     assert "index.html" in manifest["entries"]
     report(db, tmp_path / "page", html=True)
     assert (tmp_path / "page" / "index.html").is_file()
+
+
+def test_report_command_takes_html_and_names_the_page(tmp_path, capsys):
+    db, out = _registry(tmp_path), tmp_path / "cli"
+    assert main(["report", "--registry", str(db), "--out", str(out)]) == 0
+    assert "index.html" not in capsys.readouterr().out and not (out / "index.html").exists()
+    assert main(["report", "--registry", str(db), "--out", str(out), "--html"]) == 0
+    assert f"{out / 'index.html'}" in capsys.readouterr().out
+    assert (out / "index.html").is_file()
 
 
 def test_page_is_self_contained_and_inlines_png_figures(tmp_path):
