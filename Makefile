@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LOCK   := requirements.lock
 
-.PHONY: demo test lint bench clean lock
+.PHONY: demo test lint bench clean lock browser
 
 # Installs from the lock: every dependency at the version the project was tested with. pyproject.toml
 # keeps the declared ranges for users who install supportbench into their own environment.
@@ -41,8 +41,15 @@ lint: $(STAMP)
 # core (pytest-xdist, one torch thread per worker); tests that share a resource run on one worker, in turn
 # (``xdist_group``: the one-node Slurm, the process-killing tests). TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= auto
-test: $(STAMP) lint
+test: $(STAMP) lint browser
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
+# Headless Chromium for the report page's browser test (tests/integration/test_report_browser.py),
+# best effort: installed where apt-get works (root on Debian/Ubuntu; about 35 s), else that test is
+# skipped. A failed install never fails `make test`.
+browser:
+	@command -v chromium >/dev/null || timeout 300 apt-get install -y -q chromium >/dev/null 2>&1 \
+	  || echo "chromium not installed: the browser test will be skipped"
 
 bench: $(STAMP)
 	for b in bench/[!_]*.py; do echo "== $$b"; OMP_NUM_THREADS=1 $(PY) $$b || exit 1; done

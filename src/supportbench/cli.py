@@ -801,6 +801,7 @@ def _cmd_report(args) -> int:
         findings_path=args.findings,
         reference=args.reference,
         pdf=args.pdf,
+        html=args.html,
     )
     print(f"reference: {st['reference']}")
     print(
@@ -818,6 +819,7 @@ def _cmd_report(args) -> int:
         f"{args.out}/tables/, {args.out}/figures/"
         + (f", {args.findings}" if args.findings else "")
         + (f", {st['pdf']}" if st.get("pdf") else "")
+        + (f", {st['html']}" if st.get("html") else "")
     )
     return 0
 
@@ -990,7 +992,7 @@ def _cmd_demo(args) -> int:
     con.close()
     rep = audit(connect(out.registry, read_only=True), spec.name, spec)
     print(rep.text())
-    st = report(out.registry, out.report, spec.name)
+    st = report(out.registry, out.report, spec.name, html=True)
     done = sum(v is None for v in st["tables"].values())
     print(
         f"\nreport: {done}/{len(st['tables'])} tables rendered"
@@ -1002,7 +1004,8 @@ def _cmd_demo(args) -> int:
         f"  decisions     {out.decisions}/\n"
         f"  registry      {out.registry}\n  report        {out.report}/report.md\n"
         f"  tables        {out.report}/tables/\n  figures       {out.report}/figures/\n"
-        f"  LaTeX         {out.report}/paper.tex\n  findings      {out.report}/findings.md"
+        f"  LaTeX         {out.report}/paper.tex\n  findings      {out.report}/findings.md\n"
+        f"  HTML page     {st['html']}"
     )
     if not rep.ok:  # the report is written, but nothing vouches for it: not a success
         print(
@@ -1541,6 +1544,12 @@ def _parser_report(sub) -> None:
         "--pdf",
         action="store_true",
         help="also build paper.pdf with pdflatex (texlive-latex-base, -recommended, -extra)",
+    )
+    rp.add_argument(
+        "--html",
+        action="store_true",
+        help="also write index.html: the report as one self-contained page (data, CSS, script "
+        "and figures inlined; opens from the file, no server or network)",
     )
     rp.set_defaults(func=_cmd_report)
 

@@ -64,7 +64,8 @@ def _order(con, experiment: str | None, claims_hash: str) -> str:
     return f"before its first final run started ({first[0]})"
 
 
-def _fmt_interval(v: verdicts.Verdict) -> str:
+def statistic_text(v: verdicts.Verdict) -> str:
+    """A verdict's statistic with its interval (a count: how many comparisons lie above 0)."""
     if v.statistic is None:
         return "per setting (below)" if v.detail else "n/a"
     if v.claim.kind == "count":
@@ -125,14 +126,31 @@ def _design_line(judged: list, defaults: dict) -> list[str]:
     ]
 
 
+def judged(
+    ctx: tables.Context, con=None, experiment: str | None = None
+) -> tuple[Claims, str, list[verdicts.Verdict]]:
+    """The claims ``experiment`` is judged on, how they were registered, and every claim's verdict;
+    computed once per report (``ctx``): findings.md and index.html show the same verdicts."""
+    got = ctx.built_for(_judged, con, experiment)
+    return got["claims"], got["registered"], got["verdicts"]
+
+
+def _judged(ctx: tables.Context, con, experiment: str | None) -> dict:
+    claims, registered = registered_claims(con, experiment)
+    return {
+        "claims": claims,
+        "registered": registered,
+        "verdicts": verdicts.judge(claims, ctx, con),
+    }
+
+
 def findings(
     ctx: tables.Context, con=None, experiment: str | None = None, registry: str = ""
 ) -> str:
     """findings.md: every registered claim's verdict (``reports.verdicts``) with the numbers that
     decided it."""
     stamp = registry_stamp(con, experiment) if con is not None else None
-    claims, registered = registered_claims(con, experiment)
-    judged = verdicts.judge(claims, ctx, con)
+    claims, registered, verdict_list = judged(ctx, con, experiment)
     d = claims.defaults
     out = [
         "# Findings: the paper's claims at this registry's scale",
@@ -159,14 +177,14 @@ def findings(
         "| claim | verdict | statistic [interval] | power | detectable effect |",
         "|---|---|---|---|---|",
     ]
-    for v in judged:
+    for v in verdict_list:
         power = "-" if v.power is None else f"{v.power:.2f}"
         out.append(
-            f"| {v.claim.title} | {v.verdict} | {_fmt_interval(v)} | {power} | "
+            f"| {v.claim.title} | {v.verdict} | {statistic_text(v)} | {power} | "
             f"{v.detectable or '-'} |"
         )
-    out += _design_line(judged, d)
-    for v in judged:
+    out += _design_line(verdict_list, d)
+    for v in verdict_list:
         c = v.claim
         out += [
             "",

@@ -131,6 +131,8 @@ class MethodTable:
     kind: str  # "methods" or "dirr"
     rows: list[dict]
     missing: str | None = None  # why the table has no rows
+    benchmark: str | None = None  # as the registry names it (kind "methods")
+    split: str | None = None
 
 
 def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
@@ -146,9 +148,12 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
             "name": arm_name(a),
             "n": runs.height,
             "mean": float(runs["J"].mean()),
+            "ci": stats.t_interval(runs["J"].to_numpy()),  # 95% t interval of the mean J
+            "sd": runs["J"].std(),  # None below two runs
             "median": float(runs["J"].median()),
             "is_ref": a == ref.key,
             "gap": None,
+            "gap_ci": None,
             "median_gap": None,
             "wtl": None,
             "note": None,
@@ -161,7 +166,12 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
         else:
             s = stats.summarize(stats.paired(ref_runs, runs).diffs, tol)
             if s.n:
-                row.update(gap=s.mean, median_gap=s.median, wtl=f"{s.wins}/{s.ties}/{s.losses}")
+                row.update(
+                    gap=s.mean,
+                    gap_ci=s.t_ci,
+                    median_gap=s.median,
+                    wtl=f"{s.wins}/{s.ties}/{s.losses}",
+                )
             else:
                 row["note"] = "no matched units"
         rows.append(row)
@@ -220,6 +230,8 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                     ),
                     kind="methods",
                     rows=rows,
+                    benchmark=bench,
+                    split=split,
                 )
             )
     dirr = _dirr_rows(ok, ctx.tol)
@@ -256,9 +268,8 @@ def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
         d = ok.filter((pl.col("benchmark") == bench) & (pl.col("split") == split))
         for obj in objectives(d):
             do = d.filter(pl.col("objective") == obj)
-            m = stats.dirr_metrics(
-                stats.pick(do, method, "dirr"), stats.pick(do, method, "static"), tol
-            )
+            dirr, static = stats.pick(do, method, "dirr"), stats.pick(do, method, "static")
+            m = stats.dirr_metrics(dirr, static, tol)
             if m.n:
                 rows.append(
                     {
@@ -266,6 +277,8 @@ def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
                         "objective": obj,
                         "name": arm_name(method),
                         "m": m,
+                        # 95% t interval of m.delta (DIR-R - static over the same matched units)
+                        "ci": stats.t_interval(stats.paired(dirr, static).diffs),
                         "wtl": f"{m.wins}/{m.ties}/{m.losses}",
                         "trig": f"{m.triggered}/{m.n}",
                         "evaluation": m.evaluation_selected,

@@ -1,7 +1,8 @@
 """``supportbench report``: every table of the paper (LaTeX), per-method tables for whatever the
 experiment holds (``overview.py``), the figures, ``report.md`` and a ``paper.tex`` that \\inputs
 every table and includes every figure, so ``pdflatex paper.tex`` (or ``report --pdf``) builds one
-document."""
+document; with ``--html`` also ``index.html``, the report as one self-contained page
+(``html.py``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from supportbench.reports import ownership as own
 from supportbench.reports.console import controlled_text
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
+from supportbench.reports.html import page as html_page
+from supportbench.reports.html import write_html
 from supportbench.reports.latex import tex
 from supportbench.reports.metric_tables import load as load_metrics
 from supportbench.reports.metric_tables import metric_only_count, metric_tables
@@ -79,13 +82,15 @@ def report(
     findings_path: str | Path | None = None,
     reference: str | None = None,
     pdf: bool = False,
+    html: bool = False,
 ) -> dict:
     """Write one experiment's report. ``experiment`` may be left out only when the registry holds
     one: statistics never mix experiments. ``reference`` is the arm the per-method tables compare
     with (``overview.choose_reference``). The report is written whole or not at all: into a
     temporary folder beside ``out``, which replaces ``out`` only once every file is written. ``pdf``
     then builds ``paper.pdf`` with pdflatex, which must be on PATH. Every path is checked before any
-    work (``ownership``): the command only writes over what it wrote itself."""
+    work (``ownership``): the command only writes over what it wrote itself. ``html`` also writes
+    ``index.html``, the report as one self-contained page (``reports/html.py``)."""
     reg = own.check_registry(registry)
     out = own.check_output_folder(out, reg)
     findings_at = own.check_findings_path(findings_path, reg, out) if findings_path else None
@@ -98,7 +103,7 @@ def report(
     try:
         con = connect(registry, read_only=True)
         try:
-            status, text = _write(con, registry, tmp, experiment, reference)
+            status, text = _write(con, registry, tmp, experiment, reference, html)
         finally:
             con.close()
         if (
@@ -108,6 +113,8 @@ def report(
             build_pdf(tmp, log_copy=failed_log)
             failed_log.unlink(missing_ok=True)  # a previous failure's log, now stale
             status["pdf"] = out / "paper.pdf"
+        if html:
+            status["html"] = out / "index.html"
         own.write_marker(tmp)  # last: the manifest of everything above, the PDF included
         _replace(tmp, out)
     except BaseException:
@@ -195,11 +202,16 @@ def _keep_log(folder: Path, copy: Path | None) -> Path:
 
 
 def _write(
-    con, registry, out: Path, experiment: str | None, reference: str | None = None
+    con,
+    registry,
+    out: Path,
+    experiment: str | None,
+    reference: str | None = None,
+    html: bool = False,
 ) -> tuple[dict, str]:
     """Write the report of one experiment of the registry into ``out``: its tables, figures,
-    paper.tex, report.md and findings.md. Returns what was rendered (or why not) and the findings'
-    text."""
+    paper.tex, report.md and findings.md (and index.html with ``html``). Returns what was rendered
+    (or why not) and the findings' text."""
     experiment = _experiment_of(con, registry, experiment)
     ctx = Context.from_registry(con, experiment, reference=reference)
     ref = reference_of(ctx)  # an unknown --reference stops here, before anything is drawn
@@ -229,6 +241,13 @@ def _write(
         "`findings.md`: which of the paper's claims this registry supports, with the numbers.\n"
     )
     write_text_atomic(out / "report.md", "\n".join(md))
+    if html:  # after findings: the page shows the verdicts findings.md computed (findings.judged)
+        write_html(
+            out,
+            html_page(
+                ctx, con, experiment, registry, methods, figures, out / "figures", FIGURE_CAPTIONS
+            ),
+        )
     return {
         "tables": tables,
         "figures": figures,
