@@ -148,7 +148,11 @@ def test_demo_exits_nonzero_when_its_audit_fails(tmp_path, monkeypatch, capsys, 
         ok=audit_ok, text=lambda: "audit: " + ("PASS" if audit_ok else "FAIL")
     )
     monkeypatch.setattr(audit, "audit", lambda *a, **k: verdict)
-    monkeypatch.setattr(report, "report", lambda *a, **k: {"tables": {}, "figures": {}})
+    monkeypatch.setattr(
+        report,
+        "report",
+        lambda *a, **k: {"tables": {}, "figures": {}, "html": tmp_path / "index.html"},
+    )
     rc = cli.main(["demo", "--results", str(tmp_path / "demo")])
     assert rc == (0 if audit_ok else 1)
     assert ("the audit FAILED" in capsys.readouterr().err) is not audit_ok
