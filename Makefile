@@ -45,10 +45,13 @@ test: $(STAMP) lint browser
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # Headless Chromium for the report page's browser test (tests/integration/test_report_browser.py),
-# best effort: installed where apt-get works (root on Debian/Ubuntu; about 35 s), else that test is
+# best effort: installed where apt-get works (root on Debian/Ubuntu; about 35 s; the package lists
+# refreshed once if the first try fails), else that test is
 # skipped. A failed install never fails `make test`.
 browser:
 	@command -v chromium >/dev/null || timeout 300 apt-get install -y -q chromium >/dev/null 2>&1 \
+	  || { timeout 120 apt-get update -q >/dev/null 2>&1 \
+	       && timeout 300 apt-get install -y -q chromium >/dev/null 2>&1; } \
 	  || echo "chromium not installed: the browser test will be skipped"
 
 bench: $(STAMP)
