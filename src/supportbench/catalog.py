@@ -392,7 +392,8 @@ class SourceFile:
 
     def class_options(self) -> dict[str, dict[str, Any]]:
         """``{class name: {option: declaration}}``: every ``name: option(...) = default`` of each
-        class of the file, a base's of the same file included (a subclass's own win)."""
+        class of the file, its bases' of the same file included at any depth (a subclass's own
+        win)."""
         classes = [n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)]
         own: dict[str, dict[str, Any]] = {}
         for cls in classes:
@@ -401,11 +402,15 @@ class SourceFile:
                     call = stmt.annotation
                     if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "option":
                         own.setdefault(cls.name, {})[stmt.target.id] = self._option(call)
-        found = {}
-        for cls in classes:
-            chain = [getattr(b, "id", None) for b in reversed(cls.bases)] + [cls.name]
-            found[cls.name] = {k: v for c in chain for k, v in own.get(c, {}).items()}
-        return found
+        bases = {c.name: [getattr(b, "id", None) for b in c.bases] for c in classes}
+
+        def options(name: str | None, seen: frozenset = frozenset()) -> dict[str, Any]:
+            if name not in bases or name in seen:  # a base of another file, or a cycle
+                return {}
+            inherited = [options(b, seen | {name}) for b in reversed(bases[name])]
+            return {k: v for d in (*inherited, own.get(name, {})) for k, v in d.items()}
+
+        return {c.name: options(c.name) for c in classes}
 
     def _option(self, call: ast.Call) -> Any:
         """The declaration an ``option(kind, gt=..., ...)`` call builds, or ``Any`` when its kind

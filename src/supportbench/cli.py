@@ -877,7 +877,10 @@ def _check_options_light(benchmark: str, st: dict) -> None:
     from supportbench import catalog
     from supportbench.errors import SpecError
 
-    names = {"method": (*st["methods"], *st["dirr_methods"]), "objective": st["objectives"]}
+    names = {
+        "method": (*st["methods"], *st["dirr_methods"]),
+        "objective": (*st["objectives"], *(st["replication_objectives"] or ())),
+    }
     for key, value in st["hyperparameters"].items():
         kind, dot, opt = key.partition(".")
         for name in names.get(kind, ()) if dot else ():

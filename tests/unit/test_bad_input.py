@@ -475,3 +475,20 @@ def test_a_dry_run_range_checks_method_and_objective_options_without_torch(
     out = _dry_run_in_a_process(spec)
     assert out.returncode == rc, (out.stdout, out.stderr)
     assert message in out.stdout + out.stderr
+
+
+def test_a_dry_run_checks_objective_options_against_the_replication_objectives(tmp_path):
+    """``replication_objectives`` run too: an ``objective.beta`` that GradDiff does not declare is
+    refused even when only the replication split runs GradDiff (review: only ``objectives``)."""
+    spec = tmp_path / "e.toml"
+    spec.write_text(
+        '[experiment]\nname = "x"\nbenchmarks = ["lacuna"]\nfields = ["Email_Address"]\n'
+        'objectives = ["npo"]\nmethods = ["random"]\ndirr_methods = []\n'
+        "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
+        '[experiment.benchmark.lacuna]\nreplication_objectives = ["graddiff"]\n'
+        "[experiment.benchmark.lacuna.seeds]\nreplication = [3]\n"
+        '[hyperparameters]\n"objective.beta" = 0.2\n'
+    )
+    out = _dry_run_in_a_process(spec)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "objective.beta is not an option of objective 'graddiff'" in out.stderr

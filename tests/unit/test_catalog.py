@@ -151,3 +151,24 @@ def test_the_catalog_reads_every_option_declaration_as_the_import_declares_it(ki
             want = {k: hint for k, (hint, _) in _options.declared(METHODS.get(name)).items()}
         assert catalog.declared_options(kind, name) == want, name
     assert catalog.declared_options(kind, "no_such_name") is None
+
+
+def test_options_are_inherited_through_every_base_of_the_file(tmp_path):
+    """``C(B)``, ``B(A)`` in one file: C declares A's option too (review: one level was read)."""
+    path = tmp_path / "m.py"
+    path.write_text(
+        textwrap.dedent("""
+        class A:
+            a: option(float, gt=0) = 1.0
+        class B(A):
+            b: option(int, ge=1) = 2
+        class C(B):
+            c: option(float, le=1) = 0.5
+            a: option(float, gt=1) = 2.0
+        """)
+    )
+    got = catalog.SourceFile(path).class_options()
+    assert sorted(got["C"]) == ["a", "b", "c"] and sorted(got["B"]) == ["a", "b"]
+    from supportbench import _options
+
+    assert got["C"]["a"] == _options.option(float, gt=1)  # the subclass's own wins

@@ -68,6 +68,8 @@ def _texts() -> list[bytes]:
             json.dumps({**rec, "spec": {**rec["spec"], "method": ""}}),
             json.dumps({**rec, "outcome": {**rec["outcome"], "J": "high"}}),
             json.dumps({k: v for k, v in rec.items() if k != "compute"}),
+            json.dumps({**rec, "outcome": None}),  # ok without an outcome (review of eb11bfc)
+            json.dumps({k: v for k, v in rec.items() if k != "outcome"}),
             json.dumps(rec)[:-5],
             "null",
             "[1, 2]",
@@ -166,3 +168,20 @@ def test_ingest_refuses_the_first_bad_file_in_order(tmp_path, first):
         ingest(con, res)
     assert "005a.json" in str(err.value)
     assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+
+
+def test_a_lone_surrogate_is_refused_naming_the_file(tmp_path):
+    """``json.dumps`` writes a text with a surrogate-escaped byte (a traceback naming a non-UTF-8
+    path) as a lone ``\\udcff``: Python reads it, DuckDB's JSON parser does not. Ingest refuses it
+    naming the file, before DuckDB sees the chunk, and stores nothing (it raised DuckDB's
+    InvalidInputException, naming no file); a surrogate pair (a real character) is stored."""
+    res = tmp_path / "res"
+    syn.write(res, syn.record(seed=1))
+    bad = syn.write(res, {**syn.record(seed=2, status="failed"), "error": "caf\udcff"})
+    syn.write(res, {**syn.record(seed=3, status="failed"), "error": "snow \U0001f600"})
+    con = connect(tmp_path / "r.duckdb")
+    with pytest.raises(RegistryError, match=f"{bad.name}.*lone UTF-16 surrogate"):
+        ingest(con, res)
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
+    bad.unlink()
+    assert ingest(con, res).new == 2

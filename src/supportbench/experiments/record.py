@@ -477,6 +477,10 @@ def _typed(obj: Any, source: str) -> RunRecord | None:
     for k in _NAMES:
         if type(spec.get(k)) is not str or not spec[k]:
             return None
+    if obj["status"] == "ok":  # an ok run carries a finite outcome (``_check_identity``)
+        out = obj.get("outcome")
+        if type(out) is not dict or not all(_finite(out.get(k)) for k in ("J", "G_F", "D_coll")):
+            return None
     try:
         shape = _shape(spec, finite=True)
         if shape is None or _spec_key(spec, shape) != key:

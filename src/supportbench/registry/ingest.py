@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import types
 import typing
 from concurrent.futures import ThreadPoolExecutor
@@ -168,6 +169,9 @@ def _read_all(names: list[str], check: NameCheck | None = None) -> Chunk:
     records are proven valid together (``records_from_json``); one it does not prove is checked on
     its own (``check_record``), which refuses it with the file's name, in the files' order."""
     texts = [_read(n) for n in names]
+    for n, t in zip(names, texts):
+        if b"\\u" in t and _SURROGATE.search(t):
+            _refuse_lone_surrogates(n, t)
     out = Chunk(names, texts, [hashlib.md5(t).hexdigest() for t in texts], [], [])
     for n, t, rec in zip(names, texts, records_from_json(texts, names)):
         if rec is None:
@@ -177,6 +181,26 @@ def _read_all(names: list[str], check: NameCheck | None = None) -> Chunk:
         out.horizons.append(_whole(rec.spec.get("T")))
         out.checkpoints.append(_whole(rec.spec.get("t")))
     return out
+
+
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escaped UTF-16 surrogate, paired or not
+
+
+def _refuse_lone_surrogates(name: str, text: bytes) -> None:
+    """A lone surrogate escape (``\\udcff``: what ``json.dumps`` writes for a surrogate-escaped
+    byte) is no Unicode text: Python reads it, DuckDB's JSON parser refuses the whole chunk. Refused
+    here naming the file; a pair (one character beyond U+FFFF) passes."""
+    try:
+        json.dumps(json.loads(text), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("utf-16", "surrogatepass")[2:]
+        raise RegistryError(
+            f"truncated or invalid record file, nothing ingested: {name}: a lone UTF-16 "
+            f"surrogate (\\u{int.from_bytes(bad, 'little'):04x}) in a text is not Unicode; "
+            "write the text as valid UTF-8"
+        ) from None
+    except ValueError:  # not JSON: the record check names what is wrong
+        return
 
 
 def _whole(v: Any) -> int | None:
