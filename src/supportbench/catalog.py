@@ -391,17 +391,17 @@ class SourceFile:
         return found
 
     def class_options(self) -> dict[str, dict[str, Any]]:
-        """``{class name: {option: declaration}}``: every ``name: option(...) = default`` of each
-        class of the file, its bases' of the same file included at any depth (a subclass's own
-        win)."""
+        """``{class name: {option: declaration}}``: every field of each class of the file
+        (``name: option(...) = default``, or a plain annotated one: ``_field``), its bases' of the
+        same file included at any depth (a subclass's own win)."""
         classes = [n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)]
         own: dict[str, dict[str, Any]] = {}
         for cls in classes:
             for stmt in cls.body:
                 if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-                    call = stmt.annotation
-                    if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "option":
-                        own.setdefault(cls.name, {})[stmt.target.id] = self._option(call)
+                    hint = self._field(stmt)
+                    if hint is not _MISSING:
+                        own.setdefault(cls.name, {})[stmt.target.id] = hint
         bases = {c.name: [getattr(b, "id", None) for b in c.bases] for c in classes}
 
         def options(name: str | None, seen: frozenset = frozenset()) -> dict[str, Any]:
@@ -411,6 +411,22 @@ class SourceFile:
             return {k: v for d in (*inherited, own.get(name, {})) for k, v in d.items()}
 
         return {c.name: options(c.name) for c in classes}
+
+    def _field(self, stmt: ast.AnnAssign) -> Any:
+        """The declaration of one annotated field of a (dataclass) method: ``option(...)``'s, a
+        plain ``int``/``float``/``bool``/``str`` as itself, another type as ``Any`` (known by name,
+        not checked); ``_MISSING`` for what is no option (a ``ClassVar``, ``field(init=False)``)."""
+        ann, value = stmt.annotation, stmt.value
+        if isinstance(ann, ast.Call) and getattr(ann.func, "id", None) == "option":
+            return self._option(ann)
+        if "ClassVar" in ast.unparse(ann):
+            return _MISSING
+        if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "field":
+            init = next((k.value for k in value.keywords if k.arg == "init"), None)
+            if isinstance(init, ast.Constant) and init.value is False:
+                return _MISSING
+        plain = {"int": int, "float": float, "bool": bool, "str": str}
+        return plain.get(getattr(ann, "id", None), Any)
 
     def _option(self, call: ast.Call) -> Any:
         """The declaration an ``option(kind, gt=..., ...)`` call builds, or ``Any`` when its kind

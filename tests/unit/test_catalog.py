@@ -154,7 +154,10 @@ def test_the_catalog_reads_every_option_declaration_as_the_import_declares_it(ki
 
 
 def test_options_are_inherited_through_every_base_of_the_file(tmp_path):
-    """``C(B)``, ``B(A)`` in one file: C declares A's option too (review: one level was read)."""
+    """``C(B)``, ``B(A)`` in one file: C declares A's option too (review: one level was read); a
+    plain annotated field is an option (a new method file's ``scale: float = 2.0``)."""
+    from typing import Any
+
     path = tmp_path / "m.py"
     path.write_text(
         textwrap.dedent("""
@@ -165,10 +168,17 @@ def test_options_are_inherited_through_every_base_of_the_file(tmp_path):
         class C(B):
             c: option(float, le=1) = 0.5
             a: option(float, gt=1) = 2.0
+            scale: float = 2.0
+            shape: tuple[int, ...] = (1,)
+            requires: ClassVar[tuple] = ("grad:F",)
+            cache: dict = field(init=False, default_factory=dict)
         """)
     )
     got = catalog.SourceFile(path).class_options()
-    assert sorted(got["C"]) == ["a", "b", "c"] and sorted(got["B"]) == ["a", "b"]
+    # a plain annotated field is an option too (a dataclass's init field), a ClassVar or a
+    # field(init=False) is not
+    assert sorted(got["C"]) == ["a", "b", "c", "scale", "shape"] and sorted(got["B"]) == ["a", "b"]
+    assert got["C"]["scale"] is float and got["C"]["shape"] is Any
     from supportbench import _options
 
     assert got["C"]["a"] == _options.option(float, gt=1)  # the subclass's own wins
