@@ -228,7 +228,6 @@ def test_bad_value_is_refused_up_front(tmp_path, capsys, argv, message):
 
 
 def test_a_dry_run_checks_method_names_without_torch(tmp_path):
-
     spec = tmp_path / "e.toml"
     spec.write_text(
         '[experiment]\nname = "x"\nbenchmarks = ["tofu"]\nfields = ["forget01"]\n'
