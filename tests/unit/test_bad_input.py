@@ -295,7 +295,6 @@ def test_the_light_interface_names_equal_the_registered_benchmarks():
     ],
 )
 def test_a_dry_run_checks_a_benchmarks_own_interfaces(tmp_path, methods, rc, message):
-
     spec = tmp_path / "e.toml"
     spec.write_text(
         '[experiment]\nname = "x"\nbenchmarks = ["controlled"]\nfields = ["t00"]\n'
