@@ -791,6 +791,15 @@ def _cmd_audit(args) -> int:
     return 0 if rep.ok else 1
 
 
+def _report_spec(path):
+    """The experiment spec the report's audit reads (``report --spec``), or None."""
+    if not path:
+        return None
+    from supportbench.experiments.plan import ExperimentSpec
+
+    return ExperimentSpec.from_toml(path)
+
+
 def _cmd_report(args) -> int:
     from supportbench.reports.report import report
 
@@ -802,13 +811,17 @@ def _cmd_report(args) -> int:
         reference=args.reference,
         pdf=args.pdf,
         html=args.html,
+        kind=args.kind,
+        spec=_report_spec(args.spec),
     )
+    print(st["kind_rule"])
+    print(f"audit: {st['audit']['line']}")
     print(f"reference: {st['reference']}")
     print(
         f"methods: {len(st['methods'])} per-method tables "
         f"({', '.join(st['methods']) or 'no ok runs'})"
     )
-    for kind in ("tables", "figures"):
+    for kind in ("tables", "figures") if st["kind"] == "paper" else ("figures",):
         done = [k for k, v in st[kind].items() if v is None]
         miss = {k: v for k, v in st[kind].items() if v is not None}
         print(f"{kind}: {len(done)} rendered, {len(miss)} missing")
@@ -995,7 +1008,7 @@ def _cmd_demo(args) -> int:
     con.close()
     rep = audit(connect(out.registry, read_only=True), spec.name, spec)
     print(rep.text())
-    st = report(out.registry, out.report, spec.name, html=True)
+    st = report(out.registry, out.report, spec.name, html=True, spec=spec)
     done = sum(v is None for v in st["tables"].values())
     print(
         f"\nreport: {done}/{len(st['tables'])} tables rendered"
@@ -1553,6 +1566,19 @@ def _parser_report(sub) -> None:
         action="store_true",
         help="also write index.html: the report as one self-contained page (data, CSS, script "
         "and figures inlined; opens from the file, no server or network)",
+    )
+    rp.add_argument(
+        "--spec",
+        help="experiment TOML or shipped spec name, for the audit the report shows (its expected "
+        "grid); without it the audit infers the grid from the runs",
+    )
+    rp.add_argument(
+        "--kind",
+        choices=("auto", "paper", "experiment"),
+        default="auto",
+        help="paper: the paper's tables and claims; experiment: only what the experiment ran; "
+        "auto (default): paper when the experiment ran the paper's grid (the controlled "
+        "construction, or Intervention Score with the ten baselines on Natural-TOFU or LACUNA)",
     )
     rp.set_defaults(func=_cmd_report)
 

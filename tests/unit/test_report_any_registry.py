@@ -158,15 +158,20 @@ def test_any_registry_gets_per_method_tables_and_every_figure(tmp_path, plugin):
             "Intervention Score + DIR-R$^\\dagger$",
         ]
         assert r"\emph{reference}" in rows[0]
-        # reference - method on 4 matched units: Random is
-        # 0.25 below, SNIP 0.125 above; W/T/L of the reference
-        assert "$+0.250000$ & $+0.250000$ & 4/0/0" in rows[1]
-        assert "$-0.125000$ & $-0.125000$ & 0/0/4" in rows[2]
+        # method - reference on 4 matched units (positive = better than the reference): Random is
+        # 0.25 below, SNIP 0.125 above, exactly on every unit; W/T/L of the method
+        assert "$-0.2500$ $[-0.2500,-0.2500]$ & $-0.2500$ & 0/0/4" in rows[1]
+        assert "$+0.1250$ $[+0.1250,+0.1250]$ & $+0.1250$ & 4/0/0" in rows[2]
     md = (out / "report.md").read_text()
     assert "Reference: Intervention Score, the paper's method (the default)" in md
     assert "| NPO | SNIP | 4 |" in md and "| NPO | Random | 4 |" in md
     dirr = (out / "tables" / "tab-methods-dirr.tex").read_text()
-    assert "lacuna & NPO & Intervention Score$^\\dagger$ & 4 & $+0.031250$ & 2/2/0 & 2/4" in dirr
+    # DIR-R - static: +0.0625 on the two triggered units of four; t(3) interval by hand
+    half = 3.182446 * 0.0625 / 3**0.5 / 2
+    assert (
+        "lacuna & NPO & Intervention Score$^\\dagger$ & 4 & $+0.0312$ "
+        f"$[{0.03125 - half:+.4f},{0.03125 + half:+.4f}]$ & 2/2/0 & 2/4" in dirr
+    )
     assert "evaluation split (8 of 8 DIR-R runs)" in dirr  # the caption says what the dagger means
     paper = (out / "paper.tex").read_text()
     assert paper.index(r"\maketitle") < paper.index(r"\input{tables/")
@@ -218,12 +223,10 @@ def test_loo_forest_draws_the_point_of_a_single_unit(tmp_path, plugin):
     fig = F.loo_forest(Context.from_registry(con, "mine"))
     ax = fig.axes[0]
     points = [tuple(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "o"]
-    assert sorted(points) == [
-        (-0.125,),
-        (0.25,),
-    ]  # DIR-R (= Static-IV, no trigger) vs SNIP and Random
+    # method − reference (Intervention Score, static): Random −0.25, SNIP +0.125
+    assert sorted(points) == [(-0.25,), (0.125,)]
     lo, hi = ax.get_xlim()
-    assert lo < -0.125 and hi > 0.25  # every point in view
+    assert lo < -0.25 and hi > 0.125  # every point in view
     matplotlib.pyplot.close(fig)
 
 
@@ -265,7 +268,8 @@ def test_reference_option_and_a_bad_one_names_the_choices(tmp_path, plugin):
         if line.startswith("NPO & ")
     ]
     assert rows[0].startswith(r"NPO & SNIP & 4 &") and r"\emph{reference}" in rows[0]
-    assert "$+0.125000$ & $+0.125000$ & 4/0/0" in rows[1]  # SNIP - Intervention Score
+    # Intervention Score − SNIP, the method's W/T/L against the reference SNIP
+    assert "$-0.1250$ $[-0.1250,-0.1250]$ & $-0.1250$ & 0/0/4" in rows[1]
     r = subprocess.run(
         CLI
         + ["report", "--registry", str(db), "--out", str(tmp_path / "o2"), "--reference", "snpi"],

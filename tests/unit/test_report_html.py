@@ -19,6 +19,7 @@ from supportbench.registry import synthetic as syn
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
 from supportbench.reports import html as H
+from supportbench.reports import stats
 from supportbench.reports.ownership import MARKER
 from supportbench.reports.report import report
 
@@ -240,9 +241,16 @@ def test_dirr_runs_show_gate_decisions_and_dirr_gap(tmp_path):
     assert sorted(triggered) == ["no"] * 3 + ["yes"] * 3
     assert {r[col["chosen ρ"]][0] for r in events["rows"]} == {"0.050", "0.000"}
     dirr = next(t for t in p.tables if "ΔJ DIR-R − static [95% CI]" in t["head"])
-    ((cell, attrs),) = [c for c in dirr["rows"][0] if "mean" in c[1].get("class", "").split()]
+    # two cells show a mean: ΔJ DIR-R − static, then the available gain (Eq. 20), each with its
+    # interval
+    (delta, _), (avail, _) = [c for c in dirr["rows"][0] if "mean" in c[1].get("class", "").split()]
     gaps = np.array([0.125 if i % 2 == 0 else 0.0 for i in range(len(_units()))])
-    assert _mean_and_interval(cell)[0] == pytest.approx(gaps.mean(), abs=1e-4)
+    assert _mean_and_interval(delta)[0] == pytest.approx(gaps.mean(), abs=1e-4)
+    assert _mean_and_interval(delta)[1:] == pytest.approx(stats.t_interval(gaps), abs=1e-4)
+    # every candidate but ρ = 0.05 equals the static continuation, so each unit's available gain
+    # (best candidate − the static continuation) is its captured gap here
+    assert _mean_and_interval(avail)[0] == pytest.approx(gaps.mean(), abs=1e-4)
+    assert _mean_and_interval(avail)[1] == pytest.approx(stats.t_interval(gaps)[0], abs=1e-4)
 
 
 def test_page_for_a_registry_without_ok_runs(tmp_path):

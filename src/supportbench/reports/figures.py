@@ -25,7 +25,6 @@ from supportbench.reports.tables import (  # noqa: E402
     DIRR_METHOD,
     Context,
     Missing,
-    _baselines_present,
 )
 
 
@@ -45,24 +44,18 @@ class Comparison:
 
 
 def _comparison(ctx: Context) -> Comparison:
-    """What the gap figures compare. By default the paper's: DIR-R if present, else Static-IV,
-    against the baselines, on LACUNA, else Natural-TOFU. With ``--reference``, or when the paper's
-    methods are not there, the report's reference (``overview.reference_of``) against every other
-    static method, on the first benchmark (alphabetical) where both were run."""
-    if ctx.reference is None:
-        for key in ("lacuna", "natural"):
-            df = ctx.ok(key)
-            for variant in ("dirr", "static"):
-                if not stats.pick(df, DIRR_METHOD, variant).is_empty() and _baselines_present(df):
-                    return Comparison(
-                        ctx.bench[key], df, DIRR_METHOD, variant, _baselines_present(df)
-                    )
+    """What the gap figures compare: the report's reference (``overview.reference_of``, the one the
+    tables use) against every other static method, on LACUNA when both ran there, else
+    Natural-TOFU, else the first benchmark (alphabetical) where both were run (final split). Gaps
+    are method − reference, as in every table of the report."""
     ref = reference_of(ctx)
     if ref.key is None:
         raise Missing("the experiment has no ok runs")
     method, variant = split_arm(ref.key)
     ok = stats.usable(ctx.results.filter(pl.col("split") == "final"))
-    for bench in sorted(ok["benchmark"].unique().to_list()):
+    present = sorted(ok["benchmark"].unique().to_list()) if ok.height else []
+    paper = [ctx.bench["lacuna"], ctx.bench["natural"]]
+    for bench in [b for b in paper if b in present] + [b for b in present if b not in paper]:
         df = ok.filter(pl.col("benchmark") == bench)
         others = [a for a in present_arms(df) if ":" not in a and a != ref.key]
         if not stats.pick(df, method, variant).is_empty() and others:
@@ -117,7 +110,7 @@ def field_gap_heatmap(ctx: Context):
     fields = sorted(c.runs["field"].unique().to_list())
     M = np.full((len(c.baselines), len(fields)), np.nan)
     for i, b in enumerate(c.baselines):
-        fd = stats.field_decomposition(stats.paired(ref, stats.pick(c.runs, b, "static")))
+        fd = stats.field_decomposition(stats.paired(stats.pick(c.runs, b, "static"), ref))
         for f, g in zip(fd["field"].to_list(), fd["mean_gap"].to_list()):
             M[i, fields.index(f)] = g
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(fields), 0.8 + 0.4 * len(c.baselines)))
@@ -130,8 +123,12 @@ def field_gap_heatmap(ctx: Context):
     _annotate(ax, im, M, "+.3f")
     if np.isnan(M).all():
         _empty(ax, f"no unit matched between {c.who} and any other method")
-    ax.set_title(f"{c.who} − method by field ({c.benchmark}, mean paired ΔJ)")
-    fig.colorbar(im, ax=ax, shrink=0.8)
+    ax.set_title(
+        f"ΔJ = method − {c.who} (reference) by field\n({c.benchmark}, mean over matched units; "
+        "positive = better than the reference)",
+        fontsize=9,
+    )
+    fig.colorbar(im, ax=ax, shrink=0.8, label="mean paired ΔJ")
     return fig
 
 
@@ -140,7 +137,7 @@ def loo_forest(ctx: Context):
     ref = stats.pick(c.runs, c.method, c.variant)
     rows = []
     for b in c.baselines:
-        s = stats.summarize(stats.paired(ref, stats.pick(c.runs, b, "static")).diffs)
+        s = stats.summarize(stats.paired(stats.pick(c.runs, b, "static"), ref).diffs)
         if s.n:
             rows.append((method_display(b), s.mean, s.loo, s.n))
     if not rows:
@@ -158,10 +155,14 @@ def loo_forest(ctx: Context):
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
     single = [r[0] for r in rows if r[3] < 2]
     ax.set_xlabel(
-        "mean paired ΔJ with leave-one-out range"
+        f"ΔJ = method − {c.who}: mean over matched units, leave-one-out range"
         + (" (no range where one unit is matched)" if single else "")
     )
-    ax.set_title(f"{c.who} vs other methods ({c.benchmark})")
+    ax.set_title(
+        f"Each method against the reference, {c.who} ({c.benchmark}); "
+        "positive = better than the reference",
+        fontsize=9,
+    )
     fig.tight_layout()
     return fig
 
@@ -203,7 +204,7 @@ def dirr_gain(ctx: Context):
                     runs += dm.n
     if not rows:
         raise Missing("needs paired DIR-R and static runs of one method (final split)")
-    fig, ax = plt.subplots(figsize=(2.4 + 1.3 * len(rows), 3.4))
+    fig, ax = plt.subplots(figsize=(4.4 + 1.3 * len(rows), 3.4))  # + the legend's column
     x = np.arange(len(rows))
     ax.bar(
         x - 0.2,
@@ -251,8 +252,9 @@ def dirr_gain(ctx: Context):
             ),
         )
         ax.set_ylim(-1, 1)
-    else:
-        ax.legend(fontsize=8)
+    else:  # beside the axes: inside, it covered a bar
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.set_ylabel("ΔJ (DIR-R − static; positive = DIR-R better)", fontsize=8)
     ax.set_title("DIR-R: available vs captured candidate-set gain")
     fig.tight_layout()
     return fig

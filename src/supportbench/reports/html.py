@@ -10,8 +10,8 @@ paired gap to the reference), the claims' verdicts (``findings.judged``), the co
 table and the figures.
 
 Sign convention: the page shows ΔJ = J(method) − J(reference) on matched units (positive: better
-than the reference) and the method's W/T/L against the reference; report.md and the LaTeX tables
-print the same paired gap the other way round (reference − method), as the paper does. Every text
+than the reference) and the method's W/T/L against the reference, as report.md, the per-method LaTeX
+tables and the figures do (``overview``: one convention per report). Every text
 that comes from the registry is HTML-escaped (Jinja autoescape).
 
 Self-test: opened as ``index.html#selftest``, the page records window errors and console.error
@@ -34,6 +34,7 @@ from jinja2 import Environment, StrictUndefined
 from supportbench._io import write_text_atomic
 from supportbench.reports.findings import judged, registry_stamp, statistic_text
 from supportbench.reports.latex import OBJECTIVE_NAMES, template_text
+from supportbench.reports.names import J_MEANING
 from supportbench.reports.overview import MethodTable, reference_of
 from supportbench.reports.tables import Context, Missing, controlled_main
 
@@ -102,8 +103,8 @@ def _objective(key: str) -> str:
 
 # ---- the page's parts ----------------------------------------------------------------------------
 def leaderboards(methods: list[MethodTable], reference: str) -> list[dict]:
-    """One leaderboard per benchmark (and split) x objective from the per-method tables, the gap to
-    the reference turned to method − reference (positive: better than the reference)."""
+    """One leaderboard per benchmark (and split) x objective from the per-method tables (ΔJ =
+    method − reference, positive: better than the reference)."""
     out = []
     for t in methods:
         if t.kind != "methods":
@@ -126,26 +127,13 @@ def leaderboards(methods: list[MethodTable], reference: str) -> list[dict]:
 
 
 def _leader_row(r: dict) -> dict:
-    """A per-method table row as the page shows it: the gap and its interval negated (method −
-    reference), W/T/L read from the method's side."""
-    gap, ci = r["gap"], r["gap_ci"]
-    wtl = None
-    if r["wtl"]:
-        w, t, l = r["wtl"].split("/")
-        wtl = f"{l}/{t}/{w}"  # the reference's losses are the method's wins
+    """A per-method table row as the page shows it (ΔJ = method − reference, the method's W/T/L,
+    as every table of the report)."""
+    keys = ("name", "arm", "is_ref", "n", "mean", "ci", "sd", "median", "delta", "delta_ci")
     return {
-        "name": r["name"],
-        "arm": r["arm"],
-        "is_ref": r["is_ref"],
-        "n": r["n"],
-        "mean": r["mean"],
-        "ci": r["ci"],
-        "sd": r["sd"],
-        "median": r["median"],
-        "delta": None if gap is None else -gap,
-        "delta_ci": None if ci is None else (-ci[1], -ci[0]),
-        "median_delta": None if r["median_gap"] is None else -r["median_gap"],
-        "wtl": wtl,
+        **{k: r[k] for k in keys},
+        "median_delta": r["median_delta"],
+        "wtl": r["wtl"],
         "note": r["note"],
         "evaluation": r.get("evaluation", 0),
     }
@@ -156,10 +144,14 @@ def dirr_rows(methods: list[MethodTable]) -> list[dict]:
     return [r for t in methods if t.kind == "dirr" for r in t.rows]
 
 
-def claims_part(ctx: Context, con, experiment: str | None) -> dict:
-    """The registered claims and their verdicts, as findings.md has them (computed once)."""
+def claims_part(ctx: Context, con, experiment: str | None, kind: str = "paper") -> dict:
+    """The registered claims and their verdicts, as findings.md has them (computed once); in an
+    experiment report only those its runs can judge, the others named in ``not_asked``."""
     claims, registered, verdict_list = judged(ctx, con, experiment)
+    not_asked = [v.claim.title for v in verdict_list if v.absent] if kind != "paper" else []
+    verdict_list = [v for v in verdict_list if kind == "paper" or not v.absent]
     return {
+        "not_asked": not_asked,
         "source": claims.source,
         "hash": claims.hash[:16],
         "registered": plain(registered),
@@ -262,9 +254,12 @@ def page(
     figures: dict,
     figure_folder: Path,
     captions: dict,
+    report: dict | None = None,
 ) -> str:
     """index.html's text for one experiment of the registry (``report._write`` computed
-    ``methods`` and ``figures``; the findings are reused from ``findings.judged``)."""
+    ``methods``, ``figures`` and ``report``: the report's kind, the rule that chose it and the
+    audit's summary; the findings are reused from ``findings.judged``)."""
+    report = report or {"kind": "paper", "rule": None, "audit": None}
     ref = reference_of(ctx)
     stamp = registry_stamp(con, experiment)
     ok = ctx.results.filter(pl.col("status") == "ok") if not ctx.results.is_empty() else ctx.results
@@ -280,6 +275,9 @@ def page(
         "results": ctx.results.height,
         "not_ok": ctx.results.height - ok.height,
         "reference_rule": ref.rule,
+        "kind_rule": report["rule"],
+        "audit": report["audit"],
+        "j_meaning": J_MEANING,
     }
     return (
         environment()
@@ -289,7 +287,7 @@ def page(
             reference=ref.name,
             leaderboards=leaderboards(methods, ref.name),
             dirr=dirr_rows(methods),
-            claims=claims_part(ctx, con, experiment),
+            claims=claims_part(ctx, con, experiment, report["kind"]),
             gates=gates_part(ctx),
             gate_events=gate_events_part(con, experiment),
             identity=identity_part(con, experiment),

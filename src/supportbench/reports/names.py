@@ -15,6 +15,11 @@ from functools import lru_cache
 
 from supportbench import catalog
 
+# what J is, printed wherever a report or `run` shows it (issue 36: J with its direction)
+J_MEANING = (
+    "J = G_F − D_coll (paper Eq. 19): forgetting gain minus collateral damage, in the benchmark's "
+    "units; higher = better"
+)
 VARIANT_NAMES = {
     "dirr": "DIR-R"
 }  # a variant's suffix in an arm's name: "Intervention Score + DIR-R"

@@ -4,11 +4,13 @@ need the paper's methods; these describe the user's sweep, one row per method pr
 
 An *arm* is a method run as a variant: ``wagle`` (static) or ``intervention_score:dirr``. Every arm
 is compared with one *reference* arm on matched units (``stats.paired``: same experiment, benchmark,
-field, objective, seed):
+field, objective, seed). One sign convention in every table and figure of a report (issue 36):
 
-    ΔJ = mean over matched units of J(reference) − J(arm)
-         (positive favours the reference, as in the paper)
-    median paired gap, W/T/L of the reference (tie: |d| <= tol)
+    ΔJ = mean over matched units of J(arm) − J(reference)
+         (method − reference: positive = better than the reference)
+    its 95% t interval, median paired ΔJ, the arm's W/T/L against the reference (tie: |d| <= tol)
+
+Every mean J comes with its 95% t interval over the arm's runs and their SD.
 
 The reference is ``--reference ARM`` when given; otherwise Intervention Score (static) when the
 experiment ran it; otherwise the first static arm in alphabetical order of registered names (the
@@ -152,9 +154,9 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
             "sd": runs["J"].std(),  # None below two runs
             "median": float(runs["J"].median()),
             "is_ref": a == ref.key,
-            "gap": None,
-            "gap_ci": None,
-            "median_gap": None,
+            "delta": None,  # method − reference on matched units
+            "delta_ci": None,
+            "median_delta": None,
             "wtl": None,
             "note": None,
             "evaluation": _evaluation_selected(runs),
@@ -164,12 +166,12 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
         elif ref_runs.is_empty():
             row["note"] = "no reference runs"
         else:
-            s = stats.summarize(stats.paired(ref_runs, runs).diffs, tol)
+            s = stats.summarize(stats.paired(runs, ref_runs).diffs, tol)
             if s.n:
                 row.update(
-                    gap=s.mean,
-                    gap_ci=s.t_ci,
-                    median_gap=s.median,
+                    delta=s.mean,
+                    delta_ci=s.t_ci,
+                    median_delta=s.median,
                     wtl=f"{s.wins}/{s.ties}/{s.losses}",
                 )
             else:
@@ -223,10 +225,11 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                     label=f"tab:methods:{slug(bench)}"
                     + ("" if split == "final" else f":{slug(split)}"),
                     caption=(
-                        f"Every method of this experiment on {where}: mean and median $J$ over its "
-                        "runs, and the paired gap reference$-$method on matched units (positive "
-                        f"favours the reference, {tex(ref.name)}), its median and the reference's "
-                        "W/T/L." + evaluation_caption(rows, d)
+                        f"Every method of this experiment on {where}: mean $J$ over its runs with "
+                        "its 95\\% $t$ interval, SD and median, and on matched units $\\Delta J$ = "
+                        f"method$-$reference (reference: {tex(ref.name)}; positive = better than "
+                        "the reference) with its 95\\% $t$ interval, its median and the method's "
+                        "W/T/L against the reference." + evaluation_caption(rows, d)
                     ),
                     kind="methods",
                     rows=rows,
@@ -277,8 +280,10 @@ def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
                         "objective": obj,
                         "name": arm_name(method),
                         "m": m,
-                        # 95% t interval of m.delta (DIR-R - static over the same matched units)
+                        # 95% t intervals of m.delta (DIR-R - static over the same matched units)
+                        # and of the available gain (Eq. 20, a mean over those units)
                         "ci": stats.t_interval(stats.paired(dirr, static).diffs),
+                        "avail_ci": stats.available_gain_interval(dirr, static),
                         "wtl": f"{m.wins}/{m.ties}/{m.losses}",
                         "trig": f"{m.triggered}/{m.n}",
                         "evaluation": m.evaluation_selected,
@@ -305,35 +310,47 @@ def dagger(row: dict) -> str:
     return " †" if row.get("evaluation") else ""
 
 
+def _md_ci(ci, sign=False) -> str:
+    """A 95% interval as ``[lo, hi]``; ``[n/a: n < 2]`` where fewer than two values define none."""
+    if ci is None:
+        return "[n/a: n < 2]"
+    return f"[{_md_num(ci[0], sign=sign)}, {_md_num(ci[1], sign=sign)}]"
+
+
 def render_markdown(t: MethodTable) -> list[str]:
-    """The table as Markdown lines (report.md)."""
+    """The table as Markdown lines (report.md): every mean with its 95% interval, ΔJ = method −
+    reference."""
     if t.kind == "methods":
         md = [
-            "| objective | method | n | mean J | median J | reference − method | median gap | "
-            "W/T/L |",
-            "|---|---|---|---|---|---|---|---|",
+            "| objective | method | n | mean J [95% CI] | SD | median J | ΔJ method − reference "
+            "[95% CI] | median ΔJ | W/T/L |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in t.rows:
-            gap = r["note"] if r["note"] else _md_num(r["gap"], sign=True)
+            delta = r["note"] or f"{_md_num(r['delta'], sign=True)} {_md_ci(r['delta_ci'], True)}"
             md.append(
                 f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']}{dagger(r)} "
-                f"| {r['n']} | {_md_num(r['mean'])} | {_md_num(r['median'])} | {gap} | "
-                f"{_md_num(r['median_gap'], sign=True) if not r['note'] else '-'} | "
+                f"| {r['n']} | {_md_num(r['mean'])} {_md_ci(r['ci'])} | {_md_num(r['sd'])} | "
+                f"{_md_num(r['median'])} | {delta} | "
+                f"{_md_num(r['median_delta'], sign=True) if not r['note'] else '-'} | "
                 f"{r['wtl'] or '-'} |"
             )
         return md
     md = [
-        "| benchmark | objective | method | n | DIR-R − static | W/T/L | triggered | available "
-        "gain | captured |",
+        "| benchmark | objective | method | n | ΔJ DIR-R − static [95% CI] | W/T/L | triggered | "
+        "available gain [95% CI] | captured |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in t.rows:
         m = r["m"]
         cap = "N/A" if m.captured is None else f"{100 * m.captured:.1f}%"
+        avail = _md_num(m.available_gain, sign=True) + (
+            "" if m.available_gain is None else f" {_md_ci(r['avail_ci'], True)}"
+        )
         obj = OBJECTIVE_NAMES.get(r["objective"], r["objective"])
         md.append(
             f"| {r['benchmark']} | {obj} | {r['name']}{dagger(r)} | "
-            f"{m.n} | {_md_num(m.delta, sign=True)} | {r['wtl']} | {r['trig']} | "
-            f"{_md_num(m.available_gain, sign=True)} | {cap} |"
+            f"{m.n} | {_md_num(m.delta, sign=True)} {_md_ci(r['ci'], True)} | {r['wtl']} | "
+            f"{r['trig']} | {avail} | {cap} |"
         )
     return md

@@ -10,10 +10,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import polars as pl
+
 from supportbench._io import write_text_atomic
+from supportbench.catalog import BASELINES
 from supportbench.errors import RegistryError, ReportError
+from supportbench.registry.audit import CHECKS as AUDIT_CHECKS
+from supportbench.registry.audit import audit
 from supportbench.registry.store import connect
 from supportbench.reports import ownership as own
+from supportbench.reports import stats
 from supportbench.reports.console import controlled_text
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
@@ -24,7 +30,14 @@ from supportbench.reports.metric_tables import load as load_metrics
 from supportbench.reports.metric_tables import metric_only_count, metric_tables
 from supportbench.reports.metric_tables import render_markdown as metrics_markdown
 from supportbench.reports.metric_tables import render_tex as metrics_tex
-from supportbench.reports.overview import method_tables, reference_of, render_markdown, render_tex
+from supportbench.reports.names import J_MEANING
+from supportbench.reports.overview import (
+    DEFAULT_REFERENCE,
+    method_tables,
+    reference_of,
+    render_markdown,
+    render_tex,
+)
 from supportbench.reports.tables import TABLES, Context, file_name, render_all
 
 PAPER_TEX = r"""\documentclass{article}
@@ -47,8 +60,6 @@ PAPER_TEX = r"""\documentclass{article}
 \clearpage
 \section*{Figures}
 %s
-\clearpage
-\section*{The paper's tables}
 %s
 \end{document}
 """
@@ -58,14 +69,15 @@ FIGURE_TEX = r"""\begin{figure}[H]
 \caption{%s}
 \end{figure}"""
 FIGURE_CAPTIONS = {
-    "field-gap-heatmap": "Mean paired $\\Delta J$ of the method named in the title minus each "
-    "other method, per field.",
-    "loo-forest": "Mean paired $\\Delta J$ of the method named in the title minus each other "
-    "method, with its leave-one-out range.",
+    "field-gap-heatmap": "Mean paired $\\Delta J$ = method $-$ reference (the report's reference, "
+    "named in the title; positive = better than the reference), per method and field.",
+    "loo-forest": "Mean paired $\\Delta J$ = method $-$ reference (the report's reference, named "
+    "in the title; positive = better than the reference), with its leave-one-out range.",
     "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark "
     "and objective.",
     "support-jaccard": "Support overlap (Jaccard) across objectives.",
 }
+KINDS = ("auto", "paper", "experiment")
 # where callers imported them from before reports/ownership.py
 MARKER, check_output_folder = own.MARKER, own.check_output_folder
 TEX_PACKAGES = (
@@ -83,6 +95,8 @@ def report(
     reference: str | None = None,
     pdf: bool = False,
     html: bool = False,
+    kind: str = "auto",
+    spec=None,
 ) -> dict:
     """Write one experiment's report. ``experiment`` may be left out only when the registry holds
     one: statistics never mix experiments. ``reference`` is the arm the per-method tables compare
@@ -90,7 +104,14 @@ def report(
     temporary folder beside ``out``, which replaces ``out`` only once every file is written. ``pdf``
     then builds ``paper.pdf`` with pdflatex, which must be on PATH. Every path is checked before any
     work (``ownership``): the command only writes over what it wrote itself. ``html`` also writes
-    ``index.html``, the report as one self-contained page (``reports/html.py``)."""
+    ``index.html``, the report as one self-contained page (``reports/html.py``). ``kind`` is
+    ``paper`` (the paper's tables and claims), ``experiment`` (only what the experiment ran) or
+    ``auto``: chosen by what the registry holds (``report_kind``). ``spec`` (an
+    ``ExperimentSpec``) gives the audit the report shows the experiment's expected grid."""
+    if kind not in KINDS:
+        raise ReportError(
+            f"--kind '{kind}' is not a report kind; it takes one of: {', '.join(KINDS)}"
+        )
     reg = own.check_registry(registry)
     out = own.check_output_folder(out, reg)
     findings_at = own.check_findings_path(findings_path, reg, out) if findings_path else None
@@ -103,7 +124,7 @@ def report(
     try:
         con = connect(registry, read_only=True)
         try:
-            status, text = _write(con, registry, tmp, experiment, reference, html)
+            status, text = _write(con, registry, tmp, experiment, reference, html, kind, spec)
         finally:
             con.close()
         if (
@@ -208,6 +229,8 @@ def _write(
     experiment: str | None,
     reference: str | None = None,
     html: bool = False,
+    kind: str = "auto",
+    spec=None,
 ) -> tuple[dict, str]:
     """Write the report of one experiment of the registry into ``out``: its tables, figures,
     paper.tex, report.md and findings.md (and index.html with ``html``). Returns what was rendered
@@ -215,7 +238,9 @@ def _write(
     experiment = _experiment_of(con, registry, experiment)
     ctx = Context.from_registry(con, experiment, reference=reference)
     ref = reference_of(ctx)  # an unknown --reference stops here, before anything is drawn
-    tables = render_all(ctx, out / "tables")
+    kind, kind_rule = report_kind(ctx, kind)
+    paper = kind == "paper"
+    tables = render_all(ctx, out / "tables") if paper else {}
     methods = method_tables(ctx)
     for t in methods:
         write_text_atomic(out / "tables" / file_name(t.label), render_tex(t))
@@ -227,35 +252,99 @@ def _write(
         f" ({metric_only} metric-only runs: see the metric tables)." if metric_only else "."
     )
     figures = render_figures(ctx, out / "figures", con)
+    checked = audit_summary(con, experiment, spec)
     write_text_atomic(
         out / "paper.tex",
-        _paper_tex(registry, experiment, ref.rule, methods, metric_tabs, figures, no_j),
+        _paper_tex(registry, experiment, ref.rule, methods, metric_tabs, figures, no_j, paper),
     )
-    md = _markdown_head(registry, experiment, ctx, metric_only, ref.rule)
+    md = _markdown_head(registry, experiment, ctx, metric_only, ref.rule, kind_rule, checked)
     md += _markdown_method_and_metric_tables(methods, metric_tabs, no_j)
-    md += _markdown_paper_tables(ctx, out, tables)
+    if paper:
+        md += _markdown_paper_tables(ctx, out, tables)
     md += _markdown_figures(figures)
-    text = findings(ctx, con, experiment, str(registry))
+    text = findings(ctx, con, experiment, str(registry), kind=kind)
     write_text_atomic(out / "findings.md", text)
     md.append(
         "`findings.md`: which of the paper's claims this registry supports, with the numbers.\n"
+        if paper
+        else "`findings.md`: the paper's claims that this experiment's runs can judge, with the "
+        "numbers (the others are listed, not graded).\n"
     )
     write_text_atomic(out / "report.md", "\n".join(md))
     if html:  # after findings: the page shows the verdicts findings.md computed (findings.judged)
         write_html(
             out,
             html_page(
-                ctx, con, experiment, registry, methods, figures, out / "figures", FIGURE_CAPTIONS
+                ctx,
+                con,
+                experiment,
+                registry,
+                methods,
+                figures,
+                out / "figures",
+                FIGURE_CAPTIONS,
+                report={"kind": kind, "rule": kind_rule, "audit": checked},
             ),
         )
     return {
+        "kind": kind,
+        "kind_rule": kind_rule,
         "tables": tables,
         "figures": figures,
         "methods": {t.label: None for t in methods},
         "metrics": {t.label: None for t in metric_tabs},
         "metric_only_runs": metric_only,
         "reference": ref.rule,
+        "audit": checked,
     }, text
+
+
+def report_kind(ctx, requested: str = "auto") -> tuple[str, str]:
+    """``paper`` or ``experiment``, and the rule that chose it. ``auto`` picks the paper report
+    when the experiment ran the paper's grid somewhere: the controlled construction (Table 1), or on
+    Natural-TOFU or LACUNA the Intervention Score and all ten frozen baselines under one objective
+    (final split); anything else gets the experiment report, which shows only what was run."""
+    if requested != "auto":
+        return requested, f"{requested} report, chosen with --kind {requested}"
+    ok = stats.usable(ctx.results.filter(pl.col("split") == "final"))
+    if ok.height and (ok["benchmark"] == ctx.bench["controlled"]).any():
+        return "paper", "paper report: the experiment ran the controlled construction (Table 1)"
+    need = {DEFAULT_REFERENCE, *BASELINES}
+    for key in ("natural", "lacuna"):
+        d = ok.filter((pl.col("benchmark") == ctx.bench[key]) & (pl.col("variant") == "static"))
+        for obj in d["objective"].unique().to_list():
+            if need <= set(d.filter(pl.col("objective") == obj)["method"].to_list()):
+                return "paper", (
+                    f"paper report: the experiment ran the paper's grid on {ctx.bench[key]} "
+                    f"({obj}: Intervention Score and the ten frozen baselines)"
+                )
+    return "experiment", (
+        "experiment report: the experiment did not run the paper's grid (the controlled "
+        "construction, or Intervention Score with the ten frozen baselines on Natural-TOFU or "
+        "LACUNA), so the report shows only what it ran; --kind paper gives the paper's tables"
+    )
+
+
+def audit_summary(con, experiment: str | None, spec=None) -> dict:
+    """The audit's result as the report shows it (``registry.audit``): PASS/FAIL and each check's
+    count. Without the experiment's spec the expected grid is the one its runs imply (every field x
+    objective x method x seed any run has), which may count cells the experiment never asked for:
+    the line says so."""
+    if experiment is None:
+        return {"ok": None, "line": "not run: the registry holds no runs", "checks": {}}
+    rep = audit(con, experiment, spec)
+    checks = {c.title: len(rep.findings.get(c.name, [])) for c in AUDIT_CHECKS}
+    found = ", ".join(f"{k}: {v}" for k, v in checks.items() if v)
+    line = (
+        f"{'PASS' if rep.ok else 'FAIL'}: {rep.observed_cells} of {rep.expected} expected cells "
+        "present" + ("" if rep.ok else f"; {found}")
+    )
+    if spec is None:
+        line += (
+            " (without the experiment's spec, pass --spec: the expected grid is inferred from the "
+            "runs, so missing cells may be cells the experiment never asked for)"
+        )
+    return {"ok": rep.ok, "line": line, "checks": checks, "spec": spec is not None}
 
 
 def _experiment_of(con, registry, experiment: str | None) -> str | None:
@@ -292,8 +381,10 @@ def _paper_tex(
     metric_tabs,
     figures: dict,
     no_j: str,
+    paper: bool = True,
 ) -> str:
-    """paper.tex: every table \\input and every figure included (or why it was not drawn)."""
+    """paper.tex: every table \\input and every figure included (or why it was not drawn); the
+    paper's tables only in a paper report."""
     figs = "\n".join(
         FIGURE_TEX % (name, FIGURE_CAPTIONS.get(name, tex(name)))
         if why is None
@@ -308,26 +399,37 @@ def _paper_tex(
         _inputs([t.label for t in metric_tabs])
         or "No run of the experiment carries metrics beyond $J$.",
         figs,
-        _inputs(TABLES),
+        "\\clearpage\n\\section*{The paper's tables}\n" + _inputs(TABLES) if paper else "",
     )
 
 
 def _markdown_head(
-    registry, experiment: str | None, ctx, metric_only: int, reference_rule: str
+    registry,
+    experiment: str | None,
+    ctx,
+    metric_only: int,
+    reference_rule: str,
+    kind_rule: str = "",
+    checked: dict | None = None,
 ) -> list[str]:
-    """report.md's opening: the registry and experiment, the runs counted, the reference."""
+    """report.md's opening: the registry and experiment, the kind of report, the runs counted, the
+    audit's result, the reference and the sign convention."""
     return [
         f"# supportbench report\n\nRegistry: `{registry}`"
         + (f", experiment `{experiment}`" if experiment else ""),
+        f"\nKind: {kind_rule}." if kind_rule else "",
         "\nRuns in the registry view (`results`: runs with J, and runs not ok): "
         f"{ctx.results.height} ({ctx.results.filter(ctx.results['status'] != 'ok').height} not ok; "
         "missing runs are never imputed — see `supportbench audit`).",
+        f"\nAudit (`supportbench audit`): {checked['line']}." if checked else "",
         f"\nMetric-only runs (ok, no J; e.g. imported with `registry import`): {metric_only}. They "
         "are left out of every J statistic and table and appear in the metric tables below.",
         "\n## Methods of this experiment\n",
-        f"Reference: {reference_rule}. Gaps are reference − method on matched units (same field, "
-        "objective and seed); positive values favour the reference, W/T/L counts the reference's "
-        "wins, ties and losses.\n",
+        f"{J_MEANING}.\n",
+        f"Reference: {reference_rule}. ΔJ = J(method) − J(reference) on matched units (same "
+        "field, objective, seed and θ0 build): **positive = better than the reference**, in every "
+        "table and figure of this report; W/T/L counts the method's wins, ties and losses against "
+        "the reference. Every mean carries its 95% t interval.\n",
     ]
 
 

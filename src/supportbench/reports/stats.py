@@ -336,6 +336,19 @@ def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> 
     )
 
 
+def available_gain_interval(
+    dirr: pl.DataFrame, static: pl.DataFrame, level: float = 0.95
+) -> tuple[float, float] | None:
+    """The t interval of the available gain (Eq. 20, the mean of the matched DIR-R runs'
+    per-unit gains, ``dirr_metrics``' ``available_gain``); None where that is undefined (a run
+    without a complete candidate set) or fewer than two units match."""
+    p = paired(dirr, static)
+    matched = dirr.join(p.frame.select(list(UNIT)), on=list(UNIT), how="semi")
+    if matched.is_empty() or not bool(matched["complete"].fill_null(False).all()):
+        return None
+    return t_interval(matched["available_gain"].to_numpy(), level)
+
+
 def composed_margin(static_gap: float, dirr_gap: float) -> float:
     """Eq. 22: ΔJ_full,C = ΔJ_Static,C + ΔJ_DIRR,Static (components from different evaluation
     sets)."""

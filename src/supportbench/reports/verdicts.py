@@ -71,6 +71,7 @@ class Verdict:
     per_build: list[dict] = field(default_factory=list)  # build, n, statistic, interval, verdict
     detail: list[str] = field(default_factory=list)  # comparators, nulls, per-comparison lines
     total: int | None = None  # a count's number of comparisons
+    absent: bool = False  # not tested because the registry lacks the runs the claim needs
 
 
 # ---- the hierarchical bootstrap ------------------------------------------------------------------
@@ -781,5 +782,5 @@ def judge(claims: Claims, ctx, con=None) -> list[Verdict]:
         try:
             out.append(KINDS[c.kind](c, c.settings(claims.defaults), ctx, con))
         except Missing as m:
-            out.append(Verdict(c, NOT_TESTED, str(m)))
+            out.append(Verdict(c, NOT_TESTED, str(m), absent=True))
     return out

@@ -1,0 +1,138 @@
+"""The experiment report (issue 36): a registry that did not run the paper's grid gets a report
+about what it ran -- no paper table, no column for a method that never ran, an interval beside
+every mean, one reference and one sign (method − reference) in its tables and figures -- and the
+rule that chose the kind is stated and testable."""
+
+import re
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+
+from supportbench.catalog import BASELINES
+from supportbench.cli import main
+from supportbench.registry import synthetic as syn
+from supportbench.registry.ingest import ingest
+from supportbench.registry.store import connect
+from supportbench.reports import figures as F
+from supportbench.reports import stats
+from supportbench.reports.report import report, report_kind
+from supportbench.reports.tables import TABLES, Context, file_name
+
+FIELDS, SEEDS = ("forget01", "forget05"), (1, 2, 3)
+# Random's paired gap to Intervention Score per unit: varied, so intervals have a width
+GAPS = (-0.3, 0.1, -0.2, 0.05, -0.4, -0.1)
+
+
+def _units():
+    return [(f, s) for f in FIELDS for s in SEEDS]
+
+
+def _registry(tmp_path: Path, methods=("intervention_score", "random"), skip=(), **extra) -> Path:
+    """Two methods (Intervention Score, Random) under NPO on Natural-TOFU, 6 units (but the
+    (method, unit index) pairs in ``skip``); ``extra`` adds runs: benchmark -> methods."""
+    res = tmp_path / "res"
+    for i, (f, s) in enumerate(_units()):
+        base = 1.0 + 0.5 * i
+        for m in (m for m in methods if (m, i) not in skip):
+            J = base + (GAPS[i] if m == "random" else 0.0)
+            syn.write(res, syn.record(experiment="mine", field=f, seed=s, method=m, J=J))
+        for bench, ms in extra.items():
+            for m in ms:
+                rec = syn.record(experiment="mine", benchmark=bench, field=f, seed=s, method=m)
+                syn.write(res, rec)
+    db = tmp_path / "r.duckdb"
+    con = connect(db)
+    ingest(con, res, allow_unknown=True)
+    con.close()
+    return db
+
+
+def _kind(tmp_path: Path, **kw) -> str:
+    con = connect(_registry(tmp_path, **kw), read_only=True)
+    try:
+        return report_kind(Context.from_registry(con, "mine"))[0]
+    finally:
+        con.close()
+
+
+def test_two_methods_one_objective_get_an_experiment_report(tmp_path, capsys):
+    db, out = _registry(tmp_path), tmp_path / "out"
+    assert main(["report", "--registry", str(db), "--out", str(out), "--html"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("experiment report: the experiment did not run the paper's grid")
+    assert "tables:" not in printed  # no "3 rendered, 12 missing"
+    # no paper table anywhere: not rendered, not listed, not input by paper.tex
+    written = {p.name for p in (out / "tables").iterdir()}
+    assert not written & {file_name(label) for label in TABLES}, written
+    md, tex = (out / "report.md").read_text(), (out / "paper.tex").read_text()
+    assert "The paper's tables" not in md and "The paper's tables" not in tex
+    assert "SimNPO" not in md and "N/A" not in md  # no column or row for what never ran
+    assert "Kind: experiment report" in md
+    # every mean cell of the per-method table carries its interval; the gap is method − reference
+    rows = [r for r in md.splitlines() if r.startswith("| NPO |")]
+    assert [r.split(" | ")[1] for r in rows] == ["Intervention Score", "Random"]
+    for r in rows:
+        assert re.search(r"\| \d+\.\d{4} \[-?\d+\.\d{4}, -?\d+\.\d{4}\] \|", r), r
+    d = np.array(GAPS)
+    lo, hi = stats.t_interval(d)
+    assert f"| {d.mean():+.4f} [{lo:+.4f}, {hi:+.4f}] |" in rows[1]
+    assert "| 2/0/4 |" in rows[1]  # Random's wins, ties, losses against the reference
+    assert "ΔJ method − reference [95% CI]" in md and "positive = better than the reference" in md
+    # the figures compare the same reference with the same sign: the forest's point is the table's
+    con = connect(db, read_only=True)
+    with matplotlib.rc_context(F.SAFE_TEXT):
+        fig = F.loo_forest(Context.from_registry(con, "mine"))
+    con.close()
+    ax = fig.axes[0]
+    (point,) = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o"]
+    assert point == pytest.approx(d.mean())
+    assert "method − Static-IV" in ax.get_xlabel() or "method − Intervention" in ax.get_xlabel()
+    matplotlib.pyplot.close(fig)
+    # findings.md grades only what the experiment can speak to, and names the rest once
+    findings = (out / "findings.md").read_text()
+    assert findings.startswith("# Findings of experiment `mine`")
+    assert "Not asked by this experiment" in findings
+    page = (out / "index.html").read_text()
+    assert "experiment report" in page and "Audit" in page
+
+
+def test_the_kind_follows_what_the_registry_holds(tmp_path):
+    assert _kind(tmp_path / "a") == "experiment"
+    # the paper's grid on Natural-TOFU: Intervention Score and the ten baselines under one objective
+    assert _kind(tmp_path / "b", methods=("intervention_score", *BASELINES)) == "paper"
+    # one baseline short is not the paper's grid
+    assert _kind(tmp_path / "c", methods=("intervention_score", *BASELINES[1:])) == "experiment"
+    # the controlled construction is Table 1's experiment
+    assert _kind(tmp_path / "d", controlled=("backbone", "lora")) == "paper"
+
+
+def test_kind_can_be_chosen_and_a_bad_one_is_refused(tmp_path, capsys):
+    db = _registry(tmp_path)
+    st = report(db, tmp_path / "p", kind="paper")
+    assert st["kind"] == "paper" and set(st["tables"]) == set(TABLES)
+    assert "chosen with --kind paper" in st["kind_rule"]
+    with pytest.raises(SystemExit):
+        main(["report", "--registry", str(db), "--out", str(tmp_path / "x"), "--kind", "papr"])
+    assert "invalid choice: 'papr'" in capsys.readouterr().err
+    from supportbench.errors import ReportError
+
+    with pytest.raises(ReportError, match="--kind 'papr' is not a report kind; it takes one of"):
+        report(db, tmp_path / "y", kind="papr")
+
+
+def test_the_report_shows_the_audit_with_and_without_the_spec(tmp_path):
+    db = _registry(tmp_path)
+    st = report(db, tmp_path / "o")
+    # 6 units x 2 methods
+    assert st["audit"]["line"].startswith("PASS: 12 of 12 expected cells present")
+    assert "without the experiment's spec" in st["audit"]["line"]
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "Audit (`supportbench audit`): PASS" in md
+    st = report(_registry(tmp_path / "gap", skip={("random", 2)}), tmp_path / "g", html=True)
+    assert st["audit"]["ok"] is False
+    assert st["audit"]["line"].startswith(
+        "FAIL: 11 of 12 expected cells present; missing cells (not imputed): 1"
+    )
+    assert "FAIL: 11 of 12" in (tmp_path / "g" / "index.html").read_text()
