@@ -431,10 +431,7 @@ def _cmd_run(args) -> int:
     if rec.status != "ok":
         print(rec.error, file=sys.stderr)
         return 1
-    o = rec.outcome
-    print(f"J = {o.J:+.6f}   G_F = {o.G_F:.6f}   D_coll = {o.D_coll:.6f}")
-    for k, v in sorted(o.components.items()):
-        print(f"  {k:<24} {v:.6g}" if isinstance(v, float) else f"  {k:<24} {v}")
+    _print_outcome(spec, rec.outcome)
     if rec.dirr is not None:
         d = rec.dirr
         print(
@@ -443,6 +440,32 @@ def _cmd_run(args) -> int:
         )
     print(f"record: {runner.results.record(spec.run_key)}")
     return 0
+
+
+def _print_outcome(spec, o) -> None:
+    """A run's outcome as ``run`` prints it: J with its meaning and direction, every component
+    under the one metric vocabulary (open-unlearning's name where it has one), and for TOFU its
+    forget quality and model utility, or why they were not computed."""
+    from supportbench.experiments.metric_names import MEANINGS, display_name
+    from supportbench.reports.names import J_MEANING
+
+    print(f"J = {o.J:+.6f}   G_F = {o.G_F:.6f}   D_coll = {o.D_coll:.6f}")
+    print(f"  ({J_MEANING})")
+    comps = {display_name(k): v for k, v in o.components.items()}
+    width = max([24, *map(len, comps)])
+    for k, v in sorted(comps.items()):
+        print(f"  {k:<{width}} {v:.6g}" if isinstance(v, float) else f"  {k:<{width}} {v}")
+    if spec.benchmark != "tofu":
+        return
+    if "forget_quality" in comps:
+        for k in ("forget_quality", "model_utility"):
+            print(f"{k} = {comps[k]:.6g}: {MEANINGS[k]}")
+    else:
+        print(
+            "forget_quality, model_utility: not computed: eval_full is off, on by default only "
+            "where a retain model exists (--retain-model PATH, open-unlearning's "
+            "tofu_<model>_retainNN); --set eval_full=true trains one from theta_0's data first"
+        )
 
 
 _DECIDED_BY_THE_CONTROLLED_DECISION = {

@@ -86,8 +86,6 @@ def test_the_cli_runs_from_a_ready_theta0_and_keys_it_by_content(ready, tmp_path
         str(full),
         "--retain-model",
         str(retain),
-        "--set",
-        "eval_full=true",
         "--results",
         str(tmp_path / "r"),
         "--cache",
@@ -95,7 +93,10 @@ def test_the_cli_runs_from_a_ready_theta0_and_keys_it_by_content(ready, tmp_path
     ]
     assert main(args) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    assert "forget_quality" in out and "model_utility" in out
+    # on by default where a retain model exists (issue 36), printed with their meaning, and J with
+    # its direction
+    assert "\nforget_quality = " in out and "\nmodel_utility = " in out, out
+    assert "higher = better" in out
     rec = next((tmp_path / "r").rglob("*.json"))
     moved = shutil.copytree(retain, tmp_path / "elsewhere" / "retain")
     a = RunSpec(

@@ -67,6 +67,10 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     # the answer tokens' logits a chunk at a time, recomputed in backward (no whole-batch logits)
     "chunked_loss": False,
 }
+# A benchmark whose full evaluation (eval_full) is on by default when the option naming its input
+# is given: TOFU's forget quality and model utility need a retain model, and with a ready one they
+# cost no extra training (without one, eval_full = true trains it first: off by default).
+FULL_EVALUATION_INPUT = {"tofu": "benchmark.retain_model"}
 # Settings that depend on the kind of model (docs/sweeps.md, "Defaults"):
 #   preset  the tiny CPU presets, trained here from scratch: lr 1e-2 (their weights are O(1e-1) and
 #           they unlearn in tens of steps); T = 40 (the paper's 200 scaled by 1/5 for the CPU);
@@ -293,6 +297,8 @@ class RunSpec:
         if given.get("lr", 0) is None:
             given.pop("lr")
         resolved = {**DEFAULT_HYPERPARAMETERS, "lr": defaults["lr"], **given}
+        if "eval_full" not in given and given.get(FULL_EVALUATION_INPUT.get(self.benchmark, "")):
+            resolved["eval_full"] = True  # its input exists: forget quality costs no extra training
         object.__setattr__(
             self, "hyperparameters", tuple(sorted((k, _normal(k, v)) for k, v in resolved.items()))
         )

@@ -147,21 +147,12 @@ CREATE OR REPLACE VIEW components AS
 SELECT o.run_key, je.key AS name, TRY_CAST(je.value AS DOUBLE) AS value
 FROM outcomes o, json_each(o.components) je;
 -- Metric names: open-unlearning's where it has one (configs/eval/tofu_metrics/*.yaml), else the component's own.
--- The one place the mapping is written: import reads it back (an imported forget_Q_A_ROUGE is stored as the
+-- The rows come from experiments/metric_names.py (registry/store.py fills them in), the one place the
+-- mapping is written, which `run` prints with too: import reads it back (an imported forget_Q_A_ROUGE is stored as the
 -- component forget_rouge, so reports that read components see record and imported runs alike).
 CREATE OR REPLACE VIEW metric_names AS
 SELECT * FROM (VALUES
-    ('forget_prob', 'forget_Q_A_Prob'),
-    ('forget_rouge', 'forget_Q_A_ROUGE'),
-    ('retain_prob', 'retain_Q_A_Prob'),
-    ('retain_rouge', 'retain_Q_A_ROUGE'),
-    ('retain_truth_ratio', 'retain_Truth_Ratio'),
-    ('real_authors_prob', 'ra_Q_A_Prob_normalised'),
-    ('real_authors_rouge', 'ra_Q_A_ROUGE'),
-    ('real_authors_truth_ratio', 'ra_Truth_Ratio'),
-    ('world_facts_prob', 'wf_Q_A_Prob_normalised'),
-    ('world_facts_rouge', 'wf_Q_A_ROUGE'),
-    ('world_facts_truth_ratio', 'wf_Truth_Ratio')
+    {METRIC_NAMES}
 ) AS t(component, name);
 -- Every metric of every run beyond J, G_F and D_coll, long: (run_key, name, value). Record and imported runs
 -- keep their metrics in outcomes.components (covered by the ingest log's digest); this is their one reading,

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import duckdb
 
 from supportbench.errors import RegistryError
+from supportbench.experiments import metric_names
 from supportbench.experiments.results import DEFAULT_RESULTS
 
 SCHEMA_VERSION = 1
@@ -45,7 +46,9 @@ DEFAULT_PATH = DEFAULT_RESULTS.registry
 
 
 def _schema_sql() -> str:
-    return resources.files("supportbench.registry").joinpath("schema.sql").read_text()
+    """schema.sql with the metric vocabulary's rows filled in (``experiments.metric_names``)."""
+    text = resources.files("supportbench.registry").joinpath("schema.sql").read_text()
+    return text.replace("{METRIC_NAMES}", metric_names.sql_values())
 
 
 _DECIMAL = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
