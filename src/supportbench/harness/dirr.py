@@ -121,8 +121,9 @@ def run_dirr(
     decision: dict | None,
     progress: bool = True,
     complete: bool = False,
-) -> tuple[DirrResult, Compute]:
-    """Algorithm 1 from theta_0 (comment above); returns what DIR-R decided and its compute."""
+) -> tuple[DirrResult, Compute, Support]:
+    """Algorithm 1 from theta_0 (comment above); returns what DIR-R decided, its compute and the
+    chosen branch's support (the one trained after the checkpoint: enforcement on record)."""
     selection, actions, calibration, tau = _decision_settings(spec, decision)
     wall: dict[str, float] = {}
     cands = _probe_candidates(spec, scores, support, actions)
@@ -205,7 +206,7 @@ def run_dirr(
             str(k): len(set(c.groups) ^ set(support.groups)) // 2 for k, c in cands.items()
         },
     )
-    return result, compute
+    return result, compute, cands[chosen]
 
 
 def _decision_settings(spec, decision: dict | None) -> tuple[str, tuple, bool, float | None]:

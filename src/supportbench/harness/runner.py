@@ -53,6 +53,7 @@ from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores
 from supportbench.methods.diagnostics import Diagnostics
 from supportbench.unlearning.column_grads import remove_column_hooks, use_column_grads
+from supportbench.unlearning.enforcement import Changes, SupportMasks, count_changes, enforce
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import diagnostic_buffers
 from supportbench.unlearning.models import cpu_mode, resolve_device
@@ -501,10 +502,11 @@ class Runner:
                 trainer.leaves.release()
             wall["train"] = time.perf_counter() - t0
             draft.compute.step_equivalents = float(spec.T)
+            trained = [support]
         else:
             from supportbench.harness.dirr import run_dirr
 
-            draft.dirr, compute = run_dirr(
+            draft.dirr, compute, branch = run_dirr(
                 spec,
                 bench=bench,
                 model=model,
@@ -521,8 +523,21 @@ class Runner:
             )
             compute.wall_s = {**wall, **compute.wall_s}
             draft.compute = compute
+            trained = [support, branch]  # S0 up to the checkpoint, the chosen branch's after
         # both variants leave the terminal model (DIR-R: the chosen branch) in place
+        changes = self._enforce(spec, model, trained, draft.compute.wall_s)
         self._evaluate(spec, bench, model, roles, draft)
+        draft.outcome.components = {**draft.outcome.components, **changes.as_record()}
+
+    def _enforce(self, spec: RunSpec, model, trained: list, wall: dict) -> Changes:
+        """Enforcement on record (issue 35): the scalars the run changed inside and outside the
+        supports it trained, counted exactly against theta_0's snapshot, tensor by tensor; any
+        change outside fails the run (``EnforcementError``), before it is scored."""
+        t0 = time.perf_counter()
+        changes = count_changes(model, self._theta0[self.bench_key(spec)], SupportMasks(trained))
+        wall["enforce"] = time.perf_counter() - t0
+        enforce(changes)
+        return changes
 
     def _evaluate(self, spec: RunSpec, bench, model, roles, draft: _Draft) -> None:
         t0 = time.perf_counter()

@@ -55,6 +55,9 @@ class AuditReport:
     head: dict = field(
         default_factory=dict
     )  # the ingest log's last entry: note it to pin this registry
+    # enforcement on record (issue 35): ok runs whose record carries the counts of scalars changed
+    # inside and outside their support, of all ok runs
+    enforced: dict = field(default_factory=dict)
 
     def __getattr__(self, name: str) -> list[dict]:
         findings = self.__dict__.get("findings", {})
@@ -75,6 +78,7 @@ class AuditReport:
             "observed_cells": self.observed_cells,
             **self.findings,
             "head": self.head,
+            "enforced": self.enforced,
             "ok": self.ok,
         }
 
@@ -87,6 +91,13 @@ class AuditReport:
             lines.append(
                 f"ingest log head: entry {self.head['seq']}, {self.head['hash']} (note it: a later "
                 "audit that shows another hash at this entry means the registry was rewritten)"
+            )
+        if self.enforced:
+            e = self.enforced
+            lines.append(
+                f"enforcement on record: {e['checked']} of {e['ok']} ok runs checked against "
+                f"theta_0 ({e['outside']} with a change outside their support; runs through a "
+                "benchmark's own interface, imported runs and older records carry no counts)"
             )
         for check in CHECKS:
             rows = self.findings.get(check.name, [])
@@ -401,8 +412,27 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
             con.executemany("INSERT INTO declared VALUES (?, ?, ?)", declared)
     audited = Audited(con, spec)
     return AuditReport(
-        exps, expected, observed, {c.name: c.rows(audited) for c in CHECKS}, ledger.head(con)
+        exps,
+        expected,
+        observed,
+        {c.name: c.rows(audited) for c in CHECKS},
+        ledger.head(con),
+        _enforced(con),
     )
+
+
+def _enforced(con) -> dict:
+    """How many ok runs carry enforcement counts, of all ok runs, and how many of them changed
+    anything outside their support (a run that did is stored as failed: this counts records that
+    say otherwise)."""
+    ok, checked, outside = con.execute(
+        """SELECT count(*) FILTER (WHERE a.status = 'ok'),
+               count(*) FILTER (WHERE a.status = 'ok' AND c.value IS NOT NULL),
+               count(*) FILTER (WHERE a.status = 'ok' AND c.value > 0)
+        FROM arun a LEFT JOIN components c ON c.run_key = a.run_key
+            AND c.name = 'changed_outside'"""
+    ).fetchall()[0]
+    return {"ok": ok, "checked": checked, "outside": outside}
 
 
 # ---- the checks, in the order the report lists them ----------------------------------------------
@@ -532,6 +562,15 @@ CHECKS: list[Check] = [
         ),
     ),
     Check("failed", "failed runs", _failed),
+    Check(
+        "changed_outside",
+        "ok runs whose record counts changes outside their support",
+        _sql(
+            f"""SELECT a.run_key, {", ".join("a." + c for c in CELL)}, c.value AS changed_outside
+        FROM arun a JOIN components c ON c.run_key = a.run_key AND c.name = 'changed_outside'
+        WHERE a.status = 'ok' AND c.value > 0 ORDER BY ALL"""
+        ),
+    ),
     Check("wrong_split", "runs from the wrong split", _wrong_split),
     Check(
         "post_hoc_decisions",

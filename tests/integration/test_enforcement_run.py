@@ -1,0 +1,37 @@
+"""A run records what it changed against theta_0 (issue 35), and a run whose training wrote
+outside its support is stored as failed with the reason, never scored."""
+
+import pytest
+import torch
+
+from supportbench.experiments.spec import RunSpec
+from supportbench.harness import runner as runner_module
+from supportbench.harness.runner import Runner
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_run_records_its_counts_and_a_broken_projection_fails(
+    tofu, cache, tmp_path, monkeypatch
+):
+    spec = RunSpec("tofu", "forget01", "npo", "random", seed=0, T=2, experiment="enf")
+    rec = Runner(tmp_path / "ok", cache_dir=cache, progress=False).run(spec).record
+    assert rec.status == "ok", rec.error
+    comps = rec.outcome.components
+    assert comps["changed_outside"] == 0
+    # every scalar of the support moved (lr > 0, two steps), nothing else; the size is the support's
+    assert comps["allowed_scalars"] == rec.support.cost
+    assert 0 < comps["changed_inside"] <= rec.support.cost
+
+    original = runner_module.SupportTrainer.run
+
+    def leaky(self, *a, **kw):  # a projection that forgot one coordinate outside the support
+        out = original(self, *a, **kw)
+        with torch.no_grad():
+            next(self.model.parameters()).view(-1)[0] += 1.0
+        return out
+
+    monkeypatch.setattr(runner_module.SupportTrainer, "run", leaky)
+    bad = Runner(tmp_path / "bad", cache_dir=cache, progress=False).run(spec).record
+    assert bad.status == "failed" and bad.outcome is None
+    assert bad.error.startswith("EnforcementError: 1 scalar(s) changed outside the run's support")
