@@ -447,6 +447,7 @@ def _print_outcome(spec, o) -> None:
     under the one metric vocabulary (open-unlearning's name where it has one), and for TOFU its
     forget quality and model utility, or why they were not computed."""
     from supportbench.experiments.metric_names import MEANINGS, display_name
+    from supportbench.experiments.spec import FULL_EVALUATION_INPUT
     from supportbench.reports.names import J_MEANING
 
     print(f"J = {o.J:+.6f}   G_F = {o.G_F:.6f}   D_coll = {o.D_coll:.6f}")
@@ -455,11 +456,15 @@ def _print_outcome(spec, o) -> None:
     width = max([24, *map(len, comps)])
     for k, v in sorted(comps.items()):
         print(f"  {k:<{width}} {v:.6g}" if isinstance(v, float) else f"  {k:<{width}} {v}")
-    if spec.benchmark != "tofu":
+    if spec.benchmark not in FULL_EVALUATION_INPUT:
         return
     if "forget_quality" in comps:
         for k in ("forget_quality", "model_utility"):
-            print(f"{k} = {comps[k]:.6g}: {MEANINGS[k]}")
+            v = comps.get(k, float("nan"))
+            why = MEANINGS[k] if v == v else "not defined: fewer than its nine components ran"
+            print(f"{k} = {v:.6g}: {why}")
+    elif spec.hp(FULL_EVALUATION_INPUT[spec.benchmark]):
+        print("forget_quality, model_utility: not computed: eval_full = false was given")
     else:
         print(
             "forget_quality, model_utility: not computed: eval_full is off, on by default only "

@@ -33,14 +33,14 @@ def _outcome(**components):
 
 
 def test_run_prints_j_with_its_direction_and_the_vocabulary(capsys):
-    spec = RunSpec("natural_tofu", "forget01", "npo", "random")
+    spec = RunSpec("lacuna", "Email_Address", "npo", "random")
     _print_outcome(spec, _outcome(forget_rouge=0.25, retain_increase=0.125))
     out = capsys.readouterr().out
     assert "J = +0.500000" in out and "forgetting gain minus collateral damage" in out
     assert "higher = better" in out
     assert "forget_Q_A_ROUGE" in out and "forget_rouge" not in out
     assert "retain_increase" in out  # no open-unlearning name: its own
-    assert "forget_quality" not in out  # not TOFU: nothing said about it
+    assert "forget_quality" not in out  # not TOFU's evaluation: nothing said about it
 
 
 def test_tofu_forget_quality_is_on_with_a_retain_model_and_otherwise_explained(capsys):
@@ -55,6 +55,16 @@ def test_tofu_forget_quality_is_on_with_a_retain_model_and_otherwise_explained(c
     plain = RunSpec("tofu", "forget01", "npo", "random")
     assert plain.hp("eval_full") is False  # no retain model: training one is not free
     assert RunSpec("natural_tofu", "forget01", "npo", "random").hp("eval_full") is False
+    natural = {"benchmark.retain_model": "/m"}
+    assert RunSpec("natural_tofu", "forget01", "npo", "random", hyperparameters=natural).hp(
+        "eval_full"
+    )
+    _print_outcome(RunSpec("natural_tofu", "forget01", "npo", "random"), _outcome())
+    assert "forget_quality, model_utility: not computed: eval_full is off" in (
+        capsys.readouterr().out
+    )
+    _print_outcome(RunSpec("tofu", "forget01", "npo", "random", hyperparameters=off), _outcome())
+    assert "not computed: eval_full = false was given" in capsys.readouterr().out
     _print_outcome(plain, _outcome(forget_prob=0.5))
     out = capsys.readouterr().out
     assert "forget_quality, model_utility: not computed: eval_full is off" in out
@@ -63,3 +73,5 @@ def test_tofu_forget_quality_is_on_with_a_retain_model_and_otherwise_explained(c
     out = capsys.readouterr().out
     assert "forget_quality = 0.0123: KS-test p-value" in out
     assert "model_utility = 0.456: harmonic mean" in out
+    _print_outcome(given, _outcome(forget_quality=0.5, model_utility=float("nan")))
+    assert "model_utility = nan: not defined: fewer than its nine" in capsys.readouterr().out

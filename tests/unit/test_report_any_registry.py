@@ -223,8 +223,9 @@ def test_loo_forest_draws_the_point_of_a_single_unit(tmp_path, plugin):
     fig = F.loo_forest(Context.from_registry(con, "mine"))
     ax = fig.axes[0]
     points = [tuple(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "o"]
-    # method − reference (Intervention Score, static): Random −0.25, SNIP +0.125
-    assert sorted(points) == [(-0.25,), (0.125,)]
+    # method − reference (Intervention Score, static): Random −0.25, SNIP +0.125, and its DIR-R
+    # arm (never triggered: its static continuation) 0
+    assert sorted(points) == [(-0.25,), (0.0,), (0.125,)]
     lo, hi = ax.get_xlim()
     assert lo < -0.25 and hi > 0.125  # every point in view
     matplotlib.pyplot.close(fig)

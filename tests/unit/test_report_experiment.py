@@ -88,12 +88,24 @@ def test_two_methods_one_objective_get_an_experiment_report(tmp_path, capsys):
     ax = fig.axes[0]
     (point,) = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o"]
     assert point == pytest.approx(d.mean())
-    assert "method − Static-IV" in ax.get_xlabel() or "method − Intervention" in ax.get_xlabel()
+    assert "ΔJ = method − Intervention Score" in ax.get_xlabel()  # the tables' name for it
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["Random · NPO"]
+    matplotlib.pyplot.close(fig)
+    # the heatmap: Random − Intervention Score per field, the same sign as the table
+    with matplotlib.rc_context(F.SAFE_TEXT):
+        fig = F.field_gap_heatmap(Context.from_registry(con := connect(db, read_only=True), "mine"))
+    con.close()
+    cells = sorted(float(t.get_text()) for t in fig.axes[0].texts)
+    assert cells == pytest.approx(sorted([d[:3].mean(), d[3:].mean()]), abs=1e-3)
+    assert "method − Intervention Score (reference)" in fig.axes[0].get_title()
     matplotlib.pyplot.close(fig)
     # findings.md grades only what the experiment can speak to, and names the rest once
     findings = (out / "findings.md").read_text()
     assert findings.startswith("# Findings of experiment `mine`")
     assert "Not asked by this experiment" in findings
+    # claims about benchmarks the experiment never ran (LACUNA, controlled) are named, not graded
+    headings = [line for line in findings.splitlines() if line.startswith("## ")]
+    assert headings and not [h for h in headings if "LACUNA" in h or "ontrolled" in h], headings
     page = (out / "index.html").read_text()
     assert "experiment report" in page and "Audit" in page
 
@@ -106,6 +118,8 @@ def test_the_kind_follows_what_the_registry_holds(tmp_path):
     assert _kind(tmp_path / "c", methods=("intervention_score", *BASELINES[1:])) == "experiment"
     # the controlled construction is Table 1's experiment
     assert _kind(tmp_path / "d", controlled=("backbone", "lora")) == "paper"
+    # one interface of the controlled benchmark (a user trying a new one) is not Table 1's grid
+    assert _kind(tmp_path / "e", controlled=("lora",)) == "experiment"
 
 
 def test_kind_can_be_chosen_and_a_bad_one_is_refused(tmp_path, capsys):
@@ -136,3 +150,17 @@ def test_the_report_shows_the_audit_with_and_without_the_spec(tmp_path):
         "FAIL: 11 of 12 expected cells present; missing cells (not imputed): 1"
     )
     assert "FAIL: 11 of 12" in (tmp_path / "g" / "index.html").read_text()
+
+
+def test_a_spec_of_another_experiment_is_refused(tmp_path):
+    from supportbench.errors import ReportError
+    from supportbench.experiments.plan import ExperimentSpec
+
+    spec = ExperimentSpec.from_toml("mini-paper")
+    with pytest.raises(ReportError, match="--spec names experiment 'mini-paper' but the report"):
+        report(_registry(tmp_path), tmp_path / "o", experiment="mine", spec=spec)
+    # without --experiment the spec's experiment is the one reported: this registry has none
+    from supportbench.errors import RegistryError
+
+    with pytest.raises(RegistryError, match="no experiment 'mini-paper'"):
+        report(_registry(tmp_path / "b"), tmp_path / "p", spec=spec)

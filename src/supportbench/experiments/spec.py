@@ -68,9 +68,14 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "chunked_loss": False,
 }
 # A benchmark whose full evaluation (eval_full) is on by default when the option naming its input
-# is given: TOFU's forget quality and model utility need a retain model, and with a ready one they
-# cost no extra training (without one, eval_full = true trains it first: off by default).
-FULL_EVALUATION_INPUT = {"tofu": "benchmark.retain_model"}
+# is given (a spec resolved before this default keyed such runs with eval_full = false: pass
+# --set eval_full=false to keep those keys): TOFU's forget quality and model utility need a
+# retain model, and with a ready one they cost no extra training (without one, eval_full = true
+# trains it first: off by default).
+FULL_EVALUATION_INPUT = {
+    "tofu": "benchmark.retain_model",
+    "natural_tofu": "benchmark.retain_model",  # TOFU's evaluation on its natural forget sets
+}
 # Settings that depend on the kind of model (docs/sweeps.md, "Defaults"):
 #   preset  the tiny CPU presets, trained here from scratch: lr 1e-2 (their weights are O(1e-1) and
 #           they unlearn in tens of steps); T = 40 (the paper's 200 scaled by 1/5 for the CPU);

@@ -397,7 +397,12 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
                 JOIN mv USING (experiment, benchmark) JOIN sd USING (experiment, benchmark, split)
                 JOIN bd USING (experiment, benchmark)""")
     expected = scalar(con, "SELECT count(*) FROM expected")
-    observed = scalar(con, f"SELECT count(*) FROM (SELECT DISTINCT {CELL_COLS} FROM arun)")
+    # present: the expected cells a run fills (a run outside the grid fills none of them)
+    observed = scalar(
+        con,
+        f"SELECT count(*) FROM (SELECT {CELL_COLS} FROM arun INTERSECT SELECT {CELL_COLS} "
+        "FROM expected)",
+    )
     if spec is not None:  # the seeds the experiment declares per benchmark and split (wrong_split)
         declared = [
             (b, s, seed)

@@ -20,7 +20,12 @@ import polars as pl  # noqa: E402
 from supportbench.reports import stats  # noqa: E402
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES  # noqa: E402
 from supportbench.reports.names import arm_display, method_display  # noqa: E402
-from supportbench.reports.overview import present_arms, reference_of, split_arm  # noqa: E402
+from supportbench.reports.overview import (  # noqa: E402
+    arm_name,
+    present_arms,
+    reference_of,
+    split_arm,
+)
 from supportbench.reports.tables import (  # noqa: E402
     DIRR_METHOD,
     Context,
@@ -34,18 +39,17 @@ class Comparison:
     runs: pl.DataFrame  # its final-split ok runs
     method: str  # the reference arm
     variant: str
-    baselines: list[str]  # static methods compared with it
+    baselines: list[str]  # the arms compared with it (every other arm: static and DIR-R)
 
     @property
     def who(self) -> str:
-        if self.method == DIRR_METHOD:
-            return "DIR-R" if self.variant == "dirr" else "Static-IV"
+        """The reference's name as the tables print it."""
         return arm_display(self.method, self.variant)
 
 
 def _comparison(ctx: Context) -> Comparison:
     """What the gap figures compare: the report's reference (``overview.reference_of``, the one the
-    tables use) against every other static method, on LACUNA when both ran there, else
+    tables use) against every other arm (static or DIR-R), on LACUNA when both ran there, else
     Natural-TOFU, else the first benchmark (alphabetical) where both were run (final split). Gaps
     are method − reference, as in every table of the report."""
     ref = reference_of(ctx)
@@ -57,7 +61,7 @@ def _comparison(ctx: Context) -> Comparison:
     paper = [ctx.bench["lacuna"], ctx.bench["natural"]]
     for bench in [b for b in paper if b in present] + [b for b in present if b not in paper]:
         df = ok.filter(pl.col("benchmark") == bench)
-        others = [a for a in present_arms(df) if ":" not in a and a != ref.key]
+        others = [a for a in present_arms(df) if a != ref.key]
         if not stats.pick(df, method, variant).is_empty() and others:
             return Comparison(bench, df, method, variant, others)
     raise Missing(
@@ -110,7 +114,7 @@ def field_gap_heatmap(ctx: Context):
     fields = sorted(c.runs["field"].unique().to_list())
     M = np.full((len(c.baselines), len(fields)), np.nan)
     for i, b in enumerate(c.baselines):
-        fd = stats.field_decomposition(stats.paired(stats.pick(c.runs, b, "static"), ref))
+        fd = stats.field_decomposition(stats.paired(stats.pick(c.runs, *split_arm(b)), ref))
         for f, g in zip(fd["field"].to_list(), fd["mean_gap"].to_list()):
             M[i, fields.index(f)] = g
     fig, ax = plt.subplots(figsize=(1.6 + 1.3 * len(fields), 0.8 + 0.4 * len(c.baselines)))
@@ -119,13 +123,13 @@ def field_gap_heatmap(ctx: Context):
     ax.set_xticks(
         range(len(fields)), [FIELD_NAMES.get(f, f) for f in fields], rotation=30, ha="right"
     )
-    ax.set_yticks(range(len(c.baselines)), [method_display(b) for b in c.baselines])
+    ax.set_yticks(range(len(c.baselines)), [arm_name(b) for b in c.baselines])
     _annotate(ax, im, M, "+.3f")
     if np.isnan(M).all():
         _empty(ax, f"no unit matched between {c.who} and any other method")
     ax.set_title(
-        f"ΔJ = method − {c.who} (reference) by field\n({c.benchmark}, mean over matched units; "
-        "positive = better than the reference)",
+        f"ΔJ = method − {c.who} (reference) by field\n({c.benchmark}, mean over matched units, "
+        "objectives pooled; positive = better than the reference)",
         fontsize=9,
     )
     fig.colorbar(im, ax=ax, shrink=0.8, label="mean paired ΔJ")
@@ -136,10 +140,17 @@ def loo_forest(ctx: Context):
     c = _comparison(ctx)
     ref = stats.pick(c.runs, c.method, c.variant)
     rows = []
-    for b in c.baselines:
-        s = stats.summarize(stats.paired(stats.pick(c.runs, b, "static"), ref).diffs)
-        if s.n:
-            rows.append((method_display(b), s.mean, s.loo, s.n))
+    objs = [o for o in OBJECTIVE_NAMES if o in set(c.runs["objective"].to_list())]
+    objs += sorted(set(c.runs["objective"].to_list()) - set(objs))
+    for b in c.baselines:  # one row per method and objective: the tables' cells
+        for obj in objs:
+            by = pl.col("objective") == obj
+            p = stats.paired(stats.pick(c.runs.filter(by), *split_arm(b)), ref.filter(by))
+            s = stats.summarize(p.diffs)
+            if s.n:
+                rows.append(
+                    (f"{arm_name(b)} · {OBJECTIVE_NAMES.get(obj, obj)}", s.mean, s.loo, s.n)
+                )
     if not rows:
         raise Missing(f"no matched units between {c.who} and any other method")
     fig, ax = plt.subplots(figsize=(6, 0.9 + 0.35 * len(rows)))
@@ -191,7 +202,7 @@ def dirr_gain(ctx: Context):
                 d = df.filter(pl.col("objective") == obj)
                 dm = stats.dirr_metrics(stats.pick(d, m, "dirr"), stats.pick(d, m, "static"))
                 if dm.n:
-                    who = "" if m == DIRR_METHOD else f"\n{method_display(m)}"
+                    who = f"\n{method_display(m)}"  # every bar names its method
                     rows.append(
                         (
                             f"{bench}\n{OBJECTIVE_NAMES.get(obj, obj)}{who}",

@@ -157,7 +157,7 @@ def findings(
     stamp = registry_stamp(con, experiment) if con is not None else None
     claims, registered, verdict_list = judged(ctx, con, experiment)
     d = claims.defaults
-    asked = verdict_list if kind == "paper" else [v for v in verdict_list if not v.absent]
+    asked = verdict_list if kind == "paper" else [v for v in verdict_list if not not_asked(v, ctx)]
     out = [
         "# Findings: the paper's claims at this registry's scale"
         if kind == "paper"
@@ -224,11 +224,24 @@ def findings(
     return "\n".join(out) + "\n"
 
 
+def ran_benchmarks(ctx: tables.Context) -> set[str]:
+    """The benchmarks with final-split ok runs in the report's experiment."""
+    ok = ctx.results.filter((ctx.results["split"] == "final") & (ctx.results["status"] == "ok"))
+    return set(ok["benchmark"].unique().to_list()) if ok.height else set()
+
+
+def not_asked(v: verdicts.Verdict, ctx: tables.Context) -> bool:
+    """Whether an experiment report leaves claim ``v`` out: the registry lacks the runs it needs
+    (``absent``), or the experiment ran no final run on the claim's benchmark."""
+    return v.absent or v.claim.benchmark not in ran_benchmarks(ctx)
+
+
 def _experiment_preamble(verdict_list: list, asked: list, kind: str) -> list[str]:
     """An experiment report's opening lines: what it grades and which claims it leaves out."""
     if kind == "paper":
         return []
-    left = [v.claim.title for v in verdict_list if v.absent]
+    kept = {id(v) for v in asked}
+    left = [v.claim.title for v in verdict_list if id(v) not in kept]
     return [
         "An experiment report: this experiment did not run the paper's grid, so only the paper's "
         f"claims its runs can judge are graded here ({len(asked)} of {len(verdict_list)})."

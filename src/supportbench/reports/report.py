@@ -50,7 +50,8 @@ PAPER_TEX = r"""\documentclass{article}
 \date{}
 \begin{document}
 \maketitle
-\noindent Generated from \texttt{%s}. Reference for the per-method tables: %s.
+\noindent Generated from \texttt{%s}. %s Reference for the per-method tables and figures: %s;
+$\Delta J$ = method $-$ reference on matched units, positive = better than the reference.
 
 \section*{Methods of this experiment}
 %s
@@ -70,9 +71,11 @@ FIGURE_TEX = r"""\begin{figure}[H]
 \end{figure}"""
 FIGURE_CAPTIONS = {
     "field-gap-heatmap": "Mean paired $\\Delta J$ = method $-$ reference (the report's reference, "
-    "named in the title; positive = better than the reference), per method and field.",
+    "named in the title; positive = better than the reference), per method and field, objectives "
+    "pooled.",
     "loo-forest": "Mean paired $\\Delta J$ = method $-$ reference (the report's reference, named "
-    "in the title; positive = better than the reference), with its leave-one-out range.",
+    "in the title; positive = better than the reference) per method and objective, as in the "
+    "per-method tables, with its leave-one-out range.",
     "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark "
     "and objective.",
     "support-jaccard": "Support overlap (Jaccard) across objectives.",
@@ -108,6 +111,14 @@ def report(
     ``paper`` (the paper's tables and claims), ``experiment`` (only what the experiment ran) or
     ``auto``: chosen by what the registry holds (``report_kind``). ``spec`` (an
     ``ExperimentSpec``) gives the audit the report shows the experiment's expected grid."""
+    if spec is not None:  # the spec names the experiment its audit's grid belongs to
+        if experiment is not None and experiment != spec.name:
+            raise ReportError(
+                f"--spec names experiment '{spec.name}' but the report covers '{experiment}': the "
+                "audit would check one experiment's runs against another's grid; pass the spec of "
+                f"'{experiment}' or leave --spec out"
+            )
+        experiment = spec.name
     if kind not in KINDS:
         raise ReportError(
             f"--kind '{kind}' is not a report kind; it takes one of: {', '.join(KINDS)}"
@@ -255,7 +266,17 @@ def _write(
     checked = audit_summary(con, experiment, spec)
     write_text_atomic(
         out / "paper.tex",
-        _paper_tex(registry, experiment, ref.rule, methods, metric_tabs, figures, no_j, paper),
+        _paper_tex(
+            registry,
+            experiment,
+            ref.rule,
+            methods,
+            metric_tabs,
+            figures,
+            no_j,
+            paper,
+            f"{J_MEANING}. Kind: {kind_rule}. Audit: {checked['line']}.",
+        ),
     )
     md = _markdown_head(registry, experiment, ctx, metric_only, ref.rule, kind_rule, checked)
     md += _markdown_method_and_metric_tables(methods, metric_tabs, no_j)
@@ -301,14 +322,19 @@ def _write(
 
 def report_kind(ctx, requested: str = "auto") -> tuple[str, str]:
     """``paper`` or ``experiment``, and the rule that chose it. ``auto`` picks the paper report
-    when the experiment ran the paper's grid somewhere: the controlled construction (Table 1), or on
+    when the experiment ran the paper's grid somewhere: the controlled construction (Table 1: both
+    its interfaces), or on
     Natural-TOFU or LACUNA the Intervention Score and all ten frozen baselines under one objective
     (final split); anything else gets the experiment report, which shows only what was run."""
     if requested != "auto":
         return requested, f"{requested} report, chosen with --kind {requested}"
     ok = stats.usable(ctx.results.filter(pl.col("split") == "final"))
-    if ok.height and (ok["benchmark"] == ctx.bench["controlled"]).any():
-        return "paper", "paper report: the experiment ran the controlled construction (Table 1)"
+    controlled = ok.filter(pl.col("benchmark") == ctx.bench["controlled"])
+    if {"backbone", "lora"} <= set(controlled["method"].to_list()):
+        return "paper", (
+            "paper report: the experiment ran the controlled construction (Table 1: both frozen "
+            "interfaces, backbone and LoRA)"
+        )
     need = {DEFAULT_REFERENCE, *BASELINES}
     for key in ("natural", "lacuna"):
         d = ok.filter((pl.col("benchmark") == ctx.bench[key]) & (pl.col("variant") == "static"))
@@ -320,8 +346,9 @@ def report_kind(ctx, requested: str = "auto") -> tuple[str, str]:
                 )
     return "experiment", (
         "experiment report: the experiment did not run the paper's grid (the controlled "
-        "construction, or Intervention Score with the ten frozen baselines on Natural-TOFU or "
-        "LACUNA), so the report shows only what it ran; --kind paper gives the paper's tables"
+        "construction through both interfaces, or Intervention Score with the ten frozen "
+        "baselines on Natural-TOFU or LACUNA), so the report shows only what it ran; --kind "
+        "paper gives the paper's tables"
     )
 
 
@@ -382,6 +409,7 @@ def _paper_tex(
     figures: dict,
     no_j: str,
     paper: bool = True,
+    head: str = "",
 ) -> str:
     """paper.tex: every table \\input and every figure included (or why it was not drawn); the
     paper's tables only in a paper report."""
@@ -394,6 +422,7 @@ def _paper_tex(
     return PAPER_TEX % (
         f": \\texttt{{{tex(experiment)}}}" if experiment else "",
         tex(str(registry)),
+        tex(head.replace("−", "-")),
         tex(reference_rule),
         _inputs([t.label for t in methods]) or no_j,
         _inputs([t.label for t in metric_tabs])
