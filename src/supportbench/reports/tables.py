@@ -971,6 +971,13 @@ TABLES: dict[str, TableDef] = {
 }
 
 
+# the paper's tables keep the paper's sign, the opposite of the per-method tables' (issue 36)
+PAPER_SIGN = (
+    " Gaps follow the paper: $\\Delta J(A,B)=J(A)-J(B)$ with $A$ the paper's method (Static-IV or "
+    "DIR-R), positive favours it; the per-method tables and figures print method$-$reference."
+)
+
+
 def file_name(label: str) -> str:
     return label.replace(":", "-") + ".tex"
 
@@ -983,8 +990,9 @@ def render(label: str, ctx: Context, env: Environment | None = None) -> tuple[st
         data = ctx.built(t.builder)
         tmpl = env.from_string(template_text(file_name(label) + ".j2"))
         note = evaluation_note(ctx, t.benchmarks) if t.dirr else ""
+        sign = "" if "controlled" in t.benchmarks else PAPER_SIGN
         return tmpl.render(
-            label=label, caption=t.caption + note + theta0_note(ctx, t.benchmarks), **data
+            label=label, caption=t.caption + note + sign + theta0_note(ctx, t.benchmarks), **data
         ), None
     except Missing as m:
         tmpl = env.from_string(template_text("missing.tex.j2"))
