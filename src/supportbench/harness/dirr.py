@@ -122,8 +122,7 @@ def run_dirr(
     progress: bool = True,
     complete: bool = False,
 ) -> tuple[DirrResult, Compute, Support]:
-    """Algorithm 1 from theta_0 (comment above); returns what DIR-R decided, its compute and the
-    chosen branch's support (the one trained after the checkpoint: enforcement on record)."""
+    """Algorithm 1 from theta_0 (comment above): DIR-R's result, compute, chosen branch support."""
     selection, actions, calibration, tau = _decision_settings(spec, decision)
     wall: dict[str, float] = {}
     cands = _probe_candidates(spec, scores, support, actions)
