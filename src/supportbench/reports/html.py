@@ -32,7 +32,7 @@ import polars as pl
 from jinja2 import Environment, StrictUndefined
 
 from supportbench._io import write_text_atomic
-from supportbench.reports.findings import judged, not_asked, registry_stamp, statistic_text
+from supportbench.reports.findings import judged, registry_stamp, split_asked, statistic_text
 from supportbench.reports.latex import OBJECTIVE_NAMES, template_text
 from supportbench.reports.names import J_MEANING
 from supportbench.reports.overview import MethodTable, reference_of
@@ -148,10 +148,9 @@ def claims_part(ctx: Context, con, experiment: str | None, kind: str = "paper") 
     """The registered claims and their verdicts, as findings.md has them (computed once); in an
     experiment report only those its runs can judge, the others named in ``not_asked``."""
     claims, registered, verdict_list = judged(ctx, con, experiment)
-    left = [v for v in verdict_list if kind != "paper" and not_asked(v, ctx)]
-    verdict_list = [v for v in verdict_list if all(v is not x for x in left)]
+    verdict_list, left = split_asked(verdict_list, ctx, kind)
     return {
-        "not_asked": [v.claim.title for v in left],
+        "not_asked": left,
         "source": claims.source,
         "hash": claims.hash[:16],
         "registered": plain(registered),

@@ -323,9 +323,9 @@ def _write(
 def report_kind(ctx, requested: str = "auto") -> tuple[str, str]:
     """``paper`` or ``experiment``, and the rule that chose it. ``auto`` picks the paper report
     when the experiment ran the paper's grid somewhere: the controlled construction (Table 1: both
-    its interfaces), or on
-    Natural-TOFU or LACUNA the Intervention Score and all ten frozen baselines under one objective
-    (final split); anything else gets the experiment report, which shows only what was run."""
+    its interfaces), or on Natural-TOFU or LACUNA the Intervention Score and all ten frozen
+    baselines under one objective (final split); anything else gets the experiment report, which
+    shows only what was run."""
     if requested != "auto":
         return requested, f"{requested} report, chosen with --kind {requested}"
     ok = stats.usable(ctx.results.filter(pl.col("split") == "final"))
