@@ -55,6 +55,9 @@ def test_cells_on_gpu_are_reproducible(tofu, cache, tmp_path, variant, extra, dt
     assert all(r.status == "ok" for r in recs), [r.error for r in recs]
     assert recs[0].provenance.device.startswith("cuda")
     assert _outcome(recs[0]) == _outcome(recs[1])
+    # enforcement on record (issue 35), counted on the GPU against theta_0's CPU snapshot
+    c = recs[0].outcome.components
+    assert c["changed_outside"] == 0 and 0 < c["changed_inside"] <= c["allowed_scalars"], c
 
 
 def test_activation_checkpointing_on_gpu_recomputes_and_changes_nothing(tofu, cache, tmp_path):

@@ -8,6 +8,7 @@ import torch
 from supportbench.unlearning.enforcement import (
     EnforcementError,
     SupportMasks,
+    _on,
     count_changes,
     enforce,
 )
@@ -76,6 +77,12 @@ def test_masks_are_views_not_copies():
     assert mask.shape == m.down.weight.shape and mask.stride()[0] == 0  # a broadcast column
     with pytest.raises(KeyError):
         SupportMasks([Support.of(geo, [2])])["up.weight"]
+    # to another device it travels as its column and is expanded there ("meta" stands for a GPU),
+    # with the same coordinates set
+    moved = _on(mask, torch.device("meta"))
+    assert moved.shape == mask.shape and moved.stride()[0] == 0
+    base = mask.narrow(0, 0, 1)
+    assert torch.equal(base.expand(mask.shape), mask) and base.numel() == mask.shape[1]
 
 
 def test_the_audit_counts_the_runs_checked_and_lists_a_record_that_changed_outside(tmp_path):

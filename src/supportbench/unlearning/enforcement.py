@@ -71,19 +71,38 @@ def count_changes(
             worst.append(name)
             continue
         diff = cur != ref.to(cur.device, non_blocking=False)
+        changed = int(diff.sum())
         mask = allowed.get(name)
         if mask is None:
-            out = int(diff.sum())
+            out = changed
         else:
-            mask = mask.to(diff.device)
+            mask = _on(mask, diff.device)
             n_allowed += int(mask.sum())
-            inside += int((diff & mask).sum())
-            out = int((diff & ~mask).sum())
+            if changed:
+                got = int((diff & mask).sum())
+                inside += got
+                out = changed - got
+            else:
+                out = 0
         if out:
             outside += out
             worst.append(name)
         del diff
     return Changes(inside, outside, n_allowed, len(theta0), tuple(worst[:3]))
+
+
+def _on(mask: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``mask`` on ``device``; a broadcast view (stride 0) moves as its one column vector and is
+    expanded there, never materialised on the way."""
+    if mask.device == device:
+        return mask
+    if 0 in mask.stride():
+        base = mask
+        for dim, stride in enumerate(mask.stride()):
+            if stride == 0:
+                base = base.narrow(dim, 0, 1)
+        return base.to(device).expand(mask.shape)
+    return mask.to(device)
 
 
 class SupportMasks(Mapping):
