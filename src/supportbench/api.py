@@ -176,14 +176,15 @@ class Registry:
 
     def metrics(self, experiment: str | None = None):
         """Every metric beyond J of every run, J or not (imported runs included), long: the
-        ``metrics`` view (``run_key``, ``name``, ``value``, under open-unlearning's names) with the
-        run's cell and ``origin`` ('record' or 'import')."""
+        ``metrics`` view (``run_key``, ``name``, ``value``, under open-unlearning's names; ``step``:
+        NULL for the terminal model, a curve's step otherwise) with the run's cell and ``origin``
+        ('record' or 'import')."""
         where = "WHERE r.experiment = ?" if experiment else ""
         return self.query(
             "SELECT m.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, "
-            "r.variant, r.seed, r.split, r.origin, m.name, m.value FROM metrics m JOIN runs r "
-            f"USING (run_key) {where} ORDER BY r.experiment, r.benchmark, r.field, r.objective, "
-            "r.method, r.seed, m.name",
+            "r.variant, r.seed, r.split, r.origin, m.name, m.value, m.step FROM metrics m "
+            f"JOIN runs r USING (run_key) {where} ORDER BY r.experiment, r.benchmark, r.field, "
+            "r.objective, r.method, r.seed, m.step NULLS FIRST, m.name",
             [experiment] if experiment else [],
             experiment=experiment,
         )

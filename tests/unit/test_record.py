@@ -126,6 +126,15 @@ def test_the_registry_parse_structure_is_generated_from_the_record():
         "G_F": "DOUBLE",
         "D_coll": "DOUBLE",
         "components": "JSON",
+        "curve": [
+            {
+                "step": "BIGINT",
+                "J": "DOUBLE",
+                "G_F": "DOUBLE",
+                "D_coll": "DOUBLE",
+                "components": "JSON",
+            }
+        ],
     }
     assert tree["support"]["groups"] == ["BIGINT"] and tree["dirr"]["triggered"] == "BOOLEAN"
     assert tree["status"] == "VARCHAR" and tree["fingerprint"]["hash"] == "VARCHAR"

@@ -446,6 +446,22 @@ def j_components(
     return comp, nll
 
 
+@torch.no_grad()
+def curve_point(model, roles: Roles, items: int) -> dict:
+    """``j_components`` on the curve's slice: the first ``items`` records of each part of the
+    evaluation split, against theta_0's NLLs of the same records (J, G_F, D_coll and each part's
+    mean probability). The slice is fixed for the run, so its points are comparable step to step;
+    the terminal model is scored on the whole split as always."""
+    parts, base = roles.splits["eval"], roles.theta0_nll["eval"]
+    n = {k: min(items, len(s)) for k, s in parts.items()}
+    nll = {k: dataset_nll(model, s.data.take(range(n[k]))) for k, s in parts.items()}
+    deltas = {k: nll[k][0] - base[k][: n[k]] for k in parts}
+    comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
+    for k in parts:
+        comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
+    return comp
+
+
 class Evaluated(Outcome):
     """An Outcome with the per-item values it was computed from (``name -> one float per item``,
     names as in ``j_items``). The runner keeps them beside the record (``ResultsDir.items``: NLLs,

@@ -50,13 +50,26 @@ class _Struct(msgspec.Struct, kw_only=True):
         return msgspec.to_builtins(self, enc_hook=_builtin)
 
 
+class CurvePoint(_Struct):
+    """J's components after ``step`` training steps, on the curve's fixed evaluation slice (the
+    ``eval_every``/``curve_items`` settings): shown, never used to choose a checkpoint."""
+
+    step: int
+    J: float
+    G_F: float
+    D_coll: float
+    components: dict[str, float] = {}
+
+
 class Outcome(_Struct):
-    """J = G_F - D_coll (paper Eq. 19) and the benchmark's other components."""
+    """J = G_F - D_coll (paper Eq. 19) and the benchmark's other components; ``curve``: the points
+    of a run with ``eval_every`` > 0 (absent from the file otherwise)."""
 
     J: float
     G_F: float
     D_coll: float
     components: dict[str, Any] = {}
+    curve: list[CurvePoint] | None = None
 
 
 class SupportInfo(_Struct):
@@ -148,6 +161,12 @@ class RunRecord(_Struct):
     )
 
     # ---- (de)serialisation -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        if d.get("outcome") and d["outcome"].get("curve") is None:
+            d["outcome"].pop("curve", None)  # a run without a curve: its file as before curves
+        return d
+
     def to_json(self) -> str:
         # the standard library writes non-finite floats (a diverged run's outcome) as NaN/Infinity,
         # which it reads back; msgspec would write null

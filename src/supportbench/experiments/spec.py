@@ -66,6 +66,10 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     "column_grads": False,
     # the answer tokens' logits a chunk at a time, recomputed in backward (no whole-batch logits)
     "chunked_loss": False,
+    # curves: J's components on the first curve_items records of each evaluation part every
+    # eval_every steps (0: none); shown beside the terminal score, never used to pick a checkpoint
+    "eval_every": 0,
+    "curve_items": 8,
 }
 # A benchmark whose full evaluation (eval_full) is on by default when the option naming its input
 # is given (a spec resolved before this default keyed such runs with eval_full = false: pass
@@ -214,6 +218,16 @@ RUN_SETTINGS: dict[str, Any] = {
         bool,
         doc="the answer tokens' NLLs a chunk of logits at a time, recomputed in backward, without "
         "the whole batch's logits (memory; the same NLLs to summation order)",
+    ),
+    "eval_every": option(
+        int,
+        ge=0,
+        le=10**9,
+        doc="a curve: J's components on a fixed evaluation slice every K steps (0: none); the "
+        "terminal model is scored as always, no checkpoint is chosen by the curve",
+    ),
+    "curve_items": option(
+        int, ge=1, le=10**6, doc="the curve's slice: the first N records of each evaluation part"
     ),
 }
 
@@ -460,6 +474,9 @@ class RunSpec:
             d.pop("build")
         for k in ("column_grads", "chunked_loss"):  # likewise the default gradients and loss
             if not d["hyperparameters"].get(k):
+                d["hyperparameters"].pop(k, None)
+        if not d["hyperparameters"].get("eval_every"):  # and a run without a curve
+            for k in ("eval_every", "curve_items"):
                 d["hyperparameters"].pop(k, None)
         return d
 

@@ -68,6 +68,16 @@ def resolve(spec: RunSpec, *, read_inputs: bool = True) -> ResolvedRun:
             f"{spec.method!r} is one of {spec.benchmark}'s own interventions, which train "
             "their own parameters (allowed for them: column_grads = false)"
         )
+    if spec.hp("eval_every") and (method is None or spec.variant != "static"):
+        what = (
+            f"{spec.method!r} is one of {spec.benchmark}'s own interventions"
+            if method is None
+            else "a DIR-R run trains several branches after its checkpoint, not one path"
+        )
+        raise SpecError(
+            f"eval_every = {spec.hp('eval_every')}: curves are built for static runs of a "
+            f"selection method; {what} (allowed for it: eval_every = 0)"
+        )
     return ResolvedRun(spec=spec, benchmark_cls=benchmark_cls, objective=objective, method=method)
 
 

@@ -32,12 +32,14 @@ from supportbench.benchmarks.base import (
     BENCHMARKS,
     Evaluated,
     InterfaceBenchmark,
+    curve_point,
     record_theta0_nll,
 )
 from supportbench.errors import DecisionError, DivergenceError, SpecError, SupportbenchError
 from supportbench.experiments.decisions import check_decision_matches, verify_decision
 from supportbench.experiments.record import (
     Compute,
+    CurvePoint,
     DirrResult,
     Outcome,
     Provenance,
@@ -497,14 +499,17 @@ class Runner:
             )
             columns = bool(spec.hp("column_grads"))
             use_column_grads(trainer, columns)
+            curve = self._watch(spec, trainer, model, roles, wall)
             trainer.run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
             if columns:  # its hooks off the model
                 trainer.leaves.release()
-            wall["train"] = time.perf_counter() - t0
+            wall["train"] = time.perf_counter() - t0 - wall.get("curve", 0.0)
             draft.compute.step_equivalents = float(spec.T)
             trained = [support]
         else:
             from supportbench.harness.dirr import run_dirr
+
+            curve = None  # refused by resolve: a DIR-R run's branches have no one curve
 
             draft.dirr, compute, branch = run_dirr(
                 spec,
@@ -528,6 +533,31 @@ class Runner:
         changes = self._enforce(spec, model, trained, draft.compute.wall_s)
         self._evaluate(spec, bench, model, roles, draft)
         draft.outcome.components = {**draft.outcome.components, **changes.as_record()}
+        draft.outcome.curve = curve
+
+    @staticmethod
+    def _watch(spec: RunSpec, trainer, model, roles, wall: dict) -> list[CurvePoint] | None:
+        """A curve (``eval_every`` = K > 0): J's components on the run's fixed evaluation slice
+        (``curve_point``) after every K-th step and the last, appended as the trainer runs (its
+        time in ``wall["curve"]``, not in training's). Shown beside the terminal score; nothing
+        reads it to choose a checkpoint (docs/reports.md, "Curves")."""
+        every = int(spec.hp("eval_every") or 0)
+        if not every:
+            return None
+        points: list[CurvePoint] = []
+        items = int(spec.hp("curve_items"))
+
+        def on_step(step: int) -> None:
+            if step % every and step != spec.T:
+                return
+            t0 = time.perf_counter()
+            c = curve_point(model, roles, items)
+            J, G_F, D_coll = c.pop("J"), c.pop("G_F"), c.pop("D_coll")
+            points.append(CurvePoint(step=step, J=J, G_F=G_F, D_coll=D_coll, components=c))
+            wall["curve"] = wall.get("curve", 0.0) + time.perf_counter() - t0
+
+        trainer.on_step = on_step
+        return points
 
     def _enforce(self, spec: RunSpec, model, trained: list, wall: dict) -> Changes:
         """Enforcement on record (issue 35): the scalars the run changed inside and outside the

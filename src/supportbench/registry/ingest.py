@@ -523,7 +523,8 @@ def _insert_new_runs(con) -> None:
     con.execute(
         """INSERT INTO outcomes SELECT run_key, status, r.error, r.outcome.J, """
         """r.outcome.G_F, r.outcome.D_coll,
-        r.outcome.components, r.compute.step_equivalents, r.compute.wall_s FROM nw"""
+        r.outcome.components, r.compute.step_equivalents, r.compute.wall_s,
+        to_json(r.outcome.curve) FROM nw"""
     )
     con.execute(
         """INSERT INTO supports SELECT run_key, r.support.n_groups, r.support.cost, """

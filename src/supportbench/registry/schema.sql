@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS outcomes (
     step_equivalents DOUBLE,
     wall_s           JSON
 );
+-- A run's curve (eval_every > 0): [{step, J, G_F, D_coll, components}], NULL without one; read long in metrics.
+ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS curve JSON;
 CREATE TABLE IF NOT EXISTS supports (
     run_key  VARCHAR NOT NULL,
     n_groups INTEGER,
@@ -159,12 +161,23 @@ SELECT * FROM (VALUES
 -- under open-unlearning's names. Export writes it, import stores it back. One row per (run_key, name): a run whose
 -- components hold both a name and its alias (forget_Q_A_Prob and forget_prob) shows the value stored under
 -- open-unlearning's name. A NULL or non-finite value is not a metric and is left out (docs/registry.md).
+-- step: NULL for the terminal model's metrics (the rows above); a curve's points (eval_every) follow with
+-- their step, J, G_F and D_coll among their names, on the curve's evaluation slice (docs/reports.md, "Curves").
 CREATE OR REPLACE VIEW metrics AS
-SELECT run_key, name, value FROM (
+SELECT run_key, name, value, NULL::BIGINT AS step FROM (
     SELECT c.run_key, coalesce(n.name, c.name) AS name, c.value, n.name IS NULL AS under_own_name
     FROM components c LEFT JOIN metric_names n ON n.component = c.name
     WHERE c.value IS NOT NULL AND isfinite(c.value))
-QUALIFY row_number() OVER (PARTITION BY run_key, name ORDER BY under_own_name DESC) = 1;
+QUALIFY row_number() OVER (PARTITION BY run_key, name ORDER BY under_own_name DESC) = 1
+UNION ALL
+SELECT run_key, coalesce(n.name, v.name) AS name, v.value, v.step FROM (
+    SELECT o.run_key, (p.value->>'step')::BIGINT AS step, m.key AS name, TRY_CAST(m.value AS DOUBLE) AS value
+    FROM outcomes o, json_each(o.curve) p,
+         json_each(json_merge_patch(p.value->'components',
+                   json_object('J', p.value->'J', 'G_F', p.value->'G_F', 'D_coll', p.value->'D_coll'))) m
+    WHERE o.curve IS NOT NULL) v
+LEFT JOIN metric_names n ON n.component = v.name
+WHERE v.value IS NOT NULL AND isfinite(v.value);
 -- Every run, J or not (an imported run may carry metrics only: J NULL). The audit and export read this.
 CREATE OR REPLACE VIEW results_all AS
 SELECT r.run_key, r.experiment, r.benchmark, r.build, r.field, r.objective, r.method, r.variant, r.seed, r.split,
@@ -185,6 +198,8 @@ SELECT r.run_key, md5(concat_ws('|', r.run_key, r.content_hash, r.experiment, r.
          coalesce(g.decision_hash, '-'), coalesce(g.tau::VARCHAR, '-'), coalesce(g.probe_signal::VARCHAR, '-'),
          coalesce(g.triggered::VARCHAR, '-'), coalesce(g.chosen_rho::VARCHAR, '-'), coalesce(g.unfrozen::VARCHAR, '-'),
          coalesce(p.started_at::VARCHAR, '-'), coalesce(p.fingerprint, '-'),
+         -- a curve adds its text; a run without one adds nothing (NULL): older digests still hold
+         o.curve::VARCHAR,
          -- build 0 adds nothing (concat_ws skips NULL): the digests logged before builds existed still hold
          nullif(r.build, 0)::VARCHAR)) AS digest
 FROM runs r LEFT JOIN outcomes o USING (run_key) LEFT JOIN gate_events g USING (run_key)

@@ -603,3 +603,11 @@ def one(con, sql: str, params=None):
 def scalar(con, sql: str, params=None):
     row = one(con, sql, params)
     return row[0] if row else None
+
+
+def terminal_metrics(con, alias: str = "m") -> str:
+    """The SQL condition that keeps the terminal model's rows of the ``metrics`` view (``step``
+    NULL: a curve's points have their step); TRUE on a registry opened read-only whose view predates
+    curves (it has no ``step`` column and holds terminal rows only)."""
+    cols = {r[0] for r in con.execute("DESCRIBE metrics").fetchall()}
+    return f"{alias}.step IS NULL" if "step" in cols else "TRUE"

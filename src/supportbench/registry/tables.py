@@ -214,7 +214,7 @@ def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     """Write the outcome table (one row per run: the outcome and DIR-R columns, and every numeric
     outcome component as a ``metric:<name>`` column) as CSV or Parquet; ``imports.import_table``
     reads it back whole."""
-    from supportbench.registry.store import check_path
+    from supportbench.registry.store import check_path, terminal_metrics
 
     path = check_path(check_table_path(path), "outcome table", writing=True)
     import polars as pl
@@ -233,7 +233,7 @@ def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     ).pl()
     long = con.sql(
         "SELECT m.run_key, m.name, m.value FROM metrics m JOIN results_all r USING (run_key) "
-        f"{where}",
+        f"{where} {'AND' if where else 'WHERE'} {terminal_metrics(con)}",
         params=params,
     ).pl()
     dup = long.filter(long.select("run_key", "name").is_duplicated()) if long.height else long

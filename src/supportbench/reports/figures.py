@@ -1,6 +1,7 @@
 """The report's figures (matplotlib, Agg): field-gap heatmap, LOO forest plot, DIR-R available vs
-captured gain, and the support Jaccard matrix across objectives. Each figure builder raises
-``Missing`` when the registry lacks its data; the report lists it instead of skipping silently."""
+captured gain, the support Jaccard matrix across objectives and curves (J against the step). Each
+figure builder raises ``Missing`` when the registry lacks its data; the report lists it instead of
+skipping silently."""
 
 from __future__ import annotations
 
@@ -316,6 +317,49 @@ def support_jaccard(ctx: Context, con=None):
     return fig
 
 
+def curves(ctx: Context, con=None):
+    """J on each run's curve slice against the training step (``eval_every`` runs): one panel per
+    benchmark x objective, one line per method (the mean over its runs at each step). A curve is
+    shown, never used to choose a checkpoint: every table scores the terminal model."""
+    if con is None:
+        raise Missing("needs the registry's metrics view")
+    pts = con.sql(
+        """SELECT r.benchmark, r.objective, r.method, m.step, avg(m.value) AS J, count(*) AS n
+           FROM metrics m JOIN runs r USING (run_key)
+           WHERE m.step IS NOT NULL AND m.name = 'J' AND r.split = 'final'
+             AND ($exp IS NULL OR r.experiment = $exp)
+           GROUP BY ALL ORDER BY ALL""",
+        params={"exp": _experiment(ctx)},
+    ).pl()
+    if pts.is_empty():
+        raise Missing("needs runs with a curve (eval_every > 0)")
+    panels = pts.select("benchmark", "objective").unique().sort(["benchmark", "objective"]).rows()
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False, sharey=False
+    )
+    for ax, (bench, obj) in zip(axes[0], panels, strict=True):
+        sub = pts.filter((pl.col("benchmark") == bench) & (pl.col("objective") == obj))
+        for method in sorted(sub["method"].unique().to_list()):
+            m = sub.filter(pl.col("method") == method)
+            ax.plot(
+                m["step"].to_list(),
+                m["J"].to_list(),
+                marker="o",
+                ms=3,
+                label=method_display(method),
+            )
+        ax.axhline(0.0, color="grey", lw=0.6)
+        ax.set_title(f"{bench}, {OBJECTIVE_NAMES.get(obj, obj)}", fontsize=9)
+        ax.set_xlabel("training step")
+        ax.set_ylabel("J on the curve slice (higher = better)")
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.suptitle(
+        "Curves: J during unlearning (the terminal model is what the tables score)", fontsize=9
+    )
+    fig.tight_layout()
+    return fig
+
+
 def _experiment(ctx: Context) -> str | None:
     exps = ctx.results["experiment"].unique().to_list() if ctx.results.height else []
     return exps[0] if len(exps) == 1 else None
@@ -326,7 +370,9 @@ FIGURES = {
     "loo-forest": loo_forest,
     "dirr-gain": dirr_gain,
     "support-jaccard": support_jaccard,
+    "curves": curves,
 }
+_READS_THE_REGISTRY = ("support-jaccard", "curves")
 
 
 def render_figures(ctx: Context, out: str | Path, con=None) -> dict[str, str | None]:
@@ -336,7 +382,7 @@ def render_figures(ctx: Context, out: str | Path, con=None) -> dict[str, str | N
     with matplotlib.rc_context(SAFE_TEXT):
         for name, fn in FIGURES.items():
             try:
-                fig = fn(ctx, con) if name == "support-jaccard" else fn(ctx)
+                fig = fn(ctx, con) if name in _READS_THE_REGISTRY else fn(ctx)
             except Missing as m:
                 status[name] = str(m)
                 continue

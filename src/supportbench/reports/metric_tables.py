@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from supportbench.registry.store import terminal_metrics
 from supportbench.reports.latex import OBJECTIVE_NAMES, environment, template_text, tex
 from supportbench.reports.overview import (
     arm_key,
@@ -58,7 +59,8 @@ def load(con, experiment: str | None) -> pl.DataFrame:
                               r.origin, m.name, m.value, g.selection
                        FROM metrics m JOIN results_all r USING (run_key) LEFT JOIN gate_events g """
         f"""USING (run_key)
-                       WHERE r.status = 'ok' {where} ORDER BY r.ingest_seq, m.name""",
+                       WHERE r.status = 'ok' AND {terminal_metrics(con)} {where}
+                       ORDER BY r.ingest_seq, m.name""",
         params={"exp": experiment} if experiment else None,
     ).pl()
 

@@ -79,6 +79,8 @@ FIGURE_CAPTIONS = {
     "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark "
     "and objective.",
     "support-jaccard": "Support overlap (Jaccard) across objectives.",
+    "curves": "$J$ on each run's fixed curve slice against the training step (runs with "
+    "eval\\_every $>$ 0), mean per method; shown only: every table scores the terminal model.",
 }
 KINDS = ("auto", "paper", "experiment")
 # where callers imported them from before reports/ownership.py

@@ -12,6 +12,7 @@ The minibatch sequence is a pure function of (seed, step): the step counter is t
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Protocol
@@ -232,6 +233,8 @@ class SupportTrainer:
         self.progress = progress
         self.step = _step
         self.losses: list[float] = []
+        # called with the step just taken, after each step (curves): it must not change the model
+        self.on_step: Callable[[int], None] | None = None
         for p in model.parameters():
             p.requires_grad_(False)
         self.leaves = leaves if leaves is not None else SupportLeaves(geometry, support)
@@ -310,6 +313,8 @@ class SupportTrainer:
         ) as bar:
             while self.step < until:
                 loss = self.train_step()
+                if self.on_step is not None:
+                    self.on_step(self.step)
                 bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
                 bar.update(1)
         return self.losses[first:]
