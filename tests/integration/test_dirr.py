@@ -100,7 +100,7 @@ def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, 
     assert done.dirr.post_hoc and done.dirr.complete and done.dirr.chosen_rho == 0.0
     assert set(done.dirr.candidates) == {str(a) for a in ACTIONS}
     on_disk = json.loads((tmp_path / "res" / "runs" / f"{spec.run_key}.json").read_text())
-    assert on_disk["outcome"] == rec.outcome.to_dict() and on_disk["dirr"]["post_hoc"]
+    assert on_disk["outcome"] == rec.to_dict()["outcome"] and on_disk["dirr"]["post_hoc"]
     with pytest.raises(DecisionError, match="froze d=2 but the run asks d=3"):
         Runner(tmp_path / "r2", cache_dir=cache, progress=False).run(
             RunSpec(**{**BASE, "d": 3}, seed=5, variant="dirr"), decision=dec
