@@ -342,6 +342,8 @@ def run_spec(args) -> RunSpec:
         hp["dtype"] = args.dtype
     if args.eval_every is not None:
         hp["eval_every"] = args.eval_every
+    if args.relearn_steps is not None:
+        hp["relearn_steps"] = args.relearn_steps
     if args.data_dir:  # a folder (made absolute) or a data set's hub id (resolved by the spec)
         hp["benchmark.data_dir"] = _folder_or_id(args.data_dir)
     cls = BENCHMARKS.get(args.benchmark)
@@ -1033,15 +1035,19 @@ def _cmd_demo(args) -> int:
         post_hoc=True,
     )
     _print_sweep(s)
-    curves = _demo_curves(spec, out, args.cache)
+    from supportbench.harness.extras import run_extras
+
+    extras, lines = run_extras(spec, out.root, args.cache)
+    for line in lines:
+        print(line)
     con = connect(out.registry)
     print(ingest(con, out.root).summary())
     con.close()
     rep = audit(connect(out.registry, read_only=True), spec.name, spec)
     print(rep.text())
     st = report(out.registry, out.report, spec.name, html=True, spec=spec)
-    if curves:
-        report(out.registry, out.root / "report-curves", curves)
+    if extras:
+        report(out.registry, out.root / "report-extras", extras)
     done = sum(v is None for v in st["tables"].values())
     print(
         f"\nreport: {done}/{len(st['tables'])} tables rendered"
@@ -1055,7 +1061,7 @@ def _cmd_demo(args) -> int:
         f"  tables        {out.report}/tables/\n  figures       {out.report}/figures/\n"
         f"  LaTeX         {out.report}/paper.tex\n  findings      {out.report}/findings.md\n"
         f"  HTML page     {st['html']}"
-        + (f"\n  curves        {out.root}/report-curves/figures/curves.png" if curves else "")
+        + (f"\n  extras        {out.root}/report-extras/report.md" if extras else "")
     )
     if not rep.ok:  # the report is written, but nothing vouches for it: not a success
         print(
@@ -1063,34 +1069,6 @@ def _cmd_demo(args) -> int:
             file=sys.stderr,
         )
     return 0 if not s.failed and rep.ok else 1
-
-
-def _demo_curves(spec, out: ResultsDir, cache) -> str | None:
-    """The demo's curves (issue 35: one cell per benchmark, not all): the first final static run
-    of a selection method on each benchmark, again with ``eval_every`` = T/10, as the experiment
-    '<name>-curves' (its own cells, so the paper's tables never see a run twice). Returns that
-    experiment's name, or None when no benchmark has such a run."""
-    from supportbench.benchmarks.base import BENCHMARKS
-    from supportbench.harness.runner import Runner
-
-    cells = {}
-    for r in spec.runs("final"):
-        own = BENCHMARKS.get(r.benchmark).INTERFACES
-        if r.variant == "static" and r.method not in own and r.benchmark not in cells:
-            cells[r.benchmark] = r
-    if not cells:
-        return None
-    name = f"{spec.name}-curves"
-    runner = Runner(out.root, cache_dir=cache, progress=False)
-    for r in cells.values():
-        hp = {**dict(r.hyperparameters), "eval_every": max(1, r.T // 10)}
-        rec = runner.run(r.replace(experiment=name, hyperparameters=hp)).record
-        print(
-            f"curve: {r.benchmark}/{r.field}/{r.objective}/{r.method}/seed {r.seed}, "
-            f"eval_every {hp['eval_every']}: {rec.status}, "
-            f"{len(rec.outcome.curve or []) if rec.outcome else 0} points"
-        )
-    return name
 
 
 def _defaults(key: str) -> str:
@@ -1398,6 +1376,16 @@ def _run_model_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="a curve: J's components on a fixed evaluation slice every K steps, stored with the "
         "step (= --set eval_every=K; static runs; the terminal model is scored as always)",
+    )
+    parser.add_argument(
+        "--relearn-steps",
+        dest="relearn_steps",
+        type=_ranged(int, 0, 10**6, "a whole number of steps in [0, 1000000]"),
+        default=None,
+        metavar="N",
+        help="after the terminal score, the relearning attack: N steps of fine-tuning on data "
+        "outside every role, then LACUNA's resurfacing counts (= --set relearn_steps=N; "
+        "relearn_lr, relearn_batch_size by --set)",
     )
     parser.add_argument(
         "--set",

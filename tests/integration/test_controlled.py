@@ -9,7 +9,7 @@ import torch
 
 from supportbench.benchmarks.base import get_benchmark
 from supportbench.benchmarks.controlled import interfaces as I
-from supportbench.benchmarks.controlled.generator import DIAG, background_subjects, targets
+from supportbench.benchmarks.controlled.generator import DIAG, TRAIN, background_subjects, targets
 from supportbench.benchmarks.controlled.locators import (
     LocatorInputs,
     compute_locator_scores,
@@ -471,3 +471,43 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_
     finally:
         mp.undo()
     assert s3.skipped == 0 and s3.decisions != s.decisions and len(controlled_decisions()) == 2
+
+
+def test_relearning_attack_after_an_interface_run(ctl, cache, tmp_path):
+    """The attack on the controlled separation: the unit is the run's target, probed by its
+    evaluation phrasings with its attribute as the target; the attacker trains on background
+    subjects that no role reads (no target's name in them); after a LoRA run through the runner
+    the record carries LACUNA's counts, and the attack's settings are in the run key."""
+    roles = ctl.roles("t00", 0)
+    rs = ctl.relearn_set(roles)
+    (probe,) = rs.probes
+    assert probe.unit == "t00" and probe.target == ctl.targets["t00"]["attribute"]
+    assert probe.prompts == tuple(roles.splits["eval"]["forget"].prompts)
+    pairs = background_subjects(seed=ctl.build, phrasings=TRAIN, extra_attributes=ctl._extra)
+    assert len(rs.train) == len(pairs)
+    names = [t["subject"] for t in ctl.all_targets.values()]
+    assert not [p for p, _ in pairs if any(n in p for n in names)]
+    hp = {"benchmark.n_targets": 12, "benchmark.n_calibration_targets": 4}
+
+    def spec(**more):
+        return RunSpec(
+            "controlled",
+            "t00",
+            "graddiff",
+            "lora",
+            model="tiny-qwen2",
+            seed=0,
+            T=3,
+            experiment="relearn",
+            hyperparameters={**hp, **more},
+        )
+
+    rec = Runner(tmp_path, cache_dir=cache, progress=False).run(spec(relearn_steps=2)).record
+    assert rec.status == "ok", rec.error
+    c = rec.outcome.components
+    assert c["total_forget_people"] == 1 and c["attempts"] == len(probe.prompts)
+    assert c["forgotten_by_unlearn"] + c["still_leaking_after_unlearn"] == 1
+    assert c["resurfaced_after_relearn"] <= c["forgotten_by_unlearn"]
+    assert rec.compute.wall_s["relearn"] > 0
+    assert spec(relearn_steps=0).run_key == spec().run_key != rec.run_key
+    assert spec(relearn_steps=2, relearn_lr=1e-3).run_key != rec.run_key

@@ -1,7 +1,8 @@
 """Curves (issue 35): ``eval_every`` = K evaluates J's components on a fixed slice of the
 evaluation split after every K-th step and the last; the points travel in the record and the
 registry's metrics view with their step, the terminal model and its row are exactly those of the
-run without a curve, and the report draws them. Refused where a run has no one training path."""
+run without a curve, and the report draws them. Refused where a run has no one training path.
+The relearning attack (same issue) runs after the terminal score."""
 
 import pytest
 
@@ -13,6 +14,7 @@ from supportbench.harness.resolve import resolve
 from supportbench.harness.runner import Runner
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
+from supportbench.unlearning.relearn import RESURFACING
 
 pytestmark = pytest.mark.slow
 
@@ -99,3 +101,51 @@ def test_curve_settings_are_range_checked():
     for bad in ({"eval_every": -1}, {"curve_items": 0}, {"eval_every": 1.5}):
         with pytest.raises(SpecError):
             _spec(**bad)
+
+
+def test_the_relearning_attack_runs_after_the_score_and_is_keyed(tofu, cache, tmp_path):
+    """``relearn_steps`` = N: the terminal score and the enforcement count are the run's without
+    the attack (it comes after them); LACUNA's counts join the components and the registry's
+    terminal metrics; the attack's settings are in the key, a run without it keeps its key. TOFU's
+    attacker trains on background text no role reads; its units are the forget evaluation
+    questions, each answer the target."""
+    runner = Runner(tmp_path / "results", cache_dir=cache, progress=False)
+    plain = runner.run(_spec()).record
+    attacked = runner.run(_spec(relearn_steps=3)).record
+    assert attacked.status == "ok", attacked.error
+    assert attacked.outcome.J == plain.outcome.J
+    c = attacked.outcome.components
+    counts = {k: c.pop(k) for k in RESURFACING}
+    assert c == plain.outcome.components  # nothing else changed
+    roles = tofu.roles("forget01", 0)
+    forget = roles.splits["eval"]["forget"]
+    assert counts["total_forget_people"] == len(forget) and counts["attempts"] == 1
+    assert counts["forgotten_by_unlearn"] + counts["still_leaking_after_unlearn"] == len(forget)
+    assert 0 <= counts["resurfaced_after_relearn"] <= counts["forgotten_by_unlearn"]
+    rs = tofu.relearn_set(roles)
+    assert [p.target for p in rs.probes] == [r["answer"] for r in forget.rows]
+    background = set(tofu.neutral_texts())
+    assert 0 < len(rs.train) < len(background)  # the N diagnostics' sentences are left out
+    assert _spec(relearn_steps=0).run_key == _spec().run_key != attacked.run_key
+    assert _spec(relearn_steps=3, relearn_batch_size=4).run_key != attacked.run_key
+
+    reg = tmp_path / "reg.duckdb"
+    con = connect(reg)
+    ingest(con, tmp_path / "results")
+    got = dict(
+        con.execute(
+            "SELECT name, value FROM metrics WHERE run_key = ? AND step IS NULL",
+            [attacked.run_key],
+        ).fetchall()
+    )
+    con.close()
+    assert {k: got[k] for k in RESURFACING} == counts
+
+
+def test_the_relearning_attack_is_refused_where_a_benchmark_names_no_data(monkeypatch):
+    from supportbench.benchmarks.base import BENCHMARKS
+
+    monkeypatch.delattr(BENCHMARKS.get("tofu"), "relearn_set")
+    with pytest.raises(SpecError, match=r"relearn_steps = 2: tofu names no data outside its roles"):
+        resolve(_spec(relearn_steps=2), read_inputs=False)
+    resolve(_spec(relearn_steps=0), read_inputs=False)

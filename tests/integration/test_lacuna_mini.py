@@ -10,6 +10,7 @@ from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
 from supportbench.unlearning.data import dataset_nll
 from supportbench.unlearning.models import load_model
+from supportbench.unlearning.relearn import leaked, relearning_attack
 
 pytestmark = pytest.mark.slow
 
@@ -136,9 +137,25 @@ def test_forget_group_without_mask_bits_is_an_error(lacuna, tmp_path):
         lacuna._mask = saved
 
 
-def test_resurfacing_is_deterministic_and_sees_known_facts(lacuna):
+def test_relearning_attack_probes_people_and_trains_outside_every_role(lacuna):
+    """Upstream's attack (relearn.py + extraction_leakage.py) on the mini LACUNA: a unit is a
+    person of the evaluation forget split, probed by their questions, the PII the target; the
+    attacker's people are in no split; seeded, so the same counts in every process."""
     roles = lacuna.roles("Email_Address", 7)
-    model = _theta0(lacuna)
-    a, b = lacuna.resurfacing(model, roles), lacuna.resurfacing(model, roles)
-    assert a == b  # seeded: the same answer in every process
-    assert a["resurfaced_share"] > 0.5  # theta_0 still knows the facts: they "resurface"
+    rs = lacuna.relearn_set(roles)
+    split = roles.splits["eval"]["forget"]
+    assert {p.unit for p in rs.probes} == {str(r["ID"]) for r in split.rows}
+    assert sum(len(p.prompts) for p in rs.probes) == len(split.rows)
+    from supportbench.benchmarks.lacuna.reader import read_relearn
+
+    attackers = {r["ID"] for r in read_relearn(lacuna._data_dir)}
+    in_roles = {r["ID"] for part in roles.splits.values() for s in part.values() for r in s.rows}
+    assert attackers and not attackers & in_roles
+    known = leaked(_theta0(lacuna), rs)
+    assert len(known) > 0.5 * len(rs.probes)  # theta_0 knows most of the forget people's PII
+    a = relearning_attack(_theta0(lacuna), rs, steps=3, lr=1e-4, batch_size=8, seed=7)
+    b = relearning_attack(_theta0(lacuna), rs, steps=3, lr=1e-4, batch_size=8, seed=7)
+    assert a == b
+    assert a["total_forget_people"] == len(rs.probes)
+    assert a["still_leaking_after_unlearn"] == len(known)
+    assert a["forgotten_by_unlearn"] == len(rs.probes) - len(known)

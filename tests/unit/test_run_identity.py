@@ -32,12 +32,22 @@ def test_every_setting_is_resolved_into_the_spec():
     )
     c = spec.canonical()
     # the record stores, and the key hashes, all of them but column_grads = false and chunked_loss =
-    # false (the default gradients and loss) and a curve's settings when eval_every = 0 (no curve):
-    # the key every run had before the settings existed
+    # false (the default gradients and loss), a curve's settings when eval_every = 0 (no curve) and
+    # the relearning attack's when relearn_steps = 0 (no attack): the key every run had before the
+    # settings existed
     assert c["hyperparameters"] == {
         k: v
         for k, v in hp.items()
-        if k not in ("column_grads", "chunked_loss", "eval_every", "curve_items")
+        if k
+        not in (
+            "column_grads",
+            "chunked_loss",
+            "eval_every",
+            "curve_items",
+            "relearn_steps",
+            "relearn_lr",
+            "relearn_batch_size",
+        )
     }
     assert c["T"] == 40
     for k in ("column_grads", "chunked_loss"):

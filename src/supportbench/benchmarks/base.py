@@ -53,6 +53,7 @@ from supportbench.experiments.record import (
 )  # the record's type: what evaluate returns is stored
 from supportbench.experiments.spec import register_default_model, register_path_options
 from supportbench.unlearning.data import DiagnosticRecords, TokenizedSet, dataset_nll
+from supportbench.unlearning.relearn import RelearnSet
 
 
 @dataclass
@@ -170,6 +171,20 @@ class Calibrated(InterfaceBenchmark, Protocol):
         """Every locator's AUROC on the calibration fields, computed by ``prepare`` (construction
         data)."""
         ...
+
+
+@runtime_checkable
+class Relearnable(Benchmark, Protocol):
+    """A benchmark the relearning attack (``relearn_steps`` > 0; ``unlearning.relearn``) runs on:
+    it names, for one run's roles, the records outside every role the attacker trains on, its
+    forget units with their probes and targets, and its greedy generation. A benchmark without
+    ``relearn_set`` refuses the attack before anything runs (``harness.resolve``)."""
+
+    def relearn_set(self, roles: Roles) -> RelearnSet: ...
+
+
+def is_relearnable(cls) -> bool:
+    return callable(getattr(cls, "relearn_set", None))
 
 
 # the constructor keywords the runner passes every benchmark: never a user's benchmark.* option

@@ -70,6 +70,12 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     # eval_every steps (0: none); shown beside the terminal score, never used to pick a checkpoint
     "eval_every": 0,
     "curve_items": 8,
+    # the relearning attack after the terminal score (0 steps: none; unlearning/relearn.py):
+    # LACUNA's mini attack settings (docs/benchmarks.md, "Relearning": at 1e-3 the attack damaged
+    # theta_0's own facts instead of relearning; at 1e-4 theta_0 keeps them)
+    "relearn_steps": 0,
+    "relearn_lr": 1e-4,
+    "relearn_batch_size": 8,
 }
 # A benchmark whose full evaluation (eval_full) is on by default when the option naming its input
 # is given (a spec resolved before this default keyed such runs with eval_full = false: pass
@@ -229,6 +235,15 @@ RUN_SETTINGS: dict[str, Any] = {
     "curve_items": option(
         int, ge=1, le=10**6, doc="the curve's slice: the first N records of each evaluation part"
     ),
+    "relearn_steps": option(
+        int,
+        ge=0,
+        le=10**6,
+        doc="the relearning attack: steps of fine-tuning on data outside every role after the "
+        "terminal score, then LACUNA's resurfacing counts (0: none)",
+    ),
+    "relearn_lr": option(float, gt=0, le=1, doc="the relearning attack's peak learning rate"),
+    "relearn_batch_size": option(int, ge=1, le=65_536, doc="the relearning attack's batch size"),
 }
 
 
@@ -477,6 +492,9 @@ class RunSpec:
                 d["hyperparameters"].pop(k, None)
         if not d["hyperparameters"].get("eval_every"):  # and a run without a curve
             for k in ("eval_every", "curve_items"):
+                d["hyperparameters"].pop(k, None)
+        if not d["hyperparameters"].get("relearn_steps"):  # or without the relearning attack
+            for k in ("relearn_steps", "relearn_lr", "relearn_batch_size"):
                 d["hyperparameters"].pop(k, None)
         return d
 

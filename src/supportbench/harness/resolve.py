@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from supportbench._options import allowed_list, check, declared, did_you_mean
-from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS
+from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS, is_relearnable
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import RunSpec
 from supportbench.methods.base import SelectionMethod, get_method
@@ -77,6 +77,13 @@ def resolve(spec: RunSpec, *, read_inputs: bool = True) -> ResolvedRun:
         raise SpecError(
             f"eval_every = {spec.hp('eval_every')}: curves are built for static runs of a "
             f"selection method; {what} (allowed for it: eval_every = 0)"
+        )
+    if spec.hp("relearn_steps") and not is_relearnable(benchmark_cls):
+        have = sorted(n for n in BENCHMARKS.names() if is_relearnable(BENCHMARKS.get(n)))
+        raise SpecError(
+            f"relearn_steps = {spec.hp('relearn_steps')}: {spec.benchmark} names no data outside "
+            f"its roles for the relearning attack (no relearn_set); benchmarks that do: "
+            f"{', '.join(have)} (allowed for {spec.benchmark}: relearn_steps = 0)"
         )
     return ResolvedRun(spec=spec, benchmark_cls=benchmark_cls, objective=objective, method=method)
 

@@ -59,6 +59,7 @@ from supportbench.unlearning.enforcement import Changes, SupportMasks, count_cha
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import diagnostic_buffers
 from supportbench.unlearning.models import cpu_mode, resolve_device
+from supportbench.unlearning.relearn import relearning_attack
 from supportbench.unlearning.support import select
 from supportbench.unlearning.train import (
     SupportTrainer,
@@ -577,6 +578,25 @@ class Runner:
         )
         draft.compute.wall_s["eval"] = time.perf_counter() - t0
         self._check_finite(draft.outcome)
+        if spec.hp("relearn_steps"):
+            self._relearn(spec, bench, model, roles, draft)
+
+    @staticmethod
+    def _relearn(spec: RunSpec, bench, model, roles, draft: _Draft) -> None:
+        """The relearning attack (``relearn_steps`` > 0), after the terminal score and the
+        enforcement count: the model is spent by it (the next run resets it to theta_0); LACUNA's
+        resurfacing counts join the outcome's components (``unlearning.relearn``)."""
+        t0 = time.perf_counter()
+        counts = relearning_attack(
+            model,
+            bench.relearn_set(roles),
+            steps=int(spec.hp("relearn_steps")),
+            lr=float(spec.hp("relearn_lr")),
+            batch_size=int(spec.hp("relearn_batch_size")),
+            seed=spec.seed,
+        )
+        draft.outcome.components = {**draft.outcome.components, **counts}
+        draft.compute.wall_s["relearn"] = time.perf_counter() - t0
 
     @staticmethod
     def _check_finite(o: Outcome) -> None:

@@ -64,6 +64,7 @@ from supportbench.unlearning.models import (
     save_model,
     train_tokenizer,
 )
+from supportbench.unlearning.relearn import Probe, RelearnSet
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
 # v2: built reproducibly (seeded LoRA init, one thread); v3: 300 background subjects and target
@@ -396,6 +397,23 @@ class Controlled:
         )
         self._roles[(field, seed)] = roles
         return roles
+
+    def relearn_set(self, roles: Roles) -> RelearnSet:
+        """The relearning attack on the controlled separation: the attacker fine-tunes on the
+        background subjects' facts in the targets' training phrasings (theta_pre's pretraining
+        subjects: no run's role reads them); the unit is the run's target, probed by its evaluation
+        phrasings, its attribute the target string."""
+        require_prepared(self._prepared, "relearn_set()")
+        pairs = gen.background_subjects(
+            seed=self.build, phrasings=gen.TRAIN, extra_attributes=self._extra
+        )
+        split = roles.splits["eval"]["forget"]
+        tok = self._prepared.tokenizer
+        return RelearnSet(
+            train=self._tok(pairs),
+            probes=(Probe(roles.field, tuple(split.prompts), split.rows[0]["answer"].strip()),),
+            generate=lambda model, prompts: ev.greedy_answers(model, tok, prompts, 8),
+        )
 
     # ---- the intervention and its outcome --------------------------------------------------------
     def intervene(self, spec, model, roles: Roles, objective, data, config) -> dict:

@@ -74,6 +74,7 @@ from supportbench.unlearning.formats import (
     LacunaInstructionFormat,
     OpenUnlearningFormat,
 )
+from supportbench.unlearning.relearn import Probe, RelearnSet
 from supportbench.unlearning.train import FinetuneConfig, finetune, masked_finetune
 
 # v2: built reproducibly (one thread); v3: upstream's text formats;
@@ -130,9 +131,6 @@ class Lacuna:
             dict | None, doc="the injection recipe: benchmark.finetune.<option>"
         ) = None,
         build: int = 0,
-        resurface: option(bool, doc="run upstream's relearning attack at evaluation") = False,
-        relearn_steps: option(int, ge=1, le=100_000, unit="steps", doc="the attack's steps") = 10,
-        relearn_lr: option(float, gt=0, le=1, doc="the attack's learning rate") = 1e-4,
         group_dropout: option(
             float,
             ge=0,
@@ -159,7 +157,6 @@ class Lacuna:
             int(build),
         )
         self.max_new_tokens, self.precision_max_exact = max_new_tokens, precision_max_exact
-        self.resurface, self.relearn_steps, self.relearn_lr = resurface, relearn_steps, relearn_lr
         self.forget_groups = tuple(int(g) for g in forget_groups)
         if not 0.0 <= group_dropout < 1.0:
             raise SpecError(f"benchmark.group_dropout must be in [0, 1), got {group_dropout!r}")
@@ -468,8 +465,6 @@ class Lacuna:
             comp.update(self.precision(model, roles))
         if full:
             comp.update(self._behaviour(model, roles))
-        if self.resurface and which == "eval":
-            comp.update(self.resurfacing(model, roles))
         return B.to_outcome(comp, B.j_items(roles, which, nll))
 
     def _behaviour(self, model, roles: Roles) -> dict:
@@ -490,35 +485,31 @@ class Lacuna:
                 ) / len(gens)
         return out
 
-    def resurfacing(self, model, roles: Roles) -> dict:
-        """Upstream's relearning attack, deterministic: a copy of the unlearned model relearns
-        ``relearn_steps`` steps on ``relearn_train`` (all parameters here; upstream uses a LoRA),
-        then a forgotten person has resurfaced when their PII string appears (case-insensitive) in
-        the greedy answer to their evaluation question. Seeded by the roles' seed (never Python's
-        ``hash()``)."""
-        import copy
-
+    def relearn_set(self, roles: Roles) -> RelearnSet:
+        """Upstream's relearning attack (``relearn.py``, ``extraction_leakage.py``): the attacker
+        trains on ``relearn_train`` (people in no split, raw values as ``relearn.py`` formats them);
+        a unit is a forgotten person (``ID``), probed by their evaluation questions, and their PII
+        string is the target."""
         from supportbench.benchmarks.lacuna.reader import read_relearn
 
         rows = read_relearn(self._data_dir)
         if not rows:
             raise SpecError(
-                f"benchmark.resurface needs relearn_train.parquet in '{self._data_dir}'"
+                f"the relearning attack needs relearn_train.parquet in '{self._data_dir}' "
+                "(people in no split, as upstream's create_memorized_datasets.py writes it)"
             )
-        attacker = copy.deepcopy(model)
-        cfg = FinetuneConfig(
-            epochs=1, lr=self.relearn_lr, batch_size=8, weight_decay=0.0, seed=roles.seed
-        )
-        # relearn.py: raw values, no panorama space
-        data = self._qa(self._prepared.tokenizer, rows, fmt=RELEARN)
-        cfg = replace(cfg, epochs=max(1, -(-self.relearn_steps * cfg.batch_size // len(data))))
-        finetune(attacker, data, cfg, progress=False, desc="relearn")
         split = roles.splits["eval"]["forget"]
-        gens = ev.greedy_answers(
-            attacker, self._prepared.tokenizer, split.prompts, self.max_new_tokens, fmt=EVALUATION
+        units: dict[str, list] = {}
+        for r, prompt in zip(split.rows, split.prompts, strict=True):
+            units.setdefault(str(r["ID"]), [r["answer"], []])[1].append(prompt)
+        tok = self._prepared.tokenizer
+        return RelearnSet(
+            train=self._qa(tok, rows, fmt=RELEARN),
+            probes=tuple(Probe(u, tuple(ps), t) for u, (t, ps) in units.items()),
+            generate=lambda model, prompts: ev.greedy_answers(
+                model, tok, prompts, self.max_new_tokens, fmt=EVALUATION
+            ),
         )
-        hits = sum(r["answer"].lower() in g.lower() for r, g in zip(split.rows, gens))
-        return {"resurfaced": float(hits), "resurfaced_share": hits / max(1, len(gens))}
 
     def precision(self, model, roles: Roles) -> dict:
         """Localization precision of |W - W_theta0| against the forget-group and all-group bits,

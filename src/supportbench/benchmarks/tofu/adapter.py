@@ -62,6 +62,7 @@ from supportbench.unlearning.data import (
     tokenize_qa,
 )
 from supportbench.unlearning.formats import TOFU_TAGS, QAFormat, RawFormat, chat_format
+from supportbench.unlearning.relearn import Probe, RelearnSet
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
@@ -195,6 +196,7 @@ class Tofu:
         self._prepared: Prepared | None = None
         self._retain_models: dict[str, object] = {}
         self._roles: dict[tuple, Roles] = {}
+        self._relearn: dict[tuple, list[str]] = {}  # (field, seed) -> background text in no role
         self._retain_tr: dict[tuple, torch.Tensor] = {}
         self._preset: str | None = None
 
@@ -448,6 +450,8 @@ class Tofu:
         p_diag, p_dev, p_eval = prot[:third], prot[third : 2 * third], prot[2 * third :]
         neutral = self.neutral_texts()
         n_diag = rng.sample(neutral, min(20, len(neutral)))
+        # the relearning attack's data: the background text no role reads
+        self._relearn[key] = [t for t in neutral if t not in set(n_diag)]
 
         notes = {}
 
@@ -583,6 +587,30 @@ class Tofu:
         return out
 
     @torch.no_grad()
+    def relearn_set(self, roles: Roles) -> RelearnSet:
+        """The relearning attack on TOFU: TOFU has no question outside its roles (forgetXX and
+        retain(100-XX) make ``full``; real authors and world facts are the protected role), so the
+        attacker fine-tunes on the background text no role reads (the neutral sentences outside the
+        N diagnostics): benign fine-tuning. A unit is one forget evaluation question, asked as the
+        evaluation asks it (Natural-TOFU: paraphrased); its target is the answer."""
+        rows = self._relearn.get((roles.field, roles.seed))
+        if not rows:
+            raise SpecError(
+                f"the relearning attack on {self.name} needs background text outside the N "
+                f"diagnostics (neutral.txt in '{self.data_dir}' holds {len(self.neutral_texts())} "
+                "lines, all of them diagnostic records)"
+            )
+        pairs = [(" ".join(t.split(" ")[:3]) + " ", " ".join(t.split(" ")[3:])) for t in rows]
+        split = roles.splits["eval"]["forget"]
+        return RelearnSet(
+            train=self._tok([p for p, _ in pairs], [a for _, a in pairs], fmt=RawFormat()),
+            probes=tuple(
+                Probe(f"q{i:04d}", (q,), r["answer"].strip())
+                for i, (r, q) in enumerate(zip(split.rows, split.prompts, strict=True))
+            ),
+            generate=lambda model, prompts: self.generate(model, list(prompts)),
+        )
+
     def generate(self, model, questions: list[str], batch_size: int = 32) -> list[str]:
         """Greedy answers (ROUGE-L) after each question's prompt in the QA format, left-padded
         batches, stop at eos or max_new_tokens."""

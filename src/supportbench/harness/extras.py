@@ -1,0 +1,70 @@
+"""The demo's extras (issue 35: one cell per benchmark, not all): curves and the relearning attack.
+
+For each benchmark of an experiment, its first final static run -- of a selection method where the
+benchmark has one (with a curve, ``eval_every`` = T/10), else of the benchmark's own intervention
+(no curve: it has no one training path) -- runs again with the relearning attack
+(``relearn_steps`` = ``RELEARN_STEPS`` where the benchmark names relearning data) as the experiment
+``<name>-extras``: its own cells, so the paper's tables never see a run twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from supportbench.benchmarks.base import BENCHMARKS, is_relearnable
+from supportbench.experiments.plan import ExperimentSpec
+from supportbench.experiments.spec import RunSpec
+from supportbench.harness.runner import Runner
+
+# LACUNA's mini attack length before the attack became every benchmark's (docs/benchmarks.md)
+RELEARN_STEPS = 10
+
+
+def extras_cells(spec: ExperimentSpec) -> list[RunSpec]:
+    """One run per benchmark, with the extras its benchmark supports (see the module's doc)."""
+    chosen: dict[str, RunSpec] = {}
+    for r in spec.runs("final"):
+        cur = chosen.get(r.benchmark)
+        # the first, unless a selection method's run comes after an own intervention's
+        if r.variant == "static" and (
+            cur is None or (cur.method in _own(cur) and r.method not in _own(r))
+        ):
+            chosen[r.benchmark] = r
+    out = []
+    for r in chosen.values():
+        hp = dict(r.hyperparameters)
+        if r.method not in _own(r):
+            hp["eval_every"] = max(1, r.T // 10)
+        if is_relearnable(BENCHMARKS.get(r.benchmark)):
+            hp["relearn_steps"] = RELEARN_STEPS
+        if hp != dict(r.hyperparameters):
+            out.append(r.replace(experiment=f"{spec.name}-extras", hyperparameters=hp))
+    return out
+
+
+def _own(r: RunSpec) -> tuple[str, ...]:
+    return BENCHMARKS.get(r.benchmark).INTERFACES
+
+
+def run_extras(spec: ExperimentSpec, root: Path, cache) -> tuple[str | None, list[str]]:
+    """Run ``extras_cells``; returns the experiment's name (None: no cell) and one line per run."""
+    cells = extras_cells(spec)
+    if not cells:
+        return None, []
+    runner = Runner(root, cache_dir=cache, progress=False)
+    lines = []
+    for r in cells:
+        rec = runner.run(r).record
+        c = rec.outcome.components if rec.outcome else {}
+        lines.append(
+            f"extras: {r.benchmark}/{r.field}/{r.objective}/{r.method}/seed {r.seed}: {rec.status}"
+            + (f", curve {len(rec.outcome.curve or [])} points" if r.hp("eval_every") else "")
+            + (
+                f", relearning {r.hp('relearn_steps')} steps: "
+                f"{c.get('resurfaced_after_relearn', float('nan')):.0f} of "
+                f"{c.get('forgotten_by_unlearn', float('nan')):.0f} forgotten resurfaced"
+                if r.hp("relearn_steps")
+                else ""
+            )
+        )
+    return cells[0].experiment, lines
