@@ -179,10 +179,18 @@ class Registry:
         ``metrics`` view (``run_key``, ``name``, ``value``, under open-unlearning's names; ``step``:
         NULL for the terminal model, a curve's step otherwise) with the run's cell and ``origin``
         ('record' or 'import')."""
+        from supportbench.registry.store import has_steps
+
         where = "WHERE r.experiment = ?" if experiment else ""
+        # a registry whose view predates curves holds terminal rows only: step NULL
+        con = self._con()
+        try:
+            step = "m.step" if has_steps(con) else "CAST(NULL AS INTEGER) AS step"
+        finally:
+            con.close()
         return self.query(
             "SELECT m.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, "
-            "r.variant, r.seed, r.split, r.origin, m.name, m.value, m.step FROM metrics m "
+            f"r.variant, r.seed, r.split, r.origin, m.name, m.value, {step} FROM metrics m "
             f"JOIN runs r USING (run_key) {where} ORDER BY r.experiment, r.benchmark, r.field, "
             "r.objective, r.method, r.seed, m.step NULLS FIRST, m.name",
             [experiment] if experiment else [],

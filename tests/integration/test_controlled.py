@@ -511,3 +511,38 @@ def test_relearning_attack_after_an_interface_run(ctl, cache, tmp_path):
     assert rec.compute.wall_s["relearn"] > 0
     assert spec(relearn_steps=0).run_key == spec().run_key != rec.run_key
     assert spec(relearn_steps=2, relearn_lr=1e-3).run_key != rec.run_key
+
+
+def test_interface_runs_carry_enforcement_counts_of_their_own_domain(
+    ctl, cache, tmp_path, monkeypatch
+):
+    """Enforcement on record for the benchmark's own interventions: a LoRA run may change its
+    LoRA, a backbone run its block of neurons, nothing else; each record carries the counts (zero
+    outside, the domain's size equal to the interface's), and a domain narrower than what the
+    intervention trains fails the run by name, unscored."""
+    from supportbench.benchmarks.base import BENCHMARKS
+
+    def spec(which):
+        return RunSpec(
+            "controlled", "t01", "npo", which, model="tiny-qwen2", seed=0, T=3,
+            experiment="enforce",
+            hyperparameters={"benchmark.n_targets": 12, "benchmark.n_calibration_targets": 4},
+        )  # fmt: skip
+
+    runner = Runner(tmp_path / "ok", cache_dir=cache, progress=False)
+    for which, size in (("backbone", ctl.itf.size), ("lora", ctl.itf.lora_size)):
+        rec = runner.run(spec(which)).record
+        assert rec.status == "ok", rec.error
+        c = rec.outcome.components
+        assert c["changed_outside"] == 0 and c["allowed_scalars"] == size
+        assert 0 < c["changed_inside"] <= size
+    cls = BENCHMARKS.get("controlled")
+    real = cls.allowed
+
+    def narrower(self, model, method):  # the LoRA's A matrix only: its B trains too
+        return {k: v for k, v in real(self, model, method).items() if "lora_A" in k}
+
+    monkeypatch.setattr(cls, "allowed", narrower)
+    bad = Runner(tmp_path / "bad", cache_dir=cache, progress=False).run(spec("lora")).record
+    assert bad.status == "failed" and bad.outcome is None  # refused before it is scored
+    assert bad.error.startswith("EnforcementError:") and "lora_B" in bad.error

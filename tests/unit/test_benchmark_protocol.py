@@ -115,6 +115,10 @@ def test_a_class_missing_default_field_is_refused_by_name():
             r"declares INTERFACES \('lora',\) but lacks the method intervene",
         ),
         (
+            {"INTERFACES": ("lora",), "intervene": lambda *a: {}},
+            r"declares INTERFACES \('lora',\) but lacks the method allowed\(self, model, method\)",
+        ),
+        (
             {"__init__": lambda self, cache_dir=None, progress=True: None},
             "must accept the keywords cache_dir=None, progress=True, device=None and build=0",
         ),
@@ -126,6 +130,7 @@ def test_a_class_missing_default_field_is_refused_by_name():
             {
                 "INTERFACES": ("lora",),
                 "intervene": lambda *a: {},
+                "allowed": lambda *a: {},
                 "calibration_fields": classmethod(lambda cls, o: ()),
             },
             "declares calibration_fields but lacks calibration_aurocs: "
@@ -142,6 +147,7 @@ def test_a_class_missing_default_field_is_refused_by_name():
             {
                 "INTERFACES": ("lora",),
                 "intervene": lambda *a: {},
+                "allowed": lambda *a: {},
                 "calibration_aurocs": lambda self: {},
                 "calibration_fields": lambda self, o: (),
             },
@@ -206,6 +212,7 @@ def test_registration_records_which_benchmarks_freeze_their_own_decision():
     members = {
         "INTERFACES": ("lora",),
         "intervene": lambda *a: {},
+        "allowed": lambda *a: {},
         "calibration_aurocs": lambda self: {},
         "calibration_fields": classmethod(lambda cls, o: ("b",)),
     }

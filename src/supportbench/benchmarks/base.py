@@ -35,7 +35,7 @@ import inspect
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +149,12 @@ class InterfaceBenchmark(Benchmark, Protocol):
         record."""
         ...
 
+    def allowed(self, model, method: str) -> Mapping[str, torch.Tensor]:
+        """The coordinates of ``model`` the interface ``method`` may change, by tensor name (a
+        boolean mask of the tensor's shape; a name left out may not change): the run's enforcement
+        count compares the trained model with theta_0 against it (``unlearning.enforcement``)."""
+        ...
+
 
 @runtime_checkable
 class Calibrated(InterfaceBenchmark, Protocol):
@@ -187,6 +193,10 @@ def is_relearnable(cls) -> bool:
     return callable(getattr(cls, "relearn_set", None))
 
 
+_INTERFACE_METHODS = (
+    "intervene(self, spec, model, roles, objective, data, config) -> dict",
+    "allowed(self, model, method) -> Mapping[str, Tensor]",
+)
 # the constructor keywords the runner passes every benchmark: never a user's benchmark.* option
 SHARED_KEYWORDS = ("cache_dir", "progress", "device", "build")
 _MISSING = object()
@@ -240,11 +250,9 @@ def check_benchmark_class(name: str, cls) -> None:
     for member in ("field_names", "check_inputs"):
         if not isinstance(inspect.getattr_static(cls, member), (classmethod, staticmethod)):
             refuse(f"{member} must be a classmethod: it is checked before any benchmark is built")
-    if interfaces and not callable(getattr(cls, "intervene", None)):
-        refuse(
-            f"declares INTERFACES {interfaces!r} but lacks the method "
-            "intervene(self, spec, model, roles, objective, data, config) -> dict"
-        )
+    for signature in _INTERFACE_METHODS if interfaces else ():
+        if not callable(getattr(cls, signature.split("(")[0], None)):
+            refuse(f"declares INTERFACES {interfaces!r} but lacks the method {signature}")
     try:
         inspect.signature(cls).bind_partial(cache_dir=None, progress=True, device=None, build=0)
     except ValueError:  # no introspectable signature: the runner's call will tell
@@ -452,13 +460,20 @@ def j_components(
         raise SpecError(f"unknown split {which!r}; allowed: {', '.join(allowed)}")
     if which not in roles.theta0_nll:
         raise StateError("record_theta0_nll(theta_0, roles) must run before evaluate()")
-    parts, base = roles.splits[which], roles.theta0_nll[which]
+    parts = roles.splits[which]
     nll = {k: dataset_nll(model, s.data) for k, s in parts.items()}
-    deltas = {k: nll[k][0] - base[k] for k in parts}
+    return _score(nll, roles.theta0_nll[which]), nll
+
+
+def _score(nll: dict, base: dict) -> dict:
+    """J, G_F, D_coll from each part's per-item NLLs minus theta_0's on the same records (``base``
+    cut to each part's length), and each part's mean probability: what ``j_components`` and
+    ``curve_point`` share."""
+    deltas = {k: s - base[k][: len(s)] for k, (s, _) in nll.items()}
     comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
-    for k in parts:
-        comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
-    return comp, nll
+    for k, (s, n) in nll.items():
+        comp[f"{k}_prob"] = float(ev.probability(s, n).mean())
+    return comp
 
 
 @torch.no_grad()
@@ -467,14 +482,9 @@ def curve_point(model, roles: Roles, items: int) -> dict:
     evaluation split, against theta_0's NLLs of the same records (J, G_F, D_coll and each part's
     mean probability). The slice is fixed for the run, so its points are comparable step to step;
     the terminal model is scored on the whole split as always."""
-    parts, base = roles.splits["eval"], roles.theta0_nll["eval"]
-    n = {k: min(items, len(s)) for k, s in parts.items()}
-    nll = {k: dataset_nll(model, s.data.take(range(n[k]))) for k, s in parts.items()}
-    deltas = {k: nll[k][0] - base[k][: n[k]] for k in parts}
-    comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
-    for k in parts:
-        comp[f"{k}_prob"] = float(ev.probability(*nll[k]).mean())
-    return comp
+    parts = roles.splits["eval"]
+    nll = {k: dataset_nll(model, s.data.take(range(min(items, len(s))))) for k, s in parts.items()}
+    return _score(nll, roles.theta0_nll["eval"])
 
 
 class Evaluated(Outcome):

@@ -481,7 +481,10 @@ class Runner:
             )
             wall["train"] = time.perf_counter() - t0
             draft.compute.step_equivalents = float(spec.T)
+            # the interface's own domain (its LoRA, or its block of neurons) is the support here
+            changes = self._enforce(spec, model, bench.allowed(model, spec.method), wall)
             self._evaluate(spec, bench, model, roles, draft)
+            draft.outcome.components = {**draft.outcome.components, **changes.as_record()}
             return
 
         t0 = time.perf_counter()
@@ -531,7 +534,7 @@ class Runner:
             draft.compute = compute
             trained = [support, branch]  # S0 up to the checkpoint, the chosen branch's after
         # both variants leave the terminal model (DIR-R: the chosen branch) in place
-        changes = self._enforce(spec, model, trained, draft.compute.wall_s)
+        changes = self._enforce(spec, model, SupportMasks(trained), draft.compute.wall_s)
         self._evaluate(spec, bench, model, roles, draft)
         draft.outcome.components = {**draft.outcome.components, **changes.as_record()}
         draft.outcome.curve = curve
@@ -560,12 +563,13 @@ class Runner:
         trainer.on_step = on_step
         return points
 
-    def _enforce(self, spec: RunSpec, model, trained: list, wall: dict) -> Changes:
-        """Enforcement on record (issue 35): the scalars the run changed inside and outside the
-        supports it trained, counted exactly against theta_0's snapshot, tensor by tensor; any
-        change outside fails the run (``EnforcementError``), before it is scored."""
+    def _enforce(self, spec: RunSpec, model, allowed, wall: dict) -> Changes:
+        """Enforcement on record (issue 35): the scalars the run changed inside and outside what it
+        may change (``allowed``: the supports it trained, or a benchmark's own interface), counted
+        exactly against theta_0's snapshot, tensor by tensor; any change outside fails the run
+        (``EnforcementError``), before it is scored."""
         t0 = time.perf_counter()
-        changes = count_changes(model, self._theta0[self.bench_key(spec)], SupportMasks(trained))
+        changes = count_changes(model, self._theta0[self.bench_key(spec)], allowed)
         wall["enforce"] = time.perf_counter() - t0
         enforce(changes)
         return changes

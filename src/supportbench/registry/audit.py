@@ -96,8 +96,8 @@ class AuditReport:
             e = self.enforced
             lines.append(
                 f"enforcement on record: {e['checked']} of {e['ok']} ok runs checked against "
-                f"theta_0 ({e['outside']} with a change outside their support; runs through a "
-                "benchmark's own interface, imported runs and older records carry no counts)"
+                f"theta_0 ({e['outside']} with a change outside their support or interface; "
+                "imported runs and older records carry no counts)"
             )
         for check in CHECKS:
             rows = self.findings.get(check.name, [])

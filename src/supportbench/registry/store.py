@@ -605,9 +605,13 @@ def scalar(con, sql: str, params=None):
     return row[0] if row else None
 
 
+def has_steps(con) -> bool:
+    """Whether the ``metrics`` view has the ``step`` column (a registry opened read-only whose view
+    predates curves has none, and holds terminal rows only)."""
+    return "step" in {r[0] for r in con.execute("DESCRIBE metrics").fetchall()}
+
+
 def terminal_metrics(con, alias: str = "m") -> str:
     """The SQL condition that keeps the terminal model's rows of the ``metrics`` view (``step``
-    NULL: a curve's points have their step); TRUE on a registry opened read-only whose view predates
-    curves (it has no ``step`` column and holds terminal rows only)."""
-    cols = {r[0] for r in con.execute("DESCRIBE metrics").fetchall()}
-    return f"{alias}.step IS NULL" if "step" in cols else "TRUE"
+    NULL: a curve's points have their step); TRUE where the view predates curves."""
+    return f"{alias}.step IS NULL" if has_steps(con) else "TRUE"

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from supportbench.registry.store import has_steps  # noqa: E402
 from supportbench.reports import stats  # noqa: E402
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES  # noqa: E402
 from supportbench.reports.names import arm_display, method_display  # noqa: E402
@@ -323,8 +324,10 @@ def curves(ctx: Context, con=None):
     shown, never used to choose a checkpoint: every table scores the terminal model."""
     if con is None:
         raise Missing("needs the registry's metrics view")
+    if not has_steps(con):  # a registry from before curves: no run has one
+        raise Missing("needs runs with a curve (eval_every > 0)")
     pts = con.sql(
-        """SELECT r.benchmark, r.objective, r.method, m.step, avg(m.value) AS J, count(*) AS n
+        """SELECT r.benchmark, r.objective, r.method, m.step, avg(m.value) AS J
            FROM metrics m JOIN runs r USING (run_key)
            WHERE m.step IS NOT NULL AND m.name = 'J' AND r.split = 'final'
              AND ($exp IS NULL OR r.experiment = $exp)

@@ -429,6 +429,10 @@ class Controlled:
             "groups": list(self.itf.columns) if spec.method == "backbone" else [],
         }
 
+    def allowed(self, model, method: str) -> dict[str, torch.Tensor]:
+        """What an intervention through ``method`` may change (``interfaces.allowed``)."""
+        return itf_mod.allowed(model, self.itf, method)
+
     @torch.no_grad()
     def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> Outcome:
         comp, nll = j_components(model, roles, which, allowed=("dev", "eval"))

@@ -153,6 +153,27 @@ def _lora_params(model, itf: Interfaces) -> list[torch.nn.Parameter]:
     return ps
 
 
+def allowed(model, itf: Interfaces, which: str) -> dict[str, torch.Tensor]:
+    """The coordinates an intervention through ``which`` may change, as the enforcement count's
+    ``allowed`` (``unlearning.enforcement``): the LoRA's own parameters whole, or the backbone
+    block's neurons (the gate and up rows, the down-projection's columns); nothing else."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    if which == "lora":
+        return {
+            names[id(p)]: torch.ones(p.shape, dtype=torch.bool) for p in _lora_params(model, itf)
+        }
+    if which != "backbone":
+        raise SpecError(f"unknown controlled interface {which!r}; allowed: {', '.join(INTERFACES)}")
+    gate, up, down = _mlp_weights(model, itf)
+    block = torch.zeros(down.shape[1], dtype=torch.bool)
+    block[list(itf.columns)] = True
+    return {
+        names[id(gate)]: block.view(-1, 1).expand(gate.shape),
+        names[id(up)]: block.view(-1, 1).expand(up.shape),
+        names[id(down)]: block.view(1, -1).expand(down.shape),
+    }
+
+
 def down_proj_module(model, itf: Interfaces):
     """The interface layer's down-projection as ``peft`` wraps it (base layer + LoRA)."""
     for k, v in model.named_modules():
