@@ -586,7 +586,6 @@ class Tofu:
         out["model_utility"] = ev.model_utility(utility) if len(utility) == 9 else float("nan")
         return out
 
-    @torch.no_grad()
     def relearn_set(self, roles: Roles) -> RelearnSet:
         """The relearning attack on TOFU: TOFU has no question outside its roles (forgetXX and
         retain(100-XX) make ``full``; real authors and world facts are the protected role), so the
@@ -611,6 +610,7 @@ class Tofu:
             generate=lambda model, prompts: self.generate(model, list(prompts)),
         )
 
+    @torch.no_grad()
     def generate(self, model, questions: list[str], batch_size: int = 32) -> list[str]:
         """Greedy answers (ROUGE-L) after each question's prompt in the QA format, left-padded
         batches, stop at eos or max_new_tokens."""
