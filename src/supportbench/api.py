@@ -192,7 +192,7 @@ class Registry:
             "SELECT m.run_key, r.experiment, r.benchmark, r.field, r.objective, r.method, "
             f"r.variant, r.seed, r.split, r.origin, m.name, m.value, {step} FROM metrics m "
             f"JOIN runs r USING (run_key) {where} ORDER BY r.experiment, r.benchmark, r.field, "
-            "r.objective, r.method, r.seed, m.step NULLS FIRST, m.name",
+            "r.objective, r.method, r.seed, step NULLS FIRST, m.name",
             [experiment] if experiment else [],
             experiment=experiment,
         )

@@ -2,6 +2,7 @@
 outcome-blind storage locators, one record per (target, interface), and Table 1 from the
 registry."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
 from supportbench.unlearning.data import dataset_nll, tokenize_pairs
+from supportbench.unlearning.relearn import RESURFACING
 
 pytestmark = pytest.mark.slow
 
@@ -485,8 +487,8 @@ def test_relearning_attack_after_an_interface_run(ctl, cache, tmp_path):
     assert probe.prompts == tuple(roles.splits["eval"]["forget"].prompts)
     pairs = background_subjects(seed=ctl.build, phrasings=TRAIN, extra_attributes=ctl._extra)
     assert len(rs.train) == len(pairs)
-    names = [t["subject"] for t in ctl.all_targets.values()]
-    assert not [p for p, _ in pairs if any(n in p for n in names)]
+    names = [re.compile(rf"\b{re.escape(t['subject'])}\b") for t in ctl.all_targets.values()]
+    assert not [p for p, _ in pairs if any(n.search(p) for n in names)]
     hp = {"benchmark.n_targets": 12, "benchmark.n_calibration_targets": 4}
 
     def spec(**more):
@@ -502,9 +504,14 @@ def test_relearning_attack_after_an_interface_run(ctl, cache, tmp_path):
             hyperparameters={**hp, **more},
         )
 
-    rec = Runner(tmp_path, cache_dir=cache, progress=False).run(spec(relearn_steps=2)).record
+    runner = Runner(tmp_path, cache_dir=cache, progress=False)
+    plain = runner.run(spec()).record
+    rec = runner.run(spec(relearn_steps=2)).record
     assert rec.status == "ok", rec.error
-    c = rec.outcome.components
+    # the attack comes after the score and the enforcement count: both are the plain run's
+    assert rec.outcome.J == plain.outcome.J
+    c = dict(rec.outcome.components)
+    assert {k: v for k, v in c.items() if k not in RESURFACING} == plain.outcome.components
     assert c["total_forget_people"] == 1 and c["attempts"] == len(probe.prompts)
     assert c["forgotten_by_unlearn"] + c["still_leaking_after_unlearn"] == 1
     assert c["resurfaced_after_relearn"] <= c["forgotten_by_unlearn"]

@@ -148,9 +148,12 @@ def test_relearning_attack_probes_people_and_trains_outside_every_role(lacuna):
     assert sum(len(p.prompts) for p in rs.probes) == len(split.rows)
     from supportbench.benchmarks.lacuna.reader import read_relearn
 
-    attackers = {r["ID"] for r in read_relearn(lacuna._data_dir)}
-    in_roles = {r["ID"] for part in roles.splits.values() for s in part.values() for r in s.rows}
-    assert attackers and not attackers & in_roles
+    attack = read_relearn(lacuna._data_dir)
+    rows = [r for part in roles.splits.values() for s in part.values() for r in s.rows]
+    assert attack and not {r["ID"] for r in attack} & {r["ID"] for r in rows}
+    # nor a person's name: the question's opening clause names the person
+    people = {r["question"].split(",")[0] for r in rows}
+    assert not {r["question"].split(",")[0] for r in attack} & people
     known = leaked(_theta0(lacuna), rs)
     assert len(known) > 0.5 * len(rs.probes)  # theta_0 knows most of the forget people's PII
     a = relearning_attack(_theta0(lacuna), rs, steps=3, lr=1e-4, batch_size=8, seed=7)

@@ -16,7 +16,8 @@ and whose instances provide
   evaluate(model, roles, which) Outcome(J, G_F, D_coll, components), paper Eq. 19, against theta_0's
                                 per-item NLLs that ``record_theta0_nll(theta_0, roles)`` stored
                                 first
-A benchmark with INTERFACES also provides ``intervene`` (``InterfaceBenchmark``); one that also
+A benchmark with INTERFACES also provides ``intervene`` and ``allowed`` (``InterfaceBenchmark``: the
+intervention, and what it may change, for the enforcement count); one that also
 freezes its own decision from calibration runs before its final runs (the controlled separation's
 primary locator and learning rates, ``harness.controlled``) declares ``Calibrated``'s members, which
 registration checks and records (``is_calibrated``): the harness asks the registry, never the class.
@@ -466,10 +467,10 @@ def j_components(
 
 
 def _score(nll: dict, base: dict) -> dict:
-    """J, G_F, D_coll from each part's per-item NLLs minus theta_0's on the same records (``base``
-    cut to each part's length), and each part's mean probability: what ``j_components`` and
-    ``curve_point`` share."""
-    deltas = {k: s - base[k][: len(s)] for k, (s, _) in nll.items()}
+    """J, G_F, D_coll from each part's per-item NLLs minus theta_0's on the same records
+    (``base``), and each part's mean probability: what ``j_components`` and ``curve_point``
+    share."""
+    deltas = {k: s - base[k] for k, (s, _) in nll.items()}
     comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
     for k, (s, n) in nll.items():
         comp[f"{k}_prob"] = float(ev.probability(s, n).mean())
@@ -483,8 +484,9 @@ def curve_point(model, roles: Roles, items: int) -> dict:
     mean probability). The slice is fixed for the run, so its points are comparable step to step;
     the terminal model is scored on the whole split as always."""
     parts = roles.splits["eval"]
-    nll = {k: dataset_nll(model, s.data.take(range(min(items, len(s))))) for k, s in parts.items()}
-    return _score(nll, roles.theta0_nll["eval"])
+    n = {k: min(items, len(s)) for k, s in parts.items()}
+    nll = {k: dataset_nll(model, s.data.take(range(n[k]))) for k, s in parts.items()}
+    return _score(nll, {k: b[: n[k]] for k, b in roles.theta0_nll["eval"].items()})
 
 
 class Evaluated(Outcome):

@@ -56,9 +56,10 @@ def run_extras(spec: ExperimentSpec, root: Path, cache) -> tuple[str | None, lis
     for r in cells:
         rec = runner.run(r).record
         c = rec.outcome.components if rec.outcome else {}
+        points = len(rec.outcome.curve or []) if rec.outcome else 0
         lines.append(
             f"extras: {r.benchmark}/{r.field}/{r.objective}/{r.method}/seed {r.seed}: {rec.status}"
-            + (f", curve {len(rec.outcome.curve or [])} points" if r.hp("eval_every") else "")
+            + (f", curve {points} points" if r.hp("eval_every") else "")
             + (
                 f", relearning {r.hp('relearn_steps')} steps: "
                 f"{c.get('resurfaced_after_relearn', float('nan')):.0f} of "

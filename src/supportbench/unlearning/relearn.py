@@ -57,13 +57,19 @@ class RelearnSet:
     generate: Callable[[object, Sequence[str]], list[str]]
 
 
+# targets upstream's build_prompts skips (no probe: the person counts, and never leaks)
+NO_TARGET = ("", "N/A", "None", "{}")
+
+
 def leaked(model, rs: RelearnSet) -> set[str]:
-    """The units whose target appears (case-insensitive) in any of their probes' greedy answers."""
-    prompts = [p for pr in rs.probes for p in pr.prompts]
-    owners = [(pr.unit, pr.target.lower()) for pr in rs.probes for _ in pr.prompts]
+    """The units whose target appears (case-insensitive) in any of their probes' greedy answers; a
+    unit whose target is one of ``NO_TARGET`` is not probed, as upstream."""
+    probes = [pr for pr in rs.probes if pr.target.strip() not in NO_TARGET]
+    prompts = [p for pr in probes for p in pr.prompts]
+    owners = [(pr.unit, pr.target.lower()) for pr in probes for _ in pr.prompts]
     with torch.no_grad():
-        answers = rs.generate(model, prompts)
-    return {u for (u, t), a in zip(owners, answers, strict=True) if t and t in a.lower()}
+        answers = rs.generate(model, prompts) if prompts else []
+    return {u for (u, t), a in zip(owners, answers, strict=True) if t in a.lower()}
 
 
 def resurfacing(
