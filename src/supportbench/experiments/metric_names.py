@@ -22,6 +22,18 @@ OPEN_UNLEARNING: dict[str, str] = {
     "world_facts_truth_ratio": "wf_Truth_Ratio",
 }
 
+# LACUNA's relearning-attack summary under upstream's names (extraction_leakage.py): what a run's
+# attack records (unlearning/relearn.py) and what an imported extraction_leakage.json carries
+# (registry/lacuna_summary.py)
+LACUNA_LEAKAGE: tuple[str, ...] = (
+    "attempts",
+    "total_forget_people",
+    "still_leaking_after_unlearn",
+    "forgotten_by_unlearn",
+    "resurfaced_after_relearn",
+    "pct_resurfaced_of_forgotten",
+)
+
 MEANINGS: dict[str, str] = {
     "forget_quality": "KS-test p-value of the forget truth ratios against the retain model's; "
     "higher = closer to a model never trained on the forget set",

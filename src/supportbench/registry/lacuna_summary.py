@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from supportbench.errors import RegistryError
+from supportbench.experiments.metric_names import LACUNA_LEAKAGE
 from supportbench.registry import ou_eval
 from supportbench.registry.imported import ImportedRun, identity
 
@@ -32,14 +33,7 @@ SUMMARY, EVAL, LM_EVAL, LEAKAGE = (
     "lm_eval.json",
     "extraction_leakage.json",
 )
-LEAKAGE_KEYS = (
-    "attempts",
-    "total_forget_people",
-    "still_leaking_after_unlearn",
-    "forgotten_by_unlearn",
-    "resurfaced_after_relearn",
-    "pct_resurfaced_of_forgotten",
-)
+LEAKAGE_KEYS = LACUNA_LEAKAGE  # extraction_leakage.json's summary, as relearn.py records them
 
 
 def folder(path: Path) -> Path:

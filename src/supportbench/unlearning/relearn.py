@@ -22,19 +22,12 @@ from dataclasses import dataclass
 
 import torch
 
+from supportbench.experiments.metric_names import LACUNA_LEAKAGE
 from supportbench.unlearning.data import TokenizedSet
-from supportbench.unlearning.train import FinetuneConfig, _fit, batch_indices
+from supportbench.unlearning.train import FinetuneConfig, finetune_steps
 
 # the components a run with the attack adds: upstream's counts, then the attack's last loss
-RESURFACING = (
-    "attempts",
-    "total_forget_people",
-    "still_leaking_after_unlearn",
-    "forgotten_by_unlearn",
-    "resurfaced_after_relearn",
-    "pct_resurfaced_of_forgotten",
-    "relearn_final_loss",
-)
+RESURFACING = (*LACUNA_LEAKAGE, "relearn_final_loss")
 
 
 @dataclass(frozen=True)
@@ -96,9 +89,8 @@ def relearn(
     decay: ``unlearning.train``'s loop). Upstream relearns through a LoRA (r 16, alpha 8); every
     parameter is the stronger attack."""
     config = FinetuneConfig(epochs=1, lr=lr, batch_size=batch_size, weight_decay=0.0, seed=seed)
-    batches = ((-1, batch_indices(len(data), batch_size, k, seed, stream=3)) for k in range(steps))
     try:
-        return _fit(model, data, batches, steps, {}, config, False, "relearn")
+        return finetune_steps(model, data, config, steps, stream=3, desc="relearn")
     finally:
         model.eval()
         for p in model.parameters():

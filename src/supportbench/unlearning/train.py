@@ -424,8 +424,23 @@ def finetune(
     import math
 
     steps = max(1, math.ceil(len(data) * config.epochs / config.batch_size))
+    return finetune_steps(model, data, config, steps, stream=2, progress=progress, desc=desc)
+
+
+def finetune_steps(
+    model,
+    data: TokenizedSet,
+    config: FinetuneConfig,
+    steps: int,
+    *,
+    stream: int,
+    progress: bool = False,
+    desc: str = "fine-tune",
+) -> list[float]:
+    """Exactly ``steps`` steps of ``finetune``'s loop (``config.epochs`` unread: a fixed budget,
+    as an attack's) on batches drawn from the seeded ``stream``. Returns losses."""
     batches = (
-        (-1, batch_indices(len(data), config.batch_size, k, config.seed, stream=2))
+        (-1, batch_indices(len(data), config.batch_size, k, config.seed, stream=stream))
         for k in range(steps)
     )
     return _fit(model, data, batches, steps, {}, config, progress, desc)
