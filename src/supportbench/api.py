@@ -51,11 +51,13 @@ def run(
     device: str = "auto",
     force: bool = False,
     progress: bool = False,
+    tracker: str | None = None,
 ) -> RunRecord:
     """Run one cell (or return its stored record when it stands) and return its ``RunRecord``.
     ``field`` left out is the benchmark's default; a DIR-R final run needs a frozen ``decision``
-    file (or ``tau`` set in ``hyperparameters``, recorded as unfrozen). Invalid input raises before
-    anything is trained."""
+    file (or ``tau`` set in ``hyperparameters``, recorded as unfrozen). ``tracker``
+    ("tensorboard" or "wandb", if installed) also logs the run live (``harness.tracking``).
+    Invalid input raises before anything is trained."""
     from supportbench.benchmarks.base import BENCHMARKS
     from supportbench.experiments.decisions import load_decision_for
     from supportbench.harness.runner import Runner
@@ -84,7 +86,9 @@ def run(
         if variant == "dirr"
         else None
     )
-    runner = Runner(results, cache_dir=cache, progress=progress, force=force, device=device)
+    runner = Runner(
+        results, cache_dir=cache, progress=progress, force=force, device=device, tracker=tracker
+    )
     return runner.run(spec, decision=dec).record
 
 

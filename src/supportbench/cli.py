@@ -21,6 +21,7 @@ from supportbench.experiments.spec import (
     RUN_SETTINGS,
     RunSpec,
 )
+from supportbench.harness.tracking import TRACKERS
 
 
 def _cmd_geometry(args) -> int:
@@ -424,6 +425,7 @@ def _cmd_run(args) -> int:
         force=args.force,
         device=args.device,
         reuse_stale=args.reuse_stale,
+        tracker=args.log_to,
     )
     rec, skipped = runner.run(spec, decision=decision)
     state = "skipped (record exists; --force to rerun)" if skipped else rec.status
@@ -524,6 +526,7 @@ def _run_controlled(args) -> int:
         force=args.force,
         device=args.device,
         reuse_stale=args.reuse_stale,
+        tracker=args.log_to,
     )
     con = connect(done.results.registry, read_only=True)
     try:  # what the report's controlled.md holds, rendered by the same code from the registry
@@ -1422,6 +1425,15 @@ def _run_execution_arguments(parser: argparse.ArgumentParser) -> None:
         "--allow-unfrozen", action="store_true", help="run DIR-R without a frozen decision"
     )
     parser.add_argument("--force", action="store_true", help="rerun even if the record exists")
+    parser.add_argument(
+        "--log-to",
+        dest="log_to",
+        choices=TRACKERS,
+        default=None,
+        help="also log the run live to TensorBoard (results/tracking/tensorboard) or W&B, if that "
+        "package is installed: the curve's points (--eval-every) and the terminal outcome; a view, "
+        "never the record (docs/reports.md, 'Live logging')",
+    )
     parser.add_argument(
         "--reuse-stale",
         dest="reuse_stale",

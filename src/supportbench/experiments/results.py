@@ -43,6 +43,10 @@ class ResultsDir:
     )
     report = property(lambda self: self.root / "report", doc="the rendered report")
     slurm = property(lambda self: self.root / "slurm", doc="the Slurm executor's job folders")
+    tracking = property(
+        lambda self: self.root / "tracking",
+        doc="an optional tracker's live logs, <kind>/... (run --log-to; never read back)",
+    )
     controlled_calibration = property(
         lambda self: ResultsDir(self.root / "calibration" / "controlled"),
         doc="the controlled decision's calibration runs: beside, never among, the final runs",

@@ -301,10 +301,12 @@ def run_controlled(
     force: bool = False,
     device: str | None = "auto",
     reuse_stale: bool = False,
+    tracker: str | None = None,
 ) -> ControlledRuns:
     """Freeze (or reuse) the controlled decision for runs like ``template``, run every (final
     target, interface) under it, then ingest the records and the decision into the results
-    directory's registry."""
+    directory's registry. ``tracker``: the final runs' optional live logging
+    (``harness.tracking``)."""
     decision = freeze_controlled_decision(
         results_dir,
         template,
@@ -315,7 +317,12 @@ def run_controlled(
     )
     specs = controlled_specs(template, decision)
     runner = Runner(
-        results_dir, cache_dir=cache_dir, force=force, device=device, reuse_stale=reuse_stale
+        results_dir,
+        cache_dir=cache_dir,
+        force=force,
+        device=device,
+        reuse_stale=reuse_stale,
+        tracker=tracker,
     )
     bad = sum(
         runner.run(spec).record.status != "ok"

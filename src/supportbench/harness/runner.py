@@ -51,6 +51,7 @@ from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
 from supportbench.harness.resolve import ResolvedRun, resolve
+from supportbench.harness.tracking import Guarded, check_tracker, open_tracker, scalars
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores
 from supportbench.methods.diagnostics import Diagnostics
@@ -126,7 +127,11 @@ class Runner:
         force: bool = False,
         device: str | None = "auto",
         reuse_stale: bool = False,
+        tracker: str | None = None,
     ):
+        check_tracker(tracker)  # an unknown or missing tracker is refused before any run
+        self.tracker = tracker  # optional live logging of each run executed (harness.tracking)
+        self._track: Guarded | None = None  # the tracker of the run in progress
         self.results = ResultsDir(results_dir)
         self.reuse_stale = reuse_stale
         self.cache_dir = cache_dir
@@ -378,16 +383,16 @@ class Runner:
         provenance = self._provenance()
         provenance.sources = spec.sources() or None
         draft = _Draft()
-        status, error = "ok", None
+        self._track = self._open_tracker(spec)
         try:
-            self._execute(resolved, draft, decision, complete)
-        except DivergenceError as exc:
-            status, error = "diverged", f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # the record keeps the failure; nothing is imputed later
-            status, error = (
-                "failed",
-                f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}",
-            )
+            status, error = self._attempt(resolved, draft, decision, complete)
+            if status == "ok" and self._track is not None:
+                o = draft.outcome
+                self._track.log(spec.T, scalars("final", o.J, o.G_F, o.D_coll, o.components))
+        finally:
+            if self._track is not None:
+                self._track.close()
+            self._track = None
         provenance.data_hash, provenance.model_hash = draft.data_hash, draft.model_hash
         provenance.finished_at = now()
         rec = RunRecord(
@@ -411,6 +416,40 @@ class Runner:
             self.results.items(spec.run_key).unlink(missing_ok=True)
         self.results.write_record(rec)
         return RunResult(rec)
+
+    def _attempt(
+        self, resolved: ResolvedRun, draft: _Draft, decision: dict | None, complete: bool
+    ) -> tuple[str, str | None]:
+        """(status, error) of executing the run into ``draft``: a failure is kept, not raised."""
+        try:
+            self._execute(resolved, draft, decision, complete)
+        except DivergenceError as exc:
+            return "diverged", f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # the record keeps the failure; nothing is imputed later
+            return "failed", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        return "ok", None
+
+    def _open_tracker(self, spec: RunSpec) -> Guarded | None:
+        """The optional tracker of one executed run (``harness.tracking``): named by the run key,
+        given its resolved settings; None without one."""
+        if self.tracker is None:
+            return None
+        full = spec.canonical_full()
+        config = {
+            "run_key": spec.run_key,
+            **{k: v for k, v in full.items() if k != "hyperparameters"},
+            **full["hyperparameters"],
+        }
+        return Guarded(
+            self.tracker,
+            lambda: open_tracker(
+                self.tracker,
+                name=spec.run_key,
+                log_dir=self.results.tracking / self.tracker,
+                config=config,
+            ),
+            spec.run_key,
+        )
 
     def complete_post_hoc(self, spec: RunSpec, decision: dict | None = None) -> RunResult:
         """Evaluate the candidates a non-triggered DIR-R run skipped (for the available-gain
@@ -539,17 +578,18 @@ class Runner:
         draft.outcome.components = {**draft.outcome.components, **changes.as_record()}
         draft.outcome.curve = curve
 
-    @staticmethod
-    def _watch(spec: RunSpec, trainer, model, roles, wall: dict) -> list[CurvePoint] | None:
+    def _watch(self, spec: RunSpec, trainer, model, roles, wall: dict) -> list[CurvePoint] | None:
         """A curve (``eval_every`` = K > 0): J's components on the run's fixed evaluation slice
         (``curve_point``) after every K-th step and the last, appended as the trainer runs (its
-        time in ``wall["curve"]``, not in training's). Shown beside the terminal score; nothing
-        reads it to choose a checkpoint (docs/reports.md, "Curves")."""
+        time in ``wall["curve"]``, not in training's) and handed to the optional tracker. Shown
+        beside the terminal score; nothing reads it to choose a checkpoint (docs/reports.md,
+        "Curves")."""
         every = int(spec.hp("eval_every") or 0)
         if not every:
             return None
         points: list[CurvePoint] = []
         items = int(spec.hp("curve_items"))
+        track = self._track
 
         def on_step(step: int) -> None:
             if step % every and step != spec.T:
@@ -558,6 +598,8 @@ class Runner:
             c = curve_point(model, roles, items)
             J, G_F, D_coll = c.pop("J"), c.pop("G_F"), c.pop("D_coll")
             points.append(CurvePoint(step=step, J=J, G_F=G_F, D_coll=D_coll, components=c))
+            if track is not None:
+                track.log(step, scalars("curve", J, G_F, D_coll, c))
             wall["curve"] = wall.get("curve", 0.0) + time.perf_counter() - t0
 
         trainer.on_step = on_step
