@@ -35,3 +35,24 @@ def test_every_run_records_its_counts_and_a_broken_projection_fails(
     bad = Runner(tmp_path / "bad", cache_dir=cache, progress=False).run(spec).record
     assert bad.status == "failed" and bad.outcome is None
     assert bad.error.startswith("EnforcementError: 1 scalar(s) changed outside the run's support")
+    # the count names what the run did inside too
+    assert "inside:" in bad.error and f"of {rec.support.cost} allowed scalar(s)" in bad.error
+
+
+def test_a_scatter_off_by_one_inside_training_fails_the_run(tofu, cache, tmp_path, monkeypatch):
+    """The projection itself broken: every step writes the support's values one coordinate further
+    along (a wrong index in the scatter back), so the run trains outside its support."""
+    from supportbench.unlearning import train
+
+    def shifted(self):
+        with torch.no_grad():
+            for t, i, leaf in self.slots:
+                flat = t.param.view(-1)
+                flat.index_copy_(0, (i + 1) % flat.numel(), leaf.detach().to(t.param.dtype))
+
+    monkeypatch.setattr(train.SupportLeaves, "write_back", shifted)
+    spec = RunSpec("tofu", "forget01", "npo", "random", seed=0, T=2, experiment="enf")
+    bad = Runner(tmp_path, cache_dir=cache, progress=False).run(spec).record
+    assert bad.status == "failed" and bad.outcome is None
+    assert bad.error.startswith("EnforcementError: ")
+    assert int(bad.error.split(" ")[1]) > 0  # scalars changed outside

@@ -29,3 +29,36 @@ def test_one_cell_per_benchmark_with_what_each_supports():
     for b in ("natural_tofu", "lacuna"):
         assert by[b].hp("eval_every") == max(1, by[b].T // 10)
         assert by[b].method not in ("backbone", "lora")
+
+
+def test_a_cell_under_a_frozen_decision_takes_the_settings_its_final_run_ran_under():
+    from types import SimpleNamespace
+
+    from supportbench.harness.extras import DECIDED, as_ran
+
+    spec = ExperimentSpec.from_toml("mini-paper")
+    cells = extras_cells(spec)
+    ctl = next(c for c in cells if c.benchmark == "controlled")
+    decided = {"lr": 0.003, "benchmark.primary_locator": "ig", "benchmark.decision": "d" * 64}
+
+    def rec(experiment, **hp):
+        s = ctl.canonical_full()
+        s["experiment"], s["hyperparameters"] = experiment, {**s["hyperparameters"], **hp}
+        return SimpleNamespace(spec=s)
+
+    other = {**decided, "lr": 0.5, "benchmark.decision": "e" * 64}
+    results = SimpleNamespace(
+        records=lambda: iter([rec(spec.name, **decided), rec("another", **other)])
+    )
+    got = {c.benchmark: c for c in as_ran(cells, results, spec.name)}
+    assert {k: got["controlled"].hp(k) for k in DECIDED} == decided
+    # the extras' own settings stay, and the attack with them
+    assert got["controlled"].hp("relearn_steps") == RELEARN_STEPS
+    assert got["controlled"].experiment == "mini-paper-extras"
+    # a benchmark that freezes no controlled decision is left as it was
+    assert [c for c in cells if c.benchmark != "controlled"] == [
+        c for b, c in got.items() if b != "controlled"
+    ]
+    # no final run recorded yet: the cell as planned
+    empty = SimpleNamespace(records=lambda: iter([]))
+    assert as_ran(cells, empty, spec.name) == cells

@@ -4,7 +4,10 @@ For each benchmark of an experiment, its first final static run -- of a selectio
 benchmark has one (with a curve, ``eval_every`` = T/10), else of the benchmark's own intervention
 (no curve: it has no one training path) -- runs again with the relearning attack
 (``relearn_steps`` = ``RELEARN_STEPS`` where the benchmark names relearning data) as the experiment
-``<name>-extras``: its own cells, so the paper's tables never see a run twice.
+``<name>-extras``: its own cells, so the paper's tables never see a run twice. A cell whose final
+run ran under a frozen controlled decision (the controlled separation's) takes that decision's
+settings from the final run's record (``as_ran``): the paper's cell plus the attack, never a cell
+at settings no decision chose.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from pathlib import Path
 
 from supportbench.benchmarks.base import BENCHMARKS, is_relearnable
 from supportbench.experiments.plan import ExperimentSpec
+from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
 
 # LACUNA's mini attack length before the attack became every benchmark's (docs/benchmarks.md)
 RELEARN_STEPS = 10
+# what a frozen controlled decision sets in a final run (harness.controlled.apply_decision)
+DECIDED = ("lr", "benchmark.primary_locator", "benchmark.decision")
 
 
 def extras_cells(spec: ExperimentSpec) -> list[RunSpec]:
@@ -52,6 +58,7 @@ def run_extras(spec: ExperimentSpec, root: Path, cache) -> tuple[str | None, lis
     if not cells:
         return None, []
     runner = Runner(root, cache_dir=cache, progress=False)
+    cells = as_ran(cells, ResultsDir(root), spec.name)
     lines = []
     for r in cells:
         rec = runner.run(r).record
@@ -69,3 +76,27 @@ def run_extras(spec: ExperimentSpec, root: Path, cache) -> tuple[str | None, lis
             )
         )
     return cells[0].experiment, lines
+
+
+def as_ran(cells: list[RunSpec], results: ResultsDir, experiment: str) -> list[RunSpec]:
+    """``cells`` with the settings a frozen controlled decision gave their final runs (``DECIDED``),
+    read from those runs' records in ``results`` (experiment ``experiment``); a cell whose benchmark
+    freezes no such decision, or whose final run has no record yet, is left as it is."""
+    if not any(r.method in _own(r) for r in cells):
+        return cells
+    ran: dict[tuple, dict] = {}
+    for rec in results.records():
+        s = rec.spec
+        hp = s.get("hyperparameters", {})
+        if s.get("experiment") == experiment and "benchmark.decision" in hp:
+            key = (s["benchmark"], s["field"], s["objective"], s["method"], s["seed"], s["build"])
+            ran[key] = hp
+    out = []
+    for r in cells:
+        hp = ran.get((r.benchmark, r.field, r.objective, r.method, r.seed, r.build))
+        if hp is not None:
+            r = r.replace(
+                hyperparameters={**dict(r.hyperparameters), **{k: hp[k] for k in DECIDED}}
+            )
+        out.append(r)
+    return out

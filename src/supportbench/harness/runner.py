@@ -51,7 +51,7 @@ from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.fingerprint import fingerprint
 from supportbench.harness.resolve import ResolvedRun, resolve
-from supportbench.harness.tracking import Guarded, check_tracker, open_tracker, scalars
+from supportbench.harness.tracking import Guarded, check_tracker, open_tracker
 from supportbench.harness.validate import validate_spec
 from supportbench.methods.base import compute_scores
 from supportbench.methods.diagnostics import Diagnostics
@@ -388,7 +388,7 @@ class Runner:
             status, error = self._attempt(resolved, draft, decision, complete)
             if status == "ok" and self._track is not None:
                 o = draft.outcome
-                self._track.log(spec.T, scalars("final", o.J, o.G_F, o.D_coll, o.components))
+                self._track.log(spec.T, "final", o.J, o.G_F, o.D_coll, o.components)
         finally:
             if self._track is not None:
                 self._track.close()
@@ -599,7 +599,7 @@ class Runner:
             J, G_F, D_coll = c.pop("J"), c.pop("G_F"), c.pop("D_coll")
             points.append(CurvePoint(step=step, J=J, G_F=G_F, D_coll=D_coll, components=c))
             if track is not None:
-                track.log(step, scalars("curve", J, G_F, D_coll, c))
+                track.log(step, "curve", J, G_F, D_coll, c)
             wall["curve"] = wall.get("curve", 0.0) + time.perf_counter() - t0
 
         trainer.on_step = on_step

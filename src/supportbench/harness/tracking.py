@@ -132,9 +132,12 @@ class Guarded:
         self.kind, self.run, self.tracker = kind, run, None
         self._call(lambda: setattr(self, "tracker", opener()), "open")
 
-    def log(self, step: int, values: Mapping[str, float]) -> None:
+    def log(self, step: int, prefix: str, J, G_F, D_coll, components: Mapping) -> None:
+        """``scalars(prefix, ...)`` at ``step``, computed inside the guard too."""
         if self.tracker is not None:
-            self._call(lambda: self.tracker.log(step, values), "log")
+            self._call(
+                lambda: self.tracker.log(step, scalars(prefix, J, G_F, D_coll, components)), "log"
+            )
 
     def close(self) -> None:
         if self.tracker is not None:

@@ -138,5 +138,6 @@ def enforce(changes: Changes) -> None:
         raise EnforcementError(
             f"{changes.outside} scalar(s) changed outside the run's support (in "
             f"{', '.join(changes.worst)}): the support constraint was broken; the run is not "
-            "scored"
+            f"scored (inside: {changes.inside} of {changes.allowed} allowed scalar(s) changed; "
+            f"{changes.tensors} tensors checked)"
         )
