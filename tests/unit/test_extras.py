@@ -42,7 +42,7 @@ def test_a_cell_under_a_frozen_decision_takes_the_settings_its_final_run_ran_und
     decided = {"lr": 0.003, "benchmark.primary_locator": "ig", "benchmark.decision": "d" * 64}
 
     def rec(experiment, **hp):
-        s = ctl.canonical_full()
+        s = ctl.canonical()  # as a record keeps it (build 0 left out)
         s["experiment"], s["hyperparameters"] = experiment, {**s["hyperparameters"], **hp}
         return SimpleNamespace(spec=s)
 

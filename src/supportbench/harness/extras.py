@@ -89,7 +89,15 @@ def as_ran(cells: list[RunSpec], results: ResultsDir, experiment: str) -> list[R
         s = rec.spec
         hp = s.get("hyperparameters", {})
         if s.get("experiment") == experiment and "benchmark.decision" in hp:
-            key = (s["benchmark"], s["field"], s["objective"], s["method"], s["seed"], s["build"])
+            # a record's spec leaves build 0 out (RunSpec.canonical keeps older keys)
+            key = (
+                s["benchmark"],
+                s["field"],
+                s["objective"],
+                s["method"],
+                s["seed"],
+                s.get("build", 0),
+            )
             ran[key] = hp
     out = []
     for r in cells:
