@@ -4,8 +4,8 @@ outside the support, against theta_0, as a share of each run's wall time. Target
 Reads the records of a results folder (default: the demo's, ``results/demo/runs``), where every run
 measured its own ``compute.wall_s["enforce"]`` in the same process as the rest of the run, so the
 ratio is one run's own; reports the median and the worst over the runs that carry it (every ok
-run of this code: a selection method's support and a benchmark's own interface alike). Run ``make demo`` first, or pass a folder:
-``python bench/enforcement.py RESULTS/runs``.
+run of this code: a selection method's support and a benchmark's own interface alike). Run
+``make demo`` first, or pass a folder: ``python bench/enforcement.py RESULTS/runs``.
 """
 
 from __future__ import annotations
