@@ -343,6 +343,8 @@ def run_spec(args) -> RunSpec:
         hp["dtype"] = args.dtype
     if args.eval_every is not None:
         hp["eval_every"] = args.eval_every
+    if args.curve_metrics:
+        hp["curve_metrics"] = True
     if args.relearn_steps is not None:
         hp["relearn_steps"] = args.relearn_steps
     if args.data_dir:  # a folder (made absolute) or a data set's hub id (resolved by the spec)
@@ -1379,6 +1381,14 @@ def _run_model_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help="a curve: J's components on a fixed evaluation slice every K steps, stored with the "
         "step (= --set eval_every=K; static runs; the terminal model is scored as always)",
+    )
+    parser.add_argument(
+        "--curve-metrics",
+        dest="curve_metrics",
+        action="store_true",
+        help="with --eval-every: each point also carries the benchmark's own metrics on the slice "
+        "(its full evaluation: ROUGE, forget quality, EM/ES, precision; it generates, so it costs "
+        "more; = --set curve_metrics=true)",
     )
     parser.add_argument(
         "--relearn-steps",

@@ -80,6 +80,72 @@ def test_a_curve_reads_the_model_and_never_changes_the_terminal_run(tofu, cache,
     con.close()
 
 
+def test_curve_metrics_are_the_benchmarks_own_evaluation_of_the_slice(tofu, cache, tmp_path):
+    """``curve_metrics``: every point also carries TOFU's own metrics (truth ratios, forget
+    quality, ROUGE, model utility) on the slice; its J is the plain curve's to the bit, the terminal
+    run is unchanged, the rows reach the registry with their step and the figure draws forget
+    quality under J. The slice's evaluation is the whole evaluation's first records, the retain
+    model's truth ratios included (its cache is kept per slice length)."""
+    runner = Runner(tmp_path / "results", cache_dir=cache, progress=False)
+    plain = runner.run(_spec(eval_every=2, curve_items=3)).record
+    rich = runner.run(_spec(eval_every=2, curve_items=3, curve_metrics=True)).record
+    assert rich.status == "ok", rich.error
+    assert rich.outcome.J == plain.outcome.J and rich.outcome.components == plain.outcome.components
+    assert [(p.step, p.J, p.G_F, p.D_coll) for p in rich.outcome.curve] == [
+        (p.step, p.J, p.G_F, p.D_coll) for p in plain.outcome.curve
+    ]
+    for p, q in zip(rich.outcome.curve, plain.outcome.curve, strict=True):
+        assert {k: p.components[k] for k in q.components} == q.components
+        assert {"forget_quality", "forget_rouge", "forget_truth_ratio", "retain_rouge"} <= set(
+            p.components
+        )
+        assert 0.0 <= p.components["forget_quality"] <= 1.0
+        assert 0.0 <= p.components["forget_rouge"] <= 1.0
+    assert _spec(eval_every=2, curve_metrics=False).run_key == _spec(eval_every=2).run_key
+    assert _spec(eval_every=2, curve_metrics=True).run_key != _spec(eval_every=2).run_key
+
+    bench, model = runner.theta0(_spec())
+    roles = bench.roles("forget01", 0)
+    whole = bench.evaluate(model, roles, "eval", full=True)
+    head = bench.evaluate(model, roles.head(3), "eval", full=True)
+    assert head.J == 0.0  # theta_0 itself
+    for name, values in head.items.items():
+        assert values == whole.items[name][: len(values)], name
+    assert len(head.items["truth_ratio_retain_model:forget"]) == min(
+        3, len(whole.items["nll:forget"])
+    )
+
+    reg = tmp_path / "reg.duckdb"
+    con = connect(reg)
+    ingest(con, tmp_path / "results")
+    con.close()
+    con = connect(reg, read_only=True)
+    rows = con.execute(
+        "SELECT step, value FROM metrics WHERE run_key = ? AND name = 'forget_quality' "
+        "ORDER BY step",
+        [rich.run_key],
+    ).fetchall()
+    assert rows == [(p.step, p.components["forget_quality"]) for p in rich.outcome.curve]
+    from supportbench.reports.figures import curves
+    from supportbench.reports.tables import Context
+
+    fig = curves(Context.from_registry(con, "curves"), con)
+    con.close()
+    assert len(fig.axes) == 2 and fig.axes[1].get_ylabel() == "forget_quality on the curve slice"
+    drawn = [ln for ln in fig.axes[1].get_lines() if len(ln.get_xdata()) > 2]
+    assert [list(ln.get_xdata()) for ln in drawn] == [[2, 4, 5]]
+    assert list(drawn[0].get_ydata()) == [
+        p.components["forget_quality"] for p in rich.outcome.curve
+    ]
+
+
+def test_curve_metrics_need_a_curve():
+    with pytest.raises(SpecError, match=r"curve_metrics = true .*\(eval_every = 0\)"):
+        resolve(_spec(curve_metrics=True), read_inputs=False)
+    with pytest.raises(SpecError):
+        _spec(eval_every=2, curve_metrics="maybe")
+
+
 @pytest.mark.parametrize(
     "spec, why",
     [

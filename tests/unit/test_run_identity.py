@@ -44,6 +44,7 @@ def test_every_setting_is_resolved_into_the_spec():
             "chunked_loss",
             "eval_every",
             "curve_items",
+            "curve_metrics",
             "relearn_steps",
             "relearn_lr",
             "relearn_batch_size",

@@ -31,6 +31,7 @@ order).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -70,6 +71,11 @@ class EvalSplit:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def head(self, n: int) -> EvalSplit:
+        """The first ``n`` records (all of them when there are fewer)."""
+        k = min(n, len(self.rows))
+        return EvalSplit(self.name, self.data.take(range(k)), self.rows[:k], self.prompts[:k])
+
 
 @dataclass
 class Roles:
@@ -85,6 +91,19 @@ class Roles:
     data_hash: str = ""
     # facts about the roles a record should carry
     notes: dict[str, Any] = field(default_factory=dict)
+
+    def head(self, n: int) -> Roles:
+        """These roles with every evaluation split cut to the first ``n`` records of each part,
+        theta_0's NLLs alike: a curve's fixed slice, on which a benchmark's ``evaluate`` runs
+        unchanged. The training sets, diagnostics and notes are shared, not copied."""
+        return dataclasses.replace(
+            self,
+            splits={w: {k: s.head(n) for k, s in ps.items()} for w, ps in self.splits.items()},
+            theta0_nll={
+                w: {k: b[: min(n, len(b))] for k, b in ps.items()}
+                for w, ps in self.theta0_nll.items()
+            },
+        )
 
 
 @dataclass
@@ -463,18 +482,11 @@ def j_components(
         raise StateError("record_theta0_nll(theta_0, roles) must run before evaluate()")
     parts = roles.splits[which]
     nll = {k: dataset_nll(model, s.data) for k, s in parts.items()}
-    return _score(nll, roles.theta0_nll[which]), nll
-
-
-def _score(nll: dict, base: dict) -> dict:
-    """J, G_F, D_coll from each part's per-item NLLs minus theta_0's on the same records
-    (``base``), and each part's mean probability: what ``j_components`` and ``curve_point``
-    share."""
-    deltas = {k: s - base[k] for k, (s, _) in nll.items()}
+    deltas = {k: s - roles.theta0_nll[which][k] for k, (s, _) in nll.items()}
     comp = ev.terminal_score(deltas["forget"], deltas["retain"], deltas["protected"])
     for k, (s, n) in nll.items():
         comp[f"{k}_prob"] = float(ev.probability(s, n).mean())
-    return comp
+    return comp, nll
 
 
 @torch.no_grad()
@@ -483,10 +495,7 @@ def curve_point(model, roles: Roles, items: int) -> dict:
     evaluation split, against theta_0's NLLs of the same records (J, G_F, D_coll and each part's
     mean probability). The slice is fixed for the run, so its points are comparable step to step;
     the terminal model is scored on the whole split as always."""
-    parts = roles.splits["eval"]
-    n = {k: min(items, len(s)) for k, s in parts.items()}
-    nll = {k: dataset_nll(model, s.data.take(range(n[k]))) for k, s in parts.items()}
-    return _score(nll, {k: b[: n[k]] for k, b in roles.theta0_nll["eval"].items()})
+    return j_components(model, roles.head(items), "eval")[0]
 
 
 class Evaluated(Outcome):

@@ -70,6 +70,9 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     # eval_every steps (0: none); shown beside the terminal score, never used to pick a checkpoint
     "eval_every": 0,
     "curve_items": 8,
+    # and the benchmark's own metrics on the slice at each point (evaluate(full=True): TOFU's
+    # ROUGE, truth ratios and forget quality, LACUNA's EM, ES and precision; it generates: costly)
+    "curve_metrics": False,
     # the relearning attack after the terminal score (0 steps: none; unlearning/relearn.py):
     # LACUNA's mini attack settings (docs/benchmarks.md, "Relearning": at 1e-3 the attack damaged
     # theta_0's own facts instead of relearning; at 1e-4 theta_0 keeps them)
@@ -234,6 +237,11 @@ RUN_SETTINGS: dict[str, Any] = {
     ),
     "curve_items": option(
         int, ge=1, le=10**6, doc="the curve's slice: the first N records of each evaluation part"
+    ),
+    "curve_metrics": option(
+        bool,
+        doc="a curve point also carries the benchmark's own metrics on the slice (its full "
+        "evaluation: ROUGE, forget quality, EM/ES, precision...; generates, so it costs more)",
     ),
     "relearn_steps": option(
         int,
@@ -491,8 +499,10 @@ class RunSpec:
             if not d["hyperparameters"].get(k):
                 d["hyperparameters"].pop(k, None)
         if not d["hyperparameters"].get("eval_every"):  # and a run without a curve
-            for k in ("eval_every", "curve_items"):
+            for k in ("eval_every", "curve_items", "curve_metrics"):
                 d["hyperparameters"].pop(k, None)
+        if not d["hyperparameters"].get("curve_metrics"):  # a curve of J's components alone
+            d["hyperparameters"].pop("curve_metrics", None)
         if not d["hyperparameters"].get("relearn_steps"):  # or without the relearning attack
             for k in ("relearn_steps", "relearn_lr", "relearn_batch_size"):
                 d["hyperparameters"].pop(k, None)

@@ -78,6 +78,11 @@ def resolve(spec: RunSpec, *, read_inputs: bool = True) -> ResolvedRun:
             f"eval_every = {spec.hp('eval_every')}: curves are built for static runs of a "
             f"selection method; {what} (allowed for it: eval_every = 0)"
         )
+    if spec.hp("curve_metrics") and not spec.hp("eval_every"):
+        raise SpecError(
+            "curve_metrics = true adds the benchmark's metrics to a curve's points, and this run "
+            "has no curve (eval_every = 0); set eval_every = K > 0 or curve_metrics = false"
+        )
     if spec.hp("relearn_steps") and not is_relearnable(benchmark_cls):
         have = sorted(n for n in BENCHMARKS.names() if is_relearnable(BENCHMARKS.get(n)))
         raise SpecError(

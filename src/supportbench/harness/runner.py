@@ -542,7 +542,7 @@ class Runner:
             )
             columns = bool(spec.hp("column_grads"))
             use_column_grads(trainer, columns)
-            curve = self._watch(spec, trainer, model, roles, wall)
+            curve = self._watch(spec, trainer, bench, model, roles, wall)
             trainer.run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
             if columns:  # its hooks off the model
                 trainer.leaves.release()
@@ -578,24 +578,37 @@ class Runner:
         draft.outcome.components = {**draft.outcome.components, **changes.as_record()}
         draft.outcome.curve = curve
 
-    def _watch(self, spec: RunSpec, trainer, model, roles, wall: dict) -> list[CurvePoint] | None:
+    def _watch(
+        self, spec: RunSpec, trainer, bench, model, roles, wall: dict
+    ) -> list[CurvePoint] | None:
         """A curve (``eval_every`` = K > 0): J's components on the run's fixed evaluation slice
-        (``curve_point``) after every K-th step and the last, appended as the trainer runs (its
-        time in ``wall["curve"]``, not in training's) and handed to the optional tracker. Shown
-        beside the terminal score; nothing reads it to choose a checkpoint (docs/reports.md,
-        "Curves")."""
+        (``curve_point``; with ``curve_metrics``, the benchmark's whole evaluation of the slice,
+        ``bench.evaluate(full=True)`` on ``roles.head``) after every K-th step and the last,
+        appended as the trainer runs (its time in ``wall["curve"]``, not in training's) and handed
+        to the optional tracker. The model is measured in eval mode and handed back in the mode it
+        was in. Shown beside the terminal score; nothing reads it to choose a checkpoint
+        (docs/reports.md, "Curves")."""
         every = int(spec.hp("eval_every") or 0)
         if not every:
             return None
         points: list[CurvePoint] = []
         items = int(spec.hp("curve_items"))
+        metrics = bool(spec.hp("curve_metrics"))
         track = self._track
 
         def on_step(step: int) -> None:
             if step % every and step != spec.T:
                 return
             t0 = time.perf_counter()
-            c = curve_point(model, roles, items)
+            training = model.training
+            model.eval()
+            try:
+                if metrics:
+                    c = _metric_point(bench, model, roles, items)
+                else:
+                    c = curve_point(model, roles, items)
+            finally:
+                model.train(training)
             J, G_F, D_coll = c.pop("J"), c.pop("G_F"), c.pop("D_coll")
             points.append(CurvePoint(step=step, J=J, G_F=G_F, D_coll=D_coll, components=c))
             if track is not None:
@@ -670,3 +683,16 @@ class Runner:
 def run(spec: RunSpec, results_dir: str | Path = "results", **kwargs) -> RunResult:
     """Convenience: run one spec in a fresh Runner."""
     return Runner(results_dir, **kwargs).run(spec)
+
+
+def _metric_point(bench, model, roles, items: int) -> dict:
+    """A curve point with the benchmark's own metrics: its full evaluation of the slice
+    (``roles.head``), J, G_F and D_coll among them; the finite numbers only (a metric the slice is
+    too small for, e.g. TOFU's model utility without both protected sources, is NaN: left out)."""
+    out = bench.evaluate(model, roles.head(items), "eval", full=True)
+    comp = {
+        k: float(v)
+        for k, v in out.components.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
+    return {"J": out.J, "G_F": out.G_F, "D_coll": out.D_coll, **comp}

@@ -318,49 +318,85 @@ def support_jaccard(ctx: Context, con=None):
     return fig
 
 
+# a curve's benchmark metric drawn under its J (curve_metrics runs): the first of these a
+# benchmark's points carry -- TOFU's forget quality, LACUNA's exact memorization, else ROUGE
+CURVE_METRICS = ("forget_quality", "forget_exact_memorization", "forget_rouge")
+
+
 def curves(ctx: Context, con=None):
     """J on each run's curve slice against the training step (``eval_every`` runs): one panel per
-    benchmark x objective, one line per method (the mean over its runs at each step). A curve is
-    shown, never used to choose a checkpoint: every table scores the terminal model."""
+    benchmark x objective, one line per method (the mean over its runs at each step); under it,
+    where the points carry the benchmark's own metrics (``curve_metrics``), the first of
+    ``CURVE_METRICS`` they hold. A curve is shown, never used to choose a checkpoint: every table
+    scores the terminal model."""
     if con is None:
         raise Missing("needs the registry's metrics view")
     if not has_steps(con):  # a registry from before curves: no run has one
         raise Missing("needs runs with a curve (eval_every > 0)")
     pts = con.sql(
-        """SELECT r.benchmark, r.objective, r.method, m.step, avg(m.value) AS J
+        """SELECT r.benchmark, r.objective, r.method, m.name, m.step, avg(m.value) AS value
            FROM metrics m JOIN runs r USING (run_key)
-           WHERE m.step IS NOT NULL AND m.name = 'J' AND r.split = 'final'
+           WHERE m.step IS NOT NULL AND r.split = 'final'
+             AND m.name IN ('J', $m0, $m1, $m2)
              AND ($exp IS NULL OR r.experiment = $exp)
            GROUP BY ALL ORDER BY ALL""",
-        params={"exp": _experiment(ctx)},
+        params={"exp": _experiment(ctx), **{f"m{i}": m for i, m in enumerate(CURVE_METRICS)}},
     ).pl()
-    if pts.is_empty():
+    if pts.filter(pl.col("name") == "J").is_empty():
         raise Missing("needs runs with a curve (eval_every > 0)")
-    panels = pts.select("benchmark", "objective").unique().sort(["benchmark", "objective"]).rows()
-    fig, axes = plt.subplots(
-        1, len(panels), figsize=(4.2 * len(panels), 3.2), squeeze=False, sharey=False
+    panels = (
+        pts.filter(pl.col("name") == "J")
+        .select("benchmark", "objective")
+        .unique()
+        .sort(["benchmark", "objective"])
+        .rows()
     )
-    for ax, (bench, obj) in zip(axes[0], panels, strict=True):
+    metric = {}  # panel -> the benchmark metric it draws under J
+    for bench, obj in panels:
+        have = set(
+            pts.filter((pl.col("benchmark") == bench) & (pl.col("objective") == obj))["name"]
+        )
+        metric[bench, obj] = next((m for m in CURVE_METRICS if m in have), None)
+    rows = 2 if any(metric.values()) else 1
+    fig, axes = plt.subplots(
+        rows, len(panels), figsize=(4.2 * len(panels), 3.2 * rows), squeeze=False, sharey=False
+    )
+    for i, (bench, obj) in enumerate(panels):
         sub = pts.filter((pl.col("benchmark") == bench) & (pl.col("objective") == obj))
-        for method in sorted(sub["method"].unique().to_list()):
-            m = sub.filter(pl.col("method") == method)
-            ax.plot(
-                m["step"].to_list(),
-                m["J"].to_list(),
-                marker="o",
-                ms=3,
-                label=method_display(method),
-            )
-        ax.axhline(0.0, color="grey", lw=0.6)
-        ax.set_title(f"{bench}, {OBJECTIVE_NAMES.get(obj, obj)}", fontsize=9)
-        ax.set_xlabel("training step")
-        ax.set_ylabel("J on the curve slice (higher = better)")
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        for row, name in enumerate(("J", metric[bench, obj])[:rows]):
+            ax = axes[row][i]
+            if name is None:
+                ax.axis("off")
+                continue
+            _curve_panel(ax, sub.filter(pl.col("name") == name), name)
+            ax.set_title(f"{bench}, {OBJECTIVE_NAMES.get(obj, obj)}", fontsize=9)
     fig.suptitle(
-        "Curves: J during unlearning (the terminal model is what the tables score)", fontsize=9
+        "Curves: J (and the benchmark's metric) during unlearning (the terminal model is what "
+        "the tables score)",
+        fontsize=9,
     )
     fig.tight_layout()
     return fig
+
+
+def _curve_panel(ax, sub, name: str) -> None:
+    """One line per method: ``name``'s mean value at each step."""
+    for method in sorted(sub["method"].unique().to_list()):
+        m = sub.filter(pl.col("method") == method)
+        ax.plot(
+            m["step"].to_list(),
+            m["value"].to_list(),
+            marker="o",
+            ms=3,
+            label=method_display(method),
+        )
+    if name == "J":
+        ax.axhline(0.0, color="grey", lw=0.6)
+        ax.set_ylabel("J on the curve slice (higher = better)")
+    else:
+        ax.set_ylabel(f"{name} on the curve slice")
+    ax.set_xlabel("training step")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
 
 def _experiment(ctx: Context) -> str | None:

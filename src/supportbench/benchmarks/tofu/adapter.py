@@ -530,7 +530,8 @@ class Tofu:
         out = {}
         tr_f = self._truth_ratio(model, parts["forget"], "paraphrased_answer")
         out["forget_truth_ratio"] = ev.truth_ratio_forget(tr_f)
-        key = (roles.field, roles.seed, which)
+        # a curve's slice (Roles.head) is a prefix of the split: its own entry, by length
+        key = (roles.field, roles.seed, which, len(parts["forget"]))
         if key not in self._retain_tr:
             retain_model = self.retain_model(roles.field)
             self._retain_tr[key] = self._truth_ratio(
