@@ -126,7 +126,13 @@ def test_curve_metrics_are_the_benchmarks_own_evaluation_of_the_slice(tofu, cach
         [rich.run_key],
     ).fetchall()
     assert rows == [(p.step, p.components["forget_quality"]) for p in rich.outcome.curve]
-    from supportbench.reports.figures import curves
+    from supportbench.reports.figures import CURVE_METRICS, curves
+
+    # the figure asks for its metrics under the view's names: TOFU's two are found there
+    found = "SELECT count(*) FROM metrics WHERE run_key = ? AND name = ? AND step IS NOT NULL"
+    for name in ("forget_quality", "forget_Q_A_ROUGE"):
+        assert name in CURVE_METRICS
+        assert con.execute(found, [rich.run_key, name]).fetchone()[0] == len(rich.outcome.curve)
     from supportbench.reports.tables import Context
 
     fig = curves(Context.from_registry(con, "curves"), con)

@@ -461,8 +461,13 @@ def check_disjoint(
 def record_theta0_nll(model, roles: Roles) -> None:
     """theta_0's per-item summed answer NLL on every split of ``roles``; ``evaluate`` measures J
     against it, so call it once per roles object with theta_0, before any unlearning."""
-    for which, parts in roles.splits.items():
-        roles.theta0_nll[which] = {k: dataset_nll(model, s.data)[0] for k, s in parts.items()}
+    for which in roles.splits:
+        roles.theta0_nll[which] = theta0_nll(model, roles, which)
+
+
+def theta0_nll(model, roles: Roles, which: str) -> dict[str, torch.Tensor]:
+    """``model``'s (theta_0's) per-item summed answer NLL on each part of a split."""
+    return {k: dataset_nll(model, s.data)[0] for k, s in roles.splits[which].items()}
 
 
 @torch.no_grad()
@@ -490,12 +495,13 @@ def j_components(
 
 
 @torch.no_grad()
-def curve_point(model, roles: Roles, items: int) -> dict:
+def curve_point(model, roles: Roles, items: int | None = None) -> dict:
     """``j_components`` on the curve's slice: the first ``items`` records of each part of the
-    evaluation split, against theta_0's NLLs of the same records (J, G_F, D_coll and each part's
-    mean probability). The slice is fixed for the run, so its points are comparable step to step;
-    the terminal model is scored on the whole split as always."""
-    return j_components(model, roles.head(items), "eval")[0]
+    evaluation split (None: ``roles`` is the slice already, ``roles.head``), against theta_0's
+    NLLs of the same records (J, G_F, D_coll and each part's mean probability). The slice is fixed
+    for the run, so its points are comparable step to step; the terminal model is scored on the
+    whole split as always."""
+    return j_components(model, roles if items is None else roles.head(items), "eval")[0]
 
 
 class Evaluated(Outcome):

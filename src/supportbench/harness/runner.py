@@ -34,6 +34,7 @@ from supportbench.benchmarks.base import (
     InterfaceBenchmark,
     curve_point,
     record_theta0_nll,
+    theta0_nll,
 )
 from supportbench.errors import DecisionError, DivergenceError, SpecError, SupportbenchError
 from supportbench.experiments.decisions import check_decision_matches, verify_decision
@@ -592,9 +593,14 @@ class Runner:
         if not every:
             return None
         points: list[CurvePoint] = []
-        items = int(spec.hp("curve_items"))
         metrics = bool(spec.hp("curve_metrics"))
         track = self._track
+        # the slice, with theta_0's NLLs measured on it as its points will be (the same batches:
+        # a point of the unchanged model is exactly 0 on any device and dtype)
+        t0 = time.perf_counter()
+        sliced = roles.head(int(spec.hp("curve_items")))
+        sliced.theta0_nll["eval"] = theta0_nll(model, sliced, "eval")
+        wall["curve"] = time.perf_counter() - t0  # part of the curve's cost
 
         def on_step(step: int) -> None:
             if step % every and step != spec.T:
@@ -603,10 +609,7 @@ class Runner:
             training = model.training
             model.eval()
             try:
-                if metrics:
-                    c = _metric_point(bench, model, roles, items)
-                else:
-                    c = curve_point(model, roles, items)
+                c = _metric_point(bench, model, sliced) if metrics else curve_point(model, sliced)
             finally:
                 model.train(training)
             J, G_F, D_coll = c.pop("J"), c.pop("G_F"), c.pop("D_coll")
@@ -685,14 +688,15 @@ def run(spec: RunSpec, results_dir: str | Path = "results", **kwargs) -> RunResu
     return Runner(results_dir, **kwargs).run(spec)
 
 
-def _metric_point(bench, model, roles, items: int) -> dict:
+def _metric_point(bench, model, sliced) -> dict:
     """A curve point with the benchmark's own metrics: its full evaluation of the slice
-    (``roles.head``), J, G_F and D_coll among them; the finite numbers only (a metric the slice is
-    too small for, e.g. TOFU's model utility without both protected sources, is NaN: left out)."""
-    out = bench.evaluate(model, roles.head(items), "eval", full=True)
+    (``sliced``: ``roles.head``), J, G_F and D_coll among them; its numeric components (a metric
+    the slice is too small for, e.g. TOFU's model utility without both protected sources, stays NaN,
+    as a terminal component would; the registry's view leaves NaN out)."""
+    out = bench.evaluate(model, sliced, "eval", full=True)
     comp = {
         k: float(v)
         for k, v in out.components.items()
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        if isinstance(v, int | float) and not isinstance(v, bool)
     }
     return {"J": out.J, "G_F": out.G_F, "D_coll": out.D_coll, **comp}

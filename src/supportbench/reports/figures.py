@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
+from supportbench.experiments.metric_names import OPEN_UNLEARNING  # noqa: E402
 from supportbench.registry.store import has_steps  # noqa: E402
 from supportbench.reports import stats  # noqa: E402
 from supportbench.reports.latex import FIELD_NAMES, OBJECTIVE_NAMES  # noqa: E402
@@ -319,8 +320,12 @@ def support_jaccard(ctx: Context, con=None):
 
 
 # a curve's benchmark metric drawn under its J (curve_metrics runs): the first of these a
-# benchmark's points carry -- TOFU's forget quality, LACUNA's exact memorization, else ROUGE
-CURVE_METRICS = ("forget_quality", "forget_exact_memorization", "forget_rouge")
+# benchmark's points carry -- TOFU's forget quality, LACUNA's exact memorization, else ROUGE --
+# under the metrics view's names (open-unlearning's where it has one)
+CURVE_METRICS = tuple(
+    OPEN_UNLEARNING.get(m, m)
+    for m in ("forget_quality", "forget_exact_memorization", "forget_rouge")
+)
 
 
 def curves(ctx: Context, con=None):
