@@ -1,8 +1,9 @@
 """Curves (issue 35): ``eval_every`` = K evaluates J's components on a fixed slice of the
 evaluation split after every K-th step and the last; the points travel in the record and the
 registry's metrics view with their step, the terminal model and its row are exactly those of the
-run without a curve, and the report draws them. Refused where a run has no one training path.
-The relearning attack (same issue) runs after the terminal score."""
+run without a curve, and the report draws them. Refused where the runner has no one training path
+to watch (DIR-R, a benchmark's own interventions). The relearning attack (same issue) runs after
+the terminal score."""
 
 import pytest
 

@@ -20,14 +20,15 @@ def test_one_cell_per_benchmark_with_what_each_supports():
             hyperparameters={
                 k: v
                 for k, v in dict(c.hyperparameters).items()
-                if k not in ("eval_every", "relearn_steps")
+                if k not in ("eval_every", "curve_metrics", "relearn_steps")
             },
         )
         assert twin in final  # the extras run a cell of the paper's, again
-    # controlled's final runs are its own interfaces: no one training path, no curve
+    # controlled's final runs are its own interfaces: no step callback from the runner, no curve
     assert not by["controlled"].hp("eval_every")
     for b in ("natural_tofu", "lacuna"):
         assert by[b].hp("eval_every") == max(1, by[b].T // 10)
+        assert by[b].hp("curve_metrics") is True  # the benchmark's own metrics on the curve
         assert by[b].method not in ("backbone", "lora")
 
 

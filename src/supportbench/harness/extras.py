@@ -2,8 +2,8 @@
 
 For each benchmark of an experiment, its first final static run -- of a selection method where the
 benchmark has one (with a curve, ``eval_every`` = T/10, carrying the benchmark's own metrics:
-``curve_metrics``), else of the benchmark's own intervention
-(no curve: it has no one training path) -- runs again with the relearning attack
+``curve_metrics``), else of the benchmark's own intervention (no curve: its interventions take no
+step callback from the runner, docs/reports.md "Curves") -- runs again with the relearning attack
 (``relearn_steps`` = ``RELEARN_STEPS`` where the benchmark names relearning data) as the experiment
 ``<name>-extras``: its own cells, so the paper's tables never see a run twice. A cell whose final
 run ran under a frozen controlled decision (the controlled separation's) takes that decision's
