@@ -26,6 +26,15 @@ def _spec(**hp):
     )
 
 
+def _registry(tmp_path):
+    """The runs under ``tmp_path/results`` ingested into a fresh registry file; its path."""
+    reg = tmp_path / "reg.duckdb"
+    con = connect(reg)
+    ingest(con, tmp_path / "results")
+    con.close()
+    return reg
+
+
 def test_a_curve_reads_the_model_and_never_changes_the_terminal_run(tofu, cache, tmp_path):
     runner = Runner(tmp_path / "results", cache_dir=cache, progress=False)
     plain = runner.run(_spec()).record
@@ -51,10 +60,7 @@ def test_a_curve_reads_the_model_and_never_changes_the_terminal_run(tofu, cache,
     roles = bench.roles("forget01", 0)
     assert curve_point(model, roles, 3)["J"] == 0.0  # theta_0 itself: nothing changed
 
-    reg = tmp_path / "reg.duckdb"
-    con = connect(reg)
-    ingest(con, tmp_path / "results")
-    con.close()
+    reg = _registry(tmp_path)
     con = connect(reg, read_only=True)
     rows = con.execute(
         "SELECT step, value FROM metrics WHERE run_key = ? AND name = 'J' ORDER BY step",
@@ -116,10 +122,7 @@ def test_curve_metrics_are_the_benchmarks_own_evaluation_of_the_slice(tofu, cach
         3, len(whole.items["nll:forget"])
     )
 
-    reg = tmp_path / "reg.duckdb"
-    con = connect(reg)
-    ingest(con, tmp_path / "results")
-    con.close()
+    reg = _registry(tmp_path)
     con = connect(reg, read_only=True)
     rows = con.execute(
         "SELECT step, value FROM metrics WHERE run_key = ? AND name = 'forget_quality' "
