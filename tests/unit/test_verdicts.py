@@ -632,3 +632,41 @@ def test_the_interval_over_builds_floors_at_the_builds_own_noise():
     half = sps.t.ppf(0.975, 3) * se
     assert centre == pytest.approx(1.0) and (lo, hi) == pytest.approx((1 - half, 1 + half))
     assert stats.mean_over_builds(values[:2], np.array([0, 0])) is None
+
+
+def test_a_build_of_one_unit_adds_nothing_to_the_floor_in_verdicts_and_table_1_alike():
+    """One rule for verdicts and Table 1 (stats.over_builds): a build holding a single unit keeps
+    its statistic in the spread over builds but has no sampling error to floor by, so the floor is
+    the mean of the other builds' s^2/n (the estimate once counted such a build as 0, lowering the
+    floor; Table 1 dropped the build). By hand: build means 1, 2, 1.5 (between 0.25), s^2/n = 1
+    in builds 0 and 1: the floor 1 decides, se = sqrt(1/3), t at 5 units - 3 builds = 2 df."""
+    from supportbench.reports import stats
+
+    values = np.array([0.0, 2.0, 1.0, 3.0, 1.5])
+    builds = [0, 0, 1, 1, 2]  # build 2: one unit
+    e = V.estimate(values, V.Nested(builds, [0] * 5, list("abcde")), DEFAULTS)
+    centre, interval = stats.mean_over_builds(values, np.array(builds))
+    half = sps.t.ppf(0.975, 2) * math.sqrt(1 / 3)
+    assert e.builds == 3 and e.value == pytest.approx(centre) == pytest.approx(1.5)
+    assert e.se == pytest.approx(math.sqrt(1 / 3))
+    assert e.interval == pytest.approx(interval)
+    assert e.interval == pytest.approx((1.5 - half, 1.5 + half))
+
+
+def test_a_build_whose_statistic_is_undefined_leaves_the_others_their_own_noise():
+    """A non-mean statistic undefined in the first build (NaN) must not shift which build's rows
+    the within-build bootstrap of the others resamples: each kept build is floored by its own
+    noise (builds 1 and 2 are identical here, so the floor equals either one's alone)."""
+    x = np.array([0.0, 1.0, 0.0, 1.0, 2.0, 3.0, 0.0, 1.0, 2.0, 3.0])
+    nested = V.Nested([0, 0, 1, 1, 1, 1, 2, 2, 2, 2], [0] * 10, list(range(10)))
+
+    def spread(idx):
+        return float(np.ptp(x[idx])) if len(idx) > 2 else float("nan")
+
+    def spread_one(idx):
+        return float(np.ptp(x[2:6][idx]))
+
+    e = V.estimate(x, nested, DEFAULTS, stat=spread)
+    one = V.estimate(x[2:6], V.Nested([0] * 4, [0] * 4, list(range(4))), DEFAULTS, spread_one)
+    assert e.builds == 2 and e.value == pytest.approx(3.0)
+    assert e.se == pytest.approx(one.se / math.sqrt(2), rel=0.2)

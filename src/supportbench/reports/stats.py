@@ -140,9 +140,12 @@ def over_builds(per: np.ndarray, within: np.ndarray, n_values: int, level: float
     and each statistic's sampling variance within its build ``within``: centre = mean(per),
     se^2 = max(var(per), mean(within)) / B (three builds that agree by chance must not give an
     interval narrower than one build's noise allows), critical value t at B - 1 degrees of freedom,
-    or at the units' n_values - B when the floor decides (docs/benchmarks.md, "Decision log")."""
+    or at the units' n_values - B when the floor decides (docs/benchmarks.md, "Decision log"). A
+    build whose sampling variance cannot be estimated (one unit: ``within`` NaN) keeps its
+    statistic in the spread and adds nothing to the floor, the mean of the others'."""
     per, within = np.asarray(per, dtype=float), np.asarray(within, dtype=float)
-    between, floor = float(per.var(ddof=1)), float(within.mean())
+    known = within[np.isfinite(within)]
+    between, floor = float(per.var(ddof=1)), float(known.mean()) if len(known) else 0.0
     se = math.sqrt(max(between, floor) / len(per))
     centre = float(per.mean())
     df = len(per) - 1 if between >= floor else max(1, n_values - len(per))
@@ -157,14 +160,14 @@ def over_builds(per: np.ndarray, within: np.ndarray, n_values: int, level: float
 
 def mean_over_builds(values, builds, level: float = 0.95) -> tuple[float, tuple] | None:
     """The mean of ``values`` as the mean of its builds' means, with ``over_builds``' interval
-    (each build's within variance s^2 / n over its units); None below two builds of two units."""
+    (each build's within variance s^2 / n over its units; NaN for a build of one unit); None
+    below two builds."""
     values, builds = np.asarray(values, dtype=float), np.asarray(builds)
     groups = [values[builds == b] for b in np.unique(builds)]
-    groups = [g for g in groups if len(g) >= 2]
     if len(groups) < 2:
         return None
     per = np.array([g.mean() for g in groups])
-    within = np.array([g.var(ddof=1) / len(g) for g in groups])
+    within = np.array([g.var(ddof=1) / len(g) if len(g) >= 2 else math.nan for g in groups])
     o = over_builds(per, within, sum(len(g) for g in groups), level)
     return o["centre"], o["interval"]
 

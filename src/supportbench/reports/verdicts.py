@@ -24,7 +24,8 @@ sampling variance) / B -- a build's statistic varies at least by its own samplin
 builds that agree by chance do not make the interval narrower than that (at the floor the critical
 value is t's at the units' degrees of freedom within builds) (2026-11-26 review: LACUNA's three
 build means agreed to 0.003 with within-build intervals 0.16-0.31 wide). The within-build variance
-is s^2/n over the build's units for a mean, else the hierarchical bootstrap's variance. Within one
+is s^2/n over the build's units for a mean, else the hierarchical bootstrap's variance; a build of
+one unit has none and adds nothing to the floor (``stats.over_builds``: Table 1 alike). Within one
 build (the per-build tables) a mean's interval is a t interval over its units (the hierarchical
 bootstrap covered 54% at two units and 78% at four in the same review); other statistics keep the
 percentile interval of a hierarchical bootstrap (``hierarchical_bootstrap``: seeds, then units
@@ -95,6 +96,10 @@ class Nested:
             for by_seed in self.tree
         ]
 
+    def units(self, b: int) -> int:
+        """How many units build ``b`` holds (over its seeds)."""
+        return sum(len(by_unit) for by_unit in self.tree[b])
+
     def draw(self, rng: np.random.Generator) -> np.ndarray:
         """One resample: builds with replacement, then seeds within each drawn build, then units
         within each drawn seed; the drawn units' rows."""
@@ -156,17 +161,20 @@ def estimate(
     sd = float(values.std(ddof=1)) if len(values) > 1 else None
     level = defaults["level"]
     if len(nested.tree) >= 2:
-        rows = [r for r in nested.build_rows() if math.isfinite(stat(r))]
-        per = np.array([stat(r) for r in rows], dtype=float)
+        kept = [(b, r) for b, r in enumerate(nested.build_rows()) if math.isfinite(stat(r))]
+        per = np.array([stat(r) for _, r in kept], dtype=float)
         if len(per) < 2 or not math.isfinite(point):
             return Estimate(point, None, None, sd, len(values), builds=len(per))
         # each build's statistic varies at least by its own sampling error: three builds that
-        # agree by chance must not give an interval narrower than one build's noise allows
+        # agree by chance must not give an interval narrower than one build's noise allows (a
+        # build of one unit has none to give: NaN, left out of the floor as Table 1 does)
         within = [
             _within_var(values, r, stat, mean, nested, b, defaults, salt)
-            for b, r in enumerate(rows)
+            if nested.units(b) >= 2
+            else math.nan
+            for b, r in kept
         ]
-        o = stats.over_builds(per, np.array(within), len(values), level)
+        o = stats.over_builds(per, np.array(within), sum(len(r) for _, r in kept), level)
         return Estimate(o["centre"], o["interval"], o["se"], sd, len(values), o["crit"], len(per))
     if mean:  # a t interval over the units: the bootstrap under-covers at a few units
         if len(values) < 2:
