@@ -9,8 +9,9 @@ the same to the bit (a curve only reads the model). Target: share <= 15 % for ea
 K = T/10 has ten points whatever T is, so its share falls as T grows; the run prints the T from
 which each would meet the target on this box.
 
-``python bench/curves.py [--benchmark tofu] [--T 40]``; theta_0 comes from $SUPPORTBENCH_CACHE or
-the user cache (built on first use).
+``python bench/curves.py [--benchmark tofu] [--T 40]`` (``controlled``: its LoRA intervention,
+whose trainer takes the curve's step callback through ``intervene``); theta_0 comes from
+$SUPPORTBENCH_CACHE or the user cache (built on first use).
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ def main() -> None:
         cache_dir=os.environ.get("SUPPORTBENCH_CACHE"),
         progress=False,
     )
-    field = BENCHMARKS.get(args.benchmark).DEFAULT_FIELD
+    cls = BENCHMARKS.get(args.benchmark)
+    field = cls.DEFAULT_FIELD
+    # a selection method's run, or the benchmark's own intervention (the controlled separation)
+    method = cls.INTERFACES[-1] if cls.INTERFACES else "intervention_score"
 
     def spec(seed: int, every: int, metrics: bool = False) -> RunSpec:
         hp = {"eval_every": every, **({"curve_metrics": True} if metrics else {})}
@@ -50,7 +54,7 @@ def main() -> None:
             args.benchmark,
             field,
             "npo",
-            "intervention_score",
+            method,
             seed=seed,
             T=args.T,
             hyperparameters=hp,

@@ -520,6 +520,38 @@ def test_relearning_attack_after_an_interface_run(ctl, cache, tmp_path):
     assert spec(relearn_steps=2, relearn_lr=1e-3).run_key != rec.run_key
 
 
+def test_interface_runs_draw_a_curve_that_never_changes_the_terminal_run(ctl, cache, tmp_path):
+    """A curve for the benchmark's own interventions (issue 35): the runner's step callback goes
+    through ``intervene(on_step=...)`` into the interface's trainer; the terminal model and score
+    are the plain run's to the bit; a point after every step, J = G_F - D_coll on the slice; with
+    curve_metrics the point carries the benchmark's own evaluation of the slice (bounded J)."""
+
+    def spec(**more):
+        return RunSpec(
+            "controlled", "t02", "npo", "lora", model="tiny-qwen2", seed=0, T=3,
+            experiment="curve",
+            hyperparameters={
+                "benchmark.n_targets": 12, "benchmark.n_calibration_targets": 4, **more
+            },
+        )  # fmt: skip
+
+    runner = Runner(tmp_path, cache_dir=cache, progress=False)
+    plain = runner.run(spec()).record
+    curved = runner.run(spec(eval_every=1)).record
+    full = runner.run(spec(eval_every=3, curve_metrics=True)).record
+    for rec in (plain, curved, full):
+        assert rec.status == "ok", rec.error
+    assert curved.outcome.J == plain.outcome.J == full.outcome.J
+    assert curved.outcome.components == plain.outcome.components
+    assert [p.step for p in curved.outcome.curve] == [1, 2, 3] and plain.outcome.curve is None
+    for p in curved.outcome.curve:
+        assert pytest.approx(p.G_F - p.D_coll, abs=1e-12) == p.J
+    assert curved.outcome.curve[0].J != curved.outcome.curve[-1].J  # the model moved
+    (last,) = full.outcome.curve
+    assert last.step == 3 and pytest.approx(curved.outcome.curve[-1].J, abs=1e-12) == last.J
+    assert "J_bounded" in last.components and curved.compute.wall_s["curve"] > 0
+
+
 def test_interface_runs_carry_enforcement_counts_of_their_own_domain(
     ctl, cache, tmp_path, monkeypatch
 ):

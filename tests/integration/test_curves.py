@@ -2,7 +2,8 @@
 evaluation split after every K-th step and the last; the points travel in the record and the
 registry's metrics view with their step, the terminal model and its row are exactly those of the
 run without a curve, and the report draws them. Refused where the runner has no one training path
-to watch (DIR-R, a benchmark's own interventions). The relearning attack (same issue) runs after
+to watch (DIR-R); a benchmark's own interventions draw theirs through ``intervene(on_step=...)``
+(tests/integration/test_controlled.py). The relearning attack (same issue) runs after
 the terminal score."""
 
 import pytest
@@ -163,8 +164,8 @@ def test_curve_metrics_need_a_curve():
         (
             RunSpec(
                 "controlled", "t00", "npo", "backbone", seed=0, hyperparameters={"eval_every": 2}
-            ),
-            "own interventions",
+            ).replace(variant="dirr"),
+            "runs its interfaces statically",
         ),
     ],
 )

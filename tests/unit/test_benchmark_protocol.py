@@ -119,6 +119,14 @@ def test_a_class_missing_default_field_is_refused_by_name():
             r"declares INTERFACES \('lora',\) but lacks the method allowed\(self, model, method\)",
         ),
         (
+            {
+                "INTERFACES": ("lora",),
+                "intervene": lambda self, spec, model, roles, objective, data, config: {},
+                "allowed": lambda *a: {},
+            },
+            r"intervene must accept on_step=None \(a run's curve hook\)",
+        ),
+        (
             {"__init__": lambda self, cache_dir=None, progress=True: None},
             "must accept the keywords cache_dir=None, progress=True, device=None and build=0",
         ),
@@ -129,7 +137,7 @@ def test_a_class_missing_default_field_is_refused_by_name():
         (
             {
                 "INTERFACES": ("lora",),
-                "intervene": lambda *a: {},
+                "intervene": lambda *a, **k: {},
                 "allowed": lambda *a: {},
                 "calibration_fields": classmethod(lambda cls, o: ()),
             },
@@ -146,7 +154,7 @@ def test_a_class_missing_default_field_is_refused_by_name():
         (
             {
                 "INTERFACES": ("lora",),
-                "intervene": lambda *a: {},
+                "intervene": lambda *a, **k: {},
                 "allowed": lambda *a: {},
                 "calibration_aurocs": lambda self: {},
                 "calibration_fields": lambda self, o: (),
@@ -211,7 +219,7 @@ def test_registration_records_which_benchmarks_freeze_their_own_decision():
     assert calibration_fields(BENCHMARKS.get("tofu"), {}) == ()
     members = {
         "INTERFACES": ("lora",),
-        "intervene": lambda *a: {},
+        "intervene": lambda *a, **k: {},
         "allowed": lambda *a: {},
         "calibration_aurocs": lambda self: {},
         "calibration_fields": classmethod(lambda cls, o: ("b",)),

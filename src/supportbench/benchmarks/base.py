@@ -164,9 +164,10 @@ class InterfaceBenchmark(Benchmark, Protocol):
     method is one of ``INTERFACES`` calls ``intervene`` instead of scoring and training a
     support."""
 
-    def intervene(self, spec, model, roles: Roles, objective, data, config) -> dict:
+    def intervene(self, spec, model, roles: Roles, objective, data, config, on_step=None) -> dict:
         """Unlearn ``roles``' forget set through the interface ``spec.method``; returns the support
-        record."""
+        record. ``on_step``: None, or called with the step number after every step (the run's
+        curve, ``eval_every``; it only reads the model)."""
         ...
 
     def allowed(self, model, method: str) -> Mapping[str, torch.Tensor]:
@@ -209,12 +210,22 @@ class Relearnable(Benchmark, Protocol):
     def relearn_set(self, roles: Roles) -> RelearnSet: ...
 
 
+def _takes(fn, keyword: str) -> bool:
+    """Whether ``fn`` accepts ``keyword`` (by name or through **kwargs); True when its signature
+    cannot be read (the call will tell)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == keyword or p.kind is p.VAR_KEYWORD for p in params)
+
+
 def is_relearnable(cls) -> bool:
     return callable(getattr(cls, "relearn_set", None))
 
 
 _INTERFACE_METHODS = (
-    "intervene(self, spec, model, roles, objective, data, config) -> dict",
+    "intervene(self, spec, model, roles, objective, data, config, on_step=None) -> dict",
     "allowed(self, model, method) -> Mapping[str, Tensor]",
 )
 # the constructor keywords the runner passes every benchmark: never a user's benchmark.* option
@@ -273,6 +284,8 @@ def check_benchmark_class(name: str, cls) -> None:
     for signature in _INTERFACE_METHODS if interfaces else ():
         if not callable(getattr(cls, signature.split("(")[0], None)):
             refuse(f"declares INTERFACES {interfaces!r} but lacks the method {signature}")
+    if interfaces and not _takes(cls.intervene, "on_step"):
+        refuse(f"intervene must accept on_step=None (a run's curve hook): {_INTERFACE_METHODS[0]}")
     try:
         inspect.signature(cls).bind_partial(cache_dir=None, progress=True, device=None, build=0)
     except ValueError:  # no introspectable signature: the runner's call will tell

@@ -1,14 +1,13 @@
 """The demo's extras (issue 35: one cell per benchmark, not all): curves and the relearning attack.
 
 For each benchmark of an experiment, its first final static run -- of a selection method where the
-benchmark has one (with a curve, ``eval_every`` = T/10, carrying the benchmark's own metrics:
-``curve_metrics``), else of the benchmark's own intervention (no curve: its interventions take no
-step callback from the runner, docs/reports.md "Curves") -- runs again with the relearning attack
-(``relearn_steps`` = ``RELEARN_STEPS`` where the benchmark names relearning data) as the experiment
-``<name>-extras``: its own cells, so the paper's tables never see a run twice. A cell whose final
-run ran under a frozen controlled decision (the controlled separation's) takes that decision's
-settings from the final run's record (``as_ran``): the paper's cell plus the attack, never a cell
-at settings no decision chose.
+benchmark has one, else of the benchmark's own intervention -- runs again with a curve
+(``eval_every`` = T/10, carrying the benchmark's own metrics: ``curve_metrics``) and the relearning
+attack (``relearn_steps`` = ``RELEARN_STEPS`` where the benchmark names relearning data) as the
+experiment ``<name>-extras``: its own cells, so the paper's tables never see a run twice. A cell
+whose final run ran under a frozen controlled decision (the controlled separation's) takes that
+decision's settings from the final run's record (``as_ran``): the paper's cell plus the attack,
+never a cell at settings no decision chose.
 """
 
 from __future__ import annotations
@@ -40,9 +39,8 @@ def extras_cells(spec: ExperimentSpec) -> list[RunSpec]:
     out = []
     for r in chosen.values():
         hp = dict(r.hyperparameters)
-        if r.method not in _own(r):
-            hp["eval_every"] = max(1, r.T // 10)
-            hp["curve_metrics"] = True  # and the benchmark's own metrics at each point
+        hp["eval_every"] = max(1, r.T // 10)
+        hp["curve_metrics"] = True  # and the benchmark's own metrics at each point
         if is_relearnable(BENCHMARKS.get(r.benchmark)):
             hp["relearn_steps"] = RELEARN_STEPS
         if hp != dict(r.hyperparameters):

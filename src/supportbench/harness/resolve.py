@@ -68,15 +68,11 @@ def resolve(spec: RunSpec, *, read_inputs: bool = True) -> ResolvedRun:
             f"{spec.method!r} is one of {spec.benchmark}'s own interventions, which train "
             "their own parameters (allowed for them: column_grads = false)"
         )
-    if spec.hp("eval_every") and (method is None or spec.variant != "static"):
-        what = (
-            f"{spec.method!r} is one of {spec.benchmark}'s own interventions"
-            if method is None
-            else "a DIR-R run trains several branches after its checkpoint, not one path"
-        )
+    if spec.hp("eval_every") and spec.variant != "static":
         raise SpecError(
-            f"eval_every = {spec.hp('eval_every')}: curves are built for static runs of a "
-            f"selection method; {what} (allowed for it: eval_every = 0)"
+            f"eval_every = {spec.hp('eval_every')}: curves are built for static runs (of a "
+            "selection method or a benchmark's own intervention); a DIR-R run trains several "
+            "branches after its checkpoint, not one path (allowed for it: eval_every = 0)"
         )
     if spec.hp("curve_metrics") and not spec.hp("eval_every"):
         raise SpecError(

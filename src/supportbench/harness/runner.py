@@ -516,15 +516,18 @@ class Runner:
             isinstance(bench, InterfaceBenchmark) and spec.method in bench.INTERFACES
         ):  # the benchmark's own
             t0 = time.perf_counter()
+            hook = _Hook()
+            curve = self._watch(spec, hook, bench, model, roles, wall)
             draft.support = SupportInfo(
-                **bench.intervene(spec, model, roles, objective, data, config)
+                **bench.intervene(spec, model, roles, objective, data, config, on_step=hook.on_step)
             )
-            wall["train"] = time.perf_counter() - t0
+            wall["train"] = time.perf_counter() - t0 - wall.get("curve", 0.0)
             draft.compute.step_equivalents = float(spec.T)
             # the interface's own domain (its LoRA, or its block of neurons) is the support here
             changes = self._enforce(spec, model, bench.allowed(model, spec.method), wall)
             self._evaluate(spec, bench, model, roles, draft)
             draft.outcome.components = {**draft.outcome.components, **changes.as_record()}
+            draft.outcome.curve = curve
             return
 
         t0 = time.perf_counter()
@@ -586,9 +589,10 @@ class Runner:
         (``curve_point``; with ``curve_metrics``, the benchmark's whole evaluation of the slice,
         ``bench.evaluate(full=True)`` on ``roles.head``) after every K-th step and the last,
         appended as the trainer runs (its time in ``wall["curve"]``, not in training's) and handed
-        to the optional tracker. The model is measured in eval mode and handed back in the mode it
-        was in. Shown beside the terminal score; nothing reads it to choose a checkpoint
-        (docs/reports.md, "Curves")."""
+        to the optional tracker. ``trainer``: the run's SupportTrainer, or a ``_Hook`` whose
+        ``on_step`` a benchmark's own intervention hands its trainer. The model is measured in
+        eval mode and handed back in the mode it was in. Shown beside the terminal score; nothing
+        reads it to choose a checkpoint (docs/reports.md, "Curves")."""
         every = int(spec.hp("eval_every") or 0)
         if not every:
             return None
@@ -686,6 +690,13 @@ class Runner:
 def run(spec: RunSpec, results_dir: str | Path = "results", **kwargs) -> RunResult:
     """Convenience: run one spec in a fresh Runner."""
     return Runner(results_dir, **kwargs).run(spec)
+
+
+class _Hook:
+    """Where ``Runner._watch`` puts a curve's step callback for a run whose trainer the benchmark
+    builds itself (its own interventions): handed to ``intervene(on_step=...)``."""
+
+    on_step = None
 
 
 def _metric_point(bench, model, sliced) -> dict:

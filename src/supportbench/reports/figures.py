@@ -320,11 +320,12 @@ def support_jaccard(ctx: Context, con=None):
 
 
 # a curve's benchmark metric drawn under its J (curve_metrics runs): the first of these a
-# benchmark's points carry -- TOFU's forget quality, LACUNA's exact memorization, else ROUGE --
-# under the metrics view's names (open-unlearning's where it has one)
+# benchmark's points carry -- TOFU's forget quality, LACUNA's exact memorization, else ROUGE, the
+# controlled separation's bounded J -- under the metrics view's names (open-unlearning's where it
+# has one)
 CURVE_METRICS = tuple(
     OPEN_UNLEARNING.get(m, m)
-    for m in ("forget_quality", "forget_exact_memorization", "forget_rouge")
+    for m in ("forget_quality", "forget_exact_memorization", "forget_rouge", "J_bounded")
 )
 
 
@@ -342,10 +343,10 @@ def curves(ctx: Context, con=None):
         """SELECT r.benchmark, r.objective, r.method, m.name, m.step, avg(m.value) AS value
            FROM metrics m JOIN runs r USING (run_key)
            WHERE m.step IS NOT NULL AND r.split = 'final'
-             AND m.name IN ('J', $m0, $m1, $m2)
+             AND list_contains($names, m.name)
              AND ($exp IS NULL OR r.experiment = $exp)
            GROUP BY ALL ORDER BY ALL""",
-        params={"exp": _experiment(ctx), **{f"m{i}": m for i, m in enumerate(CURVE_METRICS)}},
+        params={"exp": _experiment(ctx), "names": ["J", *CURVE_METRICS]},
     ).pl()
     if pts.filter(pl.col("name") == "J").is_empty():
         raise Missing("needs runs with a curve (eval_every > 0)")

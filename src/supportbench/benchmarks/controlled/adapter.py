@@ -416,10 +416,10 @@ class Controlled:
         )
 
     # ---- the intervention and its outcome --------------------------------------------------------
-    def intervene(self, spec, model, roles: Roles, objective, data, config) -> dict:
+    def intervene(self, spec, model, roles: Roles, objective, data, config, on_step=None) -> dict:
         if spec.method not in self.INTERFACES:
             raise UnknownNameError("controlled interface", spec.method, self.INTERFACES)
-        itf_mod.unlearn(model, self.itf, spec.method, objective, data, config)
+        itf_mod.unlearn(model, self.itf, spec.method, objective, data, config, on_step)
         size = self.itf.size if spec.method == "backbone" else self.itf.lora_size
         return {
             "interface": spec.method,

@@ -311,13 +311,17 @@ def inject(
     return losses
 
 
-def unlearn(model, itf: Interfaces, which: str, objective, data, config) -> list[float]:
+def unlearn(
+    model, itf: Interfaces, which: str, objective, data, config, on_step=None
+) -> list[float]:
     """The objective for ``config.steps`` steps restricted to one interface, through the project's
     one unlearning loop (``SupportTrainer``): the same batches (a pure function of seed and step),
-    schedule and AdamW settings whichever the interface."""
+    schedule and AdamW settings whichever the interface. ``on_step``: called with the step number
+    after every step (a run's curve), or None."""
     _freeze(model)
     leaves = InterfaceLeaves(model, itf, which)
     trainer = SupportTrainer.on(model, leaves, objective, data, config, progress=False)
+    trainer.on_step = on_step
     try:
         return trainer.run(desc=f"unlearn {which}")
     finally:
