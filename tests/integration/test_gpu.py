@@ -171,3 +171,65 @@ def test_chunked_loss_on_gpu_matches_the_default(tofu, cache, tmp_path):
         out["chunked"].outcome.J,
     )
     assert _outcome(out["bf16-a"]) == _outcome(out["bf16-b"])
+
+
+def test_a_cell_by_hub_id_on_gpu_with_a_curve_and_relearning(tmp_path):
+    """The 7-8B path's way in (issue 37) on the GPU: theta_0 and the TOFU files named by hub id,
+    read from a Hugging Face cache in the hub's own layout with HF_HUB_OFFLINE=1, a cell run on CUDA
+    in a fresh process with a curve and the relearning attack (issue 35); the record names the id
+    and the commit, carries the enforcement counts (0 outside), the curve's points and the attack's
+    counts, and the curve leaves the terminal model as it was (the same J without it)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_hub_ids import COMMIT, DATA_ID, MODEL_ID, put_in_hf_cache
+
+    import supportbench
+    from supportbench.benchmarks.tofu.adapter import Tofu
+    from supportbench.unlearning.models import build_model, save_model, train_tokenizer
+
+    tofu = Tofu(size="mini", cache_dir=tmp_path / "sb-cache", progress=False)
+    tok = train_tokenizer(tofu._tokenizer_texts(), 512)
+    model_dir = save_model(build_model("tiny-llama", tok, seed=1), tok, tmp_path / "tiny-model")
+    put_in_hf_cache(tmp_path / "hf" / "hub", "model", MODEL_ID, model_dir, COMMIT)
+    put_in_hf_cache(tmp_path / "hf" / "hub", "dataset", DATA_ID, tofu.data_dir, "2" * 40)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    src = str(Path(supportbench.__file__).resolve().parents[1])
+    env.update(
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_OFFLINE="1",
+        SUPPORTBENCH_CACHE=str(tmp_path / "sb-cache"),
+        CUBLAS_WORKSPACE_CONFIG=":4096:8",
+        PYTHONPATH=os.pathsep.join([src, *filter(None, [os.environ.get("PYTHONPATH")])]),
+    )
+    recs = {}
+    extras = {"curve": ["--eval-every", "2", "--relearn-steps", "4"], "plain": []}
+    for name, extra in extras.items():
+        results = tmp_path / name
+        args = ["run", "--benchmark", "tofu", "--field", "forget01", "--objective", "npo"]
+        args += ["--method", "intervention_score", "--theta0", f"{MODEL_ID}@{COMMIT}"]
+        args += ["--data-dir", DATA_ID, "--T", "4", "--budget", "0.1", "--device", "cuda"]
+        out = subprocess.run(
+            [sys.executable, "-m", "supportbench.cli", *args, *extra, "--results", str(results)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        (rec,) = [json.loads(f.read_text()) for f in (results / "runs").glob("*.json")]
+        assert rec["status"] == "ok", rec["error"]
+        recs[name] = rec
+    rec = recs["curve"]
+    assert rec["provenance"]["device"].startswith("cuda")
+    src = rec["provenance"]["sources"]
+    assert src["model"]["hub_id"] == f"{MODEL_ID}@{COMMIT}" and src["model"]["revision"] == COMMIT
+    assert src["benchmark.data_dir"]["hub_id"] == DATA_ID
+    c = rec["outcome"]["components"]
+    assert c["changed_outside"] == 0 and 0 < c["changed_inside"] <= c["allowed_scalars"], c
+    assert [p["step"] for p in rec["outcome"]["curve"]] == [2, 4], rec["outcome"]["curve"]
+    assert c["relearn_final_loss"] > 0 and c["resurfaced_after_relearn"] >= 0, c
+    # without torch's deterministic algorithms in the subprocess: equal to float32 noise
+    assert abs(rec["outcome"]["J"] - recs["plain"]["outcome"]["J"]) < 1e-4

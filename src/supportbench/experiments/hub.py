@@ -79,7 +79,11 @@ def resolve(ref: str, repo_type: str = "model") -> HubRef:
         + (" --repo-type dataset" if repo_type == "dataset" else "")
     )
     try:
-        path = hh.snapshot_download(repo, revision=rev, repo_type=repo_type)
+        # offline, the cache alone (some huggingface_hub 1.x releases list the repository's tree
+        # for a commit revision even with HF_HUB_OFFLINE set, unless asked for local files only)
+        path = hh.snapshot_download(
+            repo, revision=rev, repo_type=repo_type, local_files_only=constants.HF_HUB_OFFLINE
+        )
     except errors.GatedRepoError:
         raise SpecError(
             f"{what} '{ref}' is gated on the Hugging Face hub: accept its terms on "
@@ -93,7 +97,7 @@ def resolve(ref: str, repo_type: str = "model") -> HubRef:
             f"{what} '{repo}' is not on the Hugging Face hub, or it is private and this user is "
             "not logged in (hf auth login); a local folder must exist here"
         ) from None
-    except errors.LocalEntryNotFoundError:
+    except (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled):
         offline = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the hub is unreachable"
         raise SpecError(
             f"{what} '{ref}' is neither a folder here nor in the Hugging Face cache "
