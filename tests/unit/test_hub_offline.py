@@ -1,0 +1,50 @@
+"""experiments.hub offline (issue 37): with HF_HUB_OFFLINE set it asks huggingface_hub for local
+files only, and an OfflineModeIsEnabled (any huggingface_hub release) is the offline-miss refusal,
+not an internal error. huggingface_hub 1.33's snapshot_download lists a repository's tree for a
+commit revision even offline unless asked for local files only (found on the GPU machine,
+2026-11-27)."""
+
+import huggingface_hub
+import pytest
+from huggingface_hub import constants, errors
+
+from supportbench.errors import SpecError
+from supportbench.experiments import hub
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    hub.resolve.cache_clear()
+    yield
+    hub.resolve.cache_clear()
+
+
+def test_offline_resolution_asks_for_local_files_only(monkeypatch, tmp_path):
+    seen = {}
+
+    def snapshot_download(repo, revision=None, repo_type="model", local_files_only=False):
+        seen.update(repo=repo, revision=revision, local_files_only=local_files_only)
+        return str(tmp_path / "snapshots" / ("1" * 40))
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    ref = hub.resolve(f"org/model@{'1' * 40}")
+    assert seen == {"repo": "org/model", "revision": "1" * 40, "local_files_only": True}
+    assert ref.revision == "1" * 40
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    hub.resolve.cache_clear()
+    hub.resolve("org/model")
+    assert seen["local_files_only"] is False  # online: the user's own settings, a fetch allowed
+
+
+def test_offline_mode_error_is_the_offline_miss_refusal(monkeypatch):
+    def snapshot_download(*a, **k):
+        raise errors.OfflineModeIsEnabled("Cannot reach https://huggingface.co/api/models/x")
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    with pytest.raises(SpecError) as e:
+        hub.resolve("org/model@main")
+    msg = str(e.value)
+    assert "'org/model@main' is neither a folder here nor in the Hugging Face cache" in msg
+    assert "HF_HUB_OFFLINE is set" in msg and "hf download org/model --revision main" in msg
