@@ -151,3 +151,37 @@ def test_an_id_the_offline_cache_lacks_is_refused_before_work(hf, tmp_path, flag
     assert f"'{ref}' is neither a folder here nor in the Hugging Face cache" in err, err
     assert str(hf["home"] / "hub") in err and fetch in err and "HF_HUB_OFFLINE is set" in err
     assert "Traceback" not in err and not (results / "runs").exists()
+
+
+def test_a_cell_runs_on_tofu_saved_by_datasets_by_id(hf, tmp_path):
+    """The same TOFU files as ``datasets``' save_to_disk folders (one per config, an Arrow stream
+    and state.json, the layout of tests/golden/datasets-saved/), by data-set id: the run reads them
+    (the same rows as the JSON files, so the same data hash's rows) and names the id."""
+    import pyarrow as pa
+
+    from supportbench.benchmarks.tofu import reader as tr
+
+    folder = tmp_path / "tofu-saved"
+    for f in sorted(hf["data_dir"].glob("*.json")):
+        rows = tr.read_config(hf["data_dir"], f.stem)
+        (folder / f.stem).mkdir(parents=True)
+        table = pa.Table.from_pylist(rows)
+        with (
+            pa.OSFile(str(folder / f.stem / "data-00000-of-00001.arrow"), "wb") as out,
+            pa.ipc.new_stream(out, table.schema) as w,
+        ):
+            w.write_table(table)
+        state = {"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}
+        (folder / f.stem / "state.json").write_text(json.dumps(state))
+        assert tr.read_config(folder, f.stem) == rows
+    (folder / "neutral.txt").write_bytes((hf["data_dir"] / "neutral.txt").read_bytes())
+    put_in_hf_cache(hf["home"] / "hub", "dataset", "tiny-org/tofu-saved", folder, "4" * 40)
+    results = tmp_path / "results"
+    args = ["run", "--benchmark", "tofu", "--field", "forget01", "--objective", "npo"]
+    args += ["--method", "random", "--theta0", MODEL_ID, "--data-dir", "tiny-org/tofu-saved"]
+    out = _run(hf, *args, "--T", "2", "--budget", "0.1", "--results", str(results))
+    assert out.returncode == 0, out.stderr[-3000:]
+    (rec,) = [json.loads(f.read_text()) for f in (results / "runs").glob("*.json")]
+    assert rec["status"] == "ok", rec["error"]
+    src = rec["provenance"]["sources"]["benchmark.data_dir"]
+    assert src["hub_id"] == "tiny-org/tofu-saved" and src["revision"] == "4" * 40

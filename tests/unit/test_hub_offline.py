@@ -48,3 +48,26 @@ def test_offline_mode_error_is_the_offline_miss_refusal(monkeypatch):
     msg = str(e.value)
     assert "'org/model@main' is neither a folder here nor in the Hugging Face cache" in msg
     assert "HF_HUB_OFFLINE is set" in msg and "hf download org/model --revision main" in msg
+
+
+@pytest.mark.parametrize(
+    ("error", "ref", "says"),
+    [
+        ("GatedRepoError", "meta-llama/Llama-3.1-8B", "'meta-llama/Llama-3.1-8B' is gated"),
+        ("RepositoryNotFoundError", "org/secret", "or it is private and this user is not logged"),
+        ("RevisionNotFoundError", "org/model@v9", "model 'org/model' has no revision 'v9'"),
+    ],
+)
+def test_gated_private_and_unknown_revision_are_named(monkeypatch, error, ref, says):
+    """Online answers of the hub (huggingface_hub's own error types) become named refusals."""
+    cls = getattr(errors, error)
+
+    def snapshot_download(*a, **k):
+        e = cls.__new__(cls)  # the HTTP errors want a response object; the message is what matters
+        Exception.__init__(e, "403 / 404 from the hub")
+        raise e
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    with pytest.raises(SpecError, match=says):
+        hub.resolve(ref)

@@ -1,5 +1,5 @@
 """Models and data sets by the names researchers use: Hugging Face hub ids, resolved through the
-user's own Hugging Face cache (docs/models.md, "By hub id").
+user's own Hugging Face cache (docs/scaling.md, "The 8B paper run from hub ids").
 
 A reference is a hub id ``owner/name`` with an optional ``@revision`` (a branch, tag or commit) when
 it is not a path that exists here and does not start like one (``/``, ``.``, ``~``). ``local_path``

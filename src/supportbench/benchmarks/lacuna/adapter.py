@@ -44,6 +44,7 @@ import torch
 from supportbench._options import option
 from supportbench.benchmarks import base as B
 from supportbench.benchmarks import evaluators as ev
+from supportbench.benchmarks import saved
 from supportbench.benchmarks.base import EvalSplit, Prepared, Roles, register_benchmark
 from supportbench.benchmarks.lacuna import generator as gen
 from supportbench.benchmarks.lacuna import precision as prec
@@ -232,9 +233,11 @@ class Lacuna:
     @property
     def data_hash(self) -> str:
         h = hashlib.sha256()
-        for f in sorted(self._data_dir.glob("*.parquet")):
+        d = self._data_dir
+        files = [*d.glob("*.parquet"), *filter(saved.is_saved, d.iterdir())]
+        for f in sorted(files):
             h.update(f.name.encode())
-            h.update(f.read_bytes())
+            h.update(saved.content_bytes(f))
         return h.hexdigest()[:16]
 
     # ---- theta_0 ---------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Data: ``<Field>_<split>.parquet`` with columns ``ID`` (string), ``question`` (string), ``answer``
 (string), ``field`` (string, the display name) and ``group_id`` (integer); fields Email_Address,
 Phone_Number, Birth_City, Drivers_License; splits forget, retain, forget_paraphrased,
-retain_paraphrased, full; plus ``relearn_train.parquet`` when present. Text formats:
+retain_paraphrased, full; plus ``relearn_train.parquet`` when present. Each file may instead be a
+folder ``<Field>_<split>/`` that ``datasets``' ``save_to_disk`` wrote (``benchmarks/saved.py``),
+read with the same column checks. Text formats:
 ``unlearning.formats`` (LACUNA's instruction format for training and J, open-unlearning's for the
 behavioural metrics; docs/upstream-formats.md).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from supportbench.benchmarks import saved
 from supportbench.errors import DataFormatError, UnknownNameError
 
 FIELDS = ("Email_Address", "Phone_Number", "Birth_City", "Drivers_License")
@@ -66,7 +69,9 @@ class Layout:
 
 
 def _is_data_dir(p: Path) -> bool:
-    return p.is_dir() and any(p.glob("*_forget.parquet"))
+    return p.is_dir() and (
+        any(p.glob("*_forget.parquet")) or any(saved.is_saved(d) for d in p.glob("*_forget"))
+    )
 
 
 def resolve_layout(path: str | Path, size: str | None = None, regime: str = "masked") -> Layout:
@@ -121,7 +126,13 @@ def split_path(data_dir: Path, field: str, split: str) -> Path:
     check_field(field)
     if split not in SPLITS:
         raise LacunaFormatError(f"unknown LACUNA split {split!r}; allowed: {', '.join(SPLITS)}")
-    return Path(data_dir) / f"{field}_{split}.parquet"
+    return data_file(Path(data_dir), f"{field}_{split}")
+
+
+def data_file(data_dir: Path, stem: str) -> Path:
+    """``<stem>.parquet``, or the folder ``<stem>/`` that datasets' save_to_disk wrote."""
+    folder = Path(data_dir) / stem
+    return folder if saved.is_saved(folder) else Path(data_dir) / f"{stem}.parquet"
 
 
 def read_rows(path: str | Path) -> list[dict]:
@@ -130,6 +141,12 @@ def read_rows(path: str | Path) -> list[dict]:
     import polars as pl
 
     path = Path(path)
+    if path.is_dir() and saved.is_saved(path):
+        try:
+            df = pl.from_arrow(saved.read_table(path))
+        except DataFormatError as exc:
+            raise LacunaFormatError(str(exc)) from None
+        return _checked(df, path)
     if not path.is_file():
         raise LacunaFormatError(f"LACUNA file '{path}' does not exist")
     try:
@@ -138,6 +155,13 @@ def read_rows(path: str | Path) -> list[dict]:
         raise LacunaFormatError(
             f"{path.name}: not a readable parquet file ({str(exc).splitlines()[0]})"
         ) from None
+    return _checked(df, path)
+
+
+def _checked(df, path: Path) -> list[dict]:
+    """The rows of a LACUNA frame whose columns and types are as upstream writes them."""
+    import polars as pl
+
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise LacunaFormatError(
@@ -189,8 +213,8 @@ def _field_key(display: str) -> str:
 
 
 def read_relearn(data_dir: str | Path) -> list[dict] | None:
-    p = Path(data_dir) / "relearn_train.parquet"
-    return read_rows(p) if p.is_file() else None
+    p = data_file(Path(data_dir), "relearn_train")
+    return read_rows(p) if p.exists() else None
 
 
 # ---- masks ---------------------------------------------------------------------------------------

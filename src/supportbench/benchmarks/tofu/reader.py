@@ -1,8 +1,9 @@
 """TOFU reader: the real locuslab/TOFU files from a local directory.
 
 JSON Lines per config (``<config>.json``) or the older ``<config>_dataset.json`` files (optionally
-under ``default/``); each config's fields are validated, errors name file and line. forgetXX pairs
-with retain(100-XX) and the two must not share a question.
+under ``default/``), or a folder ``<config>/`` that ``datasets``' ``save_to_disk`` wrote
+(``benchmarks/saved.py``); each config's fields are validated, errors name file and line (row).
+forgetXX pairs with retain(100-XX) and the two must not share a question.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from supportbench.benchmarks import saved
 from supportbench.errors import DataFormatError, UnknownNameError
 
 FIELDS = ("forget01", "forget05", "forget10")
@@ -37,9 +39,10 @@ def config_path(data_dir: Path, config: str) -> Path:
         data_dir / f"{config}_dataset.json",
         data_dir / "default" / f"{config}_dataset.json",
         data_dir / "default" / f"{config}.json",
+        data_dir / config,  # datasets' save_to_disk folder
     ]
     for c in candidates:
-        if c.exists():
+        if c.is_file() or (c.is_dir() and saved.is_saved(c)):
             return c
     raise TofuFormatError(
         f"TOFU config '{config}' not found in {data_dir}: looked for "
@@ -48,7 +51,7 @@ def config_path(data_dir: Path, config: str) -> Path:
 
 
 def _validate(row, fname: str, line: int, config: str) -> dict:
-    where = f"{fname} line {line}"
+    where = f"{fname} row {line}" if fname.endswith("/") else f"{fname} line {line}"
     if not isinstance(row, dict):
         raise TofuFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
     for key in ("question", "answer"):
@@ -82,8 +85,17 @@ def _validate(row, fname: str, line: int, config: str) -> dict:
 def read_config(data_dir: str | Path, config: str) -> list[dict]:
     """Rows of one TOFU config, validated; JSON Lines, or a JSON array in older exports."""
     path = config_path(Path(data_dir), config)
-    text = path.read_text(encoding="utf-8")
     rows = []
+    if path.is_dir():
+        try:
+            items = saved.read_saved(path)
+        except DataFormatError as exc:
+            raise TofuFormatError(str(exc)) from None
+        rows = [_validate(r, f"{path.name}/", i, config) for i, r in enumerate(items, 1)]
+        if not rows:
+            raise TofuFormatError(f"{path.name}/: no rows")
+        return rows
+    text = path.read_text(encoding="utf-8")
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
@@ -127,7 +139,7 @@ def _hash_files(data_dir: Path, names) -> str:
     h = hashlib.sha256()
     for n in sorted(names):
         h.update(n.encode())
-        h.update(config_path(data_dir, n).read_bytes())
+        h.update(saved.content_bytes(config_path(data_dir, n)))
     return h.hexdigest()[:16]
 
 
