@@ -571,6 +571,11 @@ def test_a_build_where_dirr_never_triggered_is_not_tested_in_the_per_build_table
     v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
     rows = {r["build"]: r["verdict"] for r in v.per_build}
     assert rows["1 (npo)"] == V.NOT_TESTED and rows["0 (npo)"] != V.NOT_TESTED, rows
+    # review (issue 32): the quiet build's zeros stay out of the pooled estimate (the mean is the
+    # tested builds' +1, not 2/3) and out of the build count (2 builds: below the minimum)
+    npo = next(d for d in v.detail if d.startswith("npo: mean"))
+    assert npo.startswith("npo: mean +1.0000"), npo
+    assert "npo: inconclusive (2 theta_0 build(s)" in v.why, v.why
     # the claim's power is its most powerful setting's, and each setting's is said
     assert v.power is not None and "per setting: npo" in v.detectable
 

@@ -710,19 +710,22 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
                 )
             )
             continue
-        n_builds = fr["build"].n_unique()  # this setting's builds, not the benchmark's
-        e = estimate(fr["diff"].to_numpy(), _nested(fr), defaults, salt=k)
-        t = fr.filter(pl.col("triggered").fill_null(False))
-        et = estimate(t["diff"].to_numpy(), _nested(t), defaults, salt=50 + k)
-        power = power_at(defaults["effect_dz"] * (e.sd or 0.0), e, defaults["level"])
-        mde = detectable(e, defaults)
-        pb = _per_build(fr, "diff", defaults, lambda x: side_verdict(x.interval, th, side, fb))
+        # a build where DIR-R never triggered is not tested (its rows are Static-IV's continuation):
+        # its zero differences would pull the pooled estimate to 0 and count toward the builds
         quiet = set(
             fr.group_by("build")
             .agg(pl.col("triggered").fill_null(False).any().alias("t"))
             .filter(~pl.col("t"))["build"]
             .to_list()
         )
+        tested = fr.filter(~pl.col("build").is_in(sorted(quiet)))
+        n_builds = tested["build"].n_unique()  # this setting's tested builds
+        e = estimate(tested["diff"].to_numpy(), _nested(tested), defaults, salt=k)
+        t = fr.filter(pl.col("triggered").fill_null(False))
+        et = estimate(t["diff"].to_numpy(), _nested(t), defaults, salt=50 + k)
+        power = power_at(defaults["effect_dz"] * (e.sd or 0.0), e, defaults["level"])
+        mde = detectable(e, defaults)
+        pb = _per_build(fr, "diff", defaults, lambda x: side_verdict(x.interval, th, side, fb))
         pb = [{**r, "verdict": NOT_TESTED} if r["build"] in quiet else r for r in pb]
         powers.append((obj, power, mde))
         v, why = combine(
