@@ -1,7 +1,7 @@
 """Data sets as ``datasets``' ``save_to_disk`` writes them (issue 37), read without ``datasets``
 (benchmarks/saved.py) by the TOFU and LACUNA readers. The folders in
 tests/golden/datasets-saved/ were written by the real ``datasets`` 5.2.0 (make.py there); the rows
-below are the ones it saved."""
+in rows.json there are the ones it saved."""
 
 import json
 import shutil
@@ -16,20 +16,8 @@ from supportbench.benchmarks.tofu import reader as tr
 from supportbench.errors import DataFormatError
 
 HERE = Path(__file__).resolve().parents[1] / "golden" / "datasets-saved"
-TOFU = [
-    {"question": f"Who wrote book {i}?", "answer": f"Author {i} wrote it.", "author": f"A{i}"}
-    for i in range(5)
-]
-LACUNA = [
-    {
-        "ID": f"p{i}",
-        "question": f"What is person {i}'s email?",
-        "answer": f"p{i}@example.org",
-        "field": "Email Address",
-        "group_id": i % 3,
-    }
-    for i in range(4)
-]
+ROWS = json.loads((HERE / "rows.json").read_text())
+TOFU, LACUNA = ROWS["tofu"], ROWS["lacuna"]
 
 
 def save_like_datasets(rows: list[dict], folder):

@@ -1,9 +1,10 @@
 """Writes the folders beside this file with the real ``datasets`` (5.2.0, 2026-11-27), as a user's
 ``save_to_disk`` would; ``tests/unit/test_saved_datasets.py`` reads them without ``datasets`` and
-holds the rows equal to TOFU and LACUNA below. Run: ``PYTHONPATH=<folder with datasets> python
+holds the rows equal to rows.json's. Run: ``PYTHONPATH=<folder with datasets> python
 make.py``. (``Dataset(table, fingerprint=...)`` skips datasets' dill fingerprint, which fails on
 pyarrow 26.)"""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -12,20 +13,8 @@ from datasets import DatasetDict
 from datasets.arrow_dataset import Dataset
 
 HERE = Path(__file__).parent
-TOFU = [
-    {"question": f"Who wrote book {i}?", "answer": f"Author {i} wrote it.", "author": f"A{i}"}
-    for i in range(5)
-]
-LACUNA = [
-    {
-        "ID": f"p{i}",
-        "question": f"What is person {i}'s email?",
-        "answer": f"p{i}@example.org",
-        "field": "Email Address",
-        "group_id": i % 3,
-    }
-    for i in range(4)
-]
+ROWS = json.loads((HERE / "rows.json").read_text())
+TOFU, LACUNA = ROWS["tofu"], ROWS["lacuna"]
 
 
 def ds(rows):
