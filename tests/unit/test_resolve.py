@@ -148,7 +148,10 @@ def test_the_fingerprint_of_a_method_run_is_the_one_its_spec_had():
         },
         "benchmark": {
             "source": source_hash(
-                "benchmarks/tofu", "benchmarks/base.py", "benchmarks/evaluators.py"
+                "benchmarks/tofu",
+                "benchmarks/base.py",
+                "benchmarks/evaluators.py",
+                "benchmarks/saved.py",
             )
         },
         "harness": {"source": source_hash("harness/runner.py")},
@@ -175,7 +178,10 @@ def test_the_fingerprint_of_a_dirr_run_hashes_algorithm_1():
         },
         "benchmark": {
             "source": source_hash(
-                "benchmarks/tofu", "benchmarks/base.py", "benchmarks/evaluators.py"
+                "benchmarks/tofu",
+                "benchmarks/base.py",
+                "benchmarks/evaluators.py",
+                "benchmarks/saved.py",
             )
         },
         "harness": {
@@ -200,6 +206,7 @@ def test_the_fingerprint_of_an_interface_run_names_the_interface():
         "benchmarks/controlled",
         "benchmarks/base.py",
         "benchmarks/evaluators.py",
+        "benchmarks/saved.py",
         "experiments/controlled_decision.py",
     )
     want = {

@@ -325,6 +325,11 @@ def _reusable_in(src: Path, results: Path, spec: RunSpec) -> str:
             "\nfrom __future__ import annotations\n_EDITED = True\n",
         ),
         (
+            "benchmarks/saved.py",
+            "\nfrom __future__ import annotations\n",
+            "\nfrom __future__ import annotations\n_EDITED = True\n",
+        ),
+        (
             "harness/runner.py",
             "def resolve_budget(",
             "def _edited():\n    pass\n\n\ndef resolve_budget(",

@@ -3,7 +3,8 @@ read without ``datasets``: the folder's ``state.json`` names its Arrow files (Ar
 read by pyarrow in that order. A ``DatasetDict`` folder (``dataset_dict.json`` and a folder per
 split) is read when it holds one split, or a ``train`` split (the hub's TOFU and LACUNA configs
 have only ``train``). The TOFU and LACUNA readers take such a folder wherever they take a file
-(docs/benchmarks.md, "Data formats"). No torch here.
+(docs/benchmarks.md, TOFU's and LACUNA's "Files"). Part of every run's code fingerprint.
+No torch here.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ settings, and the source files of everything that can change the run's outcome â
   method       the method's module, the shared diagnostics and the method contract
                (``methods/base.py``)
   benchmark    every file of the benchmark's package (reader, generator, adapter, ...), the
-               benchmark contract and the evaluator that defines J (``benchmarks/base.py``,
-               ``evaluators.py``)
+               benchmark contract, the evaluator that defines J and the shared reader of
+               ``datasets``' saved folders (``benchmarks/base.py``, ``evaluators.py``,
+               ``saved.py``)
   harness      the runner (which turns a spec into a training configuration) and, for DIR-R runs,
                the orchestration of Algorithm 1, its compute accounting and the action set
                (``dirr.py``, ``compute.py``, ``experiments/decisions.py``)
@@ -61,6 +62,7 @@ def fingerprint(resolved: ResolvedRun) -> Fingerprint:
         _package_dir(bench_cls),
         "benchmarks/base.py",
         "benchmarks/evaluators.py",
+        "benchmarks/saved.py",  # the TOFU and LACUNA readers' datasets-folder reading
         *(("experiments/controlled_decision.py",) if bench_cls.INTERFACES else ()),
     )
     if resolved.interface:  # an intervention the benchmark defines itself
