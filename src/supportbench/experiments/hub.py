@@ -78,12 +78,13 @@ def resolve(ref: str, repo_type: str = "model") -> HubRef:
         + (f" --revision {rev}" if rev else "")
         + (" --repo-type dataset" if repo_type == "dataset" else "")
     )
+    cache = constants.HF_HUB_CACHE
     try:
-        # offline, the cache alone (some huggingface_hub 1.x releases list the repository's tree
-        # for a commit revision even with HF_HUB_OFFLINE set, unless asked for local files only)
-        path = hh.snapshot_download(
-            repo, revision=rev, repo_type=repo_type, local_files_only=constants.HF_HUB_OFFLINE
-        )
+        path = _snapshot(hh, errors, repo, rev, repo_type, constants.HF_HUB_OFFLINE)
+    except errors.HFValidationError as exc:
+        raise SpecError(
+            f"'{ref}' is neither a folder here nor a valid hub id ({str(exc).splitlines()[0]})"
+        ) from None
     except errors.GatedRepoError:
         raise SpecError(
             f"{what} '{ref}' is gated on the Hugging Face hub: accept its terms on "
@@ -97,14 +98,47 @@ def resolve(ref: str, repo_type: str = "model") -> HubRef:
             f"{what} '{repo}' is not on the Hugging Face hub, or it is private and this user is "
             "not logged in (hf auth login); a local folder must exist here"
         ) from None
+    except errors.IncompleteSnapshotError:
+        raise SpecError(
+            f"{what} '{ref}' is only partly in the Hugging Face cache '{cache}' (an interrupted "
+            f"download?): complete it with `{fetch}` (the same HF_HOME)"
+        ) from None
     except (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled):
         offline = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the hub is unreachable"
         raise SpecError(
             f"{what} '{ref}' is neither a folder here nor in the Hugging Face cache "
-            f"'{constants.HF_HUB_CACHE}' ({offline}): fetch it on a machine with a network with "
+            f"'{cache}' ({offline}): fetch it on a machine with a network with "
             f"`{fetch}` (the same HF_HOME), or name a local folder"
         ) from None
+    except errors.HfHubHTTPError as exc:  # e.g. 401: an invalid or expired token
+        raise SpecError(
+            f"the Hugging Face hub refused {what} '{ref}' ({str(exc).splitlines()[0]}): check the "
+            "token (hf auth login, HF_TOKEN) or name a local folder"
+        ) from None
     return HubRef(ref, Path(path).name, str(path), repo_type)
+
+
+def _snapshot(hh, errors, repo: str, rev: str | None, repo_type: str, offline: bool) -> str:
+    """huggingface_hub's snapshot folder: offline from the cache alone (some 1.x releases list the
+    repository's tree for a commit revision even with HF_HUB_OFFLINE set, unless asked for local
+    files only); online, and the network itself fails (1.x raises its HTTP client's error for a
+    commit revision where 2.x falls back to the cache), from the cache as 2.x does."""
+    answered = (
+        errors.HfHubHTTPError,  # the hub answered: gated, not found, 401, ...
+        errors.HFValidationError,
+        errors.LocalEntryNotFoundError,
+        errors.OfflineModeIsEnabled,
+    )
+    try:
+        return hh.snapshot_download(
+            repo, revision=rev, repo_type=repo_type, local_files_only=offline
+        )
+    except answered:
+        raise
+    except Exception:  # the network failed before the hub could answer
+        if offline:
+            raise
+        return hh.snapshot_download(repo, revision=rev, repo_type=repo_type, local_files_only=True)
 
 
 def repo_type_of(option: str) -> str:
