@@ -9,8 +9,13 @@ the same to the bit (a curve only reads the model). Target: share <= 15 % for ea
 K = T/10 has ten points whatever T is, so its share falls as T grows; the run prints the T from
 which each would meet the target on this box.
 
-``python bench/curves.py [--benchmark tofu] [--T 40]`` (``controlled``: its LoRA intervention,
-whose trainer takes the curve's step callback through ``intervene``); theta_0 comes from
+``--items 1,2,4,8`` also runs J's-components curve at each ``curve_items`` (records per part of
+the slice) and prints its share beside the slice's J at the last step (what the curve shows there;
+the full evaluation's terminal J beside it): the cost side of the default of 8.
+
+``python bench/curves.py [--benchmark tofu] [--T 40] [--items 1,2,4,8]`` (``controlled``: its
+LoRA intervention, whose trainer takes the curve's step callback through ``intervene``); theta_0
+comes from
 $SUPPORTBENCH_CACHE or the user cache (built on first use).
 """
 
@@ -33,6 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--benchmark", default="tofu")
     ap.add_argument("--T", type=int, default=40)
+    ap.add_argument("--items", default="", help="curve_items values to compare, e.g. 1,2,4,8")
     args = ap.parse_args()
     from supportbench.benchmarks.base import BENCHMARKS
     from supportbench.experiments.spec import RunSpec
@@ -48,8 +54,10 @@ def main() -> None:
     # a selection method's run, or the benchmark's own intervention (the controlled separation)
     method = cls.INTERFACES[-1] if cls.INTERFACES else "intervention_score"
 
-    def spec(seed: int, every: int, metrics: bool = False) -> RunSpec:
+    def spec(seed: int, every: int, metrics: bool = False, items: int | None = None) -> RunSpec:
         hp = {"eval_every": every, **({"curve_metrics": True} if metrics else {})}
+        if items is not None:
+            hp["curve_items"] = items
         return RunSpec(
             args.benchmark,
             field,
@@ -83,6 +91,7 @@ def main() -> None:
     # printed beside it)
     base = total(reusing)
     own = total(recs["plain"])
+    own_j = recs["plain"].outcome.J
     step_s = reusing.compute.wall_s["train"] / args.T
     print(
         f"{args.benchmark}, T = {args.T}, eval_every = {every}: the run without a curve "
@@ -106,6 +115,21 @@ def main() -> None:
         tag = "curve" if name == "curve" else "curve_metrics"
         result(f"{tag}_cost_over_run_wall", share, "<=", TARGET)
         result(f"{tag}_terminal_J_unchanged", float(same), ">=", 1.0)
+    if args.items:
+        print(f"  curve_items trade-off (J's components, K = {every}; terminal J {own_j:+.4f}):")
+    for n in [int(x) for x in args.items.split(",") if x.strip()]:
+        rec = runner.run(spec(0, every, items=n)).record
+        assert rec.status == "ok", rec.error
+        curve_s = rec.compute.wall_s["curve"]
+        last = rec.outcome.curve[-1].J
+        need = (curve_s / TARGET - (base - reusing.compute.wall_s["train"])) / step_s
+        print(
+            f"    curve_items {n}: share {curve_s / base:.3f}, a point "
+            f"{curve_s / len(rec.outcome.curve) / step_s:.2f} training steps, meets 15 % from "
+            f"T ~ {max(args.T, int(need))}; the slice's J at the last step {last:+.4f} (the "
+            f"full evaluation's terminal J {own_j:+.4f})"
+        )
+        result(f"curve_cost_over_run_wall_items{n}", curve_s / base, "<=", TARGET)
 
 
 if __name__ == "__main__":
