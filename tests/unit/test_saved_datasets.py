@@ -80,3 +80,12 @@ def test_lacuna_reads_a_saved_split_folder_with_its_column_checks(tmp_path):
     save_like_datasets(bad, tmp_path / "Email_Address_retain")
     with pytest.raises(lr.LacunaFormatError, match="'group_id' must be an integer column"):
         lr.read_split(tmp_path, "Email_Address", "retain")
+
+
+def test_a_state_json_naming_no_file_by_string_is_refused_by_name(tmp_path):
+    """Review D5: a non-string file name was a TypeError (an internal error in the CLI)."""
+    shutil.copytree(HERE / "retain99", tmp_path / "forget01")
+    state = {"_data_files": [{"filename": 5}]}
+    (tmp_path / "forget01" / "state.json").write_text(json.dumps(state))
+    with pytest.raises(tr.TofuFormatError, match=r"forget01/state.json: .*must be strings"):
+        tr.read_config(tmp_path, "forget01")

@@ -45,6 +45,8 @@ def saved_files(path: Path) -> list[Path]:
     try:
         state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
         names = [f["filename"] for f in state["_data_files"]]
+        if not all(isinstance(n, str) and n for n in names):
+            raise TypeError(f"file names must be strings, got {names!r}")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DataFormatError(f"{folder}/state.json: no '_data_files' list ({exc})") from None
     files = [folder / n for n in names]
