@@ -22,7 +22,7 @@ from supportbench.cli import main
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
-from supportbench.unlearning.data import dataset_nll, tokenize_pairs
+from supportbench.unlearning.data import dataset_nll, sequence_nll, tokenize_pairs
 from supportbench.unlearning.relearn import RESURFACING
 
 pytestmark = pytest.mark.slow
@@ -518,6 +518,57 @@ def test_relearning_attack_after_an_interface_run(ctl, cache, tmp_path):
     assert rec.compute.wall_s["relearn"] > 0
     assert spec(relearn_steps=0).run_key == spec().run_key != rec.run_key
     assert spec(relearn_steps=2, relearn_lr=1e-3).run_key != rec.run_key
+
+
+def test_relearning_attack_positive_control_resurfaces_a_forgotten_target(ctl):
+    """A positive control for the attack's count (the demo's attacks resurface nothing, so a count
+    stuck at 0 would go unseen): a target theta_0 states is unlearned by gradient ascent on its own
+    training phrasings until no evaluation phrasing's greedy answer holds its attribute; an attacker
+    who fine-tunes on those same facts (the strongest attacker, not the benchmark's declared
+    background data) brings it back, and ``relearning_attack`` counts it: 1 forgotten, 1 resurfaced,
+    100 %. The attack on the declared background data runs on the same unlearned model for
+    comparison (its count is whatever it is: only bounded)."""
+    from supportbench.unlearning.relearn import RelearnSet, leaked, relearning_attack
+
+    model = ctl._prepared.model
+    tok = ctl._prepared.tokenizer
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        stated = [k for k in sorted(ctl.targets) if leaked(model, ctl.relearn_set(ctl.roles(k, 0)))]
+        assert stated, "theta_0 states none of its targets: the construction's gate failed"
+        unit = stated[0]
+        rs = ctl.relearn_set(ctl.roles(unit, 0))
+        t = ctl.targets[unit]
+        own = tokenize_pairs(tok, t["train"], [t["attribute"]] * len(t["train"]))
+        params = list(model.parameters())
+        for p in params:
+            p.requires_grad_(True)
+        opt = torch.optim.Adam(params, lr=1e-3)
+        for _ in range(40):  # gradient ascent on the target's own phrasings until forgotten
+            if not leaked(model, rs):
+                break
+            s, n = sequence_nll(model, own)
+            (-(s / n).mean()).backward()
+            opt.step()
+            opt.zero_grad()
+        model.eval()
+        for p in params:
+            p.requires_grad_(False)
+        assert not leaked(model, rs), "40 ascent steps did not unlearn the target"
+        unlearned = {k: v.clone() for k, v in model.state_dict().items()}
+        positive = RelearnSet(own, rs.probes, rs.generate)
+        out = relearning_attack(model, positive, steps=30, lr=1e-3, batch_size=4, seed=0)
+        assert out["forgotten_by_unlearn"] == 1 and out["still_leaking_after_unlearn"] == 0
+        assert out["resurfaced_after_relearn"] == 1 and out["pct_resurfaced_of_forgotten"] == 100.0
+        model.load_state_dict(unlearned)
+        declared = relearning_attack(model, rs, steps=30, lr=1e-3, batch_size=4, seed=0)
+        assert declared["forgotten_by_unlearn"] == 1
+        assert declared["resurfaced_after_relearn"] in (0, 1)
+    finally:
+        model.load_state_dict(state)
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
 
 
 def test_interface_runs_draw_a_curve_that_never_changes_the_terminal_run(ctl, cache, tmp_path):

@@ -67,9 +67,11 @@ DEFAULT_HYPERPARAMETERS: dict[str, Any] = {
     # the answer tokens' logits a chunk at a time, recomputed in backward (no whole-batch logits)
     "chunked_loss": False,
     # curves: J's components on the first curve_items records of each evaluation part every
-    # eval_every steps (0: none); shown beside the terminal score, never used to pick a checkpoint
+    # eval_every steps (0: none); shown beside the terminal score, never used to pick a checkpoint;
+    # 4 records a part for the curve's cost (docs/reports.md, "Curves": 8 cost 19.5 % of a T = 40
+    # TOFU run, 4 cost 13.7 %; chosen 2026-11-27 on cost, no verdict reads a curve)
     "eval_every": 0,
-    "curve_items": 8,
+    "curve_items": 4,
     # and the benchmark's own metrics on the slice at each point (evaluate(full=True): TOFU's
     # ROUGE, truth ratios and forget quality, LACUNA's EM, ES and precision; it generates: costly)
     "curve_metrics": False,
