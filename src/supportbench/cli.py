@@ -285,11 +285,17 @@ def _requires_of(cls) -> tuple[str, ...]:
 def _parse_sets(items: list[str], flag: str = "--set") -> dict:
     import json
 
+    from supportbench._io import MAX_DEPTH, nesting_depth
+
     out = {}
     for item in items or []:
         if "=" not in item or not item.split("=", 1)[0]:
             raise SupportbenchError(f"{flag} expects KEY=VALUE, got {item!r}")
         k, v = item.split("=", 1)
+        if nesting_depth(v) > MAX_DEPTH:  # before json, whose recursion would fail on it
+            raise SupportbenchError(
+                f"{flag} {k}=...: the value is nested more than {MAX_DEPTH} levels deep"
+            )
         try:
             out[k] = json.loads(v)
         except json.JSONDecodeError:
@@ -1376,11 +1382,12 @@ def _run_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--eval-every",
         dest="eval_every",
-        type=int,
+        type=_ranged(int, 0, 10**9, "a whole number of steps in [0, 1000000000]"),
         default=None,
         metavar="K",
-        help="a curve: J's components on a fixed evaluation slice every K steps, stored with the "
-        "step (= --set eval_every=K; static runs; the terminal model is scored as always)",
+        help="a curve: J's components on a fixed evaluation slice every K steps, K in "
+        "[0, 10^9] steps, 0 none (= --set eval_every=K; static runs; the terminal model is "
+        "scored as always)",
     )
     parser.add_argument(
         "--curve-metrics",

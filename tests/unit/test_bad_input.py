@@ -193,6 +193,18 @@ CASES = [
         RUN + ["--results", "/proc/supportbench/res"],
         "--results '/proc/supportbench/res': '/proc' is not writable",
     ),
+    # issue 33: a value nested past the depth any file may have (was a RecursionError, an
+    # internal error), the curve's flag with its range, a misspelt method by its own error
+    (RUN + ["--set", "lr=" + "[" * 60_000 + "]" * 60_000], "lr=...: the value is nested more"),
+    (
+        RUN + ["--set", "objective.beta=" + "[" * 200 + "1" + "]" * 200],
+        "nested more than 100 levels deep",
+    ),
+    (RUN + ["--eval-every", "-1"], "allowed: a whole number of steps in [0, 1000000000]"),
+    (
+        ["run", "--benchmark", "tofu", "--method", "intervention_scor"],
+        "no selection method 'intervention_scor'. Did you mean 'intervention_score'?",
+    ),
 ]
 import shutil  # noqa: E402
 
@@ -362,6 +374,23 @@ SPEC = (
 )
 
 
+def _config(t, **sizes) -> str:
+    """A model folder whose config.json is a small llama with ``sizes`` changed."""
+    import json
+
+    (t / "m").mkdir()
+    conf = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": 100,
+    }
+    (t / "m" / "config.json").write_text(json.dumps({**conf, **sizes}))
+    return str(t / "m")
+
+
 @pytest.mark.parametrize(
     ("build", "message"),
     [
@@ -413,6 +442,42 @@ SPEC = (
             ],
             "is not a usable transformers config",
         ),
+        # issue 33: sizes transformers accepts but torch cannot build (an internal error before)
+        # or builds for minutes (10^5 layers hung plan-memory), and heads that do not divide
+        (
+            lambda t: [
+                "plan-memory",
+                "--budget",
+                "0.1",
+                "--model",
+                _config(t, intermediate_size=-5),
+            ],
+            "intermediate_size = -5 is not allowed; a whole number from 1 to 2,097,152",
+        ),
+        (
+            lambda t: ["plan-memory", "--budget", "0.1", "--model", _config(t, hidden_size=0)],
+            "hidden_size = 0 is not allowed",
+        ),
+        (
+            lambda t: [
+                "plan-memory",
+                "--budget",
+                "0.1",
+                "--model",
+                _config(t, num_hidden_layers=100_000),
+            ],
+            "num_hidden_layers = 100000 is not allowed; a whole number from 1 to 1,024",
+        ),
+        (
+            lambda t: [
+                "plan-memory",
+                "--budget",
+                "0.1",
+                "--model",
+                _config(t, num_attention_heads=5),
+            ],
+            "config.json",
+        ),
     ],
     ids=[
         "empty-data-dir",
@@ -422,6 +487,10 @@ SPEC = (
         "toml-beta-negative",
         "toml-experiment-not-a-table",
         "plan-memory-bad-config",
+        "plan-memory-negative-size",
+        "plan-memory-zero-width",
+        "plan-memory-100000-layers",
+        "plan-memory-heads-do-not-divide",
     ],
 )
 def test_inputs_are_read_before_any_work(tmp_path, capsys, build, message):
@@ -454,6 +523,13 @@ def test_t_and_d_follow_T_and_are_recorded():
         ('"objective.beta" = -1', 2, "objective.beta = -1: must be a number in (0, 1000]"),
         ('"method.eps" = 5', 2, "method.eps = 5: must be a number in (0, 1]"),
         ('"method.epsilon" = 1e-6', 2, "(did you mean 'method.eps'?)"),
+        # issue 33: TOML's own spellings of a dotted name are the same name (were "unknown
+        # hyperparameter 'objective'"), and one name given both ways is refused
+        ("objective.beta = -1", 2, "objective.beta = -1: must be a number in (0, 1000]"),
+        ("[hyperparameters.objective]\nbeta = -1", 2, "objective.beta = -1: must be a number"),
+        ("[hyperparameters.method]\neps = 5", 2, "method.eps = 5: must be a number in (0, 1]"),
+        ('"objective.beta" = 0.2\nobjective.beta = 0.3', 2, "'objective.beta' is given twice"),
+        ("objective.beta = 0.5", 0, "experiment 'x'"),
     ],
 )
 def test_a_dry_run_range_checks_method_and_objective_options_without_torch(

@@ -187,7 +187,11 @@ def test_calibrate_and_freeze_reads_only_complete_calibration_records(tmp_path):
                 "objective": "npo",
             },
             provenance=Provenance(
-                supportbench="-", git="-", torch="-", transformers="-", started_at="-"
+                supportbench="-",
+                git="-",
+                torch="-",
+                transformers="-",
+                started_at="2026-01-01T00:00:00+00:00",
             ),
         )
 

@@ -75,6 +75,12 @@ def test_ingest_of_a_missing_folder_is_an_error(tmp_path):
 
 
 # ---- nothing invalid is stored as ok -------------------------------------------------------------
+def _rekeyed(rec):
+    from supportbench.experiments.spec import spec_key
+
+    return {**rec, "run_key": spec_key(rec["spec"])}
+
+
 def _edit_outcome(rec, **kw):
     return {**rec, "outcome": {**rec["outcome"], **kw}}
 
@@ -97,6 +103,28 @@ def _edit_outcome(rec, **kw):
             lambda r: {**r, "spec": {**r["spec"], "seed": 99}},
             "does not match its spec",
         ),  # key kept, spec edited
+        # issue 33: hyperparameters that are not a mapping, keyed right (an internal error before)
+        (
+            lambda r: _rekeyed({**r, "spec": {**r["spec"], "hyperparameters": "x"}}),
+            "hyperparameters must be a mapping of setting names to values, got 'x'",
+        ),
+        (
+            lambda r: _rekeyed({**r, "spec": {**r["spec"], "hyperparameters": [1, 2]}}),
+            "hyperparameters must be a mapping",
+        ),
+        # a time the registry's cast would make NULL, hiding a back-dated decision from the audit
+        (
+            lambda r: {**r, "provenance": {**r["provenance"], "finished_at": "garbage"}},
+            "provenance.finished_at = 'garbage' is not an ISO 8601 time with its UTC offset",
+        ),
+        (
+            lambda r: {**r, "provenance": {**r["provenance"], "started_at": "2026-11-27T07:00"}},
+            "provenance.started_at = '2026-11-27T07:00' is not an ISO 8601 time",
+        ),
+        (
+            lambda r: {**r, "provenance": {**r["provenance"], "finished_at": 5}},
+            "provenance.finished_at = 5 is not",
+        ),
     ],
 )
 def test_invalid_records_are_refused_with_their_file(tmp_path, make, says):

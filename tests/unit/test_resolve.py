@@ -9,7 +9,7 @@ import json
 import pytest
 
 from supportbench.benchmarks.base import BENCHMARKS
-from supportbench.errors import SpecError, UnknownObjectiveError
+from supportbench.errors import SpecError, UnknownMethodError, UnknownObjectiveError
 from supportbench.experiments.identity import source_hash
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness import resolve as resolve_module
@@ -104,7 +104,11 @@ def test_the_runner_resolves_a_run_once(tmp_path, counted, lookups):
             fingerprint=fingerprint(resolve(spec)),
             compute=Compute(),
             provenance=Provenance(
-                supportbench="-", git="-", torch="-", transformers="-", started_at="-"
+                supportbench="-",
+                git="-",
+                torch="-",
+                transformers="-",
+                started_at="2026-01-01T00:00:00+00:00",
             ),
         )
     )
@@ -229,8 +233,9 @@ def test_resolve_reports_the_first_mistake_in_validations_order():
         resolve(RunSpec("tofu", "forget10", "npx", "wagel", hyperparameters=bad_everything))
     with pytest.raises(UnknownObjectiveError, match=r"^no objective 'npx'\. Did you mean 'npo'\?"):
         resolve(RunSpec("tofu", "forget10", "npx", "wagel"))
+    # the method's own error, not wrapped as "rejects its options {}" (issue 33)
     with pytest.raises(
-        SpecError, match=r"^method 'wagel' rejects its options \{\}: no selection method 'wagel'"
+        UnknownMethodError, match=r"^no selection method 'wagel'\. Did you mean 'wagle'\?"
     ):
         resolve(RunSpec("tofu", "forget10", "npo", "wagel"))
     with pytest.raises(SpecError, match=r"runs its interfaces statically; variant 'dirr'"):

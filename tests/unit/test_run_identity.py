@@ -229,7 +229,11 @@ def _stored(spec: dict) -> str:
         outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0),
         compute=Compute(),
         provenance=Provenance(
-            supportbench="-", git="-", torch="-", transformers="-", started_at="-"
+            supportbench="-",
+            git="-",
+            torch="-",
+            transformers="-",
+            started_at="2026-01-01T00:00:00+00:00",
         ),
     )
     return rec.to_json()
@@ -353,7 +357,11 @@ def test_editing_the_code_that_trains_or_evaluates_makes_records_stale(tmp_path,
             fingerprint=fingerprint(resolve(spec)),
             compute=Compute(),
             provenance=Provenance(
-                supportbench="-", git="-", torch="-", transformers="-", started_at="-"
+                supportbench="-",
+                git="-",
+                torch="-",
+                transformers="-",
+                started_at="2026-01-01T00:00:00+00:00",
             ),
         )
     )

@@ -348,6 +348,17 @@ def backdate_decision_before_its_evidence(res, dec, con):
     _reissue(res, dec, frozen_at=(datetime.fromisoformat(first) - timedelta(days=1)).isoformat())
 
 
+def backdate_and_erase_the_evidence_times(res, dec, con):
+    """The back-dated decision of above, and the cited calibration runs' finish times erased (a
+    malformed time is refused at ingest, issue 33; null is a record's own "not known"): the order
+    can no longer be checked, and the audit says so instead of passing."""
+    backdate_decision_before_its_evidence(res, dec, con)
+    for f in _records(res, split="calibration"):
+        r = json.loads(f.read_text())
+        r["provenance"]["finished_at"] = None
+        f.write_text(json.dumps(r))
+
+
 def date_runs_in_the_future(res, dec, con):
     """Final runs dated a year ahead (so that they look started after any decision): the registry's
     clock at their ingest says otherwise."""
@@ -359,6 +370,7 @@ def date_runs_in_the_future(res, dec, con):
 
 CASES = [
     (backdate_decision_before_its_evidence, "clock", "before the calibration run"),
+    (backdate_and_erase_the_evidence_times, "clock", "whose record has no finish time"),
     (date_runs_in_the_future, "clock", "in the future of the registry's clock"),
     (forge_tau, "decision_evidence", "is not what the calibration rule gives on the cited records"),
     (

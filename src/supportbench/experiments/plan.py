@@ -294,6 +294,7 @@ def _dirr_and_hyperparameters(raw: dict, source: str) -> tuple[dict, list | tupl
     hp = raw.get("hyperparameters") or {}
     if not isinstance(hp, dict):
         raise SpecError(f"{source}: [hyperparameters] must be a table")
+    hp = _dotted(hp, source)
     rng = dirr.get("admissible_range", (0.2, 0.8))
     if (
         not isinstance(rng, list | tuple)
@@ -311,6 +312,35 @@ def _dirr_and_hyperparameters(raw: dict, source: str) -> tuple[dict, list | tupl
             f"not allowed; allowed: {', '.join(SELECTIONS)}"
         )
     return hp, rng, selection
+
+
+# the namespaces of objective, method and benchmark options: in TOML, ``objective.beta = 0.1``
+# (unquoted) and ``[hyperparameters.objective]`` are tables; read as the dotted name
+NAMESPACES = ("objective", "method", "benchmark")
+
+
+def _dotted(hp: dict, source: str) -> dict:
+    """``[hyperparameters]`` with the namespaces' tables as dotted names (``{"objective": {"beta":
+    1}}`` -> ``{"objective.beta": 1}``, nested tables too); a name given both ways is refused."""
+    out: dict = {}
+
+    def put(key: str, value) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                put(f"{key}.{k}", v)
+            return
+        if key in out:
+            raise SpecError(f"{source}: hyperparameter {key!r} is given twice")
+        out[key] = value
+
+    for k, v in hp.items():
+        if k in NAMESPACES and isinstance(v, dict):
+            put(k, v)
+        elif k in out:
+            raise SpecError(f"{source}: hyperparameter {k!r} is given twice")
+        else:
+            out[k] = v
+    return out
 
 
 def _check_experiment_values(e: dict, source: str) -> None:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import re
+from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
@@ -399,6 +400,25 @@ def _at(d: dict, dotted: str):
     return (d.get(head) or {}).get(rest) if rest and head == "hyperparameters" else d.get(dotted)
 
 
+def _bad_time(rec: dict) -> str | None:
+    """The first of provenance's ``started_at``/``finished_at`` that is given but not an ISO 8601
+    time with a UTC offset (the registry's cast would make it NULL, hiding it from the audit's clock
+    checks); None when both are absent, null or such times."""
+    prov = rec.get("provenance")
+    if not isinstance(prov, dict):
+        return None  # the conversion names a missing or malformed provenance
+    for k in ("started_at", "finished_at"):
+        v = prov.get(k)
+        if v is None:
+            continue
+        try:
+            if not isinstance(v, str) or datetime.fromisoformat(v).utcoffset() is None:
+                return k
+        except ValueError:
+            return k
+    return None
+
+
 def _check_identity(rec: Any, source: str) -> None:
     """What no type can say, checked on the parsed JSON before conversion (so the messages speak of
     the record, not of a type): a spec with known levels whose hash is the run key, a known status,
@@ -422,6 +442,13 @@ def _check_identity(rec: Any, source: str) -> None:
         )
     _check_resolved(spec, source)
     check_levels(source, status=rec.get("status"))
+    bad_time = _bad_time(rec)
+    if bad_time:
+        raise RecordError(
+            f"{source}: provenance.{bad_time} = {rec['provenance'][bad_time]!r:.60} is not an "
+            "ISO 8601 time with its UTC offset (as a run writes it, e.g. "
+            "2026-11-27T07:44:44.000000+00:00); the audit's clock checks read it"
+        )
     if rec["status"] == "ok":
         out = rec.get("outcome")
         bad = [
@@ -500,6 +527,8 @@ def _typed(obj: Any, source: str) -> RunRecord | None:
         out = obj.get("outcome")
         if type(out) is not dict or not all(_finite(out.get(k)) for k in ("J", "G_F", "D_coll")):
             return None
+    if _bad_time(obj):
+        return None
     try:
         shape = _shape(spec, finite=True)
         if shape is None or _spec_key(spec, shape) != key:

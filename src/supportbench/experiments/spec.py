@@ -289,6 +289,12 @@ class RunSpec:
         hp = self.hyperparameters
         if isinstance(hp, dict):
             hp = tuple(hp.items())
+        if not isinstance(hp, tuple | list) or not all(
+            isinstance(kv, tuple | list) and len(kv) == 2 for kv in hp
+        ):
+            raise SpecError(
+                f"hyperparameters must be a mapping of setting names to values, got {hp!r:.80}"
+            )
         self._record_given(hp)
         # the benchmark's default model, a name like the others
         if self.model is None and isinstance(self.benchmark, str):

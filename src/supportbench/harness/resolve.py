@@ -158,7 +158,7 @@ def _method(spec: RunSpec, cls, options: dict) -> SelectionMethod | None:
         return None
     try:
         method = get_method(spec.method, **options)
-    except SpecError:
+    except (SpecError, UnknownNameError):  # already names what is wrong
         raise
     except Exception as exc:  # a constructor's own check: report it as the user's input
         raise SpecError(f"method '{spec.method}' rejects its options {options}: {exc}") from None

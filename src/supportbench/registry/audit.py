@@ -291,6 +291,14 @@ def _clock(con) -> list[dict]:
         """USING (run_key))
         GROUP BY d.hash, d.frozen_at, c.run_key HAVING max(p.finished_at) > d.frozen_at
         UNION ALL
+        SELECT d.hash, 'decision frozen at ' || d.frozen_at || ' cites the calibration run '
+               || c.run_key[:12] || ', whose record has no finish time: the order cannot be checked'
+        FROM decisions d JOIN calibration c ON c.decision_hash = d.hash JOIN provenance p """
+        """ON p.run_key = c.run_key
+        WHERE d.hash IN (SELECT DISTINCT g.decision_hash FROM arun a JOIN gate_events g """
+        """USING (run_key))
+        GROUP BY d.hash, d.frozen_at, c.run_key HAVING bool_or(p.finished_at IS NULL)
+        UNION ALL
         SELECT d.hash, 'decision frozen at ' || d.frozen_at """
         f"""|| ', in the future of the registry''s clock when it '
                || 'was ingested (' || min(l.logged_at) || ')'

@@ -43,8 +43,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from supportbench.errors import SpecError
 
 # The paper's models, by their published configurations (no download: only the shapes matter here).
@@ -123,9 +121,7 @@ def arch_config(name: str):
 def meta_model(model: str):
     """A model built on the meta device from a config: an ``ARCH_CONFIGS`` name, a preset, or a
     local folder."""
-    from transformers import AutoModelForCausalLM
-
-    from supportbench.unlearning.models import PRESETS, preset_config, read_config
+    from supportbench.unlearning.models import PRESETS, meta_from_config, preset_config, read_config
 
     if model in ARCH_CONFIGS:
         cfg = arch_config(model)
@@ -138,8 +134,7 @@ def meta_model(model: str):
             f"model {model!r} is not a known architecture ({', '.join(ARCH_CONFIGS)}), a preset "
             f"({', '.join(PRESETS)}) or a local model folder with a config.json"
         )
-    with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(cfg)
+    return meta_from_config(cfg, model)
 
 
 @dataclass(frozen=True)

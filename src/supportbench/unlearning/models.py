@@ -292,18 +292,45 @@ def read_config(path: str | Path):
     if not cfg.is_file():
         raise SupportbenchError(f"'{path}' is not a Hugging Face model directory: no config.json")
     try:
-        return AutoConfig.from_pretrained(str(path), local_files_only=True)
+        conf = AutoConfig.from_pretrained(str(path), local_files_only=True)
     # transformers raises ValueError, KeyError, OSError, JSON errors
     except Exception as exc:  # noqa: BLE001
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SupportbenchError(f"'{cfg}' is not a usable transformers config: {first}") from None
+    _check_sizes(conf, cfg)
+    return conf
+
+
+# a config's sizes, each a whole number from 1 to a bound far above any released model's (the
+# largest open models: ~128 layers, hidden 16,384-25,600, FFN 53,248-106,496, vocabularies ~256k);
+# a model built from sizes outside them is not one to plan or load (0 or less fails inside torch,
+# 10^5 layers build for minutes even on the meta device, 4,096 for 50 s)
+CONFIG_SIZES = {
+    "num_hidden_layers": 1_024,
+    "hidden_size": 1 << 18,
+    "intermediate_size": 1 << 21,
+    "num_attention_heads": 1 << 14,
+    "num_key_value_heads": 1 << 14,
+    "head_dim": 1 << 14,
+    "vocab_size": 1 << 24,
+    "max_position_embeddings": 1 << 30,
+}
+
+
+def _check_sizes(conf, cfg: Path) -> None:
+    for name, most in CONFIG_SIZES.items():
+        v = getattr(conf, name, None)
+        if v is None:  # optional (kv heads, head_dim), or a size this architecture names otherwise
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= most:
+            raise SupportbenchError(
+                f"'{cfg}': {name} = {v!r:.40} is not allowed; a whole number from 1 to {most:,}"
+            )
 
 
 def geometry_shape(model: str) -> tuple[int, int]:
     """(smallest group cost, total editable cost) of a preset or a local model's geometry, from its
     config alone: the model is built on the meta device, nothing is allocated or loaded."""
-    from transformers import AutoModelForCausalLM
-
     from supportbench.unlearning.support import discover_geometry
 
     if model in PRESETS:
@@ -311,10 +338,24 @@ def geometry_shape(model: str) -> tuple[int, int]:
     else:
         check_model_dir(model)
         cfg = read_config(model)
-    with torch.device("meta"):
-        m = AutoModelForCausalLM.from_config(cfg)
-    geo = discover_geometry(m)
+    geo = discover_geometry(meta_from_config(cfg, model))
     return int(geo.costs.min()), int(geo.total_cost)
+
+
+def meta_from_config(cfg, model: str):
+    """The model of ``cfg`` on the meta device (nothing allocated); a config transformers accepts
+    but cannot build (sizes that do not divide, a head count above the width) is refused naming
+    ``model``, not an internal error."""
+    from transformers import AutoModelForCausalLM
+
+    try:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(cfg)
+    except (RuntimeError, ValueError, ZeroDivisionError, TypeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SupportbenchError(
+            f"model {model!r}: its config cannot build a model: {first:.200}"
+        ) from None
 
 
 def load_model(path: str | Path, dtype: torch.dtype | None = None, device: str | None = None):
