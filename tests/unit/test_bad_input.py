@@ -341,9 +341,9 @@ def test_a_toml_that_is_not_utf8_is_named(tmp_path, capsys):
     assert "latin1.toml': not UTF-8 (byte 0xe9 at offset 24)" in err and "Traceback" not in err
 
 
-def _tofu_dir(t, truncate: bool = False):
+def _tofu_dir(t, truncate: bool = False, drop: str | None = None):
     """A TOFU folder in the upstream layout (the generator's files); ``truncate`` cuts full.json
-    mid-line."""
+    mid-line, ``drop`` removes a file."""
     from supportbench.benchmarks.tofu import generator
 
     d = t / "tofu"
@@ -351,6 +351,8 @@ def _tofu_dir(t, truncate: bool = False):
     if truncate:
         text = (d / "full.json").read_text()
         (d / "full.json").write_text(text[: len(text) // 2])
+    if drop:
+        (d / drop).unlink()
     return d
 
 
@@ -399,6 +401,13 @@ def _config(t, **sizes) -> str:
             "TOFU config 'full' not found in",
         ),
         (lambda t: RUN + ["--data-dir", str(_tofu_dir(t, truncate=True))], "full.json line"),
+        # a config the data hash covers but this field's run does not read (review D4 of 37)
+        (
+            lambda t: (
+                RUN + ["--field", "forget10", "--data-dir", str(_tofu_dir(t, drop="forget05.json"))]
+            ),
+            "TOFU config 'forget05' not found in",
+        ),
         (
             lambda t: [
                 "run",
@@ -482,6 +491,7 @@ def _config(t, **sizes) -> str:
     ids=[
         "empty-data-dir",
         "truncated-data-dir",
+        "unused-config-missing",
         "lacuna-empty-data-dir",
         "given-theta0-eval-full-no-retain",
         "toml-beta-negative",

@@ -65,6 +65,15 @@ from supportbench.unlearning.formats import TOFU_TAGS, QAFormat, RawFormat, chat
 from supportbench.unlearning.relearn import Probe, RelearnSet
 from supportbench.unlearning.train import FinetuneConfig, finetune
 
+# the configs a data folder's hash covers (the record's data_hash): every one a run may read
+HASHED_CONFIGS = (
+    "full",
+    *FIELDS,
+    *(f"retain{100 - int(f[-2:])}" for f in FIELDS),
+    *FICTITIOUS_PERTURBED,
+    *PROTECTED,
+)
+
 CHAT_TEMPLATE_CHOICES = ("auto", "on", "off")
 THETA0_CHOICES = ("finetune", "given")
 # open-unlearning's template_args a user may set (configs/model/*.yaml); apply_chat_template is
@@ -231,6 +240,9 @@ class Tofu:
             ):
                 read_config(data_dir, config)
             read_pair(data_dir, field)
+            # every config the run's data hash reads, whichever field runs (a broken or missing
+            # forget05 failed a forget10 run after its start, review D4 of issue 37)
+            _hash_files(Path(data_dir), HASHED_CONFIGS)
         if (
             options.get("theta0") == "given"
             and settings.get("eval_full")
@@ -257,14 +269,7 @@ class Tofu:
 
     @property
     def data_hash(self) -> str:
-        names = [
-            "full",
-            *FIELDS,
-            *(f"retain{100 - int(f[-2:])}" for f in FIELDS),
-            *FICTITIOUS_PERTURBED,
-            *PROTECTED,
-        ]
-        return _hash_files(self.data_dir, names)
+        return _hash_files(self.data_dir, HASHED_CONFIGS)
 
     # ---- theta_0 ---------------------------------------------------------------------------------
     def _format(self, tokenizer) -> QAFormat:
