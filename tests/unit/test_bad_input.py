@@ -561,6 +561,21 @@ def test_a_dry_run_range_checks_method_and_objective_options_without_torch(
     assert message in out.stdout + out.stderr
 
 
+def test_a_benchmarks_own_hyperparameters_read_toml_tables_as_dotted_names(tmp_path):
+    """``[experiment.benchmark.<name>.hyperparameters.objective]`` is ``objective.<x>`` for that
+    benchmark, as under ``[hyperparameters]`` (issue 33): its range is checked by the dry run."""
+    spec = tmp_path / "e.toml"
+    spec.write_text(
+        '[experiment]\nname = "x"\nbenchmarks = ["natural_tofu"]\nfields = ["forget01"]\n'
+        'objectives = ["npo"]\nmethods = ["intervention_score"]\ndirr_methods = []\n'
+        "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
+        "[experiment.benchmark.natural_tofu.hyperparameters.objective]\nbeta = -1\n"
+    )
+    out = _dry_run_in_a_process(spec)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "objective.beta = -1: must be a number in (0, 1000]" in out.stderr
+
+
 def test_a_dry_run_checks_objective_options_against_the_replication_objectives(tmp_path):
     """``replication_objectives`` run too: an ``objective.beta`` that GradDiff does not declare is
     refused even when only the replication split runs GradDiff (review: only ``objectives``)."""

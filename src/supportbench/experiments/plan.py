@@ -220,6 +220,8 @@ def _benchmark_tables(per_bench: dict, benchmarks: list[str], source: str) -> di
         _check_run_settings(own, source, where)
         if "hyperparameters" in own and not isinstance(own["hyperparameters"], dict):
             raise SpecError(f"{source}: {where}.hyperparameters must be a table")
+        if "hyperparameters" in own:
+            own["hyperparameters"] = _dotted(own["hyperparameters"], source)
         if "builds" in own:
             own["builds"] = _builds(own["builds"], source, f"{where}.builds")
         settings[b] = own
