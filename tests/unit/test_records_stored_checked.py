@@ -85,6 +85,12 @@ def _edit_outcome(rec, **kw):
     return {**rec, "outcome": {**rec["outcome"], **kw}}
 
 
+def _counts(rec, **kw):
+    good = {"changed_inside": 5, "changed_outside": 0, "allowed_scalars": 10, "tensors_checked": 3}
+    comps = {**rec["outcome"].get("components", {}), **good, **kw}
+    return _edit_outcome(rec, components=comps)
+
+
 @pytest.mark.parametrize(
     "make, says",
     [
@@ -124,6 +130,20 @@ def _edit_outcome(rec, **kw):
         (
             lambda r: {**r, "provenance": {**r["provenance"], "finished_at": 5}},
             "provenance.finished_at = 5 is not",
+        ),
+        # the enforcement counts the audit reads: whole numbers >= 0, all four (review of 33/35:
+        # -3 and "0" were stored, and the audit counted the run as checked)
+        (lambda r: _counts(r, changed_outside=-3), "changed_outside = -3 is not a whole number"),
+        (lambda r: _counts(r, changed_outside="0"), "changed_outside = '0' is not a whole number"),
+        (lambda r: _counts(r, changed_inside=1.5), "changed_inside = 1.5 is not a whole number"),
+        (lambda r: _counts(r, tensors_checked=None), "tensors_checked = None is not a whole"),
+        (
+            lambda r: _counts(r, changed_inside=11, allowed_scalars=10),
+            "changed_inside = 11 exceeds allowed_scalars = 10",
+        ),
+        (
+            lambda r: _edit_outcome(r, components={"changed_outside": 0}),
+            "enforcement counts without changed_inside, allowed_scalars, tensors_checked",
         ),
     ],
 )

@@ -419,6 +419,35 @@ def _bad_time(rec: dict) -> str | None:
     return None
 
 
+# the enforcement counts a run records (``unlearning.enforcement.Changes.as_record``)
+ENFORCEMENT = ("changed_inside", "changed_outside", "allowed_scalars", "tensors_checked")
+
+
+def _bad_enforcement(rec: dict) -> str | None:
+    """What is wrong with the record's enforcement counts, or None: all four or none, each a whole
+    number >= 0, and no more changes inside the support than its size (the audit reads them)."""
+    out = rec.get("outcome")
+    comp = out.get("components") if isinstance(out, dict) else None
+    if not isinstance(comp, dict):
+        return None
+    given = [k for k in ENFORCEMENT if k in comp]
+    if not given:
+        return None
+    if len(given) < len(ENFORCEMENT):
+        missing = ", ".join(k for k in ENFORCEMENT if k not in comp)
+        return f"enforcement counts without {missing} (a run records all four)"
+    for k in ENFORCEMENT:
+        v = comp[k]
+        if not _finite(v) or v < 0 or v != int(v):
+            return f"{k} = {v!r:.40} is not a whole number >= 0"
+    if comp["changed_inside"] > comp["allowed_scalars"]:
+        return (
+            f"changed_inside = {comp['changed_inside']:g} exceeds allowed_scalars = "
+            f"{comp['allowed_scalars']:g}"
+        )
+    return None
+
+
 def _check_identity(rec: Any, source: str) -> None:
     """What no type can say, checked on the parsed JSON before conversion (so the messages speak of
     the record, not of a type): a spec with known levels whose hash is the run key, a known status,
@@ -449,6 +478,9 @@ def _check_identity(rec: Any, source: str) -> None:
             "ISO 8601 time with its UTC offset (as a run writes it, e.g. "
             "2026-11-27T07:44:44.000000+00:00); the audit's clock checks read it"
         )
+    bad_counts = _bad_enforcement(rec)
+    if bad_counts:
+        raise RecordError(f"{source}: outcome.components: {bad_counts}")
     if rec["status"] == "ok":
         out = rec.get("outcome")
         bad = [
@@ -527,7 +559,7 @@ def _typed(obj: Any, source: str) -> RunRecord | None:
         out = obj.get("outcome")
         if type(out) is not dict or not all(_finite(out.get(k)) for k in ("J", "G_F", "D_coll")):
             return None
-    if _bad_time(obj):
+    if _bad_time(obj) or _bad_enforcement(obj):
         return None
     try:
         shape = _shape(spec, finite=True)
