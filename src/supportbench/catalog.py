@@ -233,6 +233,8 @@ def option_problem(kind: str, name: str, opt: str, value: Any) -> tuple[str, str
     declared = declared_options(kind, name)
     if declared is None:
         return None
+    if "." in opt and opt.split(".")[0] in declared:  # a nested table (benchmark.finetune.epochs):
+        return None  # its own dataclass, checked by the run
     if opt not in declared:
         return "undeclared", (
             f"{kind}.{opt} is not an option of {kind} {name!r}"
@@ -256,7 +258,11 @@ def _declared_options(kind: str, name: str) -> dict[str, Any] | None:
         return None
     module, cls = entry.target.split(":")
     path = module_source(module)
-    return SourceFile(path).class_options().get(cls, {}) if path else None
+    if path is None:
+        return None
+    if kind == "benchmark":  # declared on the constructor, as ``resolve.check_options`` reads them
+        return SourceFile(path).init_options().get(cls)
+    return SourceFile(path).class_options().get(cls, {})
 
 
 def module_source(module: str) -> Path | None:
@@ -437,6 +443,43 @@ class SourceFile:
         if kind is None or any(v is _MISSING for v in bounds.values()):
             return Any
         return _options.option(kind, **bounds)
+
+    def init_options(self) -> dict[str, dict[str, Any] | None]:
+        """``{class name: {option: declaration}}`` for options declared as keyword parameters of
+        ``__init__`` (``name: option(...) = default``: a benchmark's); a parameter without
+        ``option(...)`` is none (``cache_dir``, ``progress``, ``device``, ``build``). A class
+        without its own ``__init__`` has its nearest base's of this file; None when that is in
+        another file (not known from here)."""
+        classes = {n.name: n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)}
+
+        def own(cls: ast.ClassDef) -> dict[str, Any] | None:
+            init = next(
+                (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"),
+                None,
+            )
+            if init is None:
+                return None
+            return {
+                a.arg: self._option(a.annotation)
+                for a in (*init.args.args, *init.args.kwonlyargs)
+                if isinstance(a.annotation, ast.Call)
+                and getattr(a.annotation.func, "id", None) == "option"
+            }
+
+        def options(name: str, seen: frozenset = frozenset()) -> dict[str, Any] | None:
+            cls = classes.get(name)
+            if cls is None or name in seen:
+                return None
+            found = own(cls)
+            if found is not None:
+                return found
+            for base in cls.bases:
+                got = options(getattr(base, "id", None), seen | {name})
+                if got is not None:
+                    return got
+            return None
+
+        return {name: options(name) for name in classes}
 
     def objective_options(self) -> dict[str, dict[str, Any]]:
         """``{objective: {option: declaration}}``: the options each ``OBJECTIVES.register("name",

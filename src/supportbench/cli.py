@@ -927,15 +927,17 @@ def _check_names_light(spec) -> None:
 
 
 def _check_options_light(benchmark: str, st: dict) -> None:
-    """The dry run's option check, without importing torch: each ``method.x``/``objective.x`` of
-    the benchmark's hyperparameters against the declaration of every method and objective the
-    sweep runs it with (``catalog.option_problem``: each of those runs would refuse it)."""
+    """The dry run's option check, without importing torch: each ``method.x``/``objective.x``/
+    ``benchmark.x`` of the benchmark's hyperparameters against the declaration of every method and
+    objective the sweep runs it with and of the benchmark (``catalog.option_problem``: each of
+    those runs would refuse it)."""
     from supportbench import catalog
     from supportbench.errors import SpecError
 
     names = {
         "method": (*st["methods"], *st["dirr_methods"]),
         "objective": (*st["objectives"], *(st["replication_objectives"] or ())),
+        "benchmark": (benchmark,),
     }
     for key, value in st["hyperparameters"].items():
         kind, dot, opt = key.partition(".")
@@ -1146,8 +1148,16 @@ class _Help(argparse.HelpFormatter):
         return text
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's refusals as one line (``prog: error: ...``, exit 2), the usage left to
+    ``--help``: an out-of-range value reads like every other refusal (issue 33)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="supportbench",
         description="Localized LLM unlearning: support selection (Intervention Score and ten "
         "baselines), selective DIR-R, benchmarks, a "

@@ -561,6 +561,42 @@ def test_a_dry_run_range_checks_method_and_objective_options_without_torch(
     assert message in out.stdout + out.stderr
 
 
+def test_the_light_benchmark_options_equal_the_constructors():
+    """The dry run reads each benchmark's options from source (``catalog``): the same names the
+    run's check reads from the constructor (``resolve.check_options``)."""
+    from supportbench import catalog
+    from supportbench._options import declared
+    from supportbench.benchmarks.base import BENCHMARKS
+    from supportbench.harness.resolve import SHARED_KEYWORDS
+
+    for name in BENCHMARKS.names():
+        real = {k for k in declared(BENCHMARKS.get(name)) if k not in SHARED_KEYWORDS}
+        assert set(catalog.declared_options("benchmark", name)) == real, name
+
+
+@pytest.mark.parametrize(
+    ("hp", "rc", "message"),
+    [
+        ('"benchmark.group_dropout" = 1.5', 2, "benchmark.group_dropout = 1.5: must be a number"),
+        ('"benchmark.group_dropout" = "abc"', 2, "benchmark.group_dropout = 'abc': must be"),
+        ("benchmark.nosuch = 3", 2, "benchmark.nosuch is not an option of benchmark 'lacuna'"),
+        ('"benchmark.finetune.epochs" = 3\n"benchmark.people" = 30', 0, "experiment 'x'"),
+    ],
+)
+def test_a_dry_run_checks_benchmark_options_without_torch(tmp_path, hp, rc, message):
+    """``benchmark.*`` too (review of issue 33: the dry run printed a plan the sweep refuses)."""
+    spec = tmp_path / "e.toml"
+    spec.write_text(
+        '[experiment]\nname = "x"\nbenchmarks = ["lacuna"]\nfields = ["Email_Address"]\n'
+        'objectives = ["npo"]\nmethods = ["random"]\ndirr_methods = []\n'
+        "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
+        f"[hyperparameters]\n{hp}\n"
+    )
+    out = _dry_run_in_a_process(spec)
+    assert out.returncode == rc, (out.stdout, out.stderr)
+    assert message in out.stdout + out.stderr
+
+
 def test_a_benchmarks_own_hyperparameters_read_toml_tables_as_dotted_names(tmp_path):
     """``[experiment.benchmark.<name>.hyperparameters.objective]`` is ``objective.<x>`` for that
     benchmark, as under ``[hyperparameters]`` (issue 33): its range is checked by the dry run."""

@@ -36,11 +36,17 @@ def nothing_written(*dirs: Path) -> bool:
         (["--budget", "1.5"], "neither a fraction"),
         (["--budget", "nan"], "'nan' is not finite"),
         (["--budget", "inf"], "'inf' is not finite"),
+        (["--seed", "-1"], "^supportbench run: error: argument --seed: '-1' is out of range"),
         (["--budget", "10"], "below one group of 'tiny-llama' \\(96 scalars"),
         (["--set", "lr=-1"], re.escape("lr = -1.0: must be a number in (0, 1]")),
         (
             ["--set", "method.nope=1"],
             re.escape("method 'intervention_score' has no option 'nope'; allowed: method.eps"),
+        ),
+        # an option set without its prefix is pointed at it (review of issue 33)
+        (
+            ["--benchmark", "lacuna", "--set", "group_dropout=0.5"],
+            re.escape("or 'benchmark.group_dropout')"),
         ),
     ],
 )
@@ -53,6 +59,7 @@ def test_bad_run_input_exits_2_and_writes_nothing(tmp_path, capsys, args, says):
     err = capsys.readouterr().err
     assert rc == 2 and __import__("re").search(says, err), err
     assert "Traceback" not in err
+    assert "usage:" not in err, err  # argparse's 13-line usage block left out (issue 33)
     assert nothing_written(res, cache)
 
 

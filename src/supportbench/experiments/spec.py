@@ -423,9 +423,15 @@ class RunSpec:
         if unknown:
             k = sorted(unknown)[0]
             close = difflib.get_close_matches(k, list(DEFAULT_HYPERPARAMETERS), n=1)
+            prefixed = " or ".join(repr(f"{p}{k}") for p in PREFIXES)
             raise SpecError(
                 f"unknown hyperparameter {k!r}"
-                + (f" (did you mean {close[0]!r}?)" if close else "")
+                + (
+                    f" (did you mean {close[0]!r}?)"
+                    if close
+                    else f" (an objective's, method's or benchmark's option is named with its "
+                    f"prefix: {prefixed})"
+                )
                 + f"; allowed: {', '.join(sorted(DEFAULT_HYPERPARAMETERS))}, "
                 + ", ".join(f"{p}<name>" for p in PREFIXES)
             )
