@@ -240,15 +240,14 @@ def test_bad_value_is_refused_up_front(tmp_path, capsys, argv, message):
 
 
 def test_a_dry_run_checks_method_names_without_torch(tmp_path):
-    spec = tmp_path / "e.toml"
-    spec.write_text(
+    _dry_run_says(
+        tmp_path,
         '[experiment]\nname = "x"\nbenchmarks = ["tofu"]\nfields = ["forget01"]\n'
         'objectives = ["npo"]\nmethods = ["intervention_score", "wagel"]\n'
-        "[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n"
+        "[experiment.seeds]\ncalibration = [1]\nfinal = [2]\n",
+        2,
+        "no selection method 'wagel'. Did you mean 'wagle'?",
     )
-    out = _dry_run_in_a_process(spec)
-    assert out.returncode == 2, (out.stdout, out.stderr)
-    assert "no selection method 'wagel'. Did you mean 'wagle'?" in out.stderr
 
 
 @pytest.mark.parametrize(
@@ -307,16 +306,15 @@ def test_the_light_interface_names_equal_the_registered_benchmarks():
     ],
 )
 def test_a_dry_run_checks_a_benchmarks_own_interfaces(tmp_path, methods, rc, message):
-    spec = tmp_path / "e.toml"
-    spec.write_text(
+    _dry_run_says(
+        tmp_path,
         '[experiment]\nname = "x"\nbenchmarks = ["controlled"]\nfields = ["t00"]\n'
         'objectives = ["npo"]\n'
         f"methods = {methods}\ndirr_methods = []\n[experiment.seeds]\ncalibration = []\n"
-        "final = [2]\n"
+        "final = [2]\n",
+        rc,
+        message,
     )
-    out = _dry_run_in_a_process(spec)
-    assert out.returncode == rc, (out.stdout, out.stderr)
-    assert message in out.stdout + out.stderr
 
 
 def _dry_run_in_a_process(spec):
@@ -331,6 +329,16 @@ def _dry_run_in_a_process(spec):
     return subprocess.run(
         [sys.executable, "-c", code, str(spec)], capture_output=True, text=True, timeout=120
     )
+
+
+def _dry_run_says(tmp_path, text: str, rc: int, message: str) -> None:
+    """``text`` as a sweep spec, dry-run in a fresh interpreter: exit ``rc`` and ``message`` in its
+    output (exit 3: it imported torch)."""
+    spec = tmp_path / "e.toml"
+    spec.write_text(text)
+    out = _dry_run_in_a_process(spec)
+    assert out.returncode == rc, (out.stdout, out.stderr)
+    assert message in out.stdout + out.stderr
 
 
 def test_a_toml_that_is_not_utf8_is_named(tmp_path, capsys):
@@ -549,16 +557,15 @@ def test_a_dry_run_range_checks_method_and_objective_options_without_torch(
     TOML's out-of-range ``objective.beta`` is refused by the dry run, torch never imported, as
     each of its runs would refuse it."""
 
-    spec = tmp_path / "e.toml"
-    spec.write_text(
+    _dry_run_says(
+        tmp_path,
         '[experiment]\nname = "x"\nbenchmarks = ["natural_tofu"]\nfields = ["forget01"]\n'
         'objectives = ["npo"]\nmethods = ["intervention_score"]\ndirr_methods = []\n'
         "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
-        f"[hyperparameters]\n{hp}\n"
+        f"[hyperparameters]\n{hp}\n",
+        rc,
+        message,
     )
-    out = _dry_run_in_a_process(spec)
-    assert out.returncode == rc, (out.stdout, out.stderr)
-    assert message in out.stdout + out.stderr
 
 
 def test_the_light_benchmark_options_equal_the_constructors():
@@ -585,45 +592,42 @@ def test_the_light_benchmark_options_equal_the_constructors():
 )
 def test_a_dry_run_checks_benchmark_options_without_torch(tmp_path, hp, rc, message):
     """``benchmark.*`` too (review of issue 33: the dry run printed a plan the sweep refuses)."""
-    spec = tmp_path / "e.toml"
-    spec.write_text(
+    _dry_run_says(
+        tmp_path,
         '[experiment]\nname = "x"\nbenchmarks = ["lacuna"]\nfields = ["Email_Address"]\n'
         'objectives = ["npo"]\nmethods = ["random"]\ndirr_methods = []\n'
         "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
-        f"[hyperparameters]\n{hp}\n"
+        f"[hyperparameters]\n{hp}\n",
+        rc,
+        message,
     )
-    out = _dry_run_in_a_process(spec)
-    assert out.returncode == rc, (out.stdout, out.stderr)
-    assert message in out.stdout + out.stderr
 
 
 def test_a_benchmarks_own_hyperparameters_read_toml_tables_as_dotted_names(tmp_path):
     """``[experiment.benchmark.<name>.hyperparameters.objective]`` is ``objective.<x>`` for that
     benchmark, as under ``[hyperparameters]`` (issue 33): its range is checked by the dry run."""
-    spec = tmp_path / "e.toml"
-    spec.write_text(
+    _dry_run_says(
+        tmp_path,
         '[experiment]\nname = "x"\nbenchmarks = ["natural_tofu"]\nfields = ["forget01"]\n'
         'objectives = ["npo"]\nmethods = ["intervention_score"]\ndirr_methods = []\n'
         "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
-        "[experiment.benchmark.natural_tofu.hyperparameters.objective]\nbeta = -1\n"
+        "[experiment.benchmark.natural_tofu.hyperparameters.objective]\nbeta = -1\n",
+        2,
+        "objective.beta = -1: must be a number in (0, 1000]",
     )
-    out = _dry_run_in_a_process(spec)
-    assert out.returncode == 2, (out.stdout, out.stderr)
-    assert "objective.beta = -1: must be a number in (0, 1000]" in out.stderr
 
 
 def test_a_dry_run_checks_objective_options_against_the_replication_objectives(tmp_path):
     """``replication_objectives`` run too: an ``objective.beta`` that GradDiff does not declare is
     refused even when only the replication split runs GradDiff (review: only ``objectives``)."""
-    spec = tmp_path / "e.toml"
-    spec.write_text(
+    _dry_run_says(
+        tmp_path,
         '[experiment]\nname = "x"\nbenchmarks = ["lacuna"]\nfields = ["Email_Address"]\n'
         'objectives = ["npo"]\nmethods = ["random"]\ndirr_methods = []\n'
         "[experiment.seeds]\ncalibration = []\nfinal = [2]\n"
         '[experiment.benchmark.lacuna]\nreplication_objectives = ["graddiff"]\n'
         "[experiment.benchmark.lacuna.seeds]\nreplication = [3]\n"
-        '[hyperparameters]\n"objective.beta" = 0.2\n'
+        '[hyperparameters]\n"objective.beta" = 0.2\n',
+        2,
+        "objective.beta is not an option of objective 'graddiff'",
     )
-    out = _dry_run_in_a_process(spec)
-    assert out.returncode == 2, (out.stdout, out.stderr)
-    assert "objective.beta is not an option of objective 'graddiff'" in out.stderr
