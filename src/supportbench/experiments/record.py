@@ -557,7 +557,9 @@ def _typed(obj: Any, source: str) -> RunRecord | None:
             return None
     if obj["status"] == "ok":  # an ok run carries a finite outcome (``_check_identity``)
         out = obj.get("outcome")
-        if type(out) is not dict or not all(_finite(out.get(k)) for k in ("J", "G_F", "D_coll")):
+        if type(out) is not dict or not (
+            _finite(out.get("J")) and _finite(out.get("G_F")) and _finite(out.get("D_coll"))
+        ):
             return None
     if _bad_time(obj) or _bad_enforcement(obj):
         return None

@@ -454,7 +454,9 @@ def _replace_runs_done_again(con, rep: IngestReport, replace_reruns: bool) -> No
     replacement, so that they are inserted as new."""
     # the same run done again replaces the stored record, logged: a retried failure, a declared
     # post-hoc completion that reproduces J, or (only when asked) a rerun by other code (its
-    # fingerprint differs)
+    # fingerprint differs); none can be unless the chunk holds a stored run key with other content
+    if not scalar(con, "SELECT count(*) FROM st2 WHERE old_h <> h AND k = 1"):
+        return
     con.execute(
         """CREATE OR REPLACE TEMP TABLE again AS SELECT * FROM (
         SELECT s.run_key, s.old_h, s.h, s.filename, CASE
@@ -487,25 +489,34 @@ def _classify_chunk(con, rep: IngestReport) -> int:
     the number of new ones."""
     # classify against what is stored: new, unchanged, or conflicting (kept aside, never
     # overwritten)
-    rep.unchanged += scalar(con, "SELECT count(*) FROM st2 WHERE old_h = h")
-    clash = con.execute("SELECT run_key, filename FROM st2 WHERE old_h <> h").fetchall()
-    # the same run_key twice within the batch with different content is a conflict too
-    clash += con.execute(
-        "SELECT run_key, filename FROM (SELECT run_key, filename, h, first_value(h) OVER "
-        "(PARTITION BY run_key ORDER BY filename) AS h1 FROM st2) WHERE h <> h1"
-    ).fetchall()
+    same, changed, repeated, new = con.execute(
+        "SELECT count(*) FILTER (WHERE old_h = h), count(*) FILTER (WHERE old_h <> h), "
+        "count(*) FILTER (WHERE k > 1), count(*) FILTER (WHERE old_h IS NULL AND k = 1) FROM st2"
+    ).fetchone()
+    rep.unchanged += same
+    clash = (
+        con.execute("SELECT run_key, filename FROM st2 WHERE old_h <> h").fetchall()
+        if changed
+        else []
+    )
+    if repeated:  # the same run_key twice within the batch with different content is a conflict
+        clash += con.execute(
+            "SELECT run_key, filename FROM (SELECT run_key, filename, h, first_value(h) OVER "
+            "(PARTITION BY run_key ORDER BY filename) AS h1 FROM st2) WHERE h <> h1"
+        ).fetchall()
     for rk, src in clash:
         rep.conflicts.append({"run_key": rk, "source": src})
-    if clash:
+    if changed:
         con.execute(
             "INSERT OR IGNORE INTO ingest_conflicts SELECT run_key, filename, h, now() FROM st2 "
             "WHERE old_h <> h"
         )
     con.execute("CREATE OR REPLACE TEMP VIEW nw AS SELECT * FROM st2 WHERE old_h IS NULL AND k = 1")
-    n = scalar(con, "SELECT count(*) FROM nw")
-    rep.new += n
-    rep.accepted["run"] += [r[0] for r in con.execute("SELECT run_key FROM nw").fetchall()]
-    return n
+    rep.new += new
+    if new:
+        keys = con.sql("SELECT run_key FROM nw").to_arrow_table()["run_key"]
+        rep.accepted["run"] += keys.to_pylist()
+    return new
 
 
 def _insert_new_runs(con) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import operator
 import sys
 
 from supportbench._io import CONTROL  # the one definition of a name's forbidden characters
@@ -21,6 +22,7 @@ from supportbench.errors import RegistryError
 
 KINDS = ("benchmark", "method", "objective")
 _OPTION_PREFIXES = ("method.", "objective.")
+_IS_OPTION = operator.methodcaller("startswith", _OPTION_PREFIXES)  # map: no frame per key
 _LOADED = {
     "benchmark": ("supportbench.benchmarks.base", "BENCHMARKS"),
     "method": ("supportbench.methods.base", "METHODS"),
@@ -104,7 +106,7 @@ class NameCheck:
                 )
             self.unknown.setdefault((kind, name), where)
         hp = cell.get("hyperparameters")
-        if isinstance(hp, dict) and any(k.startswith(_OPTION_PREFIXES) for k in hp):
+        if isinstance(hp, dict) and any(map(_IS_OPTION, hp)):
             self._check_options(cell, hp, where)
 
     def _check_options(self, cell: dict, hp: dict, where: str) -> None:
