@@ -93,6 +93,7 @@ def diag_records(tiny_tokenizer):
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs on every core, ``--dist loadgroup``), tests that share
     something costly run on one worker, one after another: the tests that submit to the one-node
@@ -106,3 +107,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group("slurm"))
         elif "integration" in item.path.parts:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+class _GroupsApplied:
+    """On an xdist worker with ``--dist loadgroup``, after xdist has read the groups: each grouped
+    test's node id must carry its group (``…@group``), else the grouping above is silently off
+    (pytest 9.2 stopped reading the ``_nodeid`` xdist 3.8 writes: each integration module's
+    theta_0 was built on both workers, minutes each)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        if not getattr(config.option, "loadgroup", False):
+            return
+        lost = [
+            i.nodeid for i in items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid
+        ]
+        if lost:
+            raise pytest.UsageError(
+                f"--dist loadgroup did not group {len(lost)} tests (first: {lost[0]}): this "
+                f"pytest ({pytest.__version__}) and pytest-xdist do not work together; "
+                "pyproject.toml pins the pytest that does"
+            )
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_GroupsApplied(), "supportbench-groups-applied")

@@ -132,17 +132,19 @@ def test_export_then_import_round_trips_every_metric(tmp_path):
 @pytest.mark.parametrize("audit_ok", [True, False])
 def test_demo_exits_nonzero_when_its_audit_fails(tmp_path, monkeypatch, capsys, audit_ok):
     """The demo's exit status includes its audit (review: a failed audit exited 0); the sweep,
-    ingest, audit and report are stand-ins here, the real ones are tested on their own."""
+    the extras, ingest, audit and report are stand-ins here, the real ones are tested on their own
+    (the real extras trained three theta_0 here: 6 of the suite's 17 minutes)."""
     from types import SimpleNamespace
 
     from supportbench import cli
-    from supportbench.harness import sweep
+    from supportbench.harness import extras, sweep
     from supportbench.registry import audit, ingest
     from supportbench.reports import report
 
     done = SimpleNamespace(runs=1, ok=1, skipped=0, failed=[], claims=None, decisions={})
     done.__dict__.update(post_hoc=0, calibration_errors={}, corrupt=[])
     monkeypatch.setattr(sweep, "run_sweep", lambda *a, **k: done)
+    monkeypatch.setattr(extras, "run_extras", lambda *a, **k: (None, []))
     monkeypatch.setattr(ingest, "ingest", lambda *a, **k: SimpleNamespace(summary=lambda: ""))
     verdict = SimpleNamespace(
         ok=audit_ok, text=lambda: "audit: " + ("PASS" if audit_ok else "FAIL")
