@@ -326,22 +326,17 @@ def _dotted(hp: dict, source: str) -> dict:
     1}}`` -> ``{"objective.beta": 1}``, nested tables too); a name given both ways is refused."""
     out: dict = {}
 
-    def put(key: str, value) -> None:
-        if isinstance(value, dict):
+    def put(key: str, value, table: bool) -> None:
+        if table and isinstance(value, dict):
             for k, v in value.items():
-                put(f"{key}.{k}", v)
-            return
-        if key in out:
+                put(f"{key}.{k}", v, True)
+        elif key in out:
             raise SpecError(f"{source}: hyperparameter {key!r} is given twice")
-        out[key] = value
+        else:
+            out[key] = value
 
     for k, v in hp.items():
-        if k in NAMESPACES and isinstance(v, dict):
-            put(k, v)
-        elif k in out:
-            raise SpecError(f"{source}: hyperparameter {k!r} is given twice")
-        else:
-            out[k] = v
+        put(k, v, k in NAMESPACES)
     return out
 
 

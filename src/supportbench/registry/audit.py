@@ -277,27 +277,23 @@ SKEW = "INTERVAL 5 MINUTE"
 
 def _clock(con) -> list[dict]:
     """Dates that cannot be true: a DIR-R decision frozen before the calibration runs it cites had
-    finished (by their own records), and a decision frozen, or a run started or finished, later than
+    finished (by their own records; one without a finish time cannot be checked, and says so), and
+    a decision frozen, or a run started or finished, later than
     the registry's own clock when ingest accepted it (the ingest log's ``logged_at``)."""
     return _rows(
         con,
         """
-        SELECT d.hash AS key, 'decision frozen at ' || d.frozen_at """
-        """|| ', before the calibration run '
-               || c.run_key[:12] || ' it cites finished (' || max(p.finished_at) || ')' AS reason
+        SELECT d.hash AS key, 'decision frozen at ' || d.frozen_at || CASE
+            WHEN bool_or(p.finished_at IS NULL) THEN ' cites the calibration run ' """
+        """|| c.run_key[:12] || ', whose record has no finish time: the order cannot be checked'
+            ELSE ', before the calibration run ' || c.run_key[:12] || ' it cites finished (' """
+        """|| max(p.finished_at) || ')' END AS reason
         FROM decisions d JOIN calibration c ON c.decision_hash = d.hash JOIN provenance p """
         """ON p.run_key = c.run_key
         WHERE d.hash IN (SELECT DISTINCT g.decision_hash FROM arun a JOIN gate_events g """
         """USING (run_key))
-        GROUP BY d.hash, d.frozen_at, c.run_key HAVING max(p.finished_at) > d.frozen_at
-        UNION ALL
-        SELECT d.hash, 'decision frozen at ' || d.frozen_at || ' cites the calibration run '
-               || c.run_key[:12] || ', whose record has no finish time: the order cannot be checked'
-        FROM decisions d JOIN calibration c ON c.decision_hash = d.hash JOIN provenance p """
-        """ON p.run_key = c.run_key
-        WHERE d.hash IN (SELECT DISTINCT g.decision_hash FROM arun a JOIN gate_events g """
-        """USING (run_key))
-        GROUP BY d.hash, d.frozen_at, c.run_key HAVING bool_or(p.finished_at IS NULL)
+        GROUP BY d.hash, d.frozen_at, c.run_key
+        HAVING bool_or(p.finished_at IS NULL) OR max(p.finished_at) > d.frozen_at
         UNION ALL
         SELECT d.hash, 'decision frozen at ' || d.frozen_at """
         f"""|| ', in the future of the registry''s clock when it '
