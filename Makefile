@@ -39,7 +39,8 @@ lint: $(STAMP)
 
 # pytest exits 5 when it collects no test; make treats any non-zero exit as failure. The suite runs on every
 # core (pytest-xdist, one torch thread per worker); tests that share a resource run on one worker, in turn
-# (``xdist_group``: the one-node Slurm, the process-killing tests). TEST_WORKERS=0 runs it in this process.
+# (``xdist_group``: the one-node Slurm, the process-killing tests, each integration module's theta_0; it
+# needs pytest < 9 with xdist 3.8, and tests/conftest.py refuses to run ungrouped). TEST_WORKERS=0: this process.
 TEST_WORKERS ?= auto
 test: $(STAMP) lint browser
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
