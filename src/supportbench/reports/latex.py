@@ -167,6 +167,27 @@ def ci(r, digits=4) -> str:
     return "N/A" if r is None else f"$[{r[0]:+.{digits}f},{r[1]:+.{digits}f}]$"
 
 
+def _mean_cell(m, digits: int, fmt: str) -> str:
+    """A table cell that shows a mean: the value, then its 95% interval (``stats.MeanCI``) in small
+    type, or the number of units where there are too few for one."""
+    if m is None or _absent(m.value):
+        return "N/A"
+    v = f"${m.value:{fmt}.{digits}f}$"
+    if m.ci is None:
+        return f"{v} {{\\scriptsize $n{{=}}{m.n}$}}"
+    return f"{v} {{\\scriptsize $[{m.ci[0]:{fmt}.{digits}f},{m.ci[1]:{fmt}.{digits}f}]$}}"
+
+
+def mean(m, digits=6) -> str:
+    """A mean J with its interval (``_mean_cell``)."""
+    return _mean_cell(m, digits, "")
+
+
+def gap(m, digits=6) -> str:
+    """A mean gap, signed, with its interval (``_mean_cell``)."""
+    return _mean_cell(m, digits, "+")
+
+
 def method_name(m: str) -> str:
     return tex(PAPER_METHODS.get(m, m))
 
@@ -200,6 +221,8 @@ def environment() -> Environment:
         pct=pct,
         loo=loo,
         ci=ci,
+        mean=mean,
+        gap=gap,
         method=method_name,
         field=field_name,
         objective=objective_name,

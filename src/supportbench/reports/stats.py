@@ -186,6 +186,42 @@ def bootstrap_interval(
 
 
 @dataclass(frozen=True)
+class MeanCI:
+    """A mean as a table prints it: the value, its 95% t interval over the units it averages (None
+    below two units; the per-method tables' interval too) and their number."""
+
+    value: float
+    ci: tuple[float, float] | None
+    n: int
+
+
+def mean_ci(values) -> MeanCI | None:
+    """The mean of ``values`` with ``t_interval``'s interval; None for no values."""
+    v = np.asarray(values, dtype=float)
+    return MeanCI(float(v.mean()), t_interval(v), len(v)) if len(v) else None
+
+
+def sum_ci(a, b, level: float = 0.95) -> MeanCI | None:
+    """mean(a) + mean(b) for two means over different evaluation sets (Eq. 22's composed margin),
+    with Welch's interval: se^2 = s_a^2 / n_a + s_b^2 / n_b at the Welch-Satterthwaite degrees of
+    freedom; None when either is empty, no interval when either has fewer than two units; ``n`` is
+    the smaller count."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not len(a) or not len(b):
+        return None
+    value, n = float(a.mean() + b.mean()), min(len(a), len(b))
+    if n < 2:
+        return MeanCI(value, None, n)
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return MeanCI(value, (value, value), n)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = float(sps.t.ppf(0.5 + level / 2, df)) * se
+    return MeanCI(value, (value - half, value + half), n)
+
+
+@dataclass(frozen=True)
 class GapSummary:
     n: int
     mean: float | None
@@ -339,17 +375,24 @@ def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> 
     )
 
 
-def available_gain_interval(
-    dirr: pl.DataFrame, static: pl.DataFrame, level: float = 0.95
-) -> tuple[float, float] | None:
-    """The t interval of the available gain (Eq. 20, the mean of the matched DIR-R runs'
-    per-unit gains, ``dirr_metrics``' ``available_gain``); None where that is undefined (a run
-    without a complete candidate set) or fewer than two units match."""
+def available_gains(dirr: pl.DataFrame, static: pl.DataFrame) -> np.ndarray | None:
+    """The matched DIR-R runs' per-unit available gains (Eq. 20 averages them: ``dirr_metrics``'
+    ``available_gain``); None where that is undefined (no unit matches, or a run without a
+    complete candidate set)."""
     p = paired(dirr, static)
     matched = dirr.join(p.frame.select(list(UNIT)), on=list(UNIT), how="semi")
     if matched.is_empty() or not bool(matched["complete"].fill_null(False).all()):
         return None
-    return t_interval(matched["available_gain"].to_numpy(), level)
+    return matched["available_gain"].to_numpy()
+
+
+def available_gain_interval(
+    dirr: pl.DataFrame, static: pl.DataFrame, level: float = 0.95
+) -> tuple[float, float] | None:
+    """The t interval of the available gain (``available_gains``); None where that is undefined or
+    fewer than two units match."""
+    gains = available_gains(dirr, static)
+    return None if gains is None else t_interval(gains, level)
 
 
 def composed_margin(static_gap: float, dirr_gap: float) -> float:
