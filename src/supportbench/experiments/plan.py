@@ -70,42 +70,14 @@ def resolve_spec_path(spec: str | Path) -> Path:
 
 
 SECTIONS = ("experiment", "hyperparameters", "dirr")
-EXPERIMENT_KEYS = (
-    "name",
-    "benchmarks",
-    "benchmark",
-    "fields",
-    "objectives",
-    "methods",
-    "dirr_methods",
-    "model",
-    "budget",
-    "T",
-    "t",
-    "d",
-    "rho_p",
-    "seeds",
-    "builds",
-    "claims",
+# the grid's keys, in [experiment] and in each [experiment.<benchmark>] table
+GRID_KEYS = (
+    *("fields", "objectives", "methods", "dirr_methods", "model", "budget"),
+    *("T", "t", "d", "rho_p", "seeds", "builds"),
 )
+EXPERIMENT_KEYS = ("name", "benchmarks", "benchmark", *GRID_KEYS, "claims")
 DIRR_KEYS = ("admissible_range", "selection")
-BENCHMARK_KEYS = (
-    "fields",
-    "objectives",
-    "methods",
-    "dirr_methods",
-    "model",
-    "budget",
-    "T",
-    "t",
-    "d",
-    "rho_p",
-    "seeds",
-    "builds",
-    "replication_fields",
-    "replication_objectives",
-    "hyperparameters",
-)
+BENCHMARK_KEYS = (*GRID_KEYS, "replication_fields", "replication_objectives", "hyperparameters")
 
 
 def _known(table: dict, allowed, source: str, prefix: str, what: str) -> None:

@@ -297,21 +297,18 @@ def _controlled_settings(final: list[RunSpec]) -> dict[tuple, RunSpec]:
     out = {}
     for s in final:
         if is_calibrated(BENCHMARKS.get(s.benchmark)):
-            hp = {k: v for k, v in s.hyperparameters if k != "lr"}
-            out.setdefault(
-                (
-                    s.benchmark,
-                    s.objective,
-                    s.seed,
-                    s.build,
-                    s.budget,
-                    s.T,
-                    s.model,
-                    json.dumps(hp, sort_keys=True, default=str),
-                ),
-                s,
-            )
+            out.setdefault(_setting_key(s), s)
     return out
+
+
+def _setting_key(s: RunSpec) -> tuple:
+    """The controlled setting a run belongs to: everything but its interface, field and learning
+    rate (the decision chooses those)."""
+    hp = {k: v for k, v in s.hyperparameters if k != "lr"}
+    return (
+        *(s.benchmark, s.objective, s.seed, s.build, s.budget, s.T, s.model),
+        json.dumps(hp, sort_keys=True, default=str),
+    )
 
 
 def _controlled_calibration(final: list[RunSpec]) -> list[RunSpec]:
@@ -341,17 +338,7 @@ def _freeze_controlled(sw: _Sweep, final: list[RunSpec]) -> list[RunSpec]:
         ].hash
     out = []
     for s in final:
-        hp = {k: v for k, v in s.hyperparameters if k != "lr"}
-        key = (
-            s.benchmark,
-            s.objective,
-            s.seed,
-            s.build,
-            s.budget,
-            s.T,
-            s.model,
-            json.dumps(hp, sort_keys=True, default=str),
-        )
+        key = _setting_key(s)
         out.append(apply_decision(s, decs[key]) if key in decs else s)
     return out
 

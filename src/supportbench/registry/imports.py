@@ -33,7 +33,7 @@ from supportbench.registry import lacuna_summary, ledger, ou_eval, tables, tofu_
 from supportbench.registry.imported import CELL, IMPORT_ONLY_BENCHMARKS, ImportedRun
 from supportbench.registry.ingest import IngestReport
 from supportbench.registry.names import NameCheck, check_text
-from supportbench.registry.store import one, scalar
+from supportbench.registry.store import one, scalar, transaction
 
 FORMATS = ("supportbench-csv", "tofu-logs", "ou-eval", "lacuna-summary")
 
@@ -206,8 +206,7 @@ def store(
     rows = _content_rows(runs, names, source)
     results = ResultsDir(results_root) if results_root is not None else None
     rep = IngestReport(files=1)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         seq = scalar(con, "SELECT coalesce(max(ingest_seq), 0) FROM runs")
         now = datetime.now(UTC)
         for r, comps, h in rows:
@@ -228,10 +227,6 @@ def store(
             rep.new += 1
             rep.accepted.setdefault("import", []).append(key)
         ledger.append(con, "import", rep.accepted.get("import", []))
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     rep.unknown = check.summary()
     return rep
 

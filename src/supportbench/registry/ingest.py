@@ -42,7 +42,7 @@ from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.registry import ledger
 from supportbench.registry.names import NameCheck, check_text
-from supportbench.registry.store import one, scalar
+from supportbench.registry.store import one, scalar, transaction
 
 
 def duckdb_type(tp) -> Any:
@@ -251,8 +251,7 @@ def ingest(
     dec_files = results.decision_files()
     rep.files = len(run_files)
     check = NameCheck(allow_unknown)
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         _ingest_decisions(con, dec_files, rep)
         # Read chunk k+1 on a thread while DuckDB (which releases the GIL) ingests chunk k.
         chunks = [run_files[s : s + chunk] for s in range(0, len(run_files), chunk)]
@@ -265,18 +264,11 @@ def ingest(
                 )
                 _ingest_chunk(con, got, rep, replace_reruns)
         _derive(con)
-        replaced = set(
-            rep.accepted["replacement"]
-        )  # re-inserted as new rows, logged once, as replacements
-        for (
-            kind,
-            keys,
-        ) in rep.accepted.items():  # after every insert of this ingest: the log vouches for it
+        # re-inserted as new rows, logged once, as replacements
+        replaced = set(rep.accepted["replacement"])
+        # after every insert of this ingest: the log vouches for it
+        for kind, keys in rep.accepted.items():
             ledger.append(con, kind, [k for k in keys if kind != "run" or k not in replaced])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     rep.unknown = check.summary()
     return rep
 

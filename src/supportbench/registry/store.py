@@ -228,6 +228,19 @@ def close(con: duckdb.DuckDBPyConnection, path: str | Path) -> None:
 WAL = ".wal"  # the write-ahead log DuckDB keeps beside a registry while it is open
 
 
+@contextlib.contextmanager
+def transaction(con):
+    """One DuckDB transaction around the block: committed when it ends, rolled back on any error
+    or interrupt (then raised again), so a failed ingest or import leaves the registry as it was."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
 def check_path(path: str | Path, what: str = "registry path", *, writing: bool = False) -> Path:
     """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a
     name too long for it, a place under a file, or (``writing``) a nearest existing folder nothing

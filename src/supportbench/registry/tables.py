@@ -13,32 +13,9 @@ from supportbench.errors import RegistryError
 from supportbench.experiments.record import RecordError, check_levels
 from supportbench.registry.imported import CELL, MAX_SEED, ImportedRun
 
-OUTCOME_COLUMNS = (
-    "experiment",
-    "benchmark",
-    "field",
-    "objective",
-    "method",
-    "variant",
-    "seed",
-    "split",
-    "J",
-    "G_F",
-    "D_coll",
-    "status",
-    "build",
-)  # build: the theta_0 build, optional on import (default 0)
-REQUIRED_COLUMNS = (
-    "experiment",
-    "benchmark",
-    "field",
-    "objective",
-    "method",
-    "variant",
-    "seed",
-    "split",
-    "status",
-)
+REQUIRED_COLUMNS = (*CELL, "status")
+# build: the theta_0 build, optional on import (default 0)
+OUTCOME_COLUMNS = (*CELL, "J", "G_F", "D_coll", "status", "build")
 DIRR_COLUMNS = ("triggered", "probe_signal", "chosen_rho", "available_gain", "step_equivalents")
 # a column per outcome component (forget quality, model utility, precision, ...): metric:<name>
 METRIC = "metric:"

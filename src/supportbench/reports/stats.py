@@ -17,18 +17,9 @@ import numpy as np
 import polars as pl
 from scipy import stats as sps
 
+from supportbench.experiments.plan import CELL  # a run's cell: experiment, ..., seed, split
+
 UNIT = ("experiment", "benchmark", "build", "field", "objective", "seed")
-CELL = (
-    "experiment",
-    "benchmark",
-    "build",
-    "field",
-    "objective",
-    "method",
-    "variant",
-    "seed",
-    "split",
-)
 RESULT_COLUMNS = (
     "run_key",
     *CELL,
