@@ -134,3 +134,26 @@ def test_selftest_reports_a_figure_that_does_not_decode(page, tmp_path):
     got = selftest(broken, tmp_path)
     assert got["images"]["rendered"] == got["images"]["total"] - 1
     assert got["ok"] is False
+
+
+def test_selftest_reports_a_blank_figure(page, tmp_path):
+    """Review of issue 36: a figure replaced by a blank white PNG decoded, so it counted as
+    rendered. Its pixels are now read: one colour is not a figure."""
+    import base64
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(2, 2))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    blank = base64.b64encode(buf.getvalue()).decode("ascii")
+    prefix = 'src="data:image/png;base64,'
+    start = page.index(prefix) + len(prefix)
+    got = selftest(page[:start] + blank + page[page.index('"', start) :], tmp_path)
+    assert got["images"]["rendered"] == got["images"]["total"] - 1, got["images"]
+    assert got["ok"] is False

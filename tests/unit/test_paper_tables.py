@@ -125,3 +125,21 @@ def test_missing_data_gives_explicit_note(tmp_path):
 
 def test_user_names_are_latex_escaped():
     assert tex("my_method & 50%") == r"my\_method \& 50\%"
+
+
+def test_a_table_has_a_column_only_for_an_objective_that_ran(ctx):
+    """Review of issue 36: the paper's grid under NPO alone gave natural-main a SimNPO column of
+    N/A in every row. Now a column per objective that ran, none of N/A only."""
+    import dataclasses
+
+    import polars as pl
+
+    npo = dataclasses.replace(
+        ctx, results=ctx.results.filter(pl.col("objective") != "simnpo"), _ok={}, _built={}
+    )
+    for label in ("tab:natural-main", "tab:app-lacuna-selection-comparison"):
+        full, _ = render(label, ctx)
+        text, missing = render(label, npo)
+        body = text[text.index("\\toprule") : text.index("\\bottomrule")]
+        assert missing is None and "SimNPO" in full and "NPO" in body, label
+        assert "SimNPO" not in body and "N/A" not in body, (label, body)

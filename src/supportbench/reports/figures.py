@@ -230,13 +230,14 @@ def dirr_gain(ctx: Context):
     ax.bar(x + 0.2, [r[2] for r in rows], 0.4, label="captured: ΔJ DIR-R − static", color="C0")
     for i, r in enumerate(rows):
         if r[1] is None and triggered:  # Eq. 20 needs every run's complete candidate set
-            ax.text(
+            ax.text(  # inside the axes whatever the bars' signs (x: data, y: axes fraction)
                 i - 0.2,
-                0,
+                0.5,
                 "not measured:\nno complete\ncandidate sets",
+                transform=ax.get_xaxis_transform(),
                 rotation=90,
                 ha="center",
-                va="bottom",
+                va="center",
                 fontsize=6,
                 color="0.3",
             )

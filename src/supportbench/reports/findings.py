@@ -120,9 +120,9 @@ def _design_line(judged: list, defaults: dict) -> list[str]:
         "",
         f"**This design cannot refute any claim**: every claim's power at its effect of interest "
         f"({min(low):.2f}-{max(low):.2f}) is below its stated minimum, so none can read 'does not "
-        "hold'; an 'inconclusive' here says the demo is too small to decide, not that a claim "
-        "fails. Deciding them needs more builds, seeds or units (each claim's detectable effect "
-        "says how large an effect this design would see).",
+        "hold'; an 'inconclusive' here says this experiment is too small to decide, not that a "
+        "claim fails. Deciding them needs more builds, seeds or units (each claim's detectable "
+        "effect says how large an effect this design would see).",
     ]
 
 
@@ -181,7 +181,10 @@ def findings(
         "builds, and a "
         f"'does not hold' needs power {d['power']:.0%} at its effect of interest (a mean: d_z = "
         f"{d['effect_dz']}), else it reads inconclusive "
-        '(docs/reports.md, "Verdicts", states each rule).',
+        '(docs/reports.md, "Verdicts", states each rule). Signs: a claim\'s values are its own '
+        "statistic, as the paper states the claim (the paper's method minus the method it is "
+        "compared with: positive favours the paper's method); the report's tables print each row's "
+        "method minus its reference, so a table's C - DIR-R is a claim's DIR-R - C negated.",
         "",
         "| claim | verdict | statistic [interval] | power | detectable effect |",
         "|---|---|---|---|---|",

@@ -16,8 +16,8 @@ that comes from the registry is HTML-escaped (Jinja autoescape).
 
 Self-test: opened as ``index.html#selftest``, the page records window errors and console.error
 calls, sorts the first sortable table by its first numeric column ascending then descending and
-checks the order, checks that every image decoded with a width, and writes the result as JSON
-(keys errors, sorted, images, ok) into ``<pre id="selftest-result">``
+checks the order, checks that every image decoded with a width and drew more than one colour, and
+writes the result as JSON (keys errors, sorted, images, ok) into ``<pre id="selftest-result">``
 (tests/integration/test_report_browser.py reads it from headless Chromium).
 """
 

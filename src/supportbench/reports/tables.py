@@ -197,10 +197,10 @@ def natural_main(ctx: Context) -> dict:
     for r in rows:
         by.setdefault(r["baseline"], {})[r["objective"]] = r["full"]
     order = [m for m in BASELINES if m in by] + sorted(set(by) - set(BASELINES))
-    return {
-        "rows": [
-            {"baseline": m, "npo": by[m].get("npo"), "simnpo": by[m].get("simnpo")} for m in order
-        ]
+    objs = [o for o in ("npo", "simnpo") if any(r["objective"] == o for r in rows)]
+    return {  # a column per objective that ran: none of N/A only
+        "objectives": objs,
+        "rows": [{"baseline": m, "gaps": [by[m].get(o) for o in objs]} for m in order],
     }
 
 
@@ -315,18 +315,19 @@ def static_dirr_ablation(ctx: Context) -> dict:
 def lacuna_selection_comparison(ctx: Context) -> dict:
     df = ctx.final("lacuna")
     st = df.filter(pl.col("variant") == "static")  # ctx.ok is already deduplicated
+    objs = [o for o in ("npo", "simnpo") if o in set(st["objective"].to_list())]
+    if not objs or not _baselines_present(st.filter(pl.col("objective").is_in(objs))):
+        raise Missing("needs static baseline runs under NPO or SimNPO on LACUNA")
     rows, ns = [], set()
     for c in _baselines_present(st):
-        r = {"baseline": c}
-        for obj in ("npo", "simnpo"):
+        means = []
+        for obj in objs:  # a column per objective that ran: none of N/A only
             runs = st.filter((pl.col("method") == c) & (pl.col("objective") == obj))
-            r[obj] = _j(runs)
+            means.append(_j(runs))
             if runs.height:
                 ns.add(runs.height)
-        rows.append(r)
-    if not any(r["npo"] is not None or r["simnpo"] is not None for r in rows):
-        raise Missing("needs static baseline runs under NPO or SimNPO on LACUNA")
-    return {"rows": rows, "n": "/".join(str(n) for n in sorted(ns))}
+        rows.append({"baseline": c, "means": means})
+    return {"objectives": objs, "rows": rows, "n": "/".join(str(n) for n in sorted(ns))}
 
 
 def _graddiff(ctx: Context, split: str = "final") -> pl.DataFrame:
