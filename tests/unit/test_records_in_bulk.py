@@ -185,3 +185,18 @@ def test_a_lone_surrogate_is_refused_naming_the_file(tmp_path):
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
     bad.unlink()
     assert ingest(con, res).new == 2
+
+
+@given(n=st.integers(0, 300), size=st.integers(1, 80))
+def test_chunks_cover_the_files_in_order_with_short_edges(n, size):
+    """The reader's chunks: every file once, in order; none longer than ``size``; the first and the
+    last a quarter of it (the pipeline's fill and drain), where there are more files than that."""
+    from supportbench.registry.ingest import EDGE, _chunks
+
+    files = [f"{i:04d}.json" for i in range(n)]
+    got = _chunks(files, size)
+    assert [f for c in got for f in c] == files
+    assert all(0 < len(c) <= size for c in got)
+    edge = max(1, size // EDGE)
+    if got:
+        assert len(got[0]) <= edge and len(got[-1]) <= edge

@@ -254,7 +254,7 @@ def ingest(
     with transaction(con):
         _ingest_decisions(con, dec_files, rep)
         # Read chunk k+1 on a thread while DuckDB (which releases the GIL) ingests chunk k.
-        chunks = [run_files[s : s + chunk] for s in range(0, len(run_files), chunk)]
+        chunks = _chunks(run_files, chunk)
         with ThreadPoolExecutor(max_workers=1) as reader:
             pending = reader.submit(_read_all, chunks[0], check) if chunks else None
             for k in range(len(chunks)):
@@ -271,6 +271,19 @@ def ingest(
             ledger.append(con, kind, [k for k in keys if kind != "run" or k not in replaced])
     rep.unknown = check.summary()
     return rep
+
+
+def _chunks(files: list[str], size: int) -> list[list[str]]:
+    """``files`` in chunks of ``size``, but the first and the last a quarter of it: while the
+    first is read and the last is ingested, the other side of the pipeline waits."""
+    edge = max(1, size // EDGE)
+    if len(files) <= 2 * edge:
+        return [files[s : s + edge] for s in range(0, len(files), edge)]
+    head, body, tail = files[:edge], files[edge:-edge], files[-edge:]
+    return [head, *(body[s : s + size] for s in range(0, len(body), size)), tail]
+
+
+EDGE = 4
 
 
 def _ingest_decisions(con, files: list[str], rep: IngestReport) -> None:
