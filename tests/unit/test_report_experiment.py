@@ -164,3 +164,59 @@ def test_a_spec_of_another_experiment_is_refused(tmp_path):
 
     with pytest.raises(RegistryError, match="no experiment 'mini-paper'"):
         report(_registry(tmp_path / "b"), tmp_path / "p", spec=spec)
+
+
+def _dirr_registry(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """Intervention Score static and + DIR-R and Random under NPO on Natural-TOFU, three builds of
+    four units; the paired gaps DIR-R − Random, unit by unit."""
+    res, gaps = tmp_path / "res", []
+    for b in range(3):
+        for i, (f, s) in enumerate((f, s) for f in FIELDS[:2] for s in SEEDS[:2]):
+            arms = {
+                ("intervention_score", "static"): 1.0 + 0.3 * i,
+                ("intervention_score", "dirr"): 1.0 + 0.3 * i + 0.1 * (i % 3) - 0.05,
+                ("random", "static"): 1.0 + 0.3 * i - 0.2 + 0.1 * i + 0.01 * b,
+            }
+            for (m, v), J in arms.items():
+                rec = syn.record(
+                    experiment="mine", field=f, seed=s, method=m, variant=v, J=J, build=b,
+                    triggered=True if v == "dirr" else None, selection="development",
+                )  # fmt: skip
+                syn.write(res, rec)
+            gaps.append(arms["intervention_score", "dirr"] - arms["random", "static"])
+    db = tmp_path / "r.duckdb"
+    con = connect(db)
+    ingest(con, res, allow_unknown=True)
+    con.close()
+    return db, np.array(gaps)
+
+
+def test_an_experiment_report_grades_only_what_it_ran_and_names_both_arms(tmp_path, capsys):
+    """Review of issue 36: an experiment of DIR-R and Random under NPO graded the ten-baseline claim
+    by listing the 19 comparisons it never ran (SimNPO's among them) as 'no matched units', and the
+    claim values carried no sign convention of their own. Now the report counts what it did not ask
+    for, shows what it ran as method − reference with both arms named, and grades no claim whose
+    comparisons it never ran (the support claim needs a second objective)."""
+    db, gaps = _dirr_registry(tmp_path)
+    out = tmp_path / "out"
+    assert main(["report", "--registry", str(db), "--out", str(out)]) == 0
+    capsys.readouterr()
+    text = (out / "findings.md").read_text()
+    graded = text.split("| claim | verdict |")[1]
+    for never in ("simnpo", "SimNPO:", "wagle", "memflex", "no matched units", "no paired runs"):
+        assert never not in graded.replace("under NPO and SimNPO", ""), never
+    assert "19 of the claim's 20 comparisons not run by this experiment" in text
+    assert "1 of the claim's 2 comparisons not run by this experiment" in text
+    assert "Not asked by this experiment" in text
+    assert "## Natural-TOFU: the initial support depends on the objective" not in text
+    # the comparison it ran: DIR-R − Random, pooled over the three builds' means (t, df = 2)
+    per_build = gaps.reshape(3, 4).mean(axis=1)
+    assert f"npo: Intervention Score + DIR-R − Random: {per_build.mean():+.4f}" in text
+    assert "method − reference" in text
+    # the paper report of the same registry names every comparison it lacks
+    paper = tmp_path / "paper"
+    assert main(["report", "--registry", str(db), "--out", str(paper), "--kind", "paper"]) == 0
+    capsys.readouterr()
+    full = (paper / "findings.md").read_text()
+    assert "comparisons with no runs of one arm: npo:activation" in full
+    assert "simnpo:projected_causal" in full

@@ -166,8 +166,30 @@ def test_dirr_metrics_available_and_captured_gain():
     assert m2.available_gain is None and m2.captured is None  # undefined, shown as such
 
 
+def _paired_of(units, diffs) -> S.Paired:
+    frame = pl.DataFrame({"field": units, "seed": [0] * len(units), "diff": diffs})
+    return S.Paired(frame, frame.clear(), frame.clear())
+
+
 def test_composed_margin_reproduces_paper_full_column():
-    assert S.composed_margin(0.002789, 0.002010) == pytest.approx(0.004799, abs=2e-6)
+    """The paper's Natural-TOFU row: Static-IV - C = 0.002789, DIR-R - Static-IV = 0.002010, full
+    DIR-R - C = 0.004799; from the method's side C - full = (C - Static) - (DIR-R - Static)."""
+    got = S.composed_ci(_paired_of(["a"], [-0.002789]), _paired_of(["b"], [0.002010]))
+    assert got.value == pytest.approx(-0.004799, abs=2e-6) and got.ci is None
+
+
+def test_composed_margin_is_paired_where_the_gaps_share_their_units():
+    """Both gaps on units {u, v, w}: C - DIR-R per unit is (1 - 0.5, 3 - 2.5, 2 - 1.0) = (0.5, 0.5,
+    1.0): mean 2/3, s = sqrt(1/12), t(0.975, 2) = 4.302652729749464; the same gaps on different
+    units take Welch's interval (wider here: the gaps move together)."""
+    c, d = [1.0, 3.0, 2.0], [0.5, 2.5, 1.0]
+    shared = S.composed_ci(_paired_of(["u", "v", "w"], c), _paired_of(["u", "v", "w"], d))
+    half = 4.302652729749464 * (1 / 12) ** 0.5 / 3**0.5
+    assert shared.value == pytest.approx(2 / 3)
+    assert shared.ci == pytest.approx((2 / 3 - half, 2 / 3 + half))
+    apart = S.composed_ci(_paired_of(["u", "v", "w"], c), _paired_of(["x", "y", "z"], d))
+    assert apart == S.sum_ci(c, [-x for x in d])
+    assert apart.ci[1] - apart.ci[0] > shared.ci[1] - shared.ci[0]
 
 
 def test_support_jaccard_across_objectives():

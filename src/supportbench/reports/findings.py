@@ -181,14 +181,20 @@ def findings(
         "builds, and a "
         f"'does not hold' needs power {d['power']:.0%} at its effect of interest (a mean: d_z = "
         f"{d['effect_dz']}), else it reads inconclusive "
-        '(docs/reports.md, "Verdicts", states each rule). Signs: a claim\'s values are its own '
-        "statistic, as the paper states the claim (the paper's method minus the method it is "
-        "compared with: positive favours the paper's method); the report's tables print each row's "
-        "method minus its reference, so a table's C - DIR-R is a claim's DIR-R - C negated.",
+        '(docs/reports.md, "Verdicts", states each rule). Signs: every difference in this '
+        "report is method − reference (positive: the method did better than its reference) "
+        "and names both: a claim's method is the one the paper claims for, its reference the "
+        "method it is compared with (npo: Intervention Score + DIR-R − Random); a table's method "
+        "is its row, its reference the one its caption names (C − DIR-R in the paper's tables).",
         "",
-        "| claim | verdict | statistic [interval] | power | detectable effect |",
-        "|---|---|---|---|---|",
     ]
+    if asked:
+        out += [
+            "| claim | verdict | statistic [interval] | power | detectable effect |",
+            "|---|---|---|---|---|",
+        ]
+    else:
+        out.append("None of the claims can be judged on this experiment's runs.")
     for v in asked:
         power = "-" if v.power is None else f"{v.power:.2f}"
         out.append(
@@ -198,11 +204,12 @@ def findings(
     out += _design_line(asked, d)
     for v in asked:
         c = v.claim
+        why, detail = shown(v, kind)
         out += [
             "",
             f"## {c.title}",
             "",
-            f"**{v.verdict}.** {v.why}.",
+            f"**{v.verdict}.** {why}.",
             "",
             f"- statistic: {c.statistic}",
             f"- comparator / null: {c.comparator}",
@@ -215,7 +222,7 @@ def findings(
                 f"{c.settings(d)['power']:.2f}); "
                 f"detectable effect: {v.detectable or 'n/a'}"
             )
-        out += [f"- {line}" if not line.startswith("  ") else line for line in v.detail]
+        out += [f"- {line}" if not line.startswith("  ") else line for line in detail]
         out += _per_build_table(v)
     if stamp:
         stamp["claims"] = claims.hash
@@ -227,15 +234,28 @@ def findings(
     return "\n".join(out) + "\n"
 
 
+def shown(v: verdicts.Verdict, kind: str) -> tuple[str, list[str]]:
+    """A verdict's why and detail as a report of ``kind`` prints them: an experiment report says
+    only how many of a claim's comparisons it never ran (``Verdict.scoped``)."""
+    return v.scoped if kind != "paper" and v.scoped else (v.why, v.detail)
+
+
 def split_asked(verdict_list: list, ctx: tables.Context, kind: str) -> tuple[list, list]:
     """The verdicts a report grades and the claims' titles it only names. A paper report grades
     every claim; an experiment report leaves out a claim the registry lacks the runs for
-    (``absent``) or whose benchmark the experiment ran no final ok run on."""
+    (``absent``), whose benchmark the experiment ran no final ok run on, or none of whose
+    comparisons it ran (``verdicts.comparisons``: an arm of each has no run)."""
     if kind == "paper":
         return verdict_list, []
     ok = ctx.results.filter((ctx.results["split"] == "final") & (ctx.results["status"] == "ok"))
     ran = set(ok["benchmark"].unique().to_list()) if ok.height else set()
-    asked = [v for v in verdict_list if not v.absent and v.claim.benchmark in ran]
+    asked = [
+        v
+        for v in verdict_list
+        if not v.absent
+        and v.claim.benchmark in ran
+        and len(v.unrun) < (len(verdicts.comparisons(v.claim)) or 1)
+    ]
     kept = {id(v) for v in asked}
     return asked, [v.claim.title for v in verdict_list if id(v) not in kept]
 

@@ -32,7 +32,13 @@ import polars as pl
 from jinja2 import Environment, StrictUndefined
 
 from supportbench._io import write_text_atomic
-from supportbench.reports.findings import judged, registry_stamp, split_asked, statistic_text
+from supportbench.reports.findings import (
+    judged,
+    registry_stamp,
+    shown,
+    split_asked,
+    statistic_text,
+)
 from supportbench.reports.latex import OBJECTIVE_NAMES, template_text
 from supportbench.reports.names import J_MEANING
 from supportbench.reports.overview import MethodTable, reference_of
@@ -161,7 +167,7 @@ def claims_part(ctx: Context, con, experiment: str | None, kind: str = "paper") 
                 "statistic": statistic_text(v),
                 "power": v.power,
                 "detectable": v.detectable,
-                "why": v.why,
+                "why": shown(v, kind)[0],
             }
             for v in verdict_list
         ],

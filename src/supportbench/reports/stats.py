@@ -192,6 +192,20 @@ def mean_ci(values) -> MeanCI | None:
     return MeanCI(float(v.mean()), t_interval(v), len(v)) if len(v) else None
 
 
+def composed_ci(c_static: Paired, dirr_static: Paired) -> MeanCI | None:
+    """Eq. 22's composed margin from the method's side, C − full = (C − Static-IV) − (DIR-R −
+    Static-IV). Where the two gaps share every unit it is C − DIR-R unit by unit, and its interval
+    is the paired t interval over those units (the two gaps are not independent: each unit's
+    Static-IV run is in both); otherwise the gaps come from different evaluation sets and the
+    interval is Welch's (``sum_ci``)."""
+    a, b = c_static.frame, dirr_static.frame
+    on = [c for c in UNIT if c in a.columns and c in b.columns]
+    both = a.select([*on, "diff"]).join(b.select([*on, "diff"]), on=on, how="inner")
+    if both.height and both.height == a.height == b.height:
+        return mean_ci((both["diff"] - both["diff_right"]).to_numpy())
+    return sum_ci(c_static.diffs, -dirr_static.diffs)
+
+
 def sum_ci(a, b, level: float = 0.95) -> MeanCI | None:
     """mean(a) + mean(b) for two means over different evaluation sets (Eq. 22's composed margin),
     with Welch's interval: se^2 = s_a^2 / n_a + s_b^2 / n_b at the Welch-Satterthwaite degrees of
@@ -384,12 +398,6 @@ def available_gain_interval(
     fewer than two units match."""
     gains = available_gains(dirr, static)
     return None if gains is None else t_interval(gains, level)
-
-
-def composed_margin(static_gap: float, dirr_gap: float) -> float:
-    """Eq. 22: ΔJ_full,C = ΔJ_Static,C + ΔJ_DIRR,Static (components from different evaluation
-    sets)."""
-    return static_gap + dirr_gap
 
 
 def auroc(score: np.ndarray, label: np.ndarray) -> float | None:

@@ -129,10 +129,6 @@ def _require(df: pl.DataFrame, what: str) -> pl.DataFrame:
     return df
 
 
-def _gap(a: pl.DataFrame, b: pl.DataFrame, tol: float = 0.0) -> stats.GapSummary:
-    return stats.summarize(stats.paired(a, b).diffs, tol)
-
-
 def per_objective(df: pl.DataFrame, objectives=("npo", "simnpo")):
     """(objective, its rows) for the paper's NPO/SimNPO panels, in that order."""
     return ((obj, df.filter(pl.col("objective") == obj)) for obj in objectives)
@@ -152,7 +148,7 @@ def _gap_row(p: stats.Paired, tol: float) -> dict:
     """A paired gap's cells: mean with interval, median, W/T/L and LOO range of p's diffs."""
     s = stats.summarize(p.diffs, tol)
     return {
-        "gap": stats.mean_ci(p.diffs),
+        "gap": stats.MeanCI(s.mean, s.t_ci, s.n) if s.n else None,
         "median": s.median,
         "wins": s.wins,
         "losses": s.losses,
@@ -168,20 +164,20 @@ def natural_complete(ctx: Context) -> dict:
     for obj, d in per_objective(df):
         static = stats.pick(d, DIRR_METHOD, "static")
         dirr = stats.pick(d, DIRR_METHOD, "dirr")
-        dirr_d = stats.paired(dirr, static).diffs
-        if static.is_empty() or not len(dirr_d):
+        dirr_p = stats.paired(dirr, static)
+        if static.is_empty() or not dirr_p.frame.height:
             continue
         for c in _baselines_present(d):
-            static_d = stats.paired(stats.pick(d, c, "static"), static).diffs
-            if len(static_d):
+            static_p = stats.paired(stats.pick(d, c, "static"), static)
+            if static_p.frame.height:
                 rows.append(
                     {
                         "objective": obj,
                         "baseline": c,
-                        "static": stats.mean_ci(static_d),  # C - Static-IV
-                        "dirr": stats.mean_ci(dirr_d),  # DIR-R - Static-IV
+                        "static": stats.mean_ci(static_p.diffs),  # C - Static-IV
+                        "dirr": stats.mean_ci(dirr_p.diffs),  # DIR-R - Static-IV
                         # Eq. 22 from the method's side: C - full = (C - Static) - (DIR-R - Static)
-                        "full": stats.sum_ci(static_d, -dirr_d),
+                        "full": stats.composed_ci(static_p, dirr_p),
                     }
                 )
     if not rows:
@@ -980,8 +976,8 @@ def sign_note(t: TableDef) -> str:
         )
     if t.means:
         note += (
-            " Each mean: value and 95\\% $t$ interval over its units (Welch's for a composed "
-            "margin), or its $n$ below two units."
+            " Each mean: value and 95\\% $t$ interval over its units (a composed margin: "
+            "paired over the units both gaps share, else Welch's), or its $n$ below two units."
         )
     return note
 

@@ -53,6 +53,7 @@ from scipy import stats as sps
 
 from supportbench.experiments.claims import Claim, Claims
 from supportbench.reports import stats
+from supportbench.reports.names import arm_display
 
 HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED = "holds", "does not hold", "inconclusive", "not tested"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED)
@@ -73,6 +74,12 @@ class Verdict:
     detail: list[str] = field(default_factory=list)  # comparators, nulls, per-comparison lines
     total: int | None = None  # a count's number of comparisons
     absent: bool = False  # not tested because the registry lacks the runs the claim needs
+    # the claim's comparisons of which an arm has no run at all (``unrun``): an experiment that is
+    # not the paper's grid never asked for them, and its report says only how many there are
+    unrun: list[str] = field(default_factory=list)
+    # why and detail as an experiment report prints them: nothing about the unrun comparisons but
+    # their number (None: the same as ``why`` and ``detail``)
+    scoped: tuple[str, list[str]] | None = None
 
 
 # ---- the hierarchical bootstrap ------------------------------------------------------------------
@@ -481,8 +488,11 @@ def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
                 f"{ev.height} of {claim['ours']}'s runs selected their candidate on the "
                 "evaluation split: they cannot lose to a static continuation there",
             )
+    unrun = _unrun(claim, df)
     for k, name in enumerate(names):
         obj, base = name.split(":", 1)
+        if name in unrun:
+            continue
         fr = _paired(df, claim["ours"], base, obj)
         have = set(fr["build"].unique().to_list()) if fr.height else set()
         if not fr.height or have != set(builds):
@@ -492,16 +502,37 @@ def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
             continue
         e = estimate(fr["diff"].to_numpy(), _nested(fr), defaults, salt=k)
         comps.append((name, fr, e))
-    if missing:
+    if missing or unrun:
+        unmatched = (
+            ["comparisons without matched units in every build: " + ", ".join(missing)]
+            if missing
+            else []
+        )
+        ran = [
+            "the comparisons with matched units in every build (reported, not judged):",
+            *(f"  - {_gap_label(claim['ours'], n)}: {e.fmt()}" for n, _, e in comps),
+        ]
         return Verdict(
             claim,
             NOT_TESTED,
-            "comparisons without matched units in every build: " + ", ".join(missing),
+            "; ".join(
+                unmatched
+                + ([f"comparisons with no runs of one arm: {', '.join(unrun)}"] if unrun else [])
+            ),
+            detail=ran if comps else [],
+            unrun=unrun,
+            scoped=(
+                "; ".join(unmatched + [_not_asked(unrun, len(names))] if unrun else unmatched),
+                ran if comps else [],
+            ),
         )
     verdict, why, power, mde, per = _count_rule(comps, required, defaults, len(builds))
     pos = sum(1 for _, _, e in comps if (e.value or 0) > 0)
     detail = [f"point estimates positive: {pos}/{len(comps)} (the paper's reading)"]
-    detail += [f"  - {n}: {e.fmt()}" for n, _, e in sorted(comps, key=lambda c: -(c[2].value or 0))]
+    detail += [
+        f"  - {_gap_label(claim['ours'], n)}: {e.fmt()}"
+        for n, _, e in sorted(comps, key=lambda c: -(c[2].value or 0))
+    ]
     if claim.get("named"):
         detail += _all_baselines(claim, df, defaults)
     k_pos = sum(1 for _, _, e in comps if e.interval and e.interval[0] > 0)
@@ -583,7 +614,7 @@ def _all_baselines(claim: Claim, df: pl.DataFrame, defaults: dict) -> list[str]:
             e = estimate(fr["diff"].to_numpy(), _nested(fr), defaults, salt=500 + k)
             pos += (e.value or 0) > 0
             sig += bool(e.interval and e.interval[0] > 0)
-            out.append(f"    - {obj}:{base}: {e.fmt()}")
+            out.append(f"    - {_gap_label(claim['ours'], f'{obj}:{base}')}: {e.fmt()}")
     return [
         f"all baselines (reported, not judged): {pos}/{len(out)} positive point estimates, {sig} "
         "with an interval above 0",
@@ -677,12 +708,13 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
     df = ctx.ok(_key(ctx, claim.benchmark))
     th, side, fb = float(claim["threshold"]), claim["side"], claim.get("fails_below")
     settings, per_build, detail, powers = [], [], [], []
+    unrun = _unrun(claim, df)
     for k, obj in enumerate(claim["settings"]):
         d = df.filter(pl.col("objective") == obj)
         ours = _arm(d, claim["ours"])
         fr = stats.paired(ours, _arm(d, claim["reference"])).frame
         if not fr.height:
-            settings.append((obj, NOT_TESTED, "no paired runs"))
+            settings.append((obj, NOT_TESTED, "no runs" if obj in unrun else "no paired runs"))
             continue
         gate = ours.join(fr.select(list(stats.UNIT)), on=list(stats.UNIT), how="semi")
         fr = fr.join(
@@ -767,7 +799,27 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
             f"{o} {'n/a' if m is None else f'{m:.4f}'} (power {p:.2f})" for o, p, m in powers
         )
     )
-    return Verdict(claim, overall, why, None, None, power, mde, per_build, detail)
+    asked = [x for x in settings if x[0] not in unrun]
+    scoped = (
+        "; ".join(
+            [f"{obj}: {v}" + (f" ({w})" if v != HOLDS else "") for obj, v, w in asked]
+            + [_not_asked(unrun, len(settings))]
+        ),
+        [line for line in detail if line.split(":", 1)[0] not in unrun],
+    )
+    return Verdict(
+        claim,
+        overall,
+        why,
+        None,
+        None,
+        power,
+        mde,
+        per_build,
+        detail,
+        unrun=unrun,
+        scoped=scoped if unrun else None,
+    )
 
 
 KINDS: dict[str, Callable] = {
@@ -776,6 +828,51 @@ KINDS: dict[str, Callable] = {
     "contrast": contrast,
     "paired_mean": paired_mean,
 }
+
+
+def comparisons(claim: Claim) -> list[tuple[str, list[tuple[str, str]]]]:
+    """What a claim compares, each comparison as ``(label, [(objective, arm), ...])``: the arms
+    (``method:variant``) whose runs under that objective it needs. A count compares its method with
+    each baseline under each objective (``npo:random``), a paired mean its method with its
+    reference per setting (``npo``), a contrast the method's supports under its objectives; the
+    controlled claim compares the construction's two interfaces, which no other experiment runs
+    (none listed)."""
+    if claim.kind == "count":
+        names = claim.get("named") or [
+            f"{o}:{b}" for o in claim["objectives"] for b in claim["baselines"]
+        ]
+        return [(n, [(n.split(":")[0], claim["ours"]), tuple(n.split(":", 1))]) for n in names]
+    if claim.kind == "paired_mean":
+        return [(o, [(o, claim["ours"]), (o, claim["reference"])]) for o in claim["settings"]]
+    if claim.kind == "contrast":
+        objs = claim["objectives"]
+        return [(" vs ".join(objs), [(o, claim["method"]) for o in objs])]
+    return []
+
+
+def _unrun(claim: Claim, df: pl.DataFrame) -> list[str]:
+    """The labels of the claim's comparisons (``comparisons``) of which an arm has no run in
+    ``df`` (final ok runs of the claim's benchmark) under its objective."""
+    ran = set(df.select("objective", "method", "variant").unique().rows()) if df.height else set()
+
+    def has(objective: str, arm: str) -> bool:
+        method, _, variant = arm.partition(":")
+        return (objective, method, variant or "static") in ran
+
+    return [label for label, arms in comparisons(claim) if not all(has(*a) for a in arms)]
+
+
+def _not_asked(unrun: list[str], total: int) -> str:
+    """An experiment report's line for what the experiment never ran: the number alone."""
+    return f"{len(unrun)} of the claim's {total} comparisons not run by this experiment"
+
+
+def _gap_label(ours: str, name: str) -> str:
+    """A count's comparison as the difference it measures, method − reference: the claim's
+    method minus the baseline (``npo:random`` -> ``npo: Intervention Score + DIR-R − Random``)."""
+    obj, base = name.split(":", 1)
+    method, _, variant = ours.partition(":")
+    return f"{obj}: {arm_display(method, variant or 'static')} − {arm_display(base)}"
 
 
 def _key(ctx, benchmark: str) -> str:
@@ -791,7 +888,10 @@ def judge(claims: Claims, ctx, con=None) -> list[Verdict]:
     out = []
     for c in claims.claims:
         try:
-            out.append(KINDS[c.kind](c, c.settings(claims.defaults), ctx, con))
+            v = KINDS[c.kind](c, c.settings(claims.defaults), ctx, con)
+            if comparisons(c) and not v.unrun:
+                v.unrun = _unrun(c, ctx.ok(_key(ctx, c.benchmark)))
+            out.append(v)
         except Missing as m:
             out.append(Verdict(c, NOT_TESTED, str(m), absent=True))
     return out
