@@ -170,10 +170,22 @@ class Registry:
         )
 
     def components(self, experiment: str | None = None):
-        """Outcome components in long form (``run_key``, ``name``, ``value``)."""
-        where = "WHERE r.experiment = ?" if experiment else ""
+        """The terminal model's outcome components in long form (``run_key``, ``name``,
+        ``value``), under the one metric vocabulary (open-unlearning's names where it has one:
+        ``forget_Q_A_Prob``, not a record's ``forget_prob``; ``experiments.metric_names``) --
+        ``metrics`` without the run's cell and curve points. The registry's ``components`` view
+        keeps the names a record stores, for SQL that reads the stored layer."""
+        from supportbench.registry.store import terminal_metrics
+
+        where = "AND r.experiment = ?" if experiment else ""
+        con = self._con()
+        try:
+            terminal = terminal_metrics(con)
+        finally:
+            con.close()
         return self.query(
-            f"SELECT c.* FROM components c JOIN runs r USING (run_key) {where} ORDER BY ALL",
+            f"SELECT m.run_key, m.name, m.value FROM metrics m JOIN runs r USING (run_key) "
+            f"WHERE {terminal} {where} ORDER BY ALL",
             [experiment] if experiment else [],
             experiment=experiment,
         )

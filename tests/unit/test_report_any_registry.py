@@ -485,3 +485,22 @@ def test_failed_pdflatex_leaves_the_previous_report_and_says_one_line(tmp_path):
             env=env_with(),
         )
         assert r.returncode == 0 and not log.exists(), r.stderr
+
+
+def test_api_components_speak_the_one_metric_vocabulary(tmp_path):
+    """Review of issue 36: ``Registry.components()`` returned the names a record stores
+    (forget_prob) beside ``metrics()``'s open-unlearning names (forget_Q_A_Prob). Now both say
+    forget_Q_A_Prob; a component open-unlearning has no name for keeps its own."""
+    import supportbench as sb
+    from supportbench.registry import synthetic as syn
+    from supportbench.registry.ingest import ingest
+
+    res = tmp_path / "res"
+    syn.write(res, syn.record(experiment="e", components={"forget_prob": 0.25, "odd_metric": 2.0}))
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, res)
+    con.close()
+    reg = sb.open_registry(tmp_path / "r.duckdb")
+    got = sorted(reg.components("e").select("name", "value").rows())
+    assert got == [("forget_Q_A_Prob", 0.25), ("odd_metric", 2.0)]
+    assert sorted(reg.metrics("e").select("name", "value").rows()) == got

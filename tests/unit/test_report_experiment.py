@@ -88,6 +88,9 @@ def test_two_methods_one_objective_get_an_experiment_report(tmp_path, capsys):
     ax = fig.axes[0]
     (point,) = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o"]
     assert point == pytest.approx(d.mean())
+    # its bar is the table's t interval (review: the bars were LOO ranges beside t intervals)
+    (bar,) = [tuple(line.get_xdata()) for line in ax.get_lines() if line.get_linewidth() == 2]
+    assert bar == pytest.approx((lo, hi))
     assert "ΔJ = method − Intervention Score" in ax.get_xlabel()  # the tables' name for it
     assert [t.get_text() for t in ax.get_yticklabels()] == ["Random · NPO"]
     matplotlib.pyplot.close(fig)

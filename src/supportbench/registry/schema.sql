@@ -144,7 +144,9 @@ CREATE TABLE IF NOT EXISTS ingest_log (
     prev         VARCHAR NOT NULL,
     hash         VARCHAR NOT NULL
 );
--- Outcome components in long form, derived from outcomes.components (not stored twice).
+-- Outcome components in long form, derived from outcomes.components (not stored twice), under the names a
+-- record stores (forget_prob); the metrics view below, api.Registry.components() and every report show them
+-- under the one vocabulary (open-unlearning's names: forget_Q_A_Prob).
 CREATE OR REPLACE VIEW components AS
 SELECT o.run_key, je.key AS name, TRY_CAST(je.value AS DOUBLE) AS value
 FROM outcomes o, json_each(o.components) je;

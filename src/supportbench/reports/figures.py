@@ -152,25 +152,29 @@ def loo_forest(ctx: Context):
             s = stats.summarize(p.diffs)
             if s.n:
                 rows.append(
-                    (f"{arm_name(b)} · {OBJECTIVE_NAMES.get(obj, obj)}", s.mean, s.loo, s.n)
+                    (f"{arm_name(b)} · {OBJECTIVE_NAMES.get(obj, obj)}", s.mean, s.t_ci, s.loo, s.n)
                 )
     if not rows:
         raise Missing(f"no matched units between {c.who} and any other method")
     fig, ax = plt.subplots(figsize=(6, 0.9 + 0.35 * len(rows)))
-    for i, (_, mean, rng, _n) in enumerate(rows):
-        if rng is not None:
-            ax.plot(rng, [i, i], color="0.4", lw=2)
+    for i, (_, mean, ci, rng, _n) in enumerate(rows):
+        if ci is not None:  # the interval the tables print beside the same mean
+            ax.plot(ci, [i, i], color="0.4", lw=2)
+        if rng is not None:  # the leave-one-out range, beside it
+            ax.plot(rng, [i, i], "|", color="C1", ms=9, mew=1.5)
         ax.plot([mean], [i], "o", color="C0", zorder=3)
     ax.axvline(0, color="k", lw=0.8)
-    xs = [0.0] + [r[1] for r in rows] + [v for r in rows if r[2] for v in r[2]]
+    xs = [0.0] + [r[1] for r in rows] + [v for r in rows for iv in r[2:4] if iv for v in iv]
     pad = 0.1 * (max(xs) - min(xs)) or 0.1 * max(abs(v) for v in xs) or 0.05
     ax.set_xlim(min(xs) - pad, max(xs) + pad)  # every point in view, also one point at zero
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_yticks(range(len(rows)), [r[0] for r in rows])
-    single = [r[0] for r in rows if r[3] < 2]
+    single = [r[0] for r in rows if r[4] < 2]
     ax.set_xlabel(
-        f"ΔJ = method − {c.who}: mean over matched units, leave-one-out range"
-        + (" (no range where one unit is matched)" if single else "")
+        f"ΔJ = method − {c.who}: mean over matched units (dot), 95% t interval (bar, as the "
+        "tables print it), leave-one-out range (|)"
+        + (" (neither where one unit is matched)" if single else ""),
+        fontsize=8,
     )
     ax.set_title(
         f"Each method against the reference, {c.who} ({c.benchmark}); "

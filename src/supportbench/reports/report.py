@@ -75,7 +75,8 @@ FIGURE_CAPTIONS = {
     "pooled.",
     "loo-forest": "Mean paired $\\Delta J$ = method $-$ reference (the report's reference, named "
     "in the title; positive = better than the reference) per method and objective, as in the "
-    "per-method tables, with its leave-one-out range.",
+    "per-method tables, with the tables' 95\\% $t$ interval (bar) and its leave-one-out range "
+    "(ticks).",
     "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark "
     "and objective.",
     "support-jaccard": "Support overlap (Jaccard) across objectives.",
