@@ -223,3 +223,24 @@ def test_an_experiment_report_grades_only_what_it_ran_and_names_both_arms(tmp_pa
     full = (paper / "findings.md").read_text()
     assert "comparisons with no runs of one arm: npo:activation" in full
     assert "simnpo:projected_causal" in full
+
+
+def test_the_page_shows_the_claims_numbers_and_no_gates_it_never_asked_for(tmp_path, capsys):
+    """Review of issue 36: the page's claims table gave 'per setting (below)' with nothing below,
+    showed a 'Construction gates' section for an experiment that never ran the construction, and
+    printed a caption's LaTeX escape (95\\%)."""
+    from supportbench.reports.html import detex
+
+    db, gaps = _dirr_registry(tmp_path)
+    out = tmp_path / "out"
+    assert main(["report", "--registry", str(db), "--out", str(out), "--html"]) == 0
+    capsys.readouterr()
+    page = (out / "index.html").read_text()
+    mean = gaps.reshape(3, 4).mean(axis=1).mean()
+    assert f"npo: Intervention Score + DIR-R − Random: {mean:+.4f}" in page
+    assert "npo: Intervention Score + DIR-R − Intervention Score: mean" in page
+    assert 'id="gates"' not in page and "Construction gates" not in page
+    assert "95\\%" not in page and "95% t interval" in page
+    assert detex("the tables' 95\\% $t$ interval of eval\\_every") == (
+        "the tables' 95% t interval of eval_every"
+    )

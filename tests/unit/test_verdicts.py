@@ -211,7 +211,10 @@ def test_a_never_triggered_setting_is_not_tested(tmp_path):
     v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
     assert v.verdict == V.NOT_TESTED
     assert "simnpo: not tested (DIR-R never triggered" in v.why
-    assert any(line.startswith("npo: mean +0.") for line in v.detail)
+    assert any(
+        line.startswith("npo: Intervention Score + DIR-R − Intervention Score: mean +0.")
+        for line in v.detail
+    )
 
 
 def test_a_setting_missing_from_a_build_is_not_judged_on_the_benchmarks_build_count(tmp_path):
@@ -423,7 +426,7 @@ def test_count_claims_need_every_comparison_in_every_build(tmp_path):
 
     ctx, con = _registry(tmp_path, write)
     v = V.count(claim, DEFAULTS, ctx, con)
-    assert v.verdict == V.NOT_TESTED and "simnpo:fila (builds [0, 1])" in v.why
+    assert v.verdict == V.NOT_TESTED and "simnpo: Intervention Score + DIR-R − FILA (builds [0, 1])" in v.why
 
 
 def _count_registry(w, gain_of, same_noise=True, selection="development"):
@@ -573,8 +576,12 @@ def test_a_build_where_dirr_never_triggered_is_not_tested_in_the_per_build_table
     assert rows["1 (npo)"] == V.NOT_TESTED and rows["0 (npo)"] != V.NOT_TESTED, rows
     # review (issue 32): the quiet build's zeros stay out of the pooled estimate (the mean is the
     # tested builds' +1, not 2/3) and out of the build count (2 builds: below the minimum)
-    npo = next(d for d in v.detail if d.startswith("npo: mean"))
-    assert npo.startswith("npo: mean +1.0000"), npo
+    npo = next(
+        d
+        for d in v.detail
+        if d.startswith("npo: Intervention Score + DIR-R − Intervention Score: mean")
+    )
+    assert npo.startswith("npo: Intervention Score + DIR-R − Intervention Score: mean +1.0000"), npo
     assert "npo: inconclusive (2 theta_0 build(s)" in v.why, v.why
     # the claim's power is its most powerful setting's, and each setting's is said
     assert v.power is not None and "per setting: npo" in v.detectable

@@ -181,11 +181,12 @@ def findings(
         "builds, and a "
         f"'does not hold' needs power {d['power']:.0%} at its effect of interest (a mean: d_z = "
         f"{d['effect_dz']}), else it reads inconclusive "
-        '(docs/reports.md, "Verdicts", states each rule). Signs: every difference in this '
-        "report is method − reference (positive: the method did better than its reference) "
-        "and names both: a claim's method is the one the paper claims for, its reference the "
-        "method it is compared with (npo: Intervention Score + DIR-R − Random); a table's method "
-        "is its row, its reference the one its caption names (C − DIR-R in the paper's tables).",
+        '(docs/reports.md, "Verdicts", states each rule). Signs: every difference of two '
+        "methods in this report is method − reference (positive: the method did better than "
+        "its reference) and names both: a claim's method is the one the paper claims for, its "
+        "reference the method it is compared with (npo: Intervention Score + DIR-R − Random); "
+        "a table's method is its row, its reference the one its caption names (C − DIR-R in the "
+        "paper's tables).",
         "",
     ]
     if asked:

@@ -87,6 +87,7 @@ def sort_key(x) -> str:
 def detex(text: str) -> str:
     """A LaTeX caption as plain text (the figure captions report.py writes into paper.tex)."""
     text = text.replace("$\\Delta J$", "ΔJ").replace("~", " ")
+    text = re.sub(r"\\([%_&#])", r"\1", text)  # LaTeX's escaped characters, as printed
     return re.sub(r"\$([^$]*)\$", r"\1", text)
 
 
@@ -168,18 +169,22 @@ def claims_part(ctx: Context, con, experiment: str | None, kind: str = "paper") 
                 "power": v.power,
                 "detectable": v.detectable,
                 "why": shown(v, kind)[0],
+                # the numbers findings.md lists under the claim (one line each, nesting dropped)
+                "detail": [line.strip().removeprefix("- ") for line in shown(v, kind)[1]],
             }
             for v in verdict_list
         ],
     }
 
 
-def gates_part(ctx: Context) -> dict:
-    """The controlled construction's validity gates (Table 1's), or why there are none."""
+def gates_part(ctx: Context, kind: str = "paper") -> dict | None:
+    """The controlled construction's validity gates (Table 1's), or why there are none; None in an
+    experiment report of an experiment that never ran the construction (nothing it asked for)."""
     try:
         return {"rows": ctx.built(controlled_main).get("gates", []), "missing": None}
     except Missing as m:
-        return {"rows": [], "missing": str(m)}
+        ran = ctx.results.filter(pl.col("benchmark") == ctx.bench["controlled"]).height
+        return None if kind != "paper" and not ran else {"rows": [], "missing": str(m)}
 
 
 def _columns(con, table: str) -> set[str]:
@@ -293,7 +298,7 @@ def page(
             leaderboards=leaderboards(methods, ref.name),
             dirr=dirr_rows(methods),
             claims=claims_part(ctx, con, experiment, report["kind"]),
-            gates=gates_part(ctx),
+            gates=gates_part(ctx, report["kind"]),
             gate_events=gate_events_part(con, experiment),
             identity=identity_part(con, experiment),
             figures=figures_part(figure_folder, figures, captions),

@@ -194,10 +194,11 @@ def mean_ci(values) -> MeanCI | None:
 
 def composed_ci(c_static: Paired, dirr_static: Paired) -> MeanCI | None:
     """Eq. 22's composed margin from the method's side, C − full = (C − Static-IV) − (DIR-R −
-    Static-IV). Where the two gaps share every unit it is C − DIR-R unit by unit, and its interval
-    is the paired t interval over those units (the two gaps are not independent: each unit's
-    Static-IV run is in both); otherwise the gaps come from different evaluation sets and the
-    interval is Welch's (``sum_ci``)."""
+    Static-IV). Where the two gaps cover the same units it is C − DIR-R unit by unit, and its
+    interval is the paired t interval over those units (the two gaps are not independent: each
+    unit's Static-IV run is in both). Otherwise -- different evaluation sets, as in the paper, or a
+    unit missing from either gap -- it is the difference of the two gaps' means over their own
+    units (the components the table prints beside it), with Welch's interval (``sum_ci``)."""
     a, b = c_static.frame, dirr_static.frame
     on = [c for c in UNIT if c in a.columns and c in b.columns]
     both = a.select([*on, "diff"]).join(b.select([*on, "diff"]), on=on, how="inner")

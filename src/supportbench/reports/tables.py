@@ -977,7 +977,8 @@ def sign_note(t: TableDef) -> str:
     if t.means:
         note += (
             " Each mean: value and 95\\% $t$ interval over its units (a composed margin: "
-            "paired over the units both gaps share, else Welch's), or its $n$ below two units."
+            "paired where both gaps cover the same units, else Welch's), or its $n$ below two "
+            "units."
         )
     return note
 

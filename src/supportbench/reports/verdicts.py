@@ -497,7 +497,8 @@ def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         have = set(fr["build"].unique().to_list()) if fr.height else set()
         if not fr.height or have != set(builds):
             missing.append(
-                f"{name} ({'no matched units' if not fr.height else 'builds ' + str(sorted(have))})"
+                f"{_gap_label(claim['ours'], name)} "
+                f"({'no matched units' if not fr.height else 'builds ' + str(sorted(have))})"
             )
             continue
         e = estimate(fr["diff"].to_numpy(), _nested(fr), defaults, salt=k)
@@ -768,7 +769,8 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
             {**row, "build": f"{row['build']} ({obj})"} for row in pb
         ]  # one row per build and setting
         detail.append(
-            f"{obj}: mean {e.fmt()}, trigger rate {trig}/{fr.height}, gain on triggered runs "
+            f"{obj}: {_arm_label(claim['ours'])} − {_arm_label(claim['reference'])}: mean "
+            f"{e.fmt()}, trigger rate {trig}/{fr.height}, gain on triggered runs "
             f"{et.fmt()}, power {power:.2f} at d_z {defaults['effect_dz']}, detectable effect "
             f"{'n/a' if mde is None else f'{mde:.4f}'}; verdict: {v}"
         )
@@ -871,8 +873,13 @@ def _gap_label(ours: str, name: str) -> str:
     """A count's comparison as the difference it measures, method − reference: the claim's
     method minus the baseline (``npo:random`` -> ``npo: Intervention Score + DIR-R − Random``)."""
     obj, base = name.split(":", 1)
-    method, _, variant = ours.partition(":")
-    return f"{obj}: {arm_display(method, variant or 'static')} − {arm_display(base)}"
+    return f"{obj}: {_arm_label(ours)} − {_arm_label(base)}"
+
+
+def _arm_label(arm: str) -> str:
+    """An arm (``method[:variant]``) by its display name: ``Intervention Score + DIR-R``."""
+    method, _, variant = arm.partition(":")
+    return arm_display(method, variant or "static")
 
 
 def _key(ctx, benchmark: str) -> str:
