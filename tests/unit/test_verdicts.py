@@ -426,7 +426,10 @@ def test_count_claims_need_every_comparison_in_every_build(tmp_path):
 
     ctx, con = _registry(tmp_path, write)
     v = V.count(claim, DEFAULTS, ctx, con)
-    assert v.verdict == V.NOT_TESTED and "simnpo: Intervention Score + DIR-R − FILA (builds [0, 1])" in v.why
+    assert (
+        v.verdict == V.NOT_TESTED
+        and "simnpo: Intervention Score + DIR-R − FILA (builds [0, 1])" in v.why
+    )
 
 
 def _count_registry(w, gain_of, same_noise=True, selection="development"):
