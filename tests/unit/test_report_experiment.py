@@ -210,6 +210,7 @@ def test_an_experiment_report_grades_only_what_it_ran_and_names_both_arms(tmp_pa
         assert never not in graded.replace("under NPO and SimNPO", ""), never
     assert "19 of the claim's 20 comparisons not run by this experiment" in text
     assert "1 of the claim's 2 comparisons not run by this experiment" in text
+    assert "npo: inconclusive (Intervention Score + DIR-R − Intervention Score: mean" in text
     assert "Not asked by this experiment" in text
     assert "## Natural-TOFU: the initial support depends on the objective" not in text
     # the comparison it ran: DIR-R − Random, pooled over the three builds' means (t, df = 2)

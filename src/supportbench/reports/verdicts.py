@@ -761,19 +761,32 @@ def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         pb = _per_build(fr, "diff", defaults, lambda x: side_verdict(x.interval, th, side, fb))
         pb = [{**r, "verdict": NOT_TESTED} if r["build"] in quiet else r for r in pb]
         powers.append((obj, power, mde))
+        gap = f"{_arm_label(claim['ours'])} − {_arm_label(claim['reference'])}"
         v, why = combine(
-            side_verdict(e.interval, th, side, fb), pb, power, defaults, n_builds, f"mean {e.fmt()}"
+            side_verdict(e.interval, th, side, fb),
+            pb,
+            power,
+            defaults,
+            n_builds,
+            f"{gap}: mean {e.fmt()}",
         )
         settings.append((obj, v, why))
         per_build += [
             {**row, "build": f"{row['build']} ({obj})"} for row in pb
         ]  # one row per build and setting
         detail.append(
-            f"{obj}: {_arm_label(claim['ours'])} − {_arm_label(claim['reference'])}: mean "
-            f"{e.fmt()}, trigger rate {trig}/{fr.height}, gain on triggered runs "
-            f"{et.fmt()}, power {power:.2f} at d_z {defaults['effect_dz']}, detectable effect "
+            f"{obj}: {gap}: mean {e.fmt()}, trigger rate {trig}/{fr.height}, gain on triggered "
+            f"runs {et.fmt()}, power {power:.2f} at d_z {defaults['effect_dz']}, detectable effect "
             f"{'n/a' if mde is None else f'{mde:.4f}'}; verdict: {v}"
         )
+    return _settings_verdict(claim, settings, powers, per_build, detail, unrun)
+
+
+def _settings_verdict(
+    claim: Claim, settings: list, powers: list, per_build: list, detail: list, unrun: list
+) -> Verdict:
+    """A paired-mean claim's verdict from its settings' ``(objective, verdict, why)``: every
+    setting must hold; its power is the largest setting's."""
     for obj, v, why in settings:
         if v == NOT_TESTED:
             detail.append(f"{obj}: not tested ({why})")
