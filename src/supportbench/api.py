@@ -175,20 +175,10 @@ class Registry:
         ``forget_Q_A_Prob``, not a record's ``forget_prob``; ``experiments.metric_names``) --
         ``metrics`` without the run's cell and curve points. The registry's ``components`` view
         keeps the names a record stores, for SQL that reads the stored layer."""
-        from supportbench.registry.store import terminal_metrics
+        import polars as pl
 
-        where = "AND r.experiment = ?" if experiment else ""
-        con = self._con()
-        try:
-            terminal = terminal_metrics(con)
-        finally:
-            con.close()
-        return self.query(
-            f"SELECT m.run_key, m.name, m.value FROM metrics m JOIN runs r USING (run_key) "
-            f"WHERE {terminal} {where} ORDER BY ALL",
-            [experiment] if experiment else [],
-            experiment=experiment,
-        )
+        m = self.metrics(experiment)
+        return m.filter(pl.col("step").is_null()).select("run_key", "name", "value").sort(pl.all())
 
     def metrics(self, experiment: str | None = None):
         """Every metric beyond J of every run, J or not (imported runs included), long: the
