@@ -177,6 +177,13 @@ def test_the_text_of_table_1_is_read_from_the_registry(tmp_path):
         lr={"backbone": 0.01, "lora": 0.01},
         recall_threshold=cd.RECALL_THRESHOLD,
         calibration_runs=[],
+        # per-target J behind each mean: backbone at 0.01 is 1.0 +- t(0.975, 1) * 0.7071 / sqrt 2
+        # = 1.0 +- 12.7062 * 0.5; at 0.1 the two targets agree (a zero-width interval); lora's
+        # 0.01 has one finished target (no interval)
+        calibration_J={
+            "backbone": {"0.01": {"c00": 0.5, "c01": 1.5}, "0.1": {"c00": 0.5, "c01": 0.5}},
+            "lora": {"0.01": {"c00": 2.0}},
+        },
     )
     score, inj = [0.9, -0.2, 0.4, -0.7], [1, 0, 1, 0]
     J = {"backbone": [0.1, 0.5, 0.2, 0.4], "lora": [0.6, 0.7, 0.1, 0.9]}
@@ -202,7 +209,8 @@ def test_the_text_of_table_1_is_read_from_the_registry(tmp_path):
     assert text[1:5] == [
         "  calibration AUROC per locator: a 1.00000, b 0.50000",
         "  primary locator: a",
-        "  backbone: lr 0.01   (mean calibration J per lr: 0.01 +1.0000, 0.1 +0.5000)",
+        "  backbone: lr 0.01   (mean calibration J per lr: 0.01 +1.0000 [-5.3531, +7.3531], "
+        "0.1 +0.5000 [+0.5000, +0.5000])",
         "  lora: lr 0.01   (mean calibration J per lr: 0.01 +2.0000)",
     ]
     assert q["decision"] == dec["hash"] and q["primary_locator"] == "a"
@@ -211,3 +219,24 @@ def test_the_text_of_table_1_is_read_from_the_registry(tmp_path):
     assert row["LoRA intervention wins"][-1] == str(q["lora_wins"])
     assert row["LoRA - backbone paired difference"][-1] == f"{q['diff']:+.4f}"
     assert row["storage AUROC (learned targets)"] == [f"{q['auroc']:.5f}"]
+
+
+def test_a_decision_without_per_target_J_says_its_means_have_no_interval(tmp_path):
+    """A decision frozen before per-target J was recorded prints its means and says why they carry
+    no interval, rather than printing bare means as if they had none to give."""
+    from supportbench.experiments import controlled_decision as cd
+    from supportbench.experiments.record import ControlledDecision
+    from supportbench.reports.console import decision_lines
+
+    dec = cd.freeze_controlled(
+        tmp_path / "decisions", experiment="x", benchmark="controlled", objective="npo",
+        model="tiny-llama", T=20, seed=0, theta0_hash="f" * 16, calibration_targets=["c00"],
+        locator_aurocs={"a": 1.0}, primary_locator="a", lr_grid=list(cd.LR_GRID),
+        mean_J={"backbone": {"0.01": 1.0}}, lr={"backbone": 0.01},
+        recall_threshold=cd.RECALL_THRESHOLD, calibration_runs=[],
+    )  # fmt: skip
+    lines = decision_lines(ControlledDecision.from_dict(dec))
+    assert lines[-2:] == [
+        "  backbone: lr 0.01   (mean calibration J per lr: 0.01 +1.0000)",
+        "  (the decision records no per-target calibration J: no intervals)",
+    ]

@@ -111,6 +111,8 @@ def test_two_methods_one_objective_get_an_experiment_report(tmp_path, capsys):
     assert headings and not [h for h in headings if "LACUNA" in h or "ontrolled" in h], headings
     page = (out / "index.html").read_text()
     assert "experiment report" in page and "Audit" in page
+    # no section about what it never ran: no DIR-R run, so no DIR-R decisions (review of issue 36)
+    assert 'id="gate-events"' not in page and "DIR-R decisions" not in page
 
 
 def test_the_kind_follows_what_the_registry_holds(tmp_path):
@@ -241,6 +243,12 @@ def test_the_page_shows_the_claims_numbers_and_no_gates_it_never_asked_for(tmp_p
     assert f"npo: Intervention Score + DIR-R − Random: {mean:+.4f}" in page
     assert "npo: Intervention Score + DIR-R − Intervention Score: mean" in page
     assert 'id="gates"' not in page and "Construction gates" not in page
+    # a claim decided per setting points at where its settings are: the "numbers" box
+    assert "per setting (below)" not in page
+    row = page[page.index("per setting (under numbers)") :]
+    assert row.index("<summary>numbers</summary>") < row.index("</tr>")
+    # the DIR-R runs' gate decisions have their section
+    assert 'id="gate-events"' in page
     assert "95\\%" not in page and "95% t interval" in page
     assert detex("the tables' 95\\% $t$ interval of eval\\_every") == (
         "the tables' 95% t interval of eval_every"

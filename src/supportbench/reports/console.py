@@ -2,16 +2,17 @@
 prints and what the report writes to ``controlled.md`` — one rendering, read from the registry.
 
 ``controlled_text(ctx)`` renders the frozen decisions the runs follow (one per theta_0 build: its
-hash, theta_0, the
-calibration targets, every locator's calibration AUROC, each interface's mean calibration J per
-learning rate), the targets excluded as not learned, the construction's validity gates, Table 1's
-quantities under both J's and every locator's localization quantities. It raises ``Missing`` (as
-the tables do) when the registry holds no complete controlled experiment.
+hash, theta_0, the calibration targets, every locator's calibration AUROC, each interface's mean
+calibration J per learning rate with its 95% t interval over the calibration targets), the targets
+excluded as not learned, the construction's validity gates, Table 1's quantities under both J's
+and every locator's localization quantities. It raises ``Missing`` (as the tables do) when the
+registry holds no complete controlled experiment.
 """
 
 from __future__ import annotations
 
 from supportbench.experiments.record import ControlledDecision
+from supportbench.reports.stats import mean_ci
 from supportbench.reports.tables import (
     Context,
     controlled_locators,
@@ -33,10 +34,23 @@ def decision_lines(dec: ControlledDecision) -> list[str]:
         f"  calibration AUROC per locator: {aurocs}",
         f"  primary locator: {dec.primary_locator}",
     ]
+    per_target = dec.extras.get("calibration_J") or {}
     for m, by_lr in dec.mean_J.items():
-        per_lr = ", ".join(f"{lr} {v:+.4f}" for lr, v in by_lr.items())
+        per_lr = ", ".join(
+            f"{lr} {v:+.4f}{_target_interval(per_target.get(m, {}).get(lr))}"
+            for lr, v in by_lr.items()
+        )
         lines.append(f"  {m}: lr {dec.lr[m]:g}   (mean calibration J per lr: {per_lr})")
+    if dec.mean_J and not per_target:
+        lines.append("  (the decision records no per-target calibration J: no intervals)")
     return lines
+
+
+def _target_interval(js: dict[str, float] | None) -> str:
+    """The 95% t interval of a mean calibration J over its targets, as `` [lo, hi]``; empty where
+    the decision does not record the per-target values or fewer than two targets finished."""
+    m = mean_ci(list(js.values())) if js else None
+    return "" if m is None or m.ci is None else f" [{m.ci[0]:+.4f}, {m.ci[1]:+.4f}]"
 
 
 def _table_lines(q: dict) -> list[str]:

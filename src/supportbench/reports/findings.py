@@ -64,10 +64,12 @@ def _order(con, experiment: str | None, claims_hash: str) -> str:
     return f"before its first final run started ({first[0]})"
 
 
-def statistic_text(v: verdicts.Verdict) -> str:
-    """A verdict's statistic with its interval (a count: how many comparisons lie above 0)."""
+def statistic_text(v: verdicts.Verdict, per_setting: str = "per setting (below)") -> str:
+    """A verdict's statistic with its interval (a count: how many comparisons lie above 0); a
+    verdict decided setting by setting has none of its own and says where its settings are
+    listed (``per_setting``: below the table in findings.md, in the page's "numbers" box)."""
     if v.statistic is None:
-        return "per setting (below)" if v.detail else "n/a"
+        return per_setting if v.detail else "n/a"
     if v.claim.kind == "count":
         return (
             f"{v.statistic:.0f} of {v.total} with an interval above 0 [at most {v.interval[1]:.0f} "

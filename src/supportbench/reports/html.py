@@ -161,19 +161,21 @@ def claims_part(ctx: Context, con, experiment: str | None, kind: str = "paper") 
         "source": claims.source,
         "hash": claims.hash[:16],
         "registered": plain(registered),
-        "rows": [
-            {
-                "title": v.claim.title,
-                "verdict": v.verdict,
-                "statistic": statistic_text(v),
-                "power": v.power,
-                "detectable": v.detectable,
-                "why": shown(v, kind)[0],
-                # the numbers findings.md lists under the claim (one line each, nesting dropped)
-                "detail": [line.strip().removeprefix("- ") for line in shown(v, kind)[1]],
-            }
-            for v in verdict_list
-        ],
+        "rows": [_claim_row(v, kind) for v in verdict_list],
+    }
+
+
+def _claim_row(v, kind: str) -> dict:
+    why, numbers = shown(v, kind)
+    return {
+        "title": v.claim.title,
+        "verdict": v.verdict,
+        "statistic": statistic_text(v, per_setting="per setting (under numbers)"),
+        "power": v.power,
+        "detectable": v.detectable,
+        "why": why,
+        # the numbers findings.md lists under the claim (one line each, nesting dropped)
+        "detail": [line.strip().removeprefix("- ") for line in numbers],
     }
 
 
@@ -207,9 +209,10 @@ def _query(con, sql: str, experiment: str | None) -> tuple[list[dict], int]:
     return df.to_dicts(), total
 
 
-def gate_events_part(con, experiment: str | None) -> dict:
+def gate_events_part(con, experiment: str | None, kind: str = "paper") -> dict | None:
     """Each DIR-R run's gate decision: its probe signal against tau, whether it triggered, the
-    candidate rho it chose and on which split it selected."""
+    candidate rho it chose and on which split it selected; None in an experiment report of an
+    experiment that ran no DIR-R (nothing it asked for)."""
     build = "r.build" if "build" in _columns(con, "runs") else "0::BIGINT AS build"
     rows, total = _query(
         con,
@@ -219,6 +222,8 @@ def gate_events_part(con, experiment: str | None) -> dict:
         ORDER BY r.benchmark, r.split, r.method, r.objective, r.field, r.seed, r.run_key""",
         experiment,
     )
+    if kind != "paper" and not total:
+        return None
     return {"rows": rows, "total": total, "limit": ROW_LIMIT}
 
 
@@ -299,7 +304,7 @@ def page(
             dirr=dirr_rows(methods),
             claims=claims_part(ctx, con, experiment, report["kind"]),
             gates=gates_part(ctx, report["kind"]),
-            gate_events=gate_events_part(con, experiment),
+            gate_events=gate_events_part(con, experiment, report["kind"]),
             identity=identity_part(con, experiment),
             figures=figures_part(figure_folder, figures, captions),
         )

@@ -282,8 +282,8 @@ def _dirr_rows(ok: pl.DataFrame, tol: float) -> list[dict]:
                         "m": m,
                         # 95% t intervals of m.delta (DIR-R - static over the same matched units)
                         # and of the available gain (Eq. 20, a mean over those units)
-                        "ci": stats.t_interval(stats.paired(dirr, static).diffs),
-                        "avail_ci": stats.available_gain_interval(dirr, static),
+                        "ci": stats.t_interval(m.pairs.diffs),
+                        "avail_ci": None if m.gains is None else stats.t_interval(m.gains),
                         "wtl": f"{m.wins}/{m.ties}/{m.losses}",
                         "trig": f"{m.triggered}/{m.n}",
                         "evaluation": m.evaluation_selected,

@@ -347,6 +347,10 @@ class DirrMetrics:
     captured: float | None  # Eq. 21; None when undefined
     complete: int  # runs with a complete candidate set
     evaluation_selected: int  # runs whose selection read the evaluation outcome
+    # the matched units (J_a = DIR-R, J_b = Static-IV, diff) and their per-unit available gains
+    # (None where Eq. 20 is undefined): the intervals of the tables' means come from these
+    pairs: Paired | None = None
+    gains: np.ndarray | None = None
 
 
 def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> DirrMetrics:
@@ -358,12 +362,13 @@ def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> 
     n = len(d)
     trig = int(matched["triggered"].fill_null(False).sum()) if n else 0
     complete = int(matched["complete"].fill_null(False).sum()) if n else 0
-    avail = captured = None
+    avail = captured = gains = None
     if n and complete == n:
-        gains = matched.join(p.frame, on=list(UNIT)).select("available_gain", "diff")
-        total = float(gains["available_gain"].sum())
+        both = matched.join(p.frame, on=list(UNIT)).select("available_gain", "diff")
+        gains = both["available_gain"].to_numpy()
+        total = float(gains.sum())
         avail = total / n
-        captured = float(gains["diff"].sum()) / total if total > 0 else None
+        captured = float(both["diff"].sum()) / total if total > 0 else None
     evalsel = int((matched["selection"] == "evaluation").sum()) if n else 0
     return DirrMetrics(
         n,
@@ -378,27 +383,9 @@ def dirr_metrics(dirr: pl.DataFrame, static: pl.DataFrame, tol: float = 0.0) -> 
         captured,
         complete,
         evalsel,
+        p,
+        gains,
     )
-
-
-def available_gains(dirr: pl.DataFrame, static: pl.DataFrame) -> np.ndarray | None:
-    """The matched DIR-R runs' per-unit available gains (Eq. 20 averages them: ``dirr_metrics``'
-    ``available_gain``); None where that is undefined (no unit matches, or a run without a
-    complete candidate set)."""
-    p = paired(dirr, static)
-    matched = dirr.join(p.frame.select(list(UNIT)), on=list(UNIT), how="semi")
-    if matched.is_empty() or not bool(matched["complete"].fill_null(False).all()):
-        return None
-    return matched["available_gain"].to_numpy()
-
-
-def available_gain_interval(
-    dirr: pl.DataFrame, static: pl.DataFrame, level: float = 0.95
-) -> tuple[float, float] | None:
-    """The t interval of the available gain (``available_gains``); None where that is undefined or
-    fewer than two units match."""
-    gains = available_gains(dirr, static)
-    return None if gains is None else t_interval(gains, level)
 
 
 def auroc(score: np.ndarray, label: np.ndarray) -> float | None:

@@ -167,6 +167,7 @@ def natural_complete(ctx: Context) -> dict:
         dirr_p = stats.paired(dirr, static)
         if static.is_empty() or not dirr_p.frame.height:
             continue
+        dirr_gap = stats.mean_ci(dirr_p.diffs)  # DIR-R - Static-IV, the same for every baseline
         for c in _baselines_present(d):
             static_p = stats.paired(stats.pick(d, c, "static"), static)
             if static_p.frame.height:
@@ -175,7 +176,7 @@ def natural_complete(ctx: Context) -> dict:
                         "objective": obj,
                         "baseline": c,
                         "static": stats.mean_ci(static_p.diffs),  # C - Static-IV
-                        "dirr": stats.mean_ci(dirr_p.diffs),  # DIR-R - Static-IV
+                        "dirr": dirr_gap,
                         # Eq. 22 from the method's side: C - full = (C - Static) - (DIR-R - Static)
                         "full": stats.composed_ci(static_p, dirr_p),
                     }
@@ -277,14 +278,13 @@ def _dirr_row(dirr: pl.DataFrame, static: pl.DataFrame, tol: float) -> dict | No
     m = stats.dirr_metrics(dirr, static, tol)
     if not m.n:
         return None
-    p = stats.paired(dirr, static).frame
-    gains = stats.available_gains(dirr, static)
+    p = m.pairs.frame
     return {
         "m": m,
         "static": stats.mean_ci(p["J_b"].to_numpy()),
         "dirr": stats.mean_ci(p["J_a"].to_numpy()),
         "delta": stats.mean_ci(p["diff"].to_numpy()),
-        "avail": stats.mean_ci(gains) if gains is not None else None,
+        "avail": stats.mean_ci(m.gains) if m.gains is not None else None,
         "trig": f"{m.triggered}/{m.n}",
     }
 
