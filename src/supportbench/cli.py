@@ -1186,7 +1186,18 @@ def build_parser() -> argparse.ArgumentParser:
         _parser_demo,
     ):
         add(sub)
+    _mark_commands(p)
     return p
+
+
+def _mark_commands(parser: argparse.ArgumentParser) -> None:
+    """Each (sub)command's parser stored as its own default (``_command``; the deepest chosen wins),
+    so ``main`` refuses an unknown option in the words of the command it was given to."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):  # an alias maps to the same one
+                child.set_defaults(_command=child)
+                _mark_commands(child)
 
 
 def _parser_geometry(sub) -> None:
@@ -1759,7 +1770,9 @@ def _quiet_libraries() -> None:
 def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # as parse_args refuses them, but naming the command they were given to
+        getattr(args, "_command", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -165,3 +165,25 @@ def test_path_and_name_options_show_their_defaults(command, options):
         assert re.search(
             re.escape(opt) + r" [A-Z_]+ [^-]*(\(default: [^)]+\)|Default: \S)", text
         ), (opt, text)
+
+
+@pytest.mark.parametrize(
+    "argv, command, unknown",
+    [
+        (["--bogus"], "supportbench", "--bogus"),
+        (["report", "--nope", "x"], "supportbench report", "--nope x"),
+        (["registry", "query", "--bogus"], "supportbench registry", "--bogus"),
+        (["audit", "--registry", "r.duckdb", "--zzz"], "supportbench audit", "--zzz"),
+    ],
+)
+def test_an_unknown_option_is_refused_by_the_command_it_was_given_to(
+    capsys, argv, command, unknown
+):
+    """argparse names the top-level program for an option no parser knows; the refusal names the
+    command the user typed and its --help, and nothing runs."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        f"{command}: error: unrecognized arguments: {unknown} (see {command} --help)\n"
+    )
