@@ -176,6 +176,9 @@ def test_audit_against_experiment_spec(tmp_path):
     )
     rep = audit(con, "e", spec)
     assert rep.expected == 1 + 3 * 3
+    assert rep.text().splitlines()[1] == (
+        f"expected cells: the grid of experiment spec {spec.name!r}"
+    )
     assert {(m["method"], m["variant"], m["seed"]) for m in rep.missing} == {
         ("intervention_score", "static", 3),
         ("random", "static", 3),

@@ -22,6 +22,11 @@ def test_registry_and_audit_cli(tmp_path):
     assert out.returncode == 0 and "4 new" in out.stdout
     out = run("audit", "--registry", str(db), "--experiment", "e")
     assert out.returncode == 0 and "PASS" in out.stdout
+    # without a spec the audit says its grid is a guess from the runs, and how to give the real one
+    assert out.stdout.splitlines()[1] == (
+        "expected cells: inferred from the runs (per benchmark and split, the cross product of the "
+        "levels they show); pass --spec for the experiment's own grid"
+    )
     out = run(
         "registry",
         "query",
@@ -44,6 +49,7 @@ def test_registry_and_audit_cli(tmp_path):
     assert (
         not rep["ok"] and rep["missing"][0]["method"] == "wagle" and rep["missing"][0]["seed"] == 1
     )
+    assert rep["grid"].startswith("inferred from the runs")
 
 
 def test_query_is_read_only(tmp_path):

@@ -58,6 +58,17 @@ class AuditReport:
     # enforcement on record (issue 35): ok runs whose record carries the counts of scalars changed
     # inside and outside their support, of all ok runs
     enforced: dict = field(default_factory=dict)
+    spec: str | None = None  # the spec whose grid is expected; None: the grid is inferred
+
+    @property
+    def grid(self) -> str:
+        """Where the expected cells come from, in words."""
+        if self.spec is not None:
+            return f"the grid of experiment spec {self.spec!r}"
+        return (
+            "inferred from the runs (per benchmark and split, the cross product of the levels they "
+            "show); pass --spec for the experiment's own grid"
+        )
 
     def __getattr__(self, name: str) -> list[dict]:
         findings = self.__dict__.get("findings", {})
@@ -79,13 +90,15 @@ class AuditReport:
             **self.findings,
             "head": self.head,
             "enforced": self.enforced,
+            "grid": self.grid,
             "ok": self.ok,
         }
 
     def text(self) -> str:
         lines = [
             f"audit of {', '.join(self.experiments) or '(no experiments)'}: {self.observed_cells} "
-            f"of {self.expected} expected cells present -> {'PASS' if self.ok else 'FAIL'}"
+            f"of {self.expected} expected cells present -> {'PASS' if self.ok else 'FAIL'}",
+            f"expected cells: {self.grid}",
         ]
         if self.head:
             lines.append(
@@ -427,6 +440,7 @@ def audit(con, experiment: str | None = None, spec: ExperimentSpec | None = None
         {c.name: c.rows(audited) for c in CHECKS},
         ledger.head(con),
         _enforced(con),
+        None if spec is None else spec.name,
     )
 
 
