@@ -257,6 +257,17 @@ RUN_SETTINGS: dict[str, Any] = {
 }
 
 
+# Settings left out of a run's key while their switch is off, so every run keeps the key it had
+# before the setting existed: (switch, the settings it takes out).
+_LEFT_OUT_WHEN_OFF = (
+    ("column_grads", ("column_grads",)),  # the default gradients
+    ("chunked_loss", ("chunked_loss",)),  # and loss
+    ("eval_every", ("eval_every", "curve_items", "curve_metrics")),  # a run without a curve
+    ("curve_metrics", ("curve_metrics",)),  # a curve of J's components alone
+    ("relearn_steps", ("relearn_steps", "relearn_lr", "relearn_batch_size")),  # no relearning
+)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     benchmark: str
@@ -505,21 +516,13 @@ class RunSpec:
         if self.variant == "static":  # checkpoint settings do not change a static run
             for k in ("t", "d", "rho_p"):
                 d.pop(k)
-        if (
-            not self.build
-        ):  # build 0 is the identity every run had before builds existed: its key is unchanged
+        if not self.build:  # build 0 is the identity every run had before builds: key unchanged
             d.pop("build")
-        for k in ("column_grads", "chunked_loss"):  # likewise the default gradients and loss
-            if not d["hyperparameters"].get(k):
-                d["hyperparameters"].pop(k, None)
-        if not d["hyperparameters"].get("eval_every"):  # and a run without a curve
-            for k in ("eval_every", "curve_items", "curve_metrics"):
-                d["hyperparameters"].pop(k, None)
-        if not d["hyperparameters"].get("curve_metrics"):  # a curve of J's components alone
-            d["hyperparameters"].pop("curve_metrics", None)
-        if not d["hyperparameters"].get("relearn_steps"):  # or without the relearning attack
-            for k in ("relearn_steps", "relearn_lr", "relearn_batch_size"):
-                d["hyperparameters"].pop(k, None)
+        hp = d["hyperparameters"]
+        for switch, keys in _LEFT_OUT_WHEN_OFF:
+            if not hp.get(switch):
+                for k in keys:
+                    hp.pop(k, None)
         return d
 
     @property
