@@ -844,7 +844,7 @@ def _report_spec(path):
 
 
 def _cmd_report(args) -> int:
-    from supportbench.reports.report import report
+    from supportbench.reports.report import not_asked_text, report
 
     st = report(
         args.registry,
@@ -870,6 +870,8 @@ def _cmd_report(args) -> int:
         print(f"{kind}: {len(done)} rendered, {len(miss)} missing")
         for k, v in miss.items():
             print(f"  missing {k}: {v}")
+    if st.get("figures_not_asked"):  # an experiment report: figures its runs do not allow
+        print("  " + not_asked_text(st["figures_not_asked"]))
     print(
         f"wrote {args.out}/report.md, {args.out}/findings.md, {args.out}/paper.tex, "
         f"{args.out}/tables/, {args.out}/figures/"

@@ -209,9 +209,10 @@ def test_the_text_of_table_1_is_read_from_the_registry(tmp_path):
     assert text[1:5] == [
         "  calibration AUROC per locator: a 1.00000, b 0.50000",
         "  primary locator: a",
-        "  backbone: lr 0.01   (mean calibration J per lr: 0.01 +1.0000 [-5.3531, +7.3531], "
-        "0.1 +0.5000 [+0.5000, +0.5000])",
-        "  lora: lr 0.01   (mean calibration J per lr: 0.01 +2.0000)",
+        "  backbone: lr 0.01   (mean calibration J per lr [95% t interval over the calibration "
+        "targets]: 0.01 +1.0000 [-5.3531, +7.3531], 0.1 +0.5000 [+0.5000, +0.5000])",
+        "  lora: lr 0.01   (mean calibration J per lr [95% t interval over the calibration "
+        "targets]: 0.01 +2.0000)",
     ]
     assert q["decision"] == dec["hash"] and q["primary_locator"] == "a"
     row = {line[:42].strip(): line[42:].split() for line in text if line.startswith("  ")}

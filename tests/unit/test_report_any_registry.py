@@ -144,8 +144,13 @@ def test_any_registry_gets_per_method_tables_and_every_figure(tmp_path, plugin):
     st = report(db, tmp_path / "out")
     out = tmp_path / "out"
     assert set(st["methods"]) == {"tab:methods:lacuna", "tab:methods:dirr"}
-    assert all(v is None for k, v in st["figures"].items() if k != "curves"), st["figures"]
-    assert "eval_every" in st["figures"]["curves"]  # no run here has a curve: named, not blank
+    assert all(v is None for v in st["figures"].values()), st["figures"]
+    # no run here has a curve: an experiment report names the figure once, as one it never asked
+    # for, not as missing
+    assert "curves" not in st["figures"] and "eval_every" in st["figures_not_asked"]["curves"]
+    md = (out / "report.md").read_text()
+    assert "missing: needs" not in md
+    assert "Not drawn, as this experiment has none of the runs they need: curves (needs" in md
     tex = (out / "tables" / "tab-methods-lacuna.tex").read_text()
     # one row per method present and objective, the
     # reference first, display names (the plugin's too)
@@ -181,8 +186,9 @@ def test_any_registry_gets_per_method_tables_and_every_figure(tmp_path, plugin):
         and r"\input{tables/tab-methods-dirr.tex}" in paper
     )
     for name in F.FIGURES:
-        if name == "curves":  # listed with its reason instead
-            assert "\\paragraph{curves} not drawn: needs runs with a curve" in paper
+        if name == "curves":  # named once with its reason instead
+            assert "none of the runs they need: curves (needs runs with a curve" in paper
+            assert "{figures/curves.pdf}" not in paper
             continue
         assert f"{{figures/{name}.pdf}}" in paper and (out / "figures" / f"{name}.pdf").is_file()
     for f in out.rglob("*"):

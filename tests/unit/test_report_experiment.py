@@ -253,3 +253,43 @@ def test_the_page_shows_the_claims_numbers_and_no_gates_it_never_asked_for(tmp_p
     assert detex("the tables' 95\\% $t$ interval of eval\\_every") == (
         "the tables' 95% t interval of eval_every"
     )
+
+
+def test_an_experiment_report_says_nothing_it_never_asked_for(tmp_path, capsys):
+    """Second review of issue 36: an experiment without DIR-R listed dirr-gain as 'missing', a
+    benchmark the reference never ran on had a ΔJ column of 'no reference runs' in every row, a page
+    with no graded claim showed an empty claims table, report.md left out the gates the page showed,
+    and the figure captions deferred the reference's name to the title."""
+    db = _registry(tmp_path, methods=("wagle", "activation"), controlled=["lora"])
+    out = tmp_path / "out"
+    assert main(["report", "--registry", str(db), "--out", str(out), "--html"]) == 0
+    printed = capsys.readouterr().out
+    assert "missing dirr-gain" not in printed and "missing curves" not in printed
+    assert "Not drawn, as this experiment has none of the runs they need: " in printed
+    assert "dirr-gain (needs paired DIR-R and static runs of one method" in printed
+    md, tex = (out / "report.md").read_text(), (out / "paper.tex").read_text()
+    page = (out / "index.html").read_text()
+    assert "missing: needs" not in md and "not drawn: needs" not in tex
+    # the controlled benchmark, where the reference (Activation here) never ran: no ΔJ columns
+    assert "no reference runs" not in md + tex + page
+    ctl = (out / "tables" / "tab-methods-controlled.tex").read_text()
+    assert r"\begin{tabular}{@{}llrlll@{}}" in ctl and r"\Delta J" not in ctl.split(r"\toprule")[1]
+    assert "the reference (Activation) has no run here, so no paired $\\Delta J$" in ctl
+    ctl_md = md[md.index("`tab:methods:controlled`") :].split("\n\n")[1].splitlines()
+    assert ctl_md[0] == "| objective | method | n | mean J [95% CI] | SD | median J |"
+    assert 'the reference (<strong class="ref-name">Activation</strong>) has no run here' in page
+    # the natural-TOFU table keeps its ΔJ against the reference
+    assert "ΔJ vs Activation [95% CI]" in page
+    # no claim graded: a sentence, not an empty table
+    assert "No claim is graded here" in page and '<th data-type="text">claim</th>' not in page
+    # the gates the page shows are in report.md too (the construction ran, one interface only)
+    assert "## Construction gates (controlled benchmark)" in md
+    assert 'id="gates"' in page
+    # the captions name the reference
+    assert (
+        "method $-$ Activation (the report's reference; positive = better than Activation)" in tex
+    )
+    assert (
+        "method - Activation (the report&#39;s reference; positive = better than Activation)"
+        in (page)
+    )

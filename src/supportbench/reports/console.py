@@ -35,12 +35,13 @@ def decision_lines(dec: ControlledDecision) -> list[str]:
         f"  primary locator: {dec.primary_locator}",
     ]
     per_target = dec.extras.get("calibration_J") or {}
+    label = " [95% t interval over the calibration targets]" if per_target else ""
     for m, by_lr in dec.mean_J.items():
         per_lr = ", ".join(
             f"{lr} {v:+.4f}{_target_interval(per_target.get(m, {}).get(lr))}"
             for lr, v in by_lr.items()
         )
-        lines.append(f"  {m}: lr {dec.lr[m]:g}   (mean calibration J per lr: {per_lr})")
+        lines.append(f"  {m}: lr {dec.lr[m]:g}   (mean calibration J per lr{label}: {per_lr})")
     if dec.mean_J and not per_target:
         lines.append("  (the decision records no per-target calibration J: no intervals)")
     return lines

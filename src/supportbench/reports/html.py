@@ -127,6 +127,7 @@ def leaderboards(methods: list[MethodTable], reference: str) -> list[dict]:
                     "objective": obj,
                     "title": f"{where} · {_objective(obj)}",
                     "reference": reference,
+                    "paired": t.paired,  # False: the reference never ran here, no ΔJ columns
                     "rows": rows,
                 }
             )
@@ -307,6 +308,7 @@ def page(
             gate_events=gate_events_part(con, experiment, report["kind"]),
             identity=identity_part(con, experiment),
             figures=figures_part(figure_folder, figures, captions),
+            figures_not_asked=report.get("figures_not_asked", ""),
         )
     )
 

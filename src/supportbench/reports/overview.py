@@ -135,6 +135,25 @@ class MethodTable:
     missing: str | None = None  # why the table has no rows
     benchmark: str | None = None  # as the registry names it (kind "methods")
     split: str | None = None
+    paired: bool = True  # False: the reference never ran here, the table has no ΔJ columns
+
+
+NO_REFERENCE = "no reference runs"
+
+
+def _methods_caption(where: str, reference: str, paired: bool) -> str:
+    """A per-method table's caption (LaTeX); without ΔJ where the reference never ran there."""
+    head = (
+        f"Every method of this experiment on {where}: mean $J$ over its runs with its 95\\% $t$ "
+        "interval, SD and median"
+    )
+    if not paired:
+        return f"{head}; the reference ({reference}) has no run here, so no paired $\\Delta J$."
+    return (
+        f"{head}, and on matched units $\\Delta J$ = method$-$reference (reference: {reference}; "
+        "positive = better than the reference) with its 95\\% $t$ interval, its median and the "
+        "method's W/T/L against the reference."
+    )
 
 
 def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
@@ -164,7 +183,7 @@ def _arm_rows(d: pl.DataFrame, ref: Reference, tol: float) -> list[dict]:
         if a == ref.key:
             row["note"] = "reference"
         elif ref_runs.is_empty():
-            row["note"] = "no reference runs"
+            row["note"] = NO_REFERENCE
         else:
             s = stats.summarize(stats.paired(runs, ref_runs).diffs, tol)
             if s.n:
@@ -220,21 +239,18 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                     for r in _arm_rows(d.filter(pl.col("objective") == obj), ref, ctx.tol)
                 ]
             where = tex(bench) + ("" if split == "final" else f", {tex(split)} split")
+            paired = any(r["note"] != NO_REFERENCE for r in rows)
             out.append(
                 MethodTable(
                     label=f"tab:methods:{slug(bench)}"
                     + ("" if split == "final" else f":{slug(split)}"),
-                    caption=(
-                        f"Every method of this experiment on {where}: mean $J$ over its runs with "
-                        "its 95\\% $t$ interval, SD and median, and on matched units $\\Delta J$ = "
-                        f"method$-$reference (reference: {tex(ref.name)}; positive = better than "
-                        "the reference) with its 95\\% $t$ interval, its median and the method's "
-                        "W/T/L against the reference." + evaluation_caption(rows, d)
-                    ),
+                    caption=_methods_caption(where, tex(ref.name), paired)
+                    + evaluation_caption(rows, d),
                     kind="methods",
                     rows=rows,
                     benchmark=bench,
                     split=split,
+                    paired=paired,
                 )
             )
     dirr = _dirr_rows(ok, ctx.tol)
@@ -297,7 +313,7 @@ def render_tex(t: MethodTable) -> str:
     env = environment()
     name = "tab-methods.tex.j2" if t.kind == "methods" else "tab-methods-dirr.tex.j2"
     return env.from_string(template_text(name)).render(
-        label=t.label, caption=t.caption, rows=t.rows
+        label=t.label, caption=t.caption, rows=t.rows, paired=t.paired
     )
 
 
@@ -322,18 +338,23 @@ def render_markdown(t: MethodTable) -> list[str]:
     reference."""
     if t.kind == "methods":
         md = [
-            "| objective | method | n | mean J [95% CI] | SD | median J | ΔJ method − reference "
-            "[95% CI] | median ΔJ | W/T/L |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| objective | method | n | mean J [95% CI] | SD | median J |"
+            + (" ΔJ method − reference [95% CI] | median ΔJ | W/T/L |" if t.paired else ""),
+            "|---|---|---|---|---|---|" + ("---|---|---|" if t.paired else ""),
         ]
         for r in t.rows:
             delta = r["note"] or f"{_md_num(r['delta'], sign=True)} {_md_ci(r['delta_ci'], True)}"
             md.append(
                 f"| {OBJECTIVE_NAMES.get(r['objective'], r['objective'])} | {r['name']}{dagger(r)} "
                 f"| {r['n']} | {_md_num(r['mean'])} {_md_ci(r['ci'])} | {_md_num(r['sd'])} | "
-                f"{_md_num(r['median'])} | {delta} | "
-                f"{_md_num(r['median_delta'], sign=True) if not r['note'] else '-'} | "
-                f"{r['wtl'] or '-'} |"
+                f"{_md_num(r['median'])} |"
+                + (
+                    f" {delta} | "
+                    f"{_md_num(r['median_delta'], sign=True) if not r['note'] else '-'} | "
+                    f"{r['wtl'] or '-'} |"
+                    if t.paired
+                    else ""
+                )
             )
         return md
     md = [

@@ -23,8 +23,8 @@ from supportbench.reports import stats
 from supportbench.reports.console import controlled_text
 from supportbench.reports.figures import render_figures
 from supportbench.reports.findings import findings
+from supportbench.reports.html import gates_part, write_html
 from supportbench.reports.html import page as html_page
-from supportbench.reports.html import write_html
 from supportbench.reports.latex import tex
 from supportbench.reports.metric_tables import load as load_metrics
 from supportbench.reports.metric_tables import metric_only_count, metric_tables
@@ -70,19 +70,24 @@ FIGURE_TEX = r"""\begin{figure}[H]
 \caption{%s}
 \end{figure}"""
 FIGURE_CAPTIONS = {
-    "field-gap-heatmap": "Mean paired $\\Delta J$ = method $-$ reference (the report's reference, "
-    "named in the title; positive = better than the reference), per method and field, objectives "
-    "pooled.",
-    "loo-forest": "Mean paired $\\Delta J$ = method $-$ reference (the report's reference, named "
-    "in the title; positive = better than the reference) per method and objective, as in the "
-    "per-method tables, with the tables' 95\\% $t$ interval (bar) and its leave-one-out range "
-    "(ticks).",
+    "field-gap-heatmap": "Mean paired $\\Delta J$ = method $-$ {ref} (the report's reference; "
+    "positive = better than {ref}), per method and field, objectives pooled.",
+    "loo-forest": "Mean paired $\\Delta J$ = method $-$ {ref} (the report's reference; positive = "
+    "better than {ref}) per method and objective, as in the per-method tables, with the tables' "
+    "95\\% $t$ interval (bar) and its leave-one-out range (ticks).",
     "dirr-gain": "DIR-R: available candidate-set gain (Eq.~20) and captured gain, per benchmark "
     "and objective.",
     "support-jaccard": "Support overlap (Jaccard) across objectives.",
     "curves": "$J$ on each run's fixed curve slice against the training step (runs with "
     "eval\\_every $>$ 0), mean per method; shown only: every table scores the terminal model.",
 }
+
+
+def figure_captions(reference: str) -> dict[str, str]:
+    """The figures' captions (LaTeX), the report's reference named in each that compares with it."""
+    return {name: c.replace("{ref}", tex(reference)) for name, c in FIGURE_CAPTIONS.items()}
+
+
 KINDS = ("auto", "paper", "experiment")
 # where callers imported them from before reports/ownership.py
 MARKER, check_output_folder = own.MARKER, own.check_output_folder
@@ -266,6 +271,10 @@ def _write(
         f" ({metric_only} metric-only runs: see the metric tables)." if metric_only else "."
     )
     figures = render_figures(ctx, out / "figures", con)
+    # an experiment report draws what the experiment's runs allow and names the rest once, as
+    # figures it did not ask for, not as missing ones
+    not_asked = {} if paper else {n: why for n, why in figures.items() if why is not None}
+    figures = {n: why for n, why in figures.items() if n not in not_asked}
     checked = audit_summary(con, experiment, spec)
     write_text_atomic(
         out / "paper.tex",
@@ -279,13 +288,17 @@ def _write(
             no_j,
             paper,
             f"{J_MEANING}. Kind: {kind_rule}. Audit: {checked['line']}.",
+            not_asked,
+            ref.name,
         ),
     )
     md = _markdown_head(registry, experiment, ctx, metric_only, ref.rule, kind_rule, checked)
     md += _markdown_method_and_metric_tables(methods, metric_tabs, no_j)
     if paper:
         md += _markdown_paper_tables(ctx, out, tables)
-    md += _markdown_figures(figures)
+    else:  # the paper report has them in Table 1 and controlled.md
+        md += _markdown_gates(ctx, kind)
+    md += _markdown_figures(figures, not_asked)
     text = findings(ctx, con, experiment, str(registry), kind=kind)
     write_text_atomic(out / "findings.md", text)
     md.append(
@@ -306,8 +319,13 @@ def _write(
                 methods,
                 figures,
                 out / "figures",
-                FIGURE_CAPTIONS,
-                report={"kind": kind, "rule": kind_rule, "audit": checked},
+                figure_captions(ref.name),
+                report={
+                    "kind": kind,
+                    "rule": kind_rule,
+                    "audit": checked,
+                    "figures_not_asked": not_asked_text(not_asked),
+                },
             ),
         )
     return {
@@ -315,6 +333,7 @@ def _write(
         "kind_rule": kind_rule,
         "tables": tables,
         "figures": figures,
+        "figures_not_asked": not_asked,
         "methods": {t.label: None for t in methods},
         "metrics": {t.label: None for t in metric_tabs},
         "metric_only_runs": metric_only,
@@ -413,15 +432,21 @@ def _paper_tex(
     no_j: str,
     paper: bool = True,
     head: str = "",
+    not_asked: dict | None = None,
+    reference: str = "the reference",
 ) -> str:
-    """paper.tex: every table \\input and every figure included (or why it was not drawn); the
-    paper's tables only in a paper report."""
+    """paper.tex: every table \\input and every figure included (or why it was not drawn; in an
+    experiment report those it never asked for in one line); the paper's tables only in a paper
+    report."""
+    captions = figure_captions(reference)
     figs = "\n".join(
-        FIGURE_TEX % (name, FIGURE_CAPTIONS.get(name, tex(name)))
+        FIGURE_TEX % (name, captions.get(name, tex(name)))
         if why is None
         else f"\\paragraph{{{tex(name)}}} not drawn: {tex(why)}.\n"
         for name, why in figures.items()
     )
+    if not_asked:
+        figs += f"\n\n{tex(not_asked_text(not_asked))}\n"
     return PAPER_TEX % (
         f": \\texttt{{{tex(experiment)}}}" if experiment else "",
         tex(str(registry)),
@@ -513,13 +538,44 @@ def _markdown_paper_tables(ctx, out: Path, tables: dict) -> list[str]:
     return md
 
 
-def _markdown_figures(figures: dict) -> list[str]:
-    """report.md's list of the figures, rendered or missing, and how paper.tex builds one
-    document."""
-    md = ["\n## Figures\n", "| figure | files | status |", "|---|---|---|"]
+def _markdown_gates(ctx, kind: str) -> list[str]:
+    """report.md's construction gates (the page's), where the experiment ran the construction."""
+    gates = gates_part(ctx, kind)
+    if gates is None:
+        return []
+    md = ["\n## Construction gates (controlled benchmark)\n"]
+    if not gates["rows"]:
+        why = gates["missing"] or "the controlled runs record no θ0 recall"
+        return md + [f"No construction gates: {why}.\n"]
+    md += ["| gate | result | value | rule |", "|---|---|---|---|"]
+    for g in gates["rows"]:
+        result = "passed" if g["passed"] else "FAILED"
+        md.append(f"| {g['gate']} | {result} | {g['value']} | {g['rule']} |")
+    return md
+
+
+def not_asked_text(not_asked: dict) -> str:
+    """The one line an experiment report gives the figures its runs do not allow."""
+    if not not_asked:
+        return ""
+    return (
+        "Not drawn, as this experiment has none of the runs they need: "
+        + "; ".join(f"{name} ({why})" for name, why in not_asked.items())
+        + "."
+    )
+
+
+def _markdown_figures(figures: dict, not_asked: dict | None = None) -> list[str]:
+    """report.md's list of the figures, rendered or missing (an experiment report: those it never
+    asked for in one line), and how paper.tex builds one document."""
+    md = ["\n## Figures\n"]
+    if figures:
+        md += ["| figure | files | status |", "|---|---|---|"]
     for name, why in figures.items():
         files = f"[png](figures/{name}.png), [pdf](figures/{name}.pdf)" if why is None else "-"
         md.append(f"| {name} | {files} | {'rendered' if why is None else 'missing: ' + why} |")
+    if not_asked:
+        md.append(("\n" if figures else "") + not_asked_text(not_asked))
     md.append(
         "\n`paper.tex` inputs every table and includes every figure: `pdflatex paper.tex` in this "
         "folder (or `supportbench report --pdf`) builds one document.\n"
