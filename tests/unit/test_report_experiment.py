@@ -293,3 +293,28 @@ def test_an_experiment_report_says_nothing_it_never_asked_for(tmp_path, capsys):
         "method - Activation (the report&#39;s reference; positive = better than Activation)"
         in (page)
     )
+
+
+def test_a_leaderboard_of_an_objective_the_reference_never_ran_under_has_no_delta(tmp_path):
+    """Re-check of issue 36: the page's leaderboards are per objective, and one whose objective the
+    reference never ran under showed a ΔJ column of 'no reference runs' in every row."""
+    res = tmp_path / "res"
+    for i, (f, s) in enumerate(_units()):
+        for obj, methods in (
+            ("npo", ("intervention_score", "random")),
+            ("simnpo", ("random", "wagle")),
+        ):
+            for m in methods:
+                J = 1.0 + 0.5 * i + (GAPS[i] if m != "intervention_score" else 0.0)
+                rec = syn.record(experiment="mine", field=f, seed=s, objective=obj, method=m, J=J)
+                syn.write(res, rec)
+    con = connect(tmp_path / "r.duckdb")
+    ingest(con, res, allow_unknown=True)
+    con.close()
+    report(tmp_path / "r.duckdb", tmp_path / "out", html=True)
+    page = (tmp_path / "out" / "index.html").read_text()
+    npo = page[page.index("natural_tofu · NPO</h3>") : page.index("natural_tofu · SimNPO</h3>")]
+    simnpo = page[page.index("natural_tofu · SimNPO</h3>") :].split("</table>")[0]
+    assert "ΔJ vs Intervention Score [95% CI]" in npo
+    assert "ΔJ vs" not in simnpo and "no reference runs" not in simnpo
+    assert "has no run here, so no paired ΔJ" in simnpo
