@@ -41,7 +41,7 @@ from supportbench.reports.findings import (
 )
 from supportbench.reports.latex import OBJECTIVE_NAMES, template_text
 from supportbench.reports.names import J_MEANING
-from supportbench.reports.overview import NO_REFERENCE, MethodTable, reference_of
+from supportbench.reports.overview import MethodTable, has_reference, reference_of
 from supportbench.reports.tables import Context, Missing, controlled_main
 
 PAGE = "report.html.j2"
@@ -128,7 +128,7 @@ def leaderboards(methods: list[MethodTable], reference: str) -> list[dict]:
                     "title": f"{where} · {_objective(obj)}",
                     "reference": reference,
                     # False: the reference never ran under this objective here, no ΔJ columns
-                    "paired": any(r["note"] != NO_REFERENCE for r in rows),
+                    "paired": has_reference(rows),
                     "rows": rows,
                 }
             )

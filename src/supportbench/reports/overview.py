@@ -141,6 +141,12 @@ class MethodTable:
 NO_REFERENCE = "no reference runs"
 
 
+def has_reference(rows: list[dict]) -> bool:
+    """Whether any of these per-method rows was compared with the reference (its table or
+    leaderboard shows ΔJ columns only then)."""
+    return any(r["note"] != NO_REFERENCE for r in rows)
+
+
 def _methods_caption(where: str, reference: str, paired: bool) -> str:
     """A per-method table's caption (LaTeX); without ΔJ where the reference never ran there."""
     head = (
@@ -239,7 +245,7 @@ def method_tables(ctx: Context) -> list[MethodTable]:
                     for r in _arm_rows(d.filter(pl.col("objective") == obj), ref, ctx.tol)
                 ]
             where = tex(bench) + ("" if split == "final" else f", {tex(split)} split")
-            paired = any(r["note"] != NO_REFERENCE for r in rows)
+            paired = has_reference(rows)
             out.append(
                 MethodTable(
                     label=f"tab:methods:{slug(bench)}"

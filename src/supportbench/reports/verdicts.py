@@ -523,7 +523,7 @@ def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
             detail=ran if comps else [],
             unrun=unrun,
             scoped=(
-                "; ".join(unmatched + [_not_asked(unrun, len(names))] if unrun else unmatched),
+                "; ".join((unmatched + [_not_asked(unrun, len(names))]) if unrun else unmatched),
                 ran if comps else [],
             ),
         )
