@@ -501,6 +501,7 @@ def _check_identity(rec: Any, source: str) -> None:
 # collector's 700 and die before it runs; with 512 it ran some 12 times per 1,000 records
 _GROUP = 64
 _NAMES = ("experiment", "benchmark", "field", "objective", "method")
+_NUMBER = (int, float)  # not bool: ``type(True)`` is bool
 
 
 def records_from_json(texts: list[bytes], sources: list[str]):
@@ -556,9 +557,11 @@ def _typed(obj: Any, source: str) -> RunRecord | None:
         if type(spec.get(k)) is not str or not spec[k]:
             return None
     if obj["status"] == "ok":  # an ok run carries a finite outcome (``_check_identity``)
-        out = obj.get("outcome")
+        out = obj.get("outcome")  # a number msgspec parsed is finite: its type says enough
         if type(out) is not dict or not (
-            _finite(out.get("J")) and _finite(out.get("G_F")) and _finite(out.get("D_coll"))
+            type(out.get("J")) in _NUMBER
+            and type(out.get("G_F")) in _NUMBER
+            and type(out.get("D_coll")) in _NUMBER
         ):
             return None
     if _bad_time(obj) or _bad_enforcement(obj):
