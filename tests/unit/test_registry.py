@@ -76,6 +76,32 @@ def test_conflicting_record_is_reported_not_overwritten(tmp_path):
     assert audit(con, "e").conflicts[0]["run_key"] == recs[0]["run_key"]
 
 
+@pytest.mark.parametrize("chunk", [2, 20_000])
+def test_copies_of_a_run_key_in_one_ingest_store_the_first_by_name(tmp_path, chunk):
+    """Files holding the same run key, in one chunk or across chunks: the first by file name is
+    stored, an identical copy is not a run of its own, a changed copy is a conflict."""
+    recs = small_experiment(tmp_path)
+    runs = tmp_path / "res" / "runs"
+    first, changed = recs[0]["run_key"], recs[1]["run_key"]
+    (runs / "000-copy.json").write_text((runs / f"{first}.json").read_text())
+    (runs / "zzz-changed.json").write_text(
+        json.dumps(dict(recs[1], outcome={**recs[1]["outcome"], "J": 99.0}))
+    )
+    con = connect(tmp_path / "r.duckdb")
+    rep = ingest(con, tmp_path / "res", chunk=chunk)
+    assert rep.new == len(recs) and rep.files == len(recs) + 2
+    assert [(c["run_key"], c["source"].rsplit("/", 1)[1]) for c in rep.conflicts] == [
+        (changed, "zzz-changed.json")
+    ]
+    stored = dict(con.execute("SELECT run_key, source FROM runs").fetchall())
+    assert stored[first].endswith("000-copy.json") and stored[changed].endswith(f"{changed}.json")
+    assert (
+        scalar(con, "SELECT J FROM outcomes WHERE run_key = ?", [changed])
+        == recs[1]["outcome"]["J"]
+    )
+    assert scalar(con, "SELECT count(*) FROM ingest_log WHERE kind = 'run'") == len(recs)
+
+
 def test_truncated_record_names_file_and_writes_nothing(tmp_path):
     recs = small_experiment(tmp_path)
     bad = tmp_path / "res" / "runs" / f"{recs[1]['run_key']}.json"
