@@ -136,6 +136,20 @@ def whole(v, what: str) -> int:
     return n
 
 
+def read_json(path: Path, nests: str, hint: str = ""):
+    """The parsed JSON file an importer reads (upstream's output, as Python's ``json`` writes it),
+    or a one-line ``RegistryError`` naming the file, with ``hint`` after why; ``nests``: how deep
+    such a file nests, said when one nests too deeply to read."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}{hint}") from None
+    except RecursionError:
+        raise RegistryError(
+            f"{path}: arrays or objects nested too deeply to read ({nests})"
+        ) from None
+
+
 def finite(v, what: str) -> float:
     """A finite float, or a ``RegistryError`` naming ``what``."""
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):

@@ -22,13 +22,12 @@ LMEval_EVAL.json's lm-eval samples (its SUMMARY's values are read). A metric who
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 
 from supportbench.errors import RegistryError
-from supportbench.registry.imported import ImportedRun, identity
+from supportbench.registry.imported import ImportedRun, identity, read_json
 
 PATTERN = re.compile(r"^(?P<name>.+)_(?P<kind>EVAL|SUMMARY)\.json$")
 
@@ -51,14 +50,7 @@ def looks_like(path: Path) -> bool:
 def read_object(path: Path) -> dict:
     """A JSON file holding one object (open-unlearning's and LACUNA's summaries), or a one-line
     error."""
-    try:
-        x = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}") from None
-    except RecursionError:
-        raise RegistryError(
-            f"{path}: arrays or objects nested too deeply to read (a summary nests a few levels)"
-        ) from None
+    x = read_json(path, "a summary nests a few levels")
     if not isinstance(x, dict):
         raise RegistryError(f"{path}: must hold a JSON object, got {type(x).__name__}")
     return x

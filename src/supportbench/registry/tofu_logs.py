@@ -33,11 +33,10 @@ truth ratio; the aggregation script, followed here, is what its README runs.)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from supportbench.errors import RegistryError
-from supportbench.registry.imported import ImportedRun, finite, identity
+from supportbench.registry.imported import ImportedRun, finite, identity, read_json
 
 FILES = {
     "eval_log.json": "retain",
@@ -46,6 +45,7 @@ FILES = {
     "eval_log_forget.json": "forget",
 }
 AGGREGATED = "eval_log_aggregated.json"
+NESTS = "TOFU's logs nest a few levels"  # said when a file nests too deeply to read
 KEYS = ("avg_gt_loss", "rougeL_recall", "avg_paraphrased_loss", "average_perturb_loss")
 # open-unlearning's metric names (configs/eval/tofu_metrics/*.yaml) for TOFU's per-file values
 NAMES = {
@@ -70,8 +70,9 @@ def load(path: Path, need=tuple(FILES), who: str = "") -> dict[str, dict]:
         and (path / AGGREGATED).is_file()
     ):
         src = path if path.is_file() else path / AGGREGATED
-        logs = _json(
+        logs = read_json(
             src,
+            NESTS,
             "; tofu-logs reads a folder holding TOFU's eval files, or their "
             "eval_log_aggregated.json",
         )
@@ -95,18 +96,7 @@ def load(path: Path, need=tuple(FILES), who: str = "") -> dict[str, dict]:
             f"{path}: {who}missing TOFU eval file(s) {', '.join(missing)} (TOFU's evaluate_util.py "
             f"writes {', '.join(FILES)})"
         )
-    return {f: _object(_json(path / f), str(path / f)) for f in need}
-
-
-def _json(path: Path, hint: str = ""):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RegistryError(f"{path}: not a JSON file: {str(exc).splitlines()[0]}{hint}") from None
-    except RecursionError:
-        raise RegistryError(
-            f"{path}: arrays or objects nested too deeply to read (TOFU's logs nest a few levels)"
-        ) from None
+    return {f: _object(read_json(path / f, NESTS), str(path / f)) for f in need}
 
 
 def _object(x, where: str) -> dict:
