@@ -1025,3 +1025,40 @@ def test_declared_options_in_range_are_stored_and_undeclared_ones_only_when_allo
     rep = ingest(con, res, allow_unknown=True)
     assert rep.new == 2
     assert "method option 'intervention_score.epsilon'" in rep.unknown
+
+
+def test_a_registry_open_for_writing_is_written_in_row_groups_of_row_group_rows(tmp_path):
+    """A writing connection attaches the registry with ``store.ROW_GROUP`` rows per row group (a
+    commit compresses one row group per task: DuckDB's default of 122,880 committed a 100,000-run
+    ingest on one core), and DuckDB does not keep the size in the file: each opening asks again."""
+    from supportbench.registry.store import ROW_GROUP, close, connect
+
+    db = tmp_path / "r.duckdb"
+    for _ in range(2):  # created, then reopened
+        con = connect(db)
+        con.execute(
+            f"CREATE OR REPLACE TABLE wide AS SELECT range AS i FROM range({ROW_GROUP + 1})"
+        )
+        rows = con.sql(
+            "SELECT row_group_id, max(count) FROM pragma_storage_info('wide') "
+            "WHERE column_name = 'i' GROUP BY ALL ORDER BY 1"
+        ).fetchall()
+        close(con, db)
+        assert ROW_GROUP < 122_880 and rows == [(0, ROW_GROUP), (1, 1)], rows
+
+
+def test_a_registry_opened_twice_in_one_process_names_the_open_connection(tmp_path):
+    """DuckDB attaches a file once per process: a second opening while the first is open (for
+    writing or reading) is refused naming the registry and what to do, not DuckDB's raw error."""
+    from supportbench.registry.store import close, connect
+
+    db = tmp_path / "r.duckdb"
+    con = connect(db)
+    try:
+        for read_only in (False, True):
+            with pytest.raises(RegistryError, match="is already open in this process") as exc:
+                connect(db, read_only=read_only, timeout=1)
+            assert str(db) in str(exc.value) and "close that connection first" in str(exc.value)
+    finally:
+        close(con, db)
+    close(connect(db), db)  # closed: it opens again
