@@ -154,3 +154,25 @@ def test_a_key_named_twice_is_logged_twice_and_an_unknown_key_not_at_all(tmp_pat
     con.execute("COMMIT")
     logged_as_before(con, calls, after)
     assert ledger.head(con)["seq"] == after + 3
+
+
+def test_keys_handed_over_in_any_order_are_logged_in_key_order(tmp_path):
+    """The row-by-row append logged in key order whatever order the keys came in or the rows are
+    stored in: a shuffled list of keys whose rows were stored upper half first (a join keeps one
+    of its inputs' orders) gives the same entries."""
+    import random
+
+    res, con = tmp_path / "res", connect(tmp_path / "r.duckdb")
+    grid = sorted(syn.grid(2000), key=lambda r: r["run_key"])
+    for half in (grid[1000:], grid[:1000]):  # stored out of key order: two ingests
+        for r in half:
+            put(res, r)
+        ingest(con, res)
+    after = ledger.head(con)["seq"]
+    keys = [k for (k,) in con.execute("SELECT run_key FROM runs").fetchall()]
+    random.Random(0).shuffle(keys)
+    con.execute("BEGIN")
+    ledger.append(con, "run", keys)
+    con.execute("COMMIT")
+    logged_as_before(con, [("run", keys)], after)
+    assert ledger.head(con)["seq"] == after + 2000
