@@ -1062,3 +1062,86 @@ def test_a_registry_opened_twice_in_one_process_names_the_open_connection(tmp_pa
     finally:
         close(con, db)
     close(connect(db), db)  # closed: it opens again
+
+
+def _lock_folder(request, folder: Path) -> None:
+    """Nothing can be created in ``folder`` for the rest of the test: chmod 0o555 for a user, the
+    immutable attribute for root (whom permission bits do not stop); skips where neither works."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        request.addfinalizer(lambda: folder.chmod(0o755))
+        return
+    r = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"running as root and chattr +i fails here ({r.stderr.strip()})")
+    request.addfinalizer(lambda: subprocess.run(["chattr", "-i", str(folder)], check=True))
+
+
+def test_a_registry_whose_folder_takes_no_file_is_refused_before_any_work(world, capsys, request):
+    """DuckDB writes its log beside the registry at the first commit: a writable registry in a
+    folder that takes no new file is refused when opened for writing, naming the folder (it was an
+    internal error at the commit: 'cannot rollback - no transaction is active')."""
+    res = world / "res"
+    syn.write(res, syn.record(experiment="e", method="wagle", seed=3, J=3.0))
+    before = _registry_digest(res / "registry.duckdb")
+    _lock_folder(request, res)
+    assert main(["registry", "ingest", str(res)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be written" in err and f"its folder '{res}' takes no new file" in err, err
+    assert "registry.duckdb.wal" in err and "internal error" not in err, err
+    assert _registry_digest(res / "registry.duckdb") == before
+
+
+def test_a_commit_duckdb_refuses_is_named_and_stores_nothing(tmp_path, request):
+    """The folder locked after the registry was opened: the ingest's commit cannot write DuckDB's
+    log. A ``RegistryError`` naming the registry, nothing stored, and the connection still takes
+    the next transaction."""
+    from supportbench.registry import ledger
+    from supportbench.registry.ingest import ingest
+    from supportbench.registry.store import connect
+
+    res, folder = tmp_path / "res", tmp_path / "db"
+    for rec in syn.grid(5, experiment="e"):
+        syn.write(res, rec)
+    folder.mkdir()
+    con = connect(folder / "r.duckdb")
+    con.execute("CHECKPOINT")  # the log written so far goes into the file, and the log away
+    assert not (folder / "r.duckdb.wal").exists()
+    _lock_folder(request, folder)
+    with pytest.raises(RegistryError, match="did not store the change, nothing of it is kept") as e:
+        ingest(con, res)
+    assert str(folder / "r.duckdb") in str(e.value)
+    assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+    assert ledger.head(con)["seq"] == 0
+    con.execute("BEGIN")  # no transaction was left open
+    con.execute("ROLLBACK")
+
+
+def test_a_backslash_in_a_registry_path_is_refused_and_nothing_made(tmp_path, monkeypatch, capsys):
+    """DuckDB reads a backslash as a folder separator: 'a\\b.duckdb' would be opened as a/b.duckdb
+    and the published file could not be opened again. Refused, nothing written; a results
+    directory (read by Python, not DuckDB) may have one."""
+    monkeypatch.chdir(tmp_path)
+    res = tmp_path / "res\\x"
+    syn.write(res, syn.record(experiment="e", method="wagle", seed=1, J=1.0))
+    assert main(["registry", "ingest", str(res), "--registry", "a\\b.duckdb"]) == 2
+    err = capsys.readouterr().err
+    assert "a\\b.duckdb" in err and "folder separator" in err and "it would open" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["res\\x"]
+    assert main(["registry", "ingest", str(res), "--registry", "r.duckdb"]) == 0
+
+
+@pytest.mark.parametrize("name", ["md:r.duckdb", "duckdb:r.duckdb", "sqlite:r.duckdb"])
+def test_a_relative_registry_name_with_a_colon_is_a_file_of_that_name(
+    tmp_path, monkeypatch, capsys, name
+):
+    """DuckDB reads a relative name starting 'word:' as a database type or service (MotherDuck,
+    SQLite): the registry opens it as the file of that very name, written and read back."""
+    monkeypatch.chdir(tmp_path)
+    syn.write(tmp_path / "res", syn.record(experiment="e", method="wagle", seed=1, J=1.0))
+    assert main(["registry", "ingest", "res", "--registry", name]) == 0
+    assert (tmp_path / name).is_file() and not (tmp_path / "r.duckdb").exists()
+    capsys.readouterr()
+    sql = "SELECT count(*) AS n FROM runs"
+    assert main(["registry", "query", "--registry", name, "--format", "csv", "-c", sql]) == 0
+    assert capsys.readouterr().out.split() == ["n", "1"]

@@ -242,7 +242,7 @@ def ingest(
     (``names``)."""
     from supportbench.registry.store import check_path
 
-    results = ResultsDir(check_path(results_dir, "results directory"))
+    results = ResultsDir(check_path(results_dir, "results directory", duckdb_file=False))
     if not results.root.is_dir():
         raise RegistryError(
             f"no results directory '{results.root}' (expected {results.runs}/*.json)"

@@ -225,7 +225,10 @@ ROW_GROUP = 32_768
 
 def _connect(path: Path, read_only: bool, config: dict) -> duckdb.DuckDBPyConnection:
     """The registry at ``path`` as the connection's default database: read-only as it is, for
-    writing attached with ``ROW_GROUP`` rows per row group."""
+    writing attached with ``ROW_GROUP`` rows per row group. The path is made absolute first (not
+    normalised: '..' stays the file system's to follow): DuckDB reads a relative name that starts
+    with a word and a colon (``md:``, ``sqlite:``, ``duckdb:``) as a database type or service."""
+    path = path if path.is_absolute() else Path.cwd() / path
     if read_only:
         return duckdb.connect(str(path), read_only=True, config=config)
     con = duckdb.connect(config=config)
@@ -259,24 +262,60 @@ WAL = ".wal"  # the write-ahead log DuckDB keeps beside a registry while it is o
 @contextlib.contextmanager
 def transaction(con):
     """One DuckDB transaction around the block: committed when it ends, rolled back on any error
-    or interrupt (then raised again), so a failed ingest or import leaves the registry as it was."""
+    or interrupt (then raised again), so a failed ingest or import leaves the registry as it was.
+    A commit DuckDB refuses (a full disk, a log it cannot write) is a ``RegistryError`` naming the
+    registry: DuckDB has rolled the transaction back, nothing of it is stored."""
     con.execute("BEGIN TRANSACTION")
     try:
         yield con
-        con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    try:
+        con.execute("COMMIT")
+    except BaseException as exc:
+        with contextlib.suppress(duckdb.Error):  # rolled back already, unless DuckDB left it open
+            con.execute("ROLLBACK")
+        if not isinstance(exc, duckdb.Error):
+            raise
+        raise RegistryError(
+            f"registry '{_database_path(con)}' did not store the change, nothing of it is kept: "
+            f"{str(exc).splitlines()[0]}"
+        ) from None
 
 
-def check_path(path: str | Path, what: str = "registry path", *, writing: bool = False) -> Path:
+def _database_path(con) -> str:
+    """The file of ``con``'s default database, for a message."""
+    with contextlib.suppress(duckdb.Error):
+        rows = con.execute(
+            "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+        ).fetchall()
+        if rows and rows[0][0]:
+            return rows[0][0]
+    return "(this connection's registry)"
+
+
+def check_path(
+    path: str | Path,
+    what: str = "registry path",
+    *,
+    writing: bool = False,
+    duckdb_file: bool = True,
+) -> Path:
     """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a
     name too long for it, a place under a file, or (``writing``) a nearest existing folder nothing
-    can be made in. Asked before the path is looked up at all (a too long name fails even
+    can be made in; for a file DuckDB opens (``duckdb_file``), a backslash, which DuckDB reads as a
+    folder separator. Asked before the path is looked up at all (a too long name fails even
     ``exists``)."""
     from supportbench import _io
 
     path = Path(path)
+    full = str(path if path.is_absolute() else Path.cwd() / path)
+    if duckdb_file and "\\" in full:
+        raise RegistryError(
+            f"{what} '{path}': DuckDB reads the backslash in '{full}' as a folder separator "
+            f"(it would open '{full.replace(chr(92), '/')}'); name it without a backslash"
+        )
     why = _io.too_long(path)
     if why:
         raise RegistryError(f"{what} '{path}': {why}")
@@ -321,6 +360,7 @@ def connect(
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         _create(path)
+    _folder_takes_the_log(path)
     con = _open(path, False, timeout=timeout)
     _own(con, path, "write")
     try:
@@ -329,6 +369,20 @@ def connect(
         close(con, path)
         raise
     return con
+
+
+def _folder_takes_the_log(path: Path) -> None:
+    """A ``RegistryError`` when nothing can be created in the registry's folder: DuckDB writes its
+    log (``<registry>.wal``) there on the first change, and fails only then, at the commit."""
+    from supportbench import _io
+
+    why = _io.cannot_write_in(path.parent)
+    if why:
+        raise RegistryError(
+            f"registry '{path}' cannot be written: its folder '{path.parent}' takes no new file "
+            f"({why}), and DuckDB writes its log '{path.name}{WAL}' there; reading it needs no "
+            "write access (registry query, report)"
+        )
 
 
 def write_session(path: str | Path, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
@@ -589,8 +643,8 @@ def _plain(v):
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute("BEGIN")
-    try:
+    """Create the schema's tables that are missing, and record the schema version."""
+    with transaction(con):
         con.execute(_schema_sql())
         # columns added within schema version 1 (older files gain them, empty)
         con.execute("ALTER TABLE provenance ADD COLUMN IF NOT EXISTS fingerprint VARCHAR")
@@ -603,10 +657,6 @@ def migrate(con: duckdb.DuckDBPyConnection) -> None:
             raise RegistryError(
                 f"registry schema version {have} is newer than this supportbench ({SCHEMA_VERSION})"
             )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def _check_version(con, path) -> None:

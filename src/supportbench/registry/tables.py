@@ -174,7 +174,7 @@ def check_table_path(path: str | Path) -> Path:
     otherwise)."""
     from supportbench.registry.store import check_path
 
-    path = check_path(path, "outcome table")
+    path = check_path(path, "outcome table", duckdb_file=False)
     if path.suffix not in (".csv", ".parquet") or path.is_dir():
         what = (
             "a folder"
@@ -193,7 +193,7 @@ def export_table(con, path: str | Path, experiment: str | None = None) -> int:
     reads it back whole."""
     from supportbench.registry.store import check_path, terminal_metrics
 
-    path = check_path(check_table_path(path), "outcome table", writing=True)
+    path = check_path(check_table_path(path), "outcome table", writing=True, duckdb_file=False)
     import polars as pl
 
     if experiment is not None:
