@@ -162,7 +162,7 @@ class Chunk:
     hashes: list[str]
     horizons: list[int | None]
     checkpoints: list[int | None]
-    ranks: list[int] = field(default_factory=list)
+    ranks: list[int]
 
 
 def _read_all(names: list[str], check: NameCheck | None = None) -> Chunk:
@@ -174,7 +174,7 @@ def _read_all(names: list[str], check: NameCheck | None = None) -> Chunk:
     for n, t in zip(names, texts):
         if b"\\u" in t and _SURROGATE.search(t):
             _refuse_lone_surrogates(n, t)
-    out = Chunk(names, texts, [hashlib.md5(t).hexdigest() for t in texts], [], [])
+    out = Chunk(names, texts, [hashlib.md5(t).hexdigest() for t in texts], [], [], [])
     seen: dict[str, int] = {}
     for n, t, rec in zip(names, texts, records_from_json(texts, names)):
         if rec is None:
@@ -502,7 +502,7 @@ def _classify_chunk(con, rep: IngestReport) -> int:
     # overwritten)
     same, changed, repeated, new = con.execute(
         "SELECT count(*) FILTER (WHERE old_h = h), count(*) FILTER (WHERE old_h <> h), "
-        "count(*) FILTER (WHERE k > 1), count(*) FILTER (WHERE old_h IS NULL AND k = 1) FROM st2"
+        f"count(*) FILTER (WHERE k > 1), count(*) FILTER (WHERE {_NEW_ROWS}) FROM st2"
     ).fetchall()[0]  # all: DuckDB 2 keeps a result open after fetchone, refusing the next query
     rep.unchanged += same
     clash = (
@@ -531,7 +531,8 @@ def _classify_chunk(con, rep: IngestReport) -> int:
 
 # the chunk's new runs: no stored record, the first of their run key in the chunk (a subquery, not a
 # temp view: re-creating the view for every chunk cost some 14 ms of catalog work each time)
-_NEW = "(SELECT * FROM st2 WHERE old_h IS NULL AND k = 1) AS nw"
+_NEW_ROWS = "old_h IS NULL AND k = 1"
+_NEW = f"(SELECT * FROM st2 WHERE {_NEW_ROWS}) AS nw"
 
 
 def _insert_new_runs(con) -> None:
