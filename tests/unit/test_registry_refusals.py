@@ -1145,3 +1145,49 @@ def test_a_relative_registry_name_with_a_colon_is_a_file_of_that_name(
     sql = "SELECT count(*) AS n FROM runs"
     assert main(["registry", "query", "--registry", name, "--format", "csv", "-c", sql]) == 0
     assert capsys.readouterr().out.split() == ["n", "1"]
+
+
+def test_a_linked_registry_is_judged_by_the_folder_of_the_file_it_links_to(
+    tmp_path, capsys, request
+):
+    """DuckDB follows a symbolic link and writes its log beside the file linked to: a link in a
+    locked folder to a registry in a writable one ingests; a link in a writable folder to a
+    registry in a locked one is refused when opened, naming the locked folder."""
+    res = tmp_path / "res"
+    syn.write(res, syn.record(experiment="e", method="wagle", seed=1, J=1.0))
+    rw, ro = tmp_path / "rw", tmp_path / "ro"
+    for folder in (rw, ro):
+        folder.mkdir()
+        assert main(["registry", "ingest", str(res), "--registry", str(folder / "r.duckdb")]) == 0
+    (ro / "to-rw.duckdb").symlink_to(rw / "r.duckdb")
+    (rw / "to-ro.duckdb").symlink_to(ro / "r.duckdb")
+    syn.write(res, syn.record(experiment="e", method="wagle", seed=2, J=2.0))
+    _lock_folder(request, ro)
+    capsys.readouterr()
+    assert main(["registry", "ingest", str(res), "--registry", str(ro / "to-rw.duckdb")]) == 0
+    assert main(["registry", "ingest", str(res), "--registry", str(rw / "to-ro.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert f"its folder '{ro}' takes no new file" in err and "internal error" not in err, err
+
+
+def test_dot_dot_after_a_linked_folder_is_followed_as_the_file_system_does(
+    tmp_path, monkeypatch, capsys
+):
+    """'lnk/../r.duckdb' where lnk links to real/sub is real/r.duckdb for the file system; DuckDB
+    alone collapses it to ./r.duckdb. The registry is created, and then found again, at
+    real/r.duckdb, and no second file appears."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "lnk").symlink_to(tmp_path / "real" / "sub")
+    monkeypatch.chdir(work)
+    res = tmp_path / "res"
+    for seed in (1, 2):
+        syn.write(res, syn.record(experiment="e", method="wagle", seed=seed, J=float(seed)))
+        assert main(["registry", "ingest", str(res), "--registry", "lnk/../r.duckdb"]) == 0
+    assert sorted(p.name for p in work.iterdir()) == ["lnk"]
+    sql = "SELECT count(*) AS n FROM runs"
+    capsys.readouterr()
+    db = str(tmp_path / "real" / "r.duckdb")
+    assert main(["registry", "query", "--registry", db, "--format", "csv", "-c", sql]) == 0
+    assert capsys.readouterr().out.split() == ["n", "2"]

@@ -223,12 +223,18 @@ def _open(
 ROW_GROUP = 32_768
 
 
+def as_duckdb_sees(path: Path) -> Path:
+    """``path`` with its folder resolved, as the registry hands it to DuckDB (``_connect``)."""
+    return path.parent.resolve() / path.name
+
+
 def _connect(path: Path, read_only: bool, config: dict) -> duckdb.DuckDBPyConnection:
     """The registry at ``path`` as the connection's default database: read-only as it is, for
-    writing attached with ``ROW_GROUP`` rows per row group. The path is made absolute first (not
-    normalised: '..' stays the file system's to follow): DuckDB reads a relative name that starts
-    with a word and a colon (``md:``, ``sqlite:``, ``duckdb:``) as a database type or service."""
-    path = path if path.is_absolute() else Path.cwd() / path
+    writing attached with ``ROW_GROUP`` rows per row group. DuckDB is given the path with its
+    folder resolved: it reads a relative name that starts with a word and a colon (``md:``,
+    ``sqlite:``, ``duckdb:``) as a database type or service, and collapses '..' as text where the
+    file system follows a symbolic link first."""
+    path = as_duckdb_sees(path)
     if read_only:
         return duckdb.connect(str(path), read_only=True, config=config)
     con = duckdb.connect(config=config)
@@ -310,12 +316,6 @@ def check_path(
     from supportbench import _io
 
     path = Path(path)
-    full = str(path if path.is_absolute() else Path.cwd() / path)
-    if duckdb_file and "\\" in full:
-        raise RegistryError(
-            f"{what} '{path}': DuckDB reads the backslash in '{full}' as a folder separator "
-            f"(it would open '{full.replace(chr(92), '/')}'); name it without a backslash"
-        )
     why = _io.too_long(path)
     if why:
         raise RegistryError(f"{what} '{path}': {why}")
@@ -327,6 +327,15 @@ def check_path(
     above = _io.file_ancestor(path)
     if above is not None:
         raise RegistryError(f"{what} '{path}' lies under '{above}', which is a file")
+    try:
+        full = str(as_duckdb_sees(path))
+    except (OSError, RuntimeError) as exc:  # a deleted working folder, a loop of links
+        raise RegistryError(f"{what} '{path}': its folder cannot be resolved ({exc})") from None
+    if duckdb_file and "\\" in full:
+        raise RegistryError(
+            f"{what} '{path}': DuckDB reads the backslash in '{full}' as a folder separator "
+            f"(it would open '{full.replace(chr(92), '/')}'); name it without a backslash"
+        )
     if writing and not path.exists():
         why = _io.cannot_write_in(_io.nearest_existing(path))
         if why:
@@ -372,14 +381,16 @@ def connect(
 
 
 def _folder_takes_the_log(path: Path) -> None:
-    """A ``RegistryError`` when nothing can be created in the registry's folder: DuckDB writes its
-    log (``<registry>.wal``) there on the first change, and fails only then, at the commit."""
+    """A ``RegistryError`` when nothing can be created in the registry's folder (its target's, for
+    a symbolic link): DuckDB writes its log (``<registry>.wal``) there on the first change, and
+    fails only then, at the commit."""
     from supportbench import _io
 
-    why = _io.cannot_write_in(path.parent)
+    folder = path.resolve().parent  # a link's target's: DuckDB writes the log beside the file
+    why = _io.cannot_write_in(folder)
     if why:
         raise RegistryError(
-            f"registry '{path}' cannot be written: its folder '{path.parent}' takes no new file "
+            f"registry '{path}' cannot be written: its folder '{folder}' takes no new file "
             f"({why}), and DuckDB writes its log '{path.name}{WAL}' there; reading it needs no "
             "write access (registry query, report)"
         )
