@@ -1117,6 +1117,23 @@ def test_a_commit_duckdb_refuses_is_named_and_stores_nothing(tmp_path, request):
     con.execute("ROLLBACK")
 
 
+def test_a_body_error_is_raised_even_when_duckdb_ended_the_transaction(tmp_path):
+    """The error inside a transaction is the one raised, and nothing of the block is kept, also
+    when the transaction ended before the rollback (here the block rolled back itself): the
+    rollback DuckDB then refuses ('no transaction is active') does not take the error's place."""
+    from supportbench.registry.store import connect, transaction
+
+    con = connect(tmp_path / "r.duckdb")
+    with pytest.raises(ValueError, match="the body's own error"), transaction(con):
+        con.execute("INSERT INTO experiments VALUES ('e', now())")
+        con.execute("ROLLBACK")
+        raise ValueError("the body's own error")
+    assert con.execute("SELECT count(*) FROM experiments").fetchall() == [(0,)]
+    with transaction(con):  # the connection takes the next transaction
+        con.execute("INSERT INTO experiments VALUES ('e', now())")
+    assert con.execute("SELECT count(*) FROM experiments").fetchall() == [(1,)]
+
+
 def test_a_backslash_in_a_registry_path_is_refused_and_nothing_made(tmp_path, monkeypatch, capsys):
     """DuckDB reads a backslash as a folder separator: 'a\\b.duckdb' would be opened as a/b.duckdb
     and the published file could not be opened again. Refused, nothing written; a results

@@ -275,7 +275,10 @@ def transaction(con):
     try:
         yield con
     except BaseException:
-        con.execute("ROLLBACK")
+        # the body's error is the one raised: a ROLLBACK DuckDB refuses (the transaction ended
+        # already) must not take its place
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
         raise
     try:
         con.execute("COMMIT")
@@ -309,10 +312,11 @@ def check_path(
     duckdb_file: bool = True,
 ) -> Path:
     """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a
-    name too long for it, a place under a file, or (``writing``) a nearest existing folder nothing
-    can be made in; for a file DuckDB opens (``duckdb_file``), a backslash, which DuckDB reads as a
-    folder separator. Asked before the path is looked up at all (a too long name fails even
-    ``exists``)."""
+    name too long for it, a place under a file, a folder that cannot be resolved (a deleted working
+    folder, a loop of links: for any path, as every caller would fail on it later), or
+    (``writing``) a nearest existing folder nothing can be made in; for a file DuckDB opens
+    (``duckdb_file``), a backslash in the resolved path, which DuckDB reads as a folder separator.
+    Asked before the path is looked up at all (a too long name fails even ``exists``)."""
     from supportbench import _io
 
     path = Path(path)
@@ -368,8 +372,9 @@ def connect(
         return con
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        _create(path)
-    _folder_takes_the_log(path)
+        _create(path)  # made its files in the folder: the folder takes the log
+    else:
+        _folder_takes_the_log(path)
     con = _open(path, False, timeout=timeout)
     _own(con, path, "write")
     try:
