@@ -1117,6 +1117,19 @@ def test_a_commit_duckdb_refuses_is_named_and_stores_nothing(tmp_path, request):
     con.execute("ROLLBACK")
 
 
+def test_a_dangling_link_into_a_missing_folder_is_named(tmp_path):
+    """A registry path that is a link to a file in a folder that does not exist: refused naming
+    the folder DuckDB would write in, not DuckDB's 'Cannot open file'."""
+    from supportbench.registry.store import connect
+
+    link = tmp_path / "r.duckdb"
+    link.symlink_to(tmp_path / "nowhere" / "r.duckdb")
+    with pytest.raises(RegistryError, match="cannot be written") as e:
+        connect(link)
+    assert f"its folder '{tmp_path / 'nowhere'}' takes no new file" in str(e.value)
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_a_body_error_is_raised_even_when_duckdb_ended_the_transaction(tmp_path):
     """The error inside a transaction is the one raised, and nothing of the block is kept, also
     when the transaction ended before the rollback (here the block rolled back itself): the

@@ -372,9 +372,8 @@ def connect(
         return con
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        _create(path)  # made its files in the folder: the folder takes the log
-    else:
-        _folder_takes_the_log(path)
+        _create(path)
+    _folder_takes_the_log(path)  # also after _create: a dangling link's target folder may not be
     con = _open(path, False, timeout=timeout)
     _own(con, path, "write")
     try:
