@@ -373,7 +373,7 @@ def connect(
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         _create(path)
-    _folder_takes_the_log(path)  # also after _create: a dangling link's target folder may not be
+    _folder_takes_the_log(path)  # also after _create: a dangling link's folder may not exist
     con = _open(path, False, timeout=timeout)
     _own(con, path, "write")
     try:
