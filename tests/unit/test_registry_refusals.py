@@ -1130,6 +1130,45 @@ def test_a_dangling_link_into_a_missing_folder_is_named(tmp_path):
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_a_registry_link_to_itself_is_named(tmp_path):
+    """A registry path that is a link to itself: a ``RegistryError`` naming it, not the bare
+    RuntimeError of resolving it."""
+    from supportbench.registry.store import connect
+
+    link = tmp_path / "r.duckdb"
+    link.symlink_to(link)
+    with pytest.raises(RegistryError, match="cannot be resolved") as e:
+        connect(link)
+    assert str(link) in str(e.value)
+
+
+def test_a_relative_registry_path_in_a_deleted_working_folder_is_named(tmp_path, monkeypatch):
+    """The working folder deleted under the process: a relative registry path names nothing; a
+    ``RegistryError`` saying so, not the bare FileNotFoundError of making it absolute."""
+    from supportbench.registry.store import connect
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(RegistryError, match="the working folder is gone") as e:
+        connect("r.duckdb")
+    assert "'r.duckdb'" in str(e.value) and "absolute path" in str(e.value)
+
+
+def test_a_registry_under_a_link_to_no_folder_says_so(tmp_path):
+    """A registry path under a folder link that leads nowhere (dangling, or a loop): named as a link
+    to no folder, not as a file."""
+    from supportbench.registry.store import connect
+
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for folder in ("dangling", "loop"):
+        with pytest.raises(RegistryError, match="which is a link to no folder") as e:
+            connect(tmp_path / folder / "r.duckdb")
+        assert f"lies under '{tmp_path / folder}'" in str(e.value)
+
+
 def test_a_body_error_is_raised_even_when_duckdb_ended_the_transaction(tmp_path):
     """The error inside a transaction is the one raised, and nothing of the block is kept, also
     when the transaction ended before the rollback (here the block rolled back itself): the

@@ -270,7 +270,9 @@ def transaction(con):
     """One DuckDB transaction around the block: committed when it ends, rolled back on any error
     or interrupt (then raised again), so a failed ingest or import leaves the registry as it was.
     A commit DuckDB refuses (a full disk, a log it cannot write) is a ``RegistryError`` naming the
-    registry: DuckDB has rolled the transaction back, nothing of it is stored."""
+    registry: DuckDB has rolled the transaction back, nothing of it is stored. The block's own
+    COMMIT or ROLLBACK ends it early (what it committed stays); its error is still the one
+    raised."""
     con.execute("BEGIN TRANSACTION")
     try:
         yield con
@@ -312,14 +314,23 @@ def check_path(
     duckdb_file: bool = True,
 ) -> Path:
     """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a
-    name too long for it, a place under a file, a folder that cannot be resolved (a deleted working
-    folder, a loop of links: for any path, as every caller would fail on it later), or
+    name too long for it, a place under a file or under a link to no folder, a relative path when
+    the working folder is gone, a folder that cannot be resolved (a loop of links: for any path, as
+    every caller would fail on it later), or
     (``writing``) a nearest existing folder nothing can be made in; for a file DuckDB opens
     (``duckdb_file``), a backslash in the resolved path, which DuckDB reads as a folder separator.
     Asked before the path is looked up at all (a too long name fails even ``exists``)."""
     from supportbench import _io
 
     path = Path(path)
+    if not path.is_absolute():
+        try:
+            os.getcwd()
+        except OSError as exc:  # the working folder was deleted: a relative path names nothing
+            raise RegistryError(
+                f"{what} '{path}': a relative path, and the working folder is gone "
+                f"({exc.strerror}); name it by an absolute path"
+            ) from None
     why = _io.too_long(path)
     if why:
         raise RegistryError(f"{what} '{path}': {why}")
@@ -330,7 +341,8 @@ def check_path(
         )
     above = _io.file_ancestor(path)
     if above is not None:
-        raise RegistryError(f"{what} '{path}' lies under '{above}', which is a file")
+        kind = "a link to no folder" if above.is_symlink() and not above.exists() else "a file"
+        raise RegistryError(f"{what} '{path}' lies under '{above}', which is {kind}")
     try:
         full = str(as_duckdb_sees(path))
     except (OSError, RuntimeError) as exc:  # a deleted working folder, a loop of links
@@ -390,7 +402,10 @@ def _folder_takes_the_log(path: Path) -> None:
     fails only then, at the commit."""
     from supportbench import _io
 
-    folder = path.resolve().parent  # a link's target's: DuckDB writes the log beside the file
+    try:
+        folder = path.resolve().parent  # a link's target's: DuckDB writes the log beside the file
+    except (OSError, RuntimeError) as exc:  # a link to itself, a loop of links
+        raise RegistryError(f"registry '{path}': it cannot be resolved ({exc})") from None
     why = _io.cannot_write_in(folder)
     if why:
         raise RegistryError(
