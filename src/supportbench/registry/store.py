@@ -316,10 +316,10 @@ def check_path(
     """``path`` as a Path, or a ``RegistryError`` naming it when the file system could not use it: a
     name too long for it, a place under a file or under a link to no folder, a relative path when
     the working folder is gone, a folder that cannot be resolved (a loop of links: for any path, as
-    every caller would fail on it later), or
-    (``writing``) a nearest existing folder nothing can be made in; for a file DuckDB opens
-    (``duckdb_file``), a backslash in the resolved path, which DuckDB reads as a folder separator.
-    Asked before the path is looked up at all (a too long name fails even ``exists``)."""
+    every caller would fail on it later), or (``writing``) a nearest existing folder nothing can be
+    made in; for a file DuckDB opens (``duckdb_file``), a backslash in the resolved path, which
+    DuckDB reads as a folder separator. Asked before the path is looked up at all (a too long name
+    fails even ``exists``)."""
     from supportbench import _io
 
     path = Path(path)
@@ -345,7 +345,7 @@ def check_path(
         raise RegistryError(f"{what} '{path}' lies under '{above}', which is {kind}")
     try:
         full = str(as_duckdb_sees(path))
-    except (OSError, RuntimeError) as exc:  # a deleted working folder, a loop of links
+    except (OSError, RuntimeError) as exc:  # a loop of links
         raise RegistryError(f"{what} '{path}': its folder cannot be resolved ({exc})") from None
     if duckdb_file and "\\" in full:
         raise RegistryError(
