@@ -8,11 +8,18 @@ seeded training gives other weights on an AVX-512 box than on an AVX2 box. Each 
 environment variable, once, when it loads, that pins the choice:
 
   mode      ATEN_CPU_CAPABILITY  MKL_CBWR    ONEDNN_MAX_CPU_ISA  the same bits on
-  avx2      avx2                 AVX2        AVX2                every x86-64 CPU with AVX2 and FMA
-                                                                 (x86-64-v3); the default
-  portable  default              COMPATIBLE  SSE41               every x86-64 CPU, at a cost
-                                                                 (bench/cpu_mode.py)
+  avx2      avx2                 AVX2        AVX2                every Intel x86-64 CPU with AVX2
+                                                                 and FMA; the default
+  portable  default              COMPATIBLE  SSE41               every x86-64 CPU, Intel or not, at
+                                                                 a cost (bench/cpu_mode.py)
   native    (as set, or unset)                                   this CPU kind only
+
+MKL's AVX2 branch is Intel's: on any other vendor's CPU MKL ignores ``MKL_CBWR=AVX2`` and runs its
+own code path (oneMKL's developer guide, "Getting Started with Conditional Numerical
+Reproducibility": "On non-Intel CPUs ... the AUTO branch is used instead"). Every GEMM of a run
+goes through MKL, so there the avx2 mode computes other bits than on an Intel CPU (measured: TOFU's
+and the controlled theta_0 on an AMD EPYC and on an Intel Xeon differ): ``effective`` calls it
+``native-<capability>`` there. ``COMPATIBLE`` is MKL's branch for every vendor.
 
 ``apply`` sets them (``SUPPORTBENCH_CPU_MODE`` names the mode, default ``avx2``); it must run before
 torch is imported, so ``import supportbench`` runs it (``on_import``): the command, the Python API
@@ -77,14 +84,35 @@ def on_import() -> None:
         apply()
 
 
-def effective(capability: str) -> str:
+def effective(capability: str, vendor: str | None = None) -> str:
     """The mode a process computes with, given torch's ``get_cpu_capability()``
-    (``unlearning.models.cpu_mode`` asks torch): ``avx2`` or ``portable`` when every library took
-    its setting, else ``native-<capability>`` (torch loaded before ``apply``, or a CPU without
-    AVX2)."""
+    (``unlearning.models.cpu_mode`` asks torch) and the CPU's vendor (default ``cpu_vendor()``):
+    ``avx2`` or ``portable`` when every library took its setting, else ``native-<capability>``
+    (torch loaded before ``apply``, a CPU without AVX2, or the avx2 mode on a CPU that is not
+    Intel's, where MKL runs its own branch)."""
     if not _late:
         for mode, want in _CAPABILITY.items():
             libs = {k: v for k, v in MODES[mode].items() if k != "ATEN_CPU_CAPABILITY"}
-            if capability == want and all(os.environ.get(k) == v for k, v in libs.items()):
-                return mode
+            if capability != want or any(os.environ.get(k) != v for k, v in libs.items()):
+                continue
+            if mode in _INTEL_ONLY and (cpu_vendor() if vendor is None else vendor) != INTEL:
+                break
+            return mode
     return f"native-{capability.lower()}"
+
+
+INTEL = "GenuineIntel"
+_INTEL_ONLY = ("avx2",)  # modes whose MKL branch runs only on Intel CPUs (the module's docstring)
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor as the kernel reports it (``GenuineIntel``, ``AuthenticAMD``, ...); ``""``
+    where /proc/cpuinfo cannot be read (another system: no mode is then assumed to hold)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
