@@ -1,5 +1,5 @@
 """The CPU kernels a process computes with, pinned before torch loads, so that theta_0 and every run
-have the same bits on any x86 CPU of the mode's class (docs/benchmarks.md, "The same bits on any x86
+have the same bits on any x86 CPU of the mode's class (docs/sweeps.md, "The same bits on any x86
 CPU").
 
 ATen picks its vectorised kernels, MKL its GEMM code path and oneDNN its JIT kernels by the
@@ -107,12 +107,14 @@ _INTEL_ONLY = ("avx2",)  # modes whose MKL branch runs only on Intel CPUs (the m
 
 def cpu_vendor() -> str:
     """The CPU's vendor as the kernel reports it (``GenuineIntel``, ``AuthenticAMD``, ...); ``""``
-    where /proc/cpuinfo cannot be read (another system: no mode is then assumed to hold)."""
+    where /proc/cpuinfo cannot be read or names none (another system, another architecture): the
+    avx2 mode is then not assumed to hold."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
+                key, colon, value = line.partition(":")
+                if colon and key.strip() == "vendor_id":
+                    return value.strip()
     except OSError:
         pass
     return ""

@@ -53,3 +53,24 @@ def test_the_vendor_is_read_from_the_kernel(monkeypatch, tmp_path):
     assert _cpumode.effective("AVX2") == "native-avx2"  # the vendor read, not assumed
     info.unlink()
     assert _cpumode.cpu_vendor() == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("vendor_id\t: GenuineIntel\n", "GenuineIntel"),
+        ("vendor_id\n", ""),  # no colon: no vendor, no crash
+        ("vendor_id GenuineIntel\n", ""),
+        ("vendor_id_x\t: GenuineIntel\nvendor_id\t: AuthenticAMD\n", "AuthenticAMD"),
+        ("processor\t: 0\nBogoMIPS\t: 50.00\n", ""),  # an arm64 kernel's file names no vendor
+    ],
+)
+def test_odd_cpuinfo_gives_no_vendor_rather_than_an_error(monkeypatch, tmp_path, text, want):
+    info = tmp_path / "cpuinfo"
+    info.write_text(text)
+    real_open = open
+    monkeypatch.setattr(
+        "builtins.open",
+        lambda f, *a, **k: real_open(info if f == "/proc/cpuinfo" else f, *a, **k),
+    )
+    assert _cpumode.cpu_vendor() == want
