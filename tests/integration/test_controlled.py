@@ -20,6 +20,7 @@ from supportbench.benchmarks.controlled.locators import (
 )
 from supportbench.cli import main
 from supportbench.errors import SpecError, UnknownNameError
+from supportbench.experiments.controlled_decision import RECALL_THRESHOLD
 from supportbench.experiments.spec import RunSpec
 from supportbench.harness.runner import Runner
 from supportbench.unlearning.data import dataset_nll, sequence_nll, tokenize_pairs
@@ -54,6 +55,14 @@ def _eval_nll(b, model, t) -> float:
     return float((s / n).mean())
 
 
+def _eval_recall(b, model, t) -> float:
+    """A target's recall as the construction measures it at theta_0 (controlled/adapter.py: the
+    mean over its eval prompts of the answer's geometric-mean token probability)."""
+    data = tokenize_pairs(b._prepared.tokenizer, t["eval"], [t["attribute"]] * len(t["eval"]))
+    s, n = dataset_nll(model, data)
+    return float(torch.exp(-s / n).mean())
+
+
 def test_interfaces_have_equal_editable_size(ctl):
     itf = ctl.itf
     lora = sum(p.numel() for p in I._lora_params(ctl._prepared.model, itf))
@@ -63,14 +72,16 @@ def test_interfaces_have_equal_editable_size(ctl):
 def test_each_interface_holds_its_own_targets(ctl):
     """At the small size, on average: removing the LoRA hurts its own targets more than the
     backbone's, zeroing the block's down columns hurts the backbone's more than the LoRA's, and
-    either removal takes away every own fact (its NLL above 1 nat after it). Measured (seed 0,
-    12 + 4 targets, an AMD EPYC's theta_0): LoRA removal 4.34 (LoRA targets) vs 0.09; block removal
-    6.58 (backbone targets) vs 2.26; smallest own increase 1.80. Per target it holds for 10/12 here
-    (fewer injection steps than at 36 targets, where every target is asserted: the test below). On
-    an Intel Xeon's theta_0 (2026-11-27; MKL computes other bits there, supportbench._cpumode) one
-    backbone target was barely learned (recall 0.51, NLL 1.80 at theta_0) and its removal added
-    0.96 nat, to 2.75: the first version of this test asked for an increase > 1 nat, which measures
-    what theta_0 held as much as what the removal took; it now asks that the fact be gone."""
+    either removal takes away every own fact the construction counts as learned: its recall at
+    theta_0 >= RECALL_THRESHOLD (the construction's rule, fixed before), below it after the removal;
+    and every own target's NLL rises. Measured (seed 0, 12 + 4 targets, an AMD EPYC's theta_0): LoRA
+    removal 4.34 (LoRA targets) vs 0.09; block removal 6.58 (backbone targets) vs 2.26; smallest own
+    increase 1.80. Per target it holds for 10/12 here (fewer injection steps than at 36 targets,
+    where every target is asserted: the test below). On an Intel Xeon's theta_0 (2026-11-27; MKL
+    computes other bits there, supportbench._cpumode) two targets were barely held: t09 (backbone,
+    recall 0.51, NLL 1.80), whose removal added 0.96 nat, and t10 (LoRA, recall 0.49: not counted
+    as learned), +2.01; the first version of this test asked for an increase > 1 nat for every
+    target, which measures what theta_0 held as much as what the removal took."""
     model = ctl._prepared.model
     state = {k: v.clone() for k, v in model.state_dict().items()}
     W = I._base_weight(model, ctl.itf)
@@ -79,25 +90,29 @@ def test_each_interface_holds_its_own_targets(ctl):
     with torch.no_grad():
         W[:, list(ctl.itf.columns)] = 0
     no_backbone = {k: _eval_nll(ctl, model, t) - base[k] for k, t in ctl.targets.items()}
+    lora = [k for k, t in ctl.targets.items() if t["interface"] == "lora"]
+    backbone = [k for k in ctl.targets if k not in lora]
+    recall_after = {k: _eval_recall(ctl, model, ctl.targets[k]) for k in backbone}
     model.load_state_dict(state)
     with torch.no_grad():
         for p in lora_B:
             p.zero_()
     no_lora = {k: _eval_nll(ctl, model, t) - base[k] for k, t in ctl.targets.items()}
+    recall_after |= {k: _eval_recall(ctl, model, ctl.targets[k]) for k in lora}
     model.load_state_dict(state)
-    lora = [k for k, t in ctl.targets.items() if t["interface"] == "lora"]
-    backbone = [k for k in ctl.targets if k not in lora]
 
     def mean(d, ks):
         return sum(d[k] for k in ks) / len(ks)
 
     assert mean(no_lora, lora) > mean(no_lora, backbone) + 1.0
     assert mean(no_backbone, backbone) > mean(no_backbone, lora) + 1.0
-    # every own fact is gone after its interface's removal: its NLL above 1 nat (the answer's mean
-    # token probability below 1/e), and higher than at theta_0
-    after = {k: base[k] + (no_lora if k in lora else no_backbone)[k] for k in ctl.targets}
-    assert min(after.values()) > 1.0, after
+    # every own target's NLL rises, and every one the construction counts as learned is no longer
+    # learned after its own interface's removal (recall below the construction's threshold)
     assert min(no_lora[k] for k in lora) > 0 and min(no_backbone[k] for k in backbone) > 0
+    learned = {k for k in ctl.targets if ctl.recall[k] >= RECALL_THRESHOLD}
+    assert len(learned & set(lora)) >= 0.5 * len(lora)  # not vacuous: the facts-learned gate
+    assert len(learned & set(backbone)) >= 0.5 * len(backbone)
+    assert {k: recall_after[k] for k in learned if recall_after[k] >= RECALL_THRESHOLD} == {}
 
 
 def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
@@ -107,8 +122,8 @@ def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
     targets localizes every final target, and removing a target's own interface hurts it more than
     removing the other one, per target. Measured (build 0, tiny-qwen2, the earlier machine's
     theta_0): median recall 0.960 (backbone, 18/18 learned) and 0.905 (LoRA, 17/18); primary AUROC
-    1.0; own removal hurts more for 36/36 targets, the smallest own increase 2.2 nats; on this
-    session's theta_0 (the avx2 CPU mode) for 34/36."""
+    1.0; own removal hurts more for 36/36 targets, the smallest own increase 2.2 nats; on an AMD
+    EPYC's theta_0 (its own MKL branch) for 34/36; it passed on an Intel Xeon's (2026-11-27)."""
     from supportbench.experiments.controlled_decision import (
         auroc,
         choose_primary,
@@ -151,11 +166,11 @@ def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
     held = [k for k in b.targets if own[k] > other[k]]
     # the construction's isolation gate (bench/controlled_injection.py:
     # isolation_share >= 0.9); measured 36/36 on the earlier machine's
-    # theta_0, 34/36 on this session's (AMD EPYC, the avx2 CPU mode: t12, t33)
+    # theta_0, 34/36 on an AMD EPYC's (its own MKL branch: t12, t33)
     assert len(held) >= 0.9 * len(b.targets), sorted(set(b.targets) - set(held))
     # removing the own interface removes the fact (> 1 nat), for the
     # same share of targets (the earlier machine's theta_0: every
-    # target, smallest 2.2 nats; this session's: one target 0.64 nats)
+    # target, smallest 2.2 nats; the AMD EPYC's: one target 0.64 nats)
     removes = [k for k in b.targets if own[k] > 1.0]
     assert len(removes) >= 0.9 * len(b.targets), {
         k: round(own[k], 3) for k in set(b.targets) - set(removes)
