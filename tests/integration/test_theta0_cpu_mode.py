@@ -2,7 +2,7 @@
 and the controlled separation's theta_0, built in fresh processes that ask ATen for different
 instruction sets (ATEN_CPU_CAPABILITY=avx2, =default, and =avx512 where the CPU has it), come out
 byte-identical in the default CPU mode, which pins the kernels before torch loads, and, on an Intel
-CPU, identical to the bits recorded on another one (``GOLDEN_AVX2``: within one run the mode asks
+CPU, identical to recorded bits (``GOLDEN_AVX2``, recorded on one Xeon: within one run the mode asks
 every process for the same kernels, so only a recorded value can see a CPU kind); the cache entry
 and every record name the mode (``native-avx2`` on other vendors' CPUs, where MKL runs its own
 branch). The control: without the mode (SUPPORTBENCH_CPU_MODE=native) the
@@ -126,7 +126,8 @@ def test_theta0_has_the_same_bits_whatever_isa_aten_is_asked_for(asked_digests, 
     reason="the avx2 mode's bits are those of MKL's AVX2 branch, which runs on Intel CPUs only",
 )
 def test_theta0_has_the_bits_recorded_on_another_intel_cpu(asked_digests):
-    """The same bits as on the machine that recorded them, whatever this Intel CPU's kind."""
+    """The same bits as recorded (on one Intel Xeon; MKL promises them on every Intel CPU with AVX2:
+    a second Intel kind has not been measured)."""
     first = asked_digests[ASKED[0]]
     for name, want in GOLDEN_AVX2.items():
         assert first[name]["weights"] == want, (
