@@ -1,5 +1,6 @@
 """Crash safety and concurrency of ingest, with real processes."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -29,11 +30,18 @@ def consistent_counts(db):
     return counts
 
 
-def test_kill9_mid_ingest_leaves_db_consistent_and_rerun_completes(tmp_path):
-    res, db = tmp_path / "res", tmp_path / "r.duckdb"
+@pytest.fixture(scope="module")
+def grid30k(tmp_path_factory):
+    """30,000 record files, shared by the tests that stop an ingest midway (never changed)."""
+    res = tmp_path_factory.mktemp("grid30k") / "res"
     recs = syn.grid(30_000)
     for r in recs:
         syn.write(res, r)
+    return res, recs
+
+
+def test_kill9_mid_ingest_leaves_db_consistent_and_rerun_completes(tmp_path, grid30k):
+    (res, recs), db = grid30k, tmp_path / "r.duckdb"
     connect(db).close()  # schema exists before the crash
     killed = False
     for delay in (0.8, 1.5, 2.5):  # kill while the transaction is open
@@ -53,6 +61,33 @@ def test_kill9_mid_ingest_leaves_db_consistent_and_rerun_completes(tmp_path):
     rep = ingest(connect(db), res)
     assert rep.new + rep.unchanged == len(recs) and not rep.conflicts
     assert consistent_counts(db) == [len(recs)] * 3
+
+
+@pytest.mark.parametrize("after", [0.2, 0.5, 0.8, 1.1, 1.4])
+def test_ctrl_c_mid_ingest_says_interrupted_and_creates_nothing(tmp_path, grid30k, after):
+    """Ctrl-C (SIGINT to the terminal's process group) while an ingest reads and DuckDB stores:
+    exit 130 and 'interrupted', whichever call it lands in (a DuckDB query takes the
+    KeyboardInterrupt and raises its own error, which was reported as an internal error), and no
+    registry file."""
+    (res, _), db = grid30k, tmp_path / "r.duckdb"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "supportbench.cli", "registry", "ingest", str(res)]
+        + ["--registry", str(db)],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60  # the registry is built under a private name until it is done
+    while not list(tmp_path.glob(".supportbench-*")) and time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.02)
+    time.sleep(after)
+    assert p.poll() is None, "the ingest ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, err.strip()) == (130, "interrupted"), err[-2000:]
+    assert not db.exists() and not list(tmp_path.glob(".supportbench-*"))
 
 
 WRITER = textwrap.dedent("""

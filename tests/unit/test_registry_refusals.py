@@ -1186,6 +1186,36 @@ def test_a_body_error_is_raised_even_when_duckdb_ended_the_transaction(tmp_path)
     assert con.execute("SELECT count(*) FROM experiments").fetchall() == [(1,)]
 
 
+def test_a_ctrl_c_duckdb_turned_into_its_own_error_is_raised_as_the_interrupt(tmp_path):
+    """A Ctrl-C during a DuckDB query reaches the block as DuckDB's error ('Query interrupted'), and
+    the clean-up's next query fails on the aborted transaction: the transaction rolls back and
+    raises KeyboardInterrupt (the CLI says 'interrupted', exit 130), not an internal error.
+    Without a Ctrl-C the same error is raised as it is."""
+    import signal
+
+    from supportbench.registry.store import connect, transaction
+
+    con = connect(tmp_path / "r.duckdb")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as got, transaction(con):
+            con.execute("INSERT INTO experiments VALUES ('e', now())")
+            try:  # as DuckDB does: it takes the KeyboardInterrupt and raises its own error
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                try:
+                    raise RuntimeError("Query interrupted") from None
+                finally:
+                    con.execute("SELECT 1")
+        assert isinstance(got.value.__cause__, duckdb.Error | RuntimeError)
+        with pytest.raises(RuntimeError, match="Query interrupted"), transaction(con):
+            raise RuntimeError("Query interrupted")  # no Ctrl-C: the error itself
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert con.execute("SELECT count(*) FROM experiments").fetchall() == [(0,)]
+
+
 def test_a_backslash_in_a_registry_path_is_refused_and_nothing_made(tmp_path, monkeypatch, capsys):
     """DuckDB reads a backslash as a folder separator: 'a\\b.duckdb' would be opened as a/b.duckdb
     and the published file could not be opened again. Refused, nothing written; a results

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import sys
 import threading
@@ -275,12 +276,15 @@ def transaction(con):
     raised."""
     con.execute("BEGIN TRANSACTION")
     try:
-        yield con
-    except BaseException:
+        with _noting_interrupts() as interrupt:
+            yield con
+    except BaseException as exc:
         # the body's error is the one raised: a ROLLBACK DuckDB refuses (the transaction ended
         # already) must not take its place
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
+        if interrupt["hit"] and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc  # Ctrl-C, whatever DuckDB made of it
         raise
     try:
         con.execute("COMMIT")
@@ -293,6 +297,33 @@ def transaction(con):
             f"registry '{_database_path(con)}' did not store the change, nothing of it is kept: "
             f"{str(exc).splitlines()[0]}"
         ) from None
+
+
+@contextlib.contextmanager
+def _noting_interrupts():
+    """Note a Ctrl-C during the block (``["hit"]``), then raise KeyboardInterrupt as Python does. A
+    Ctrl-C during a DuckDB query reaches the caller as DuckDB's own error instead (DuckDB takes the
+    KeyboardInterrupt: ``RuntimeError('Query interrupted')``, or an ``InvalidInputException`` that
+    names it while scanning a Python object; then the clean-up's next query fails on the aborted
+    transaction), which would be reported as an internal error. Only the main thread gets signals;
+    elsewhere, or under a handler of the caller's own, nothing is changed."""
+    noted = {"hit": False}
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield noted
+        return
+
+    def note(signum, frame):
+        noted["hit"] = True
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _database_path(con) -> str:
