@@ -68,8 +68,8 @@ def test_ctrl_c_mid_ingest_says_interrupted_and_creates_nothing(tmp_path, grid30
     """Ctrl-C (SIGINT to the terminal's process group) while an ingest reads and DuckDB stores:
     exit 130 and 'interrupted', whichever call it lands in (a DuckDB query takes the
     KeyboardInterrupt and raises its own error, which was reported as an internal error), and no
-    registry file."""
-    (res, _), db = grid30k, tmp_path / "r.duckdb"
+    registry file (or, when the Ctrl-C came after it was published, a whole one)."""
+    (res, recs), db = grid30k, tmp_path / "r.duckdb"
     p = subprocess.Popen(
         [sys.executable, "-m", "supportbench.cli", "registry", "ingest", str(res)]
         + ["--registry", str(db)],
@@ -83,11 +83,15 @@ def test_ctrl_c_mid_ingest_says_interrupted_and_creates_nothing(tmp_path, grid30
         assert p.poll() is None, p.communicate()
         time.sleep(0.02)
     time.sleep(after)
-    assert p.poll() is None, "the ingest ended before it could be interrupted"
+    if p.poll() is not None:  # a fast machine: nothing left to interrupt
+        assert p.wait() == 0 and consistent_counts(db) == [len(recs)] * 3
+        pytest.skip(f"the ingest of {len(recs)} records ended within {after} s")
     os.killpg(p.pid, signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert (p.returncode, err.strip()) == (130, "interrupted"), err[-2000:]
-    assert not db.exists() and not list(tmp_path.glob(".supportbench-*"))
+    assert not list(tmp_path.glob(".supportbench-*"))
+    if db.exists():  # the Ctrl-C came after the registry was published: it is whole
+        assert consistent_counts(db) == [len(recs)] * 3
 
 
 WRITER = textwrap.dedent("""

@@ -5,6 +5,7 @@ writes (and says so), every row a query returns (table, csv, json), unknown name
 allowed, and the lock: an idle query prompt never blocks an ingest, and a blocked writer is told who
 holds the registry."""
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -1203,16 +1204,67 @@ def test_a_ctrl_c_duckdb_turned_into_its_own_error_is_raised_as_the_interrupt(tm
             try:  # as DuckDB does: it takes the KeyboardInterrupt and raises its own error
                 signal.raise_signal(signal.SIGINT)
             except KeyboardInterrupt:
+                with contextlib.suppress(duckdb.Error):  # a key twice: the transaction is aborted
+                    con.execute("INSERT INTO experiments VALUES ('e', now())")
                 try:
                     raise RuntimeError("Query interrupted") from None
-                finally:
+                finally:  # the clean-up's next query fails on the aborted transaction
                     con.execute("SELECT 1")
-        assert isinstance(got.value.__cause__, duckdb.Error | RuntimeError)
+        assert isinstance(got.value.__cause__, duckdb.TransactionException)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         with pytest.raises(RuntimeError, match="Query interrupted"), transaction(con):
             raise RuntimeError("Query interrupted")  # no Ctrl-C: the error itself
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, previous)
+    assert con.execute("SELECT count(*) FROM experiments").fetchall() == [(0,)]
+
+
+class _InterruptedAt:
+    """A connection whose ``statement`` is interrupted by a Ctrl-C, as DuckDB answers one: it takes
+    the KeyboardInterrupt and raises RuntimeError('Query interrupted')."""
+
+    def __init__(self, statement: str, con):
+        self.statement, self.con, self.seen = statement, con, []
+
+    def execute(self, sql, *args):
+        import signal
+
+        self.seen.append(sql)
+        if sql == self.statement:
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                raise RuntimeError("Query interrupted") from None
+        return self.con.execute(sql, *args)
+
+
+@pytest.mark.parametrize("body_error", [True, False])
+def test_a_ctrl_c_during_the_rollback_or_the_commit_is_the_interrupt(tmp_path, body_error):
+    """A second Ctrl-C during the rollback of a block a first one stopped, or one during the
+    commit: KeyboardInterrupt still, not DuckDB's error, and the handler put back."""
+    import signal
+
+    from supportbench.registry.store import connect, transaction
+
+    con = connect(tmp_path / "r.duckdb")
+    fake = _InterruptedAt("ROLLBACK" if body_error else "COMMIT", con)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), transaction(fake):
+            con.execute("INSERT INTO experiments VALUES ('e', now())")
+            if body_error:  # a first Ctrl-C, as DuckDB reports it
+                try:
+                    signal.raise_signal(signal.SIGINT)
+                except KeyboardInterrupt:
+                    raise RuntimeError("Query interrupted") from None
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    end = ["ROLLBACK"] if body_error else ["COMMIT", "ROLLBACK"]
+    assert fake.seen == ["BEGIN TRANSACTION", *end]
+    with contextlib.suppress(duckdb.Error):  # the interrupted ROLLBACK never reached DuckDB
+        con.execute("ROLLBACK")
     assert con.execute("SELECT count(*) FROM experiments").fetchall() == [(0,)]
 
 

@@ -273,57 +273,67 @@ def transaction(con):
     A commit DuckDB refuses (a full disk, a log it cannot write) is a ``RegistryError`` naming the
     registry: DuckDB has rolled the transaction back, nothing of it is stored. The block's own
     COMMIT or ROLLBACK ends it early (what it committed stays); its error is still the one
-    raised."""
-    con.execute("BEGIN TRANSACTION")
-    try:
-        with _noting_interrupts() as interrupt:
+    raised. A Ctrl-C at any moment of it (the block, the rollback, the commit) is raised as
+    ``KeyboardInterrupt``, whatever DuckDB made of it (``_noting_interrupts``)."""
+    noted = {"hit": False}
+    with _noting_interrupts(noted):
+        con.execute("BEGIN TRANSACTION")
+        try:
             yield con
-    except BaseException as exc:
-        # the body's error is the one raised: a ROLLBACK DuckDB refuses (the transaction ended
-        # already) must not take its place
-        with contextlib.suppress(duckdb.Error):
-            con.execute("ROLLBACK")
-        if interrupt["hit"] and not isinstance(exc, KeyboardInterrupt):
-            raise KeyboardInterrupt from exc  # Ctrl-C, whatever DuckDB made of it
-        raise
-    try:
-        con.execute("COMMIT")
-    except BaseException as exc:
-        with contextlib.suppress(duckdb.Error):  # rolled back already, unless DuckDB left it open
-            con.execute("ROLLBACK")
-        if not isinstance(exc, duckdb.Error):
+        except BaseException as exc:
+            # the body's error is the one raised: a ROLLBACK DuckDB refuses (the transaction ended
+            # already), or one a second Ctrl-C interrupts, must not take its place
+            with contextlib.suppress(duckdb.Error, RuntimeError):
+                con.execute("ROLLBACK")
+            if noted["hit"] and not isinstance(exc, KeyboardInterrupt):
+                raise KeyboardInterrupt from exc
             raise
-        raise RegistryError(
-            f"registry '{_database_path(con)}' did not store the change, nothing of it is kept: "
-            f"{str(exc).splitlines()[0]}"
-        ) from None
+        try:
+            con.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(duckdb.Error, RuntimeError):  # rolled back already, unless
+                con.execute("ROLLBACK")  # DuckDB left it open
+            if noted["hit"] and not isinstance(exc, KeyboardInterrupt):
+                raise KeyboardInterrupt from exc
+            if not isinstance(exc, duckdb.Error):
+                raise
+            raise RegistryError(
+                f"registry '{_database_path(con)}' did not store the change, nothing of it is "
+                f"kept: {str(exc).splitlines()[0]}"
+            ) from None
 
 
 @contextlib.contextmanager
-def _noting_interrupts():
-    """Note a Ctrl-C during the block (``["hit"]``), then raise KeyboardInterrupt as Python does. A
-    Ctrl-C during a DuckDB query reaches the caller as DuckDB's own error instead (DuckDB takes the
-    KeyboardInterrupt: ``RuntimeError('Query interrupted')``, or an ``InvalidInputException`` that
-    names it while scanning a Python object; then the clean-up's next query fails on the aborted
-    transaction), which would be reported as an internal error. Only the main thread gets signals;
-    elsewhere, or under a handler of the caller's own, nothing is changed."""
-    noted = {"hit": False}
+def _noting_interrupts(noted: dict):
+    """Note a Ctrl-C during the block (``noted["hit"]``), then raise KeyboardInterrupt as Python
+    does. A Ctrl-C during a DuckDB query reaches the caller as DuckDB's own error instead (DuckDB
+    takes the KeyboardInterrupt: ``RuntimeError('Query interrupted')``, or an
+    ``InvalidInputException`` that names it while scanning a Python object; then the clean-up's
+    next query fails on the aborted transaction), which would be reported as an internal error.
+    Only the main thread gets signals; elsewhere, or under a handler of the caller's own, nothing
+    is changed. The previous handler is back when the block ends, also when a Ctrl-C lands while it
+    is put back."""
+    previous = signal.getsignal(signal.SIGINT)
     if (
         threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        or previous is not signal.default_int_handler
     ):
-        yield noted
+        yield
         return
 
     def note(signum, frame):
         noted["hit"] = True
         signal.default_int_handler(signum, frame)
 
-    signal.signal(signal.SIGINT, note)
     try:
-        yield noted
+        signal.signal(signal.SIGINT, note)
+        yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            signal.signal(signal.SIGINT, previous)
+        except KeyboardInterrupt:  # a Ctrl-C handled just before the swap: swap, then raise it
+            signal.signal(signal.SIGINT, previous)
+            raise
 
 
 def _database_path(con) -> str:
