@@ -38,14 +38,25 @@ def test_the_reported_mode_follows_the_settings_and_the_vendor(
     assert _cpumode.effective(capability, vendor) == want
 
 
-def test_the_vendor_is_read_from_the_kernel(monkeypatch, tmp_path):
+@pytest.fixture
+def cpuinfo(monkeypatch, tmp_path):
+    """Write a stand-in /proc/cpuinfo with the given text; ``open`` of /proc/cpuinfo reads it."""
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
     real_open = open
     monkeypatch.setattr(
         "builtins.open",
         lambda f, *a, **k: real_open(info if f == "/proc/cpuinfo" else f, *a, **k),
     )
+
+    def write(text: str):
+        info.write_text(text)
+        return info
+
+    return write
+
+
+def test_the_vendor_is_read_from_the_kernel(monkeypatch, cpuinfo):
+    info = cpuinfo("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
     assert _cpumode.cpu_vendor() == "AuthenticAMD"
     for k, v in AVX2_LIBS.items():
         monkeypatch.setenv(k, v)
@@ -65,12 +76,6 @@ def test_the_vendor_is_read_from_the_kernel(monkeypatch, tmp_path):
         ("processor\t: 0\nBogoMIPS\t: 50.00\n", ""),  # an arm64 kernel's file names no vendor
     ],
 )
-def test_odd_cpuinfo_gives_no_vendor_rather_than_an_error(monkeypatch, tmp_path, text, want):
-    info = tmp_path / "cpuinfo"
-    info.write_text(text)
-    real_open = open
-    monkeypatch.setattr(
-        "builtins.open",
-        lambda f, *a, **k: real_open(info if f == "/proc/cpuinfo" else f, *a, **k),
-    )
+def test_odd_cpuinfo_gives_no_vendor_rather_than_an_error(cpuinfo, text, want):
+    cpuinfo(text)
     assert _cpumode.cpu_vendor() == want
