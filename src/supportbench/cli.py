@@ -9,6 +9,7 @@ import os
 import sys
 
 from supportbench._options import help_line
+from supportbench._signals import Noted, noting_interrupts
 from supportbench.errors import RegistryError, SupportbenchError
 from supportbench.experiments.decisions import ACTIONS
 from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
@@ -772,9 +773,10 @@ def _query(path: str, sql: str | None, fmt: str = "table") -> int:
         return 0
     close(query_connection(path), path)  # the registry is there and readable: then the prompt
     print(
-        "read-only SQL prompt; end statements with ';', Ctrl-D to quit. Tables: runs, outcomes, "
-        "components, supports, decisions, gate_events, candidates, "
-        "calibration, provenance; views: results, results_all, metrics"
+        "read-only SQL prompt; end statements with ';', Ctrl-C stops a query or drops the "
+        "statement being typed, Ctrl-D quits. Tables: runs, outcomes, components, supports, "
+        "decisions, gate_events, candidates, calibration, provenance; views: results, "
+        "results_all, metrics"
     )
     buf = ""
     while True:
@@ -782,12 +784,18 @@ def _query(path: str, sql: str | None, fmt: str = "table") -> int:
             line = input("sql> " if not buf else "...> ")
         except EOFError:
             return 0
+        except KeyboardInterrupt:  # as psql: the statement being typed is dropped
+            print()
+            buf = ""
+            continue
         buf += line + "\n"
         if buf.strip().endswith(";"):
             try:
                 answer(buf)
             except SupportbenchError as exc:  # keep the prompt alive on a bad or refused query
                 print(f"error: {exc}")
+            except KeyboardInterrupt:  # the query is stopped (``run_query``); the prompt stays
+                print("query stopped (Ctrl-C)")
             buf = ""
 
 
@@ -1778,6 +1786,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    with noting_interrupts() as noted:
+        return _run(args, noted)
+
+
+def _run(args, noted: Noted) -> int:
+    """The command, its errors as one line each: a refusal (exit 2), a Ctrl-C (130, also one that
+    DuckDB took and turned into its own error: ``noted``), anything else an internal error (1)."""
     try:
         return int(args.func(args) or 0)
     except SupportbenchError as exc:
@@ -1791,6 +1806,9 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # unexpected: one line here, the whole traceback in a file
+        if noted.hit:  # DuckDB's 'Query interrupted' (or what followed it) after a Ctrl-C
+            print("interrupted", file=sys.stderr)
+            return 130
         path = _write_traceback(exc)
         print(
             f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "

@@ -94,6 +94,34 @@ def test_ctrl_c_mid_ingest_says_interrupted_and_creates_nothing(tmp_path, grid30
         assert consistent_counts(db) == [len(recs)] * 3
 
 
+def test_ctrl_c_during_a_registry_query_says_interrupted(tmp_path, monkeypatch):
+    """Ctrl-C while `registry query` runs a long query (outside any transaction): DuckDB takes it
+    and raises 'Query interrupted', which was reported as an internal error; exit 130 and
+    'interrupted'."""
+    db = tmp_path / "r.duckdb"
+    connect(db).close()
+    monkeypatch.setenv("SUPPORTBENCH_QUERY_SECONDS", "300")  # the Ctrl-C stops it, not the limit
+    sql = "SELECT count(*) FROM range(100000000000) t(x) WHERE x % 7 = 3"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "supportbench.cli", "registry", "query", "--registry", str(db)]
+        + ["-c", sql],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    owner = db.with_name(db.name + ".owner")  # written when the query's connection is open
+    deadline = time.monotonic() + 60
+    while not owner.exists() and time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.02)
+    time.sleep(0.5)  # the query runs
+    assert p.poll() is None, p.communicate()
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, err.strip(), out) == (130, "interrupted", ""), err[-2000:]
+
+
 WRITER = textwrap.dedent("""
     import sys
     from supportbench.registry import synthetic as syn

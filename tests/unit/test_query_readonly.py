@@ -133,3 +133,105 @@ def test_a_record_with_a_duplicated_key_is_refused(tmp_path):
     text = rec[:-1] + ', "status": "failed"}'  # a second status: which one counts?
     with pytest.raises(RecordError, match="duplicate key 'status' in one object"):
         RunRecord.from_json(text)
+
+
+def test_a_ctrl_c_that_duckdb_takes_during_a_query_says_interrupted(
+    registries, capsys, monkeypatch, tmp_path
+):
+    """A Ctrl-C during a query (outside any transaction): DuckDB takes the KeyboardInterrupt and
+    raises RuntimeError('Query interrupted'), which the CLI reported as an internal error. It is the
+    interrupt: exit 130, 'interrupted', and the handler put back. The same error with no Ctrl-C
+    stays an internal error (exit 1)."""
+    import signal
+    import tempfile
+
+    from supportbench.registry import store
+
+    def interrupted(con, sql, **kw):  # as DuckDB answers a Ctrl-C during the query
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise RuntimeError("Query interrupted") from None
+
+    def failing(con, sql, **kw):
+        raise RuntimeError("Query interrupted")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the internal error's traceback file
+    argv = ["registry", "query", "--registry", str(registries / "mine.duckdb"), "-c", "SELECT 1"]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        monkeypatch.setattr(store, "run_query", interrupted)
+        assert main(argv) == 130
+        assert capsys.readouterr().err.strip() == "interrupted"
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        monkeypatch.setattr(store, "run_query", failing)
+        assert main(argv) == 1
+        assert "internal error: RuntimeError: Query interrupted" in capsys.readouterr().err
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_stops_a_long_query_at_once_and_frees_the_connection(registries):
+    """DuckDB notices a Ctrl-C in a long aggregate only when the query ends (here: never, within
+    the limit). The query runs on a worker the Ctrl-C interrupts: KeyboardInterrupt within
+    seconds, no worker left, and the connection answers the next query."""
+    import signal
+    import threading
+    import time
+
+    from supportbench.registry.store import close, query_connection, run_query
+
+    db = registries / "mine.duckdb"
+    con = query_connection(db)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    ctrl_c = threading.Timer(
+        0.5, signal.pthread_kill, [threading.main_thread().ident, signal.SIGINT]
+    )
+    try:
+        t0 = time.monotonic()
+        ctrl_c.start()
+        with pytest.raises(KeyboardInterrupt):
+            run_query(
+                con, "SELECT count(*) FROM range(100000000000) t(x) WHERE x % 7 = 3", seconds=20
+            )
+        assert time.monotonic() - t0 < 10
+    finally:
+        ctrl_c.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert not [t for t in threading.enumerate() if t.name == "supportbench-query"]
+    assert run_query(con, "SELECT 42 AS x").rows.to_pylist() == [{"x": 42}]
+    close(con, db)
+
+
+def test_the_prompt_stays_after_a_ctrl_c(registries, capsys, monkeypatch):
+    """At the prompt a Ctrl-C while typing drops the statement, and one during a query stops the
+    query: the prompt goes on (Ctrl-D ends it, exit 0), as psql's does."""
+    import builtins
+
+    from supportbench.registry import store
+
+    lines = iter(["SELECT 'dropped'", "KI", "SELECT 'stopped';", "SELECT 'answered' AS a;"])
+
+    def typed(prompt=""):
+        line = next(lines, None)
+        if line is None:
+            raise EOFError
+        if line == "KI":
+            raise KeyboardInterrupt
+        return line
+
+    real = store.run_query
+    asked = []
+
+    def run_query(con, sql, **kw):
+        asked.append(sql.strip())
+        if "stopped" in sql:
+            raise KeyboardInterrupt  # what run_query raises once it has stopped the query
+        return real(con, sql, **kw)
+
+    monkeypatch.setattr(builtins, "input", typed)
+    monkeypatch.setattr(store, "run_query", run_query)
+    assert main(["registry", "query", "--registry", str(registries / "mine.duckdb")]) == 0
+    out = capsys.readouterr().out
+    assert asked == ["SELECT 'stopped';", "SELECT 'answered' AS a;"]
+    assert "query stopped (Ctrl-C)" in out and "answered" in out and "dropped" not in out

@@ -22,7 +22,6 @@ import math
 import os
 import re
 import shlex
-import signal
 import socket
 import sys
 import threading
@@ -37,6 +36,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from supportbench._signals import Noted, noting_interrupts
 from supportbench.errors import RegistryError
 from supportbench.experiments import metric_names
 from supportbench.experiments.results import DEFAULT_RESULTS
@@ -274,27 +274,18 @@ def transaction(con):
     registry: DuckDB has rolled the transaction back, nothing of it is stored. The block's own
     COMMIT or ROLLBACK ends it early (what it committed stays); its error is still the one
     raised. A Ctrl-C at any moment of it (the block, the rollback, the commit) is raised as
-    ``KeyboardInterrupt``, whatever DuckDB made of it (``_noting_interrupts``)."""
-    noted = {"hit": False}
-    with _noting_interrupts(noted):
+    ``KeyboardInterrupt``, whatever DuckDB made of it (``_signals.noting_interrupts``)."""
+    with noting_interrupts() as noted:
         con.execute("BEGIN TRANSACTION")
         try:
             yield con
         except BaseException as exc:
-            # the body's error is the one raised: a ROLLBACK DuckDB refuses (the transaction ended
-            # already), or one a second Ctrl-C interrupts, must not take its place
-            with contextlib.suppress(duckdb.Error, RuntimeError):
-                con.execute("ROLLBACK")
-            if noted["hit"] and not isinstance(exc, KeyboardInterrupt):
-                raise KeyboardInterrupt from exc
+            _roll_back(con, noted, exc)
             raise
         try:
             con.execute("COMMIT")
         except BaseException as exc:
-            with contextlib.suppress(duckdb.Error, RuntimeError):  # rolled back already, unless
-                con.execute("ROLLBACK")  # DuckDB left it open
-            if noted["hit"] and not isinstance(exc, KeyboardInterrupt):
-                raise KeyboardInterrupt from exc
+            _roll_back(con, noted, exc)  # rolled back already, unless DuckDB left it open
             if not isinstance(exc, duckdb.Error):
                 raise
             raise RegistryError(
@@ -303,37 +294,15 @@ def transaction(con):
             ) from None
 
 
-@contextlib.contextmanager
-def _noting_interrupts(noted: dict):
-    """Note a Ctrl-C during the block (``noted["hit"]``), then raise KeyboardInterrupt as Python
-    does. A Ctrl-C during a DuckDB query reaches the caller as DuckDB's own error instead (DuckDB
-    takes the KeyboardInterrupt: ``RuntimeError('Query interrupted')``, or an
-    ``InvalidInputException`` that names it while scanning a Python object; then the clean-up's
-    next query fails on the aborted transaction), which would be reported as an internal error.
-    Only the main thread gets signals; elsewhere, or under a handler of the caller's own, nothing
-    is changed. The previous handler is back when the block ends, also when a Ctrl-C lands while it
-    is put back."""
-    previous = signal.getsignal(signal.SIGINT)
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or previous is not signal.default_int_handler
-    ):
-        yield
-        return
-
-    def note(signum, frame):
-        noted["hit"] = True
-        signal.default_int_handler(signum, frame)
-
-    try:
-        signal.signal(signal.SIGINT, note)
-        yield
-    finally:
-        try:
-            signal.signal(signal.SIGINT, previous)
-        except KeyboardInterrupt:  # a Ctrl-C handled just before the swap: swap, then raise it
-            signal.signal(signal.SIGINT, previous)
-            raise
+def _roll_back(con, noted: Noted, exc: BaseException) -> None:
+    """Roll back after ``exc`` ended the block or its commit, and raise KeyboardInterrupt if a
+    Ctrl-C came during the transaction; else the caller raises ``exc``. The error raised is never
+    the rollback's own: one DuckDB refuses (the transaction ended already), or one a second Ctrl-C
+    interrupts."""
+    with contextlib.suppress(duckdb.Error, RuntimeError):
+        con.execute("ROLLBACK")
+    if noted.hit and not isinstance(exc, KeyboardInterrupt):
+        raise KeyboardInterrupt from exc
 
 
 def _database_path(con) -> str:
@@ -623,11 +592,11 @@ def run_query(
             f"got a statement of type {kind}"
         )
     limit = query_seconds() if seconds is None else seconds
-    timer = threading.Timer(limit, con.interrupt)
-    timer.start()
     try:
-        table = con.sql(sql).limit(max_rows + 1).to_arrow_table()
-    except duckdb.InterruptException:
+        table = _interruptible(
+            con, lambda: con.sql(sql).limit(max_rows + 1).to_arrow_table(), limit
+        )
+    except TimeoutError:
         raise RegistryError(
             f"query stopped at its time limit of {limit:g} s (SUPPORTBENCH_QUERY_SECONDS)"
         ) from None
@@ -637,9 +606,48 @@ def run_query(
         ) from None
     except duckdb.Error as exc:
         raise RegistryError(f"query failed: {str(exc).splitlines()[0]}") from None
-    finally:
-        timer.cancel()
     return QueryResult(table.slice(0, max_rows), table.num_rows > max_rows, max_rows)
+
+
+def _interruptible(con: duckdb.DuckDBPyConnection, work, seconds: float):
+    """``work()``'s result, run on a worker thread while this one waits: a Ctrl-C stops it at once
+    (DuckDB, busy in a long aggregate, notices none until the query ends) and is raised as
+    ``KeyboardInterrupt``; at ``seconds`` it is stopped too, raised as ``TimeoutError``. Either way
+    ``con.interrupt()`` ends the query and the worker before this returns; ``work``'s own error is
+    raised as it is. The wait is an Event's: Python 3.11's ``Thread.join``, once interrupted, takes
+    a live thread for ended."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="supportbench-query", daemon=True)
+    worker.start()
+    try:
+        finished = done.wait(seconds)
+    except KeyboardInterrupt:
+        _stop(con, done, worker)
+        raise
+    if not finished:
+        _stop(con, done, worker)
+        raise TimeoutError(seconds)
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _stop(con: duckdb.DuckDBPyConnection, done: threading.Event, worker: threading.Thread) -> None:
+    """Interrupt the query running on ``worker`` and wait until it has ended."""
+    con.interrupt()
+    done.wait()
+    worker.join()
 
 
 def render(result: QueryResult, fmt: str = "table") -> str:
