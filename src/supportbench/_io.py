@@ -171,6 +171,16 @@ def file_ancestor(path: str | Path) -> Path | None:
     return None
 
 
+def what_is_there(path: str | Path) -> str:
+    """What stands at ``path`` (an ancestor ``file_ancestor`` found: not a folder), for a message:
+    'a link to no folder' (a link whose target is gone), 'a file', or 'a special file' (a pipe, a
+    socket, a device)."""
+    p = Path(path)
+    if p.is_symlink() and not p.exists():
+        return "a link to no folder"
+    return "a file" if p.is_file() else "a special file"
+
+
 def nearest_existing(path: str | Path) -> Path:
     """``path`` itself when it exists, else its nearest existing ancestor."""
     p = Path(path)

@@ -310,7 +310,13 @@ def _writable_dir(path: str | None, flag: str) -> None:
     trained first)."""
     from pathlib import Path
 
-    from supportbench._io import cannot_write_in, file_ancestor, nearest_existing, too_long
+    from supportbench._io import (
+        cannot_write_in,
+        file_ancestor,
+        nearest_existing,
+        too_long,
+        what_is_there,
+    )
 
     if path is None:
         return
@@ -322,7 +328,9 @@ def _writable_dir(path: str | None, flag: str) -> None:
         raise SupportbenchError(f"{flag} '{path}' is a file, not a folder")
     parent = file_ancestor(p)
     if parent is not None:
-        raise SupportbenchError(f"{flag} '{path}' lies under '{parent}', which is a file")
+        raise SupportbenchError(
+            f"{flag} '{path}' lies under '{parent}', which is {what_is_there(parent)}"
+        )
     existing = nearest_existing(p)
     why = cannot_write_in(existing)  # tried: root passes os.access in an immutable folder or /proc
     if why:

@@ -254,7 +254,12 @@ def test_a_dry_run_checks_method_names_without_torch(tmp_path):
     ("make", "flag", "message"),
     [
         (lambda t: (t / "f").write_text("x") and t / "f", "--results", "is a file, not a folder"),
-        (lambda t: (t / "f").write_text("x") and t / "f" / "res", "--results", "lies under"),
+        (lambda t: (t / "f").write_text("x") and t / "f" / "res", "--results", "which is a file"),
+        (
+            lambda t: (t / "dead").symlink_to(t / "gone") or t / "dead" / "res",
+            "--results",
+            "lies under '{tmp}/dead', which is a link to no folder",
+        ),
         (lambda t: t / ("n" * 300), "--cache", "is longer than 255 bytes"),
     ],
 )
@@ -268,7 +273,7 @@ def test_a_folder_that_cannot_be_written_is_refused_before_any_work(
         + (["--results", str(tmp_path / "res")] if flag != "--results" else [])
     )
     err = capsys.readouterr().err
-    assert rc == 2 and message in err and "Traceback" not in err
+    assert rc == 2 and message.format(tmp=tmp_path) in err and "Traceback" not in err
     assert not (tmp_path / "res").exists()
 
 

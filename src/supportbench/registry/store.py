@@ -351,8 +351,9 @@ def check_path(
         )
     above = _io.file_ancestor(path)
     if above is not None:
-        kind = "a link to no folder" if above.is_symlink() and not above.exists() else "a file"
-        raise RegistryError(f"{what} '{path}' lies under '{above}', which is {kind}")
+        raise RegistryError(
+            f"{what} '{path}' lies under '{above}', which is {_io.what_is_there(above)}"
+        )
     try:
         full = str(as_duckdb_sees(path))
     except (OSError, RuntimeError) as exc:  # a loop of links

@@ -194,7 +194,8 @@ def _check_path_shape(given: Path, flag: str) -> Path:
     parent = _io.file_ancestor(path)
     if parent is not None:
         raise ReportError(
-            f"{flag} '{given}' lies under '{parent}', which is a file, not a folder; "
+            f"{flag} '{given}' lies under '{parent}', which is {_io.what_is_there(parent)}, "
+            "not a folder; "
             "choose a path in a folder"
         )
     if path.parent == path:
