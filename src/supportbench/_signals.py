@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 
-@dataclass
+@dataclass(eq=False)  # each block's own: found in _ACTIVE by identity
 class Noted:
     hit: bool = False  # a Ctrl-C came during the block
 
@@ -28,6 +28,21 @@ def noting_interrupts() -> Iterator[Noted]:
     the caller's own, nothing is changed (and nothing noted). The previous handler is back when the
     block ends, also when a Ctrl-C lands while it is put back."""
     noted = Noted()
+    _ACTIVE.append(noted)
+    try:
+        yield from _noting(noted)
+    finally:
+        _ACTIVE.remove(noted)
+
+
+def handled() -> None:
+    """A Ctrl-C noted so far has been dealt with (a prompt that stopped a query and goes on): the
+    enclosing blocks forget it, so a later error is not taken for it."""
+    for noted in _ACTIVE:
+        noted.hit = False
+
+
+def _noting(noted: Noted) -> Iterator[Noted]:
     previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or not (
         previous is signal.default_int_handler or getattr(previous, _NOTING, False)
@@ -51,4 +66,5 @@ def noting_interrupts() -> Iterator[Noted]:
             raise
 
 
+_ACTIVE: list[Noted] = []  # the blocks open now, outermost first
 _NOTING = "_supportbench_noting"  # marks a handler of this module's: a nested block chains to it

@@ -9,7 +9,7 @@ import os
 import sys
 
 from supportbench._options import help_line
-from supportbench._signals import Noted, noting_interrupts
+from supportbench._signals import Noted, handled, noting_interrupts
 from supportbench.errors import RegistryError, SupportbenchError
 from supportbench.experiments.decisions import ACTIONS
 from supportbench.experiments.results import DEFAULT_RESULTS, ResultsDir
@@ -793,6 +793,7 @@ def _query(path: str, sql: str | None, fmt: str = "table") -> int:
         except EOFError:
             return 0
         except KeyboardInterrupt:  # as psql: the statement being typed is dropped
+            handled()
             print()
             buf = ""
             continue
@@ -803,6 +804,7 @@ def _query(path: str, sql: str | None, fmt: str = "table") -> int:
             except SupportbenchError as exc:  # keep the prompt alive on a bad or refused query
                 print(f"error: {exc}")
             except KeyboardInterrupt:  # the query is stopped (``run_query``); the prompt stays
+                handled()
                 print("query stopped (Ctrl-C)")
             buf = ""
 

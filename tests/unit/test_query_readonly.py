@@ -235,3 +235,54 @@ def test_the_prompt_stays_after_a_ctrl_c(registries, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert asked == ["SELECT 'stopped';", "SELECT 'answered' AS a;"]
     assert "query stopped (Ctrl-C)" in out and "answered" in out and "dropped" not in out
+
+
+def test_an_interrupt_sent_before_the_query_starts_is_sent_again(registries):
+    """DuckDB clears the interrupt flag when a query starts: a time limit reached before it starts
+    would be lost and the query run to its end. The interrupt is repeated until the query stops."""
+    import time
+
+    from supportbench.errors import RegistryError
+    from supportbench.registry.store import close, query_connection, run_query
+
+    db = registries / "mine.duckdb"
+    con = query_connection(db)
+    t0 = time.monotonic()
+    with pytest.raises(RegistryError, match="time limit of 0.0001 s"):
+        run_query(con, "SELECT count(*) FROM range(20000000000) t(x) WHERE x % 7 = 3", seconds=1e-4)
+    assert time.monotonic() - t0 < 5  # the whole query takes minutes
+    assert run_query(con, "SELECT 1 AS one").rows.to_pylist() == [{"one": 1}]
+    close(con, db)
+
+
+def test_a_ctrl_c_the_prompt_dealt_with_is_not_taken_for_a_later_error(
+    registries, capsys, monkeypatch, tmp_path
+):
+    """After a Ctrl-C at the prompt (the statement dropped, the prompt going on), a later
+    unexpected error is reported as what it is (internal error, exit 1), not as 'interrupted'."""
+    import builtins
+    import signal
+    import tempfile
+
+    from supportbench.registry import store
+
+    lines = iter(["SELECT 1", "CTRL-C", "SELECT 'boom';"])
+
+    def typed(prompt=""):
+        line = next(lines)
+        if line == "CTRL-C":
+            signal.raise_signal(signal.SIGINT)  # a real one: noted, then KeyboardInterrupt
+        return line
+
+    def broken(con, sql, **kw):
+        raise ValueError("boom")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the internal error's traceback file
+    monkeypatch.setattr(builtins, "input", typed)
+    monkeypatch.setattr(store, "run_query", broken)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        assert main(["registry", "query", "--registry", str(registries / "mine.duckdb")]) == 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "internal error: ValueError: boom" in capsys.readouterr().err

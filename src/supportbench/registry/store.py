@@ -612,15 +612,16 @@ def run_query(
 
 def _interruptible(con: duckdb.DuckDBPyConnection, work, seconds: float):
     """``work()``'s result, run on a worker thread while this one waits: a Ctrl-C stops it at once
-    (DuckDB, busy in a long aggregate, notices none until the query ends) and is raised as
-    ``KeyboardInterrupt``; at ``seconds`` it is stopped too, raised as ``TimeoutError``. Either way
-    ``con.interrupt()`` ends the query and the worker before this returns; ``work``'s own error is
-    raised as it is. The wait is an Event's: Python 3.11's ``Thread.join``, once interrupted, takes
-    a live thread for ended."""
+    (DuckDB with more than one thread notices none in a long aggregate until the query ends) and is
+    raised as ``KeyboardInterrupt``; at ``seconds`` it is stopped too, raised as ``TimeoutError``.
+    Either way the worker has ended before this returns (``_stop``); ``work``'s own error is raised
+    as it is. The waits are an Event's: Python 3.11's ``Thread.join``, once interrupted, takes a
+    live thread for ended."""
     box: dict[str, Any] = {}
-    done = threading.Event()
+    began, done = threading.Event(), threading.Event()
 
     def run() -> None:
+        began.set()
         try:
             box["value"] = work()
         except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread
@@ -629,26 +630,39 @@ def _interruptible(con: duckdb.DuckDBPyConnection, work, seconds: float):
             done.set()
 
     worker = threading.Thread(target=run, name="supportbench-query", daemon=True)
-    worker.start()
     try:
-        finished = done.wait(seconds)
-    except KeyboardInterrupt:
-        _stop(con, done, worker)
+        worker.start()  # inside: a Ctrl-C can cut start() short once the thread exists
+        if not done.wait(seconds):
+            raise TimeoutError(seconds)
+    except BaseException:  # a Ctrl-C, or the time limit
+        _stop(con, began, done)
         raise
-    if not finished:
-        _stop(con, done, worker)
-        raise TimeoutError(seconds)
     worker.join()
     if "error" in box:
         raise box["error"]
     return box["value"]
 
 
-def _stop(con: duckdb.DuckDBPyConnection, done: threading.Event, worker: threading.Thread) -> None:
-    """Interrupt the query running on ``worker`` and wait until it has ended."""
-    con.interrupt()
-    done.wait()
-    worker.join()
+def _stop(con: duckdb.DuckDBPyConnection, began: threading.Event, done: threading.Event) -> None:
+    """Interrupt the worker's query until the worker is done. DuckDB clears the flag when a query
+    starts, so an interrupt sent before it is lost: it is sent again every 50 ms. A further Ctrl-C
+    does not end the wait (DuckDB refuses to close a connection a thread still uses, and a thread
+    left inside DuckDB aborts the interpreter's exit). A worker that never began (a Ctrl-C before
+    its thread was launched) has nothing to stop: given up after ``_NEVER_BEGAN`` seconds."""
+    waited = 0.0
+    while not done.is_set():
+        try:
+            if began.is_set():
+                con.interrupt()
+            elif waited > _NEVER_BEGAN:
+                return
+            done.wait(0.05)
+            waited += 0.05
+        except KeyboardInterrupt:
+            continue
+
+
+_NEVER_BEGAN = 5.0  # seconds: a launched thread runs within milliseconds
 
 
 def render(result: QueryResult, fmt: str = "table") -> str:
