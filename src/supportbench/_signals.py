@@ -28,9 +28,15 @@ def noting_interrupts() -> Iterator[Noted]:
     the caller's own, nothing is changed (and nothing noted). The previous handler is back when the
     block ends, also when a Ctrl-C lands while it is put back."""
     noted = Noted()
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not (
+        previous is signal.default_int_handler or getattr(previous, _NOTING, False)
+    ):
+        yield noted
+        return
     _ACTIVE.append(noted)
     try:
-        yield from _noting(noted)
+        yield from _noting(noted, previous)
     finally:
         _ACTIVE.remove(noted)
 
@@ -38,17 +44,12 @@ def noting_interrupts() -> Iterator[Noted]:
 def handled() -> None:
     """A Ctrl-C noted so far has been dealt with (a prompt that stopped a query and goes on): the
     enclosing blocks forget it, so a later error is not taken for it."""
-    for noted in _ACTIVE:
+    for noted in list(_ACTIVE):
         noted.hit = False
 
 
-def _noting(noted: Noted) -> Iterator[Noted]:
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not (
-        previous is signal.default_int_handler or getattr(previous, _NOTING, False)
-    ):
-        yield noted
-        return
+def _noting(noted: Noted, previous) -> Iterator[Noted]:
+    """The block with ``note`` as the SIGINT handler, ``previous`` put back after it."""
 
     def note(signum, frame):
         noted.hit = True
@@ -66,5 +67,5 @@ def _noting(noted: Noted) -> Iterator[Noted]:
             raise
 
 
-_ACTIVE: list[Noted] = []  # the blocks open now, outermost first
+_ACTIVE: list[Noted] = []  # the noting blocks open now (main thread), outermost first
 _NOTING = "_supportbench_noting"  # marks a handler of this module's: a nested block chains to it

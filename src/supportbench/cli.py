@@ -788,12 +788,12 @@ def _query(path: str, sql: str | None, fmt: str = "table") -> int:
     )
     buf = ""
     while True:
+        handled()  # a Ctrl-C before this prompt was dealt with: a later error is not taken for it
         try:
             line = input("sql> " if not buf else "...> ")
         except EOFError:
             return 0
         except KeyboardInterrupt:  # as psql: the statement being typed is dropped
-            handled()
             print()
             buf = ""
             continue
@@ -804,7 +804,6 @@ def _query(path: str, sql: str | None, fmt: str = "table") -> int:
             except SupportbenchError as exc:  # keep the prompt alive on a bad or refused query
                 print(f"error: {exc}")
             except KeyboardInterrupt:  # the query is stopped (``run_query``); the prompt stays
-                handled()
                 print("query stopped (Ctrl-C)")
             buf = ""
 

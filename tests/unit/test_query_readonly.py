@@ -286,3 +286,37 @@ def test_a_ctrl_c_the_prompt_dealt_with_is_not_taken_for_a_later_error(
     finally:
         signal.signal(signal.SIGINT, previous)
     assert "internal error: ValueError: boom" in capsys.readouterr().err
+
+
+def test_a_ctrl_c_while_a_query_is_stopped_at_its_limit_is_the_interrupt():
+    """A query reaches its time limit and is being stopped when a Ctrl-C comes: the stop still
+    waits for the query to end (no worker left inside DuckDB), and the Ctrl-C, not the limit, is
+    what is raised (exit 130 in the CLI, not the limit's refusal)."""
+    import signal
+    import threading
+
+    from supportbench.registry.store import _interruptible
+
+    stopped = threading.Event()
+
+    class Connection:  # its first interrupt meets a Ctrl-C; the next one stops the query
+        calls = 0
+
+        def interrupt(self):
+            self.calls += 1
+            if self.calls == 1:
+                signal.raise_signal(signal.SIGINT)
+            stopped.set()
+
+    def query():
+        assert stopped.wait(30), "never interrupted"
+        raise RuntimeError("interrupted query")
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as got:
+            _interruptible(Connection(), query, 0.05)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert isinstance(got.value.__cause__, TimeoutError)
+    assert not [t for t in threading.enumerate() if t.name == "supportbench-query"]

@@ -614,9 +614,9 @@ def _interruptible(con: duckdb.DuckDBPyConnection, work, seconds: float):
     """``work()``'s result, run on a worker thread while this one waits: a Ctrl-C stops it at once
     (DuckDB with more than one thread notices none in a long aggregate until the query ends) and is
     raised as ``KeyboardInterrupt``; at ``seconds`` it is stopped too, raised as ``TimeoutError``.
-    Either way the worker has ended before this returns (``_stop``); ``work``'s own error is raised
-    as it is. The waits are an Event's: Python 3.11's ``Thread.join``, once interrupted, takes a
-    live thread for ended."""
+    Either way the worker has ended before this returns (``_stop``; a Ctrl-C during the stop makes
+    it ``KeyboardInterrupt``); ``work``'s own error is raised as it is. The waits are an Event's:
+    Python 3.11's ``Thread.join``, once interrupted, takes a live thread for ended."""
     box: dict[str, Any] = {}
     began, done = threading.Event(), threading.Event()
 
@@ -634,8 +634,9 @@ def _interruptible(con: duckdb.DuckDBPyConnection, work, seconds: float):
         worker.start()  # inside: a Ctrl-C can cut start() short once the thread exists
         if not done.wait(seconds):
             raise TimeoutError(seconds)
-    except BaseException:  # a Ctrl-C, or the time limit
-        _stop(con, began, done)
+    except BaseException as exc:  # a Ctrl-C, or the time limit
+        if _stop(con, worker, began, done) and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc  # a Ctrl-C during the stop is the user's word
         raise
     worker.join()
     if "error" in box:
@@ -643,23 +644,32 @@ def _interruptible(con: duckdb.DuckDBPyConnection, work, seconds: float):
     return box["value"]
 
 
-def _stop(con: duckdb.DuckDBPyConnection, began: threading.Event, done: threading.Event) -> None:
-    """Interrupt the worker's query until the worker is done. DuckDB clears the flag when a query
-    starts, so an interrupt sent before it is lost: it is sent again every 50 ms. A further Ctrl-C
-    does not end the wait (DuckDB refuses to close a connection a thread still uses, and a thread
-    left inside DuckDB aborts the interpreter's exit). A worker that never began (a Ctrl-C before
-    its thread was launched) has nothing to stop: given up after ``_NEVER_BEGAN`` seconds."""
-    waited = 0.0
-    while not done.is_set():
+def _stop(
+    con: duckdb.DuckDBPyConnection,
+    worker: threading.Thread,
+    began: threading.Event,
+    done: threading.Event,
+) -> bool:
+    """Interrupt the worker's query until the worker has ended; whether a Ctrl-C came meanwhile.
+    DuckDB clears the flag when a query starts, so an interrupt sent before it is lost: it is sent
+    again every 50 ms. A further Ctrl-C does not end the wait (DuckDB refuses to close a connection
+    a thread still uses, and a thread left inside DuckDB aborts the interpreter's exit). A worker
+    that never began (a Ctrl-C before its thread was launched) has nothing to stop: given up after
+    ``_NEVER_BEGAN`` seconds."""
+    waited, ctrl_c = 0.0, False
+    while True:
         try:
+            if done.is_set():
+                worker.join()
+                return ctrl_c
             if began.is_set():
                 con.interrupt()
             elif waited > _NEVER_BEGAN:
-                return
+                return ctrl_c
             done.wait(0.05)
             waited += 0.05
         except KeyboardInterrupt:
-            continue
+            ctrl_c = True
 
 
 _NEVER_BEGAN = 5.0  # seconds: a launched thread runs within milliseconds
