@@ -1,10 +1,14 @@
-"""A Ctrl-C that DuckDB takes: noted, so that it can still be reported as the interrupt.
+"""A Ctrl-C that DuckDB takes: noted, so that it can still be reported as the interrupt; and a call
+run on a worker thread that a Ctrl-C or a deadline stops at once (``interruptible``).
 
 A Ctrl-C during a DuckDB query does not reach the caller as ``KeyboardInterrupt``: DuckDB takes it
 and raises its own error (``RuntimeError('Query interrupted')``, or an ``InvalidInputException``
 that names it while scanning a Python object; inside a transaction the clean-up's next query then
 fails on the aborted transaction). ``noting_interrupts`` notes the signal, so that the caller (a
 registry transaction, the CLI) can raise or report the interrupt instead of an internal error.
+A long DuckDB aggregate run with more than one thread notices no Ctrl-C until it ends: the
+registry's read queries run through ``interruptible``, which waits on another thread and interrupts
+the query itself.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(eq=False)  # each block's own: found in _ACTIVE by identity
@@ -69,3 +76,97 @@ def _noting(noted: Noted, previous) -> Iterator[Noted]:
 
 _ACTIVE: list[Noted] = []  # the noting blocks open now (main thread), outermost first
 _NOTING = "_supportbench_noting"  # marks a handler of this module's: a nested block chains to it
+
+
+def interruptible(
+    work: Callable[[], T], interrupt: Callable[[], None], seconds: float, name: str = "worker"
+) -> T:
+    """``work()``'s result, run on a worker thread (``name``) while this one waits: a Ctrl-C stops
+    it at once (``interrupt()``: ``DuckDBPyConnection.interrupt`` for a query) and is raised as
+    ``KeyboardInterrupt``; at ``seconds`` it is stopped too, raised as ``TimeoutError``. Either way
+    the worker has ended before this returns (``_stop``; a Ctrl-C during the stop makes it
+    ``KeyboardInterrupt``); ``work``'s own error is raised as it is. The waits are an Event's:
+    Python 3.11's ``Thread.join``, once interrupted, takes a live thread for ended."""
+    box: dict[str, Any] = {}
+    began, done = threading.Event(), threading.Event()
+
+    def run() -> None:
+        began.set()
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name=name, daemon=True)
+    try:
+        worker.start()  # inside: a Ctrl-C can cut start() short once the thread exists
+        if not done.wait(seconds):
+            raise TimeoutError(seconds)
+    except BaseException as exc:  # a Ctrl-C, or the time limit
+        if _stop(interrupt, worker, began, done) and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc  # a Ctrl-C during the stop is the user's word
+        raise
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _stop(
+    interrupt: Callable[[], None],
+    worker: threading.Thread,
+    began: threading.Event,
+    done: threading.Event,
+) -> bool:
+    """Interrupt the worker until it has ended; whether a Ctrl-C came meanwhile. DuckDB clears the
+    flag when a query starts, so an interrupt sent before it is lost: it is sent again every 50 ms.
+    A further Ctrl-C does not end the wait (DuckDB refuses to close a connection a thread still
+    uses, and a thread left inside DuckDB aborts the interpreter's exit): it is only noted, by a
+    handler that raises nothing while the stop runs (``_quiet``), or, under a caller's own handler,
+    caught. A worker that never began (a Ctrl-C before its thread was launched) has nothing to stop:
+    given up after ``_NEVER_BEGAN`` seconds."""
+    waited, ctrl_c = 0.0, False
+    with _quiet() as quiet:
+        while True:
+            try:
+                if done.is_set():
+                    worker.join()
+                    break
+                if began.is_set():
+                    interrupt()
+                elif waited > _NEVER_BEGAN:
+                    break
+                done.wait(0.05)
+                waited += 0.05
+            except KeyboardInterrupt:
+                ctrl_c = True
+    return ctrl_c or quiet.hit
+
+
+_NEVER_BEGAN = 5.0  # seconds: a launched thread runs within milliseconds
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[Noted]:
+    """During the block a Ctrl-C raises nothing: it is noted (``Noted.hit``, and in every noting
+    block open, as their handler would). Only on the main thread, replacing Python's handler or a
+    noting block's; otherwise nothing is changed."""
+    noted = Noted()
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or not (
+        previous is signal.default_int_handler or getattr(previous, _NOTING, False)
+    ):
+        yield noted
+        return
+
+    def note(signum, frame):
+        for n in (noted, *_ACTIVE):
+            n.hit = True
+
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)

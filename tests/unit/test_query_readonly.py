@@ -295,7 +295,7 @@ def test_a_ctrl_c_while_a_query_is_stopped_at_its_limit_is_the_interrupt():
     import signal
     import threading
 
-    from supportbench.registry.store import _interruptible
+    from supportbench._signals import interruptible
 
     stopped = threading.Event()
 
@@ -315,8 +315,49 @@ def test_a_ctrl_c_while_a_query_is_stopped_at_its_limit_is_the_interrupt():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt) as got:
-            _interruptible(Connection(), query, 0.05)
+            interruptible(query, Connection().interrupt, 0.05, name="supportbench-query")
     finally:
         signal.signal(signal.SIGINT, previous)
+    assert isinstance(got.value.__cause__, TimeoutError)
+    assert not [t for t in threading.enumerate() if t.name == "supportbench-query"]
+
+
+def test_ctrl_cs_during_a_stop_raise_nothing_until_the_worker_has_ended():
+    """Ctrl-Cs while a query is being stopped are noted, not raised where they land (where a
+    raised one could leave the stop with the worker still inside DuckDB): each signal returns, the
+    stop waits for the query to end, the interrupt is raised once after it, a noting block around
+    the call sees it, and Python's own handler is back afterwards."""
+    import signal
+    import threading
+
+    from supportbench._signals import interruptible, noting_interrupts
+
+    stopped = threading.Event()
+
+    class Connection:  # three interrupts, each meeting a Ctrl-C; the third stops the query
+        calls = returned = 0
+
+        def interrupt(self):
+            self.calls += 1
+            if self.calls <= 3:
+                signal.raise_signal(signal.SIGINT)
+                self.returned += 1  # reached only when the Ctrl-C raised nothing here
+            if self.calls >= 3:
+                stopped.set()
+
+    def query():
+        assert stopped.wait(30), "never interrupted"
+        raise RuntimeError("interrupted query")
+
+    con = Connection()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as got, noting_interrupts() as noted:
+            interruptible(query, con.interrupt, 0.05, name="supportbench-query")
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert con.returned == 3
+    assert noted.hit
     assert isinstance(got.value.__cause__, TimeoutError)
     assert not [t for t in threading.enumerate() if t.name == "supportbench-query"]

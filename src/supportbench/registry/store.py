@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
-from supportbench._signals import Noted, noting_interrupts
+from supportbench._signals import Noted, interruptible, noting_interrupts
 from supportbench.errors import RegistryError
 from supportbench.experiments import metric_names
 from supportbench.experiments.results import DEFAULT_RESULTS
@@ -594,8 +594,11 @@ def run_query(
         )
     limit = query_seconds() if seconds is None else seconds
     try:
-        table = _interruptible(
-            con, lambda: con.sql(sql).limit(max_rows + 1).to_arrow_table(), limit
+        table = interruptible(
+            lambda: con.sql(sql).limit(max_rows + 1).to_arrow_table(),
+            con.interrupt,
+            limit,
+            name="supportbench-query",
         )
     except TimeoutError:
         raise RegistryError(
@@ -608,71 +611,6 @@ def run_query(
     except duckdb.Error as exc:
         raise RegistryError(f"query failed: {str(exc).splitlines()[0]}") from None
     return QueryResult(table.slice(0, max_rows), table.num_rows > max_rows, max_rows)
-
-
-def _interruptible(con: duckdb.DuckDBPyConnection, work, seconds: float):
-    """``work()``'s result, run on a worker thread while this one waits: a Ctrl-C stops it at once
-    (DuckDB with more than one thread notices none in a long aggregate until the query ends) and is
-    raised as ``KeyboardInterrupt``; at ``seconds`` it is stopped too, raised as ``TimeoutError``.
-    Either way the worker has ended before this returns (``_stop``; a Ctrl-C during the stop makes
-    it ``KeyboardInterrupt``); ``work``'s own error is raised as it is. The waits are an Event's:
-    Python 3.11's ``Thread.join``, once interrupted, takes a live thread for ended."""
-    box: dict[str, Any] = {}
-    began, done = threading.Event(), threading.Event()
-
-    def run() -> None:
-        began.set()
-        try:
-            box["value"] = work()
-        except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    worker = threading.Thread(target=run, name="supportbench-query", daemon=True)
-    try:
-        worker.start()  # inside: a Ctrl-C can cut start() short once the thread exists
-        if not done.wait(seconds):
-            raise TimeoutError(seconds)
-    except BaseException as exc:  # a Ctrl-C, or the time limit
-        if _stop(con, worker, began, done) and not isinstance(exc, KeyboardInterrupt):
-            raise KeyboardInterrupt from exc  # a Ctrl-C during the stop is the user's word
-        raise
-    worker.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _stop(
-    con: duckdb.DuckDBPyConnection,
-    worker: threading.Thread,
-    began: threading.Event,
-    done: threading.Event,
-) -> bool:
-    """Interrupt the worker's query until the worker has ended; whether a Ctrl-C came meanwhile.
-    DuckDB clears the flag when a query starts, so an interrupt sent before it is lost: it is sent
-    again every 50 ms. A further Ctrl-C does not end the wait (DuckDB refuses to close a connection
-    a thread still uses, and a thread left inside DuckDB aborts the interpreter's exit). A worker
-    that never began (a Ctrl-C before its thread was launched) has nothing to stop: given up after
-    ``_NEVER_BEGAN`` seconds."""
-    waited, ctrl_c = 0.0, False
-    while True:
-        try:
-            if done.is_set():
-                worker.join()
-                return ctrl_c
-            if began.is_set():
-                con.interrupt()
-            elif waited > _NEVER_BEGAN:
-                return ctrl_c
-            done.wait(0.05)
-            waited += 0.05
-        except KeyboardInterrupt:
-            ctrl_c = True
-
-
-_NEVER_BEGAN = 5.0  # seconds: a launched thread runs within milliseconds
 
 
 def render(result: QueryResult, fmt: str = "table") -> str:
