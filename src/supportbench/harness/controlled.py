@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,24 +117,7 @@ def apply_decision(spec: RunSpec, decision: ControlledDecision) -> RunSpec:
         "benchmark.primary_locator": decision.primary_locator,
         "benchmark.decision": decision.hash,
     }
-    return RunSpec(
-        spec.benchmark,
-        spec.field,
-        spec.objective,
-        spec.method,
-        seed=spec.seed,
-        variant=spec.variant,
-        split=spec.split,
-        experiment=spec.experiment,
-        budget=spec.budget,
-        T=spec.T,
-        t=spec.t,
-        d=spec.d,
-        rho_p=spec.rho_p,
-        model=spec.model,
-        hyperparameters=hp,
-        build=spec.build,
-    )
+    return dataclasses.replace(spec, hyperparameters=hp)
 
 
 def _settings(template: RunSpec) -> dict:
