@@ -124,25 +124,42 @@ def _stop(
     flag when a query starts, so an interrupt sent before it is lost: it is sent again every 50 ms.
     A further Ctrl-C does not end the wait (DuckDB refuses to close a connection a thread still
     uses, and a thread left inside DuckDB aborts the interpreter's exit): it is only noted, by a
-    handler that raises nothing while the stop runs (``_quiet``), or, under a caller's own handler,
-    caught. A worker that never began (a Ctrl-C before its thread was launched) has nothing to stop:
-    given up after ``_NEVER_BEGAN`` seconds."""
+    handler that raises nothing while the stop runs (``_quiet``; one that lands before that handler
+    is in place starts the stop again), or, under a caller's own handler, caught. A worker that
+    never began (a Ctrl-C before its thread was launched) has nothing to stop: given up after
+    ``_NEVER_BEGAN`` seconds."""
+    ctrl_c = False
+    while True:  # again when a Ctrl-C lands before the quiet handler is in place
+        try:
+            with _quiet() as quiet:
+                ctrl_c |= _wait_ended(interrupt, worker, began, done)
+            return ctrl_c or quiet.hit
+        except KeyboardInterrupt:
+            ctrl_c = True
+
+
+def _wait_ended(
+    interrupt: Callable[[], None],
+    worker: threading.Thread,
+    began: threading.Event,
+    done: threading.Event,
+) -> bool:
+    """``_stop``'s loop: interrupt every 50 ms until the worker has ended (or never began); whether
+    a Ctrl-C was raised meanwhile (under a caller's own handler: ``_quiet`` raises none)."""
     waited, ctrl_c = 0.0, False
-    with _quiet() as quiet:
-        while True:
-            try:
-                if done.is_set():
-                    worker.join()
-                    break
-                if began.is_set():
-                    interrupt()
-                elif waited > _NEVER_BEGAN:
-                    break
-                done.wait(0.05)
-                waited += 0.05
-            except KeyboardInterrupt:
-                ctrl_c = True
-    return ctrl_c or quiet.hit
+    while True:
+        try:
+            if done.is_set():
+                worker.join()
+                return ctrl_c
+            if began.is_set():
+                interrupt()
+            elif waited > _NEVER_BEGAN:
+                return ctrl_c
+            done.wait(0.05)
+            waited += 0.05
+        except KeyboardInterrupt:
+            ctrl_c = True
 
 
 _NEVER_BEGAN = 5.0  # seconds: a launched thread runs within milliseconds
@@ -152,7 +169,8 @@ _NEVER_BEGAN = 5.0  # seconds: a launched thread runs within milliseconds
 def _quiet() -> Iterator[Noted]:
     """During the block a Ctrl-C raises nothing: it is noted (``Noted.hit``, and in every noting
     block open, as their handler would). Only on the main thread, replacing Python's handler or a
-    noting block's; otherwise nothing is changed."""
+    noting block's; otherwise nothing is changed. A Ctrl-C handled while the handler is put in
+    place raises (``signal.signal`` runs the old handler first): the caller starts again."""
     noted = Noted()
     previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or not (

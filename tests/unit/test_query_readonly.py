@@ -326,7 +326,7 @@ def test_ctrl_cs_during_a_stop_raise_nothing_until_the_worker_has_ended():
     """Ctrl-Cs while a query is being stopped are noted, not raised where they land (where a
     raised one could leave the stop with the worker still inside DuckDB): each signal returns, the
     stop waits for the query to end, the interrupt is raised once after it, a noting block around
-    the call sees it, and Python's own handler is back afterwards."""
+    the call sees it, and the handler the call found is back afterwards."""
     import signal
     import threading
 
@@ -352,12 +352,14 @@ def test_ctrl_cs_during_a_stop_raise_nothing_until_the_worker_has_ended():
     con = Connection()
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with pytest.raises(KeyboardInterrupt) as got, noting_interrupts() as noted:
-            interruptible(query, con.interrupt, 0.05, name="supportbench-query")
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with noting_interrupts() as noted:
+            with pytest.raises(KeyboardInterrupt) as got:
+                interruptible(query, con.interrupt, 0.05, name="supportbench-query")
+            back = signal.getsignal(signal.SIGINT)  # the noting block's handler, not the quiet one
     finally:
         signal.signal(signal.SIGINT, previous)
     assert con.returned == 3
     assert noted.hit
+    assert getattr(back, "_supportbench_noting", False)
     assert isinstance(got.value.__cause__, TimeoutError)
     assert not [t for t in threading.enumerate() if t.name == "supportbench-query"]

@@ -117,6 +117,7 @@ def apply_decision(spec: RunSpec, decision: ControlledDecision) -> RunSpec:
         "benchmark.primary_locator": decision.primary_locator,
         "benchmark.decision": decision.hash,
     }
+    # every setting kept as resolved (``spec.replace`` would resolve the defaults again)
     return dataclasses.replace(spec, hyperparameters=hp)
 
 
