@@ -36,9 +36,7 @@ def noting_interrupts() -> Iterator[Noted]:
     block ends, also when a Ctrl-C lands while it is put back."""
     noted = Noted()
     previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not (
-        previous is signal.default_int_handler or getattr(previous, _NOTING, False)
-    ):
+    if not _replaceable(previous):
         yield noted
         return
     _ACTIVE.append(noted)
@@ -72,6 +70,15 @@ def _noting(noted: Noted, previous) -> Iterator[Noted]:
         except KeyboardInterrupt:  # a Ctrl-C handled just before the swap: swap, then raise it
             signal.signal(signal.SIGINT, previous)
             raise
+
+
+def _replaceable(handler) -> bool:
+    """Whether this module may put its own SIGINT handler in place of ``handler``: on the main
+    thread (the only one that gets signals), over Python's handler or a noting block's, never a
+    caller's own."""
+    return threading.current_thread() is threading.main_thread() and (
+        handler is signal.default_int_handler or getattr(handler, _NOTING, False)
+    )
 
 
 _ACTIVE: list[Noted] = []  # the noting blocks open now (main thread), outermost first
@@ -173,9 +180,7 @@ def _quiet() -> Iterator[Noted]:
     place raises (``signal.signal`` runs the old handler first): the caller starts again."""
     noted = Noted()
     previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or not (
-        previous is signal.default_int_handler or getattr(previous, _NOTING, False)
-    ):
+    if not _replaceable(previous):
         yield noted
         return
 
