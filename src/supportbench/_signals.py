@@ -131,40 +131,22 @@ def _stop(
     flag when a query starts, so an interrupt sent before it is lost: it is sent again every 50 ms.
     A further Ctrl-C does not end the wait (DuckDB refuses to close a connection a thread still
     uses, and a thread left inside DuckDB aborts the interpreter's exit): it is only noted, by a
-    handler that raises nothing while the stop runs (``_quiet``; one that lands before that handler
-    is in place starts the stop again), or, under a caller's own handler, caught. A worker that
-    never began (a Ctrl-C before its thread was launched) has nothing to stop: given up after
-    ``_NEVER_BEGAN`` seconds."""
-    ctrl_c = False
-    while True:  # again when a Ctrl-C lands before the quiet handler is in place
+    handler that raises nothing while the stop runs (``_quiet``), or, raised (before that handler
+    is in place, or under a caller's own handler), caught and the wait taken up again. A worker
+    that never began (a Ctrl-C before its thread was launched) has nothing to stop: given up after
+    ``_NEVER_BEGAN`` seconds of waiting in all."""
+    ctrl_c, waited = False, 0.0
+    while True:  # again after a Ctrl-C raised inside the wait
         try:
             with _quiet() as quiet:
-                ctrl_c |= _wait_ended(interrupt, worker, began, done)
+                while not done.is_set() and (began.is_set() or waited <= _NEVER_BEGAN):
+                    if began.is_set():
+                        interrupt()
+                    done.wait(0.05)
+                    waited += 0.05
+                if done.is_set():
+                    worker.join()
             return ctrl_c or quiet.hit
-        except KeyboardInterrupt:
-            ctrl_c = True
-
-
-def _wait_ended(
-    interrupt: Callable[[], None],
-    worker: threading.Thread,
-    began: threading.Event,
-    done: threading.Event,
-) -> bool:
-    """``_stop``'s loop: interrupt every 50 ms until the worker has ended (or never began); whether
-    a Ctrl-C was raised meanwhile (under a caller's own handler: ``_quiet`` raises none)."""
-    waited, ctrl_c = 0.0, False
-    while True:
-        try:
-            if done.is_set():
-                worker.join()
-                return ctrl_c
-            if began.is_set():
-                interrupt()
-            elif waited > _NEVER_BEGAN:
-                return ctrl_c
-            done.wait(0.05)
-            waited += 0.05
         except KeyboardInterrupt:
             ctrl_c = True
 

@@ -363,3 +363,53 @@ def test_ctrl_cs_during_a_stop_raise_nothing_until_the_worker_has_ended():
     assert getattr(back, "_supportbench_noting", False)
     assert isinstance(got.value.__cause__, TimeoutError)
     assert not [t for t in threading.enumerate() if t.name == "supportbench-query"]
+
+
+@pytest.mark.parametrize(
+    ("ctrl_c_at_wait", "ctrl_c_at_exit", "waits"),
+    [
+        ((2, 4), False, 8),  # 6 steps and the 2 Ctrl-Cs between them
+        ((), True, 6),  # 6 steps, then nothing more to wait (12 if the wait began again from zero)
+    ],
+    ids=["raised-inside-the-wait", "raised-as-the-stop-ends"],
+)
+def test_a_worker_that_never_began_is_given_up_after_the_wait_in_all(
+    monkeypatch, ctrl_c_at_wait, ctrl_c_at_exit, waits
+):
+    """A Ctrl-C before the worker's thread runs leaves nothing to stop: the stop gives it up after
+    ``_NEVER_BEGAN`` seconds of waiting counted over the whole stop, not again from zero after a
+    Ctrl-C raised inside it (under a caller's own handler, or as the stop's quiet handler is taken
+    away), and says that a Ctrl-C came. Each wait is a 50 ms step counted without sleeping."""
+    import contextlib
+    import threading
+
+    from supportbench import _signals
+
+    monkeypatch.setattr(_signals, "_NEVER_BEGAN", 0.275)  # 6 steps of 50 ms
+    exits = []
+
+    @contextlib.contextmanager
+    def quiet():  # _quiet, but a Ctrl-C raised as its first block ends, where one asked
+        yield _signals.Noted()
+        exits.append(1)
+        if ctrl_c_at_exit and len(exits) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_signals, "_quiet", quiet)
+
+    class Done(threading.Event):
+        calls = 0
+
+        def wait(self, timeout=None):
+            self.calls += 1
+            if self.calls in ctrl_c_at_wait:
+                raise KeyboardInterrupt
+            return False
+
+    def interrupt():
+        raise AssertionError("a worker that never began was interrupted")
+
+    done = Done()
+    worker = threading.Thread(target=lambda: None)  # never started
+    assert _signals._stop(interrupt, worker, threading.Event(), done) is True
+    assert done.calls == waits
