@@ -131,12 +131,12 @@ def _stop(
     flag when a query starts, so an interrupt sent before it is lost: it is sent again every 50 ms.
     A further Ctrl-C does not end the wait (DuckDB refuses to close a connection a thread still
     uses, and a thread left inside DuckDB aborts the interpreter's exit): it is only noted, by a
-    handler that raises nothing while the stop runs (``_quiet``), or, raised (before that handler
-    is in place, or under a caller's own handler), caught and the wait taken up again. A worker
-    that never began (a Ctrl-C before its thread was launched) has nothing to stop: given up after
-    ``_NEVER_BEGAN`` seconds of waiting in all."""
+    handler that raises nothing while the stop runs (``_quiet``), or, where one is raised (as that
+    handler is put in place or taken away, or under a caller's own handler), caught, and the wait
+    taken up where it was. A worker that never began (a Ctrl-C before its thread was launched) has
+    nothing to stop: given up after ``_NEVER_BEGAN`` seconds of waiting in all."""
     ctrl_c, waited = False, 0.0
-    while True:  # again after a Ctrl-C raised inside the wait
+    while True:  # again after a Ctrl-C raised during the stop; waited is kept
         try:
             with _quiet() as quiet:
                 while not done.is_set() and (began.is_set() or waited <= _NEVER_BEGAN):

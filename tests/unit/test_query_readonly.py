@@ -373,7 +373,7 @@ def test_ctrl_cs_during_a_stop_raise_nothing_until_the_worker_has_ended():
     ],
     ids=["raised-inside-the-wait", "raised-as-the-stop-ends"],
 )
-def test_a_worker_that_never_began_is_given_up_after_the_wait_in_all(
+def test_a_never_begun_worker_is_given_up_after_one_wait_counted_over_the_whole_stop(
     monkeypatch, ctrl_c_at_wait, ctrl_c_at_exit, waits
 ):
     """A Ctrl-C before the worker's thread runs leaves nothing to stop: the stop gives it up after
