@@ -89,6 +89,8 @@ def test_relearning_trains_exactly_n_seeded_steps_on_every_parameter(tiny_model,
     params = [n for n, _ in tiny_model.named_parameters()]
     assert all(not torch.equal(state[n], after[n]) for n in params)  # every parameter trains
     assert not any(p.requires_grad for p in tiny_model.parameters()) and not tiny_model.training
+    # and its gradients freed: a later run in the process would hold a whole model's worth
+    assert all(p.grad is None for p in tiny_model.parameters())
     tiny_model.load_state_dict(state)
     assert relearn(tiny_model, forget, steps=3, lr=1e-3, batch_size=2, seed=1) == losses
     assert all(torch.equal(v, after[k]) for k, v in tiny_model.state_dict().items())
