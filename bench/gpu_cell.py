@@ -180,6 +180,9 @@ def main():
     R.Runner._evaluate = ph.wrap("evaluation", R.Runner._evaluate)
     # issue 35: the exact count of changed scalars against theta_0's snapshot, tensor by tensor
     R.Runner._enforce = ph.wrap("enforcement count", R.Runner._enforce)
+    # issue 29's additions, in runs that ask for them (--hp eval_every=N relearn_steps=N)
+    R.curve_point = ph.wrap("curve points", R.curve_point)
+    R.relearning_attack = ph.wrap("relearning attack (every parameter)", R.relearning_attack)
 
     runner = R.Runner(work / "results", cache_dir=cache, progress=False, device=args.device)
     from supportbench.cli import _parse_sets
@@ -199,10 +202,13 @@ def main():
         model=str(model_dir),
         hyperparameters=hp,
     )
+    # a curve is a static run's (DIR-R trains several branches after its checkpoint: refused)
+    curve = ("eval_every", "curve_items", "curve_metrics")
+    dirr_hp = {k: v for k, v in hp.items() if k not in curve}
     # tau below 0 always triggers: the DIR-R cell measures the whole path (probe and every branch)
     specs = {
         "static": static,
-        "dirr": static.replace(variant="dirr", hyperparameters={**hp, "tau": -1.0}),
+        "dirr": static.replace(variant="dirr", hyperparameters={**dirr_hp, "tau": -1.0}),
     }
     runner.plan(
         specs.values()
@@ -249,6 +255,12 @@ def main():
                 k: (rec.outcome.components or {}).get(k) if rec.outcome else None
                 for k in ("changed_inside", "changed_outside", "allowed_scalars", "tensors_checked")
             },
+            "curve_steps": [p.step for p in (rec.outcome.curve or [])] if rec.outcome else None,
+            "relearning": {
+                k: v
+                for k, v in ((rec.outcome.components or {}) if rec.outcome else {}).items()
+                if "relearn" in k or "resurfaced" in k or "leaked" in k
+            },
         }
         print(
             f"\n{name}: {rec.status} in {wall:.1f} s (J={out['runs'][name]['J']})"
@@ -267,6 +279,8 @@ def main():
     ]
     for name, r in out["runs"].items():
         print(f"{name}: enforcement {r['enforcement']}")
+        if r["curve_steps"] or r["relearning"]:
+            print(f"{name}: curve at steps {r['curve_steps']}; relearning {r['relearning']}")
     if shares:
         out["enforcement_share_max"] = max(shares)
         print(
