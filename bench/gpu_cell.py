@@ -15,10 +15,14 @@ at the phase's start; an outer phase's peak includes its inner phases'):
   diagnostics         Intervention Score's fused pass (u0 and the four role gradients)
   training            the support-constrained NPO steps (Static-IV), or Algorithm 1 as a whole
                       (DIR-R: train to t, probe, candidates to T, development evaluations)
-  evaluation          the final evaluation (forget, retain, protected splits)
+  evaluation          the final evaluation (forget, retain, protected splits); with
+                      ``relearn_steps``, the relearning attack inside it (also its own phase)
+  enforcement count   the scalars changed inside and outside the support, against theta_0
+  curve points        with ``eval_every`` (static cell only), the curve's points inside training
 and the projected GPU-hours of ``sweep --dry-run paper`` from the measured step time, diagnostics
-pass and evaluation (``harness.compute.sweep_estimate``: step-equivalents x step time + cells x
-diagnostics + runs x evaluation). ``--arch tiny --device cpu --budget 0.5 --rho-p 0.1`` is a dry run
+pass and evaluation, each without the curve points and the attack
+(``harness.compute.sweep_estimate``: step-equivalents x step time + cells x diagnostics + runs x
+evaluation). ``--arch tiny --device cpu --budget 0.5 --rho-p 0.1`` is a dry run
 of the script on a small Llama (its support must be large enough for the probe to swap a group).
 """
 
@@ -152,6 +156,7 @@ def main():
     from supportbench.harness.compute import sweep_estimate
     from supportbench.harness.dirr import run_dirr
     from supportbench.unlearning import train as TR
+    from supportbench.unlearning.relearn import RESURFACING
 
     work = Path(args.work or tempfile.mkdtemp(prefix="gpu-cell-"))
     cache = work / "cache"
@@ -238,6 +243,7 @@ def main():
             for k in ph.seconds
             if ph.calls[k] > before.get(k, (0, 0))[1]
         }
+        comps = (rec.outcome.components or {}) if rec.outcome else {}
         out["runs"][name] = {
             "status": rec.status,
             "error": rec.error,
@@ -256,11 +262,7 @@ def main():
                 for k in ("changed_inside", "changed_outside", "allowed_scalars", "tensors_checked")
             },
             "curve_steps": [p.step for p in (rec.outcome.curve or [])] if rec.outcome else None,
-            "relearning": {
-                k: v
-                for k, v in ((rec.outcome.components or {}) if rec.outcome else {}).items()
-                if "relearn" in k or "resurfaced" in k or "leaked" in k
-            },
+            "relearning": {k: comps[k] for k in RESURFACING if k in comps},
         }
         print(
             f"\n{name}: {rec.status} in {wall:.1f} s (J={out['runs'][name]['J']})"
@@ -279,8 +281,10 @@ def main():
     ]
     for name, r in out["runs"].items():
         print(f"{name}: enforcement {r['enforcement']}")
-        if r["curve_steps"] or r["relearning"]:
-            print(f"{name}: curve at steps {r['curve_steps']}; relearning {r['relearning']}")
+        if r["curve_steps"]:
+            print(f"{name}: curve at steps {r['curve_steps']}")
+        if r["relearning"]:
+            print(f"{name}: relearning attack {r['relearning']}")
     if shares:
         out["enforcement_share_max"] = max(shares)
         print(
@@ -289,9 +293,14 @@ def main():
         )
     static = out["runs"]["static"]
     if static["status"] == "ok":
-        step_s = static["phases"]["training"]["seconds"] / args.T
-        diag_s = static["phases"].get("diagnostics", {}).get("seconds", 0.0)
-        eval_s = static["phases"]["evaluation"]["seconds"]
+        phases = static["phases"]
+
+        def own(outer: str, inner: str) -> float:  # an outer phase's seconds without its inner's
+            return phases[outer]["seconds"] - phases.get(inner, {}).get("seconds", 0.0)
+
+        step_s = own("training", "curve points") / args.T
+        diag_s = phases.get("diagnostics", {}).get("seconds", 0.0)
+        eval_s = own("evaluation", "relearning attack (every parameter)")
         from supportbench.experiments.plan import ExperimentSpec
 
         est = sweep_estimate(ExperimentSpec.from_toml("paper"))
