@@ -40,6 +40,7 @@ import torch  # noqa: E402
 from _common import gpu_peak, reset_gpu_peak  # noqa: E402
 
 GIB = 2**30
+CURVE, ATTACK = "curve points", "relearning attack (every parameter)"  # phases nested in others
 
 
 class Phases:
@@ -186,8 +187,8 @@ def main():
     # issue 35: the exact count of changed scalars against theta_0's snapshot, tensor by tensor
     R.Runner._enforce = ph.wrap("enforcement count", R.Runner._enforce)
     # issue 29's additions, in runs that ask for them (--hp eval_every=N relearn_steps=N)
-    R.curve_point = ph.wrap("curve points", R.curve_point)
-    R.relearning_attack = ph.wrap("relearning attack (every parameter)", R.relearning_attack)
+    R.curve_point = ph.wrap(CURVE, R.curve_point)
+    R.relearning_attack = ph.wrap(ATTACK, R.relearning_attack)
 
     runner = R.Runner(work / "results", cache_dir=cache, progress=False, device=args.device)
     from supportbench.cli import _parse_sets
@@ -258,7 +259,7 @@ def main():
             "step_equivalents": rec.compute.step_equivalents,
             "device": rec.provenance.device,
             "enforcement": {
-                k: (rec.outcome.components or {}).get(k) if rec.outcome else None
+                k: comps.get(k) if rec.outcome else None
                 for k in ("changed_inside", "changed_outside", "allowed_scalars", "tensors_checked")
             },
             "curve_steps": [p.step for p in (rec.outcome.curve or [])] if rec.outcome else None,
@@ -298,9 +299,9 @@ def main():
         def own(outer: str, inner: str) -> float:  # an outer phase's seconds without its inner's
             return phases[outer]["seconds"] - phases.get(inner, {}).get("seconds", 0.0)
 
-        step_s = own("training", "curve points") / args.T
+        step_s = own("training", CURVE) / args.T
         diag_s = phases.get("diagnostics", {}).get("seconds", 0.0)
-        eval_s = own("evaluation", "relearning attack (every parameter)")
+        eval_s = own("evaluation", ATTACK)
         from supportbench.experiments.plan import ExperimentSpec
 
         est = sweep_estimate(ExperimentSpec.from_toml("paper"))
