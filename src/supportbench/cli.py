@@ -85,7 +85,7 @@ def _cmd_plan_memory(args) -> int:
     for k, v in p.components.items():
         print(f"  {k:<16} {v / gib:9.2f} GiB")
     from supportbench.methods.base import get_method, list_methods
-    from supportbench.unlearning.memory import dirr_checkpoint_bytes, plan_diagnostics
+    from supportbench.unlearning.memory import dirr_checkpoint_bytes, plan_diagnostics, plan_relearn
 
     train = p.without_diagnostics()
     dirr = dirr_checkpoint_bytes(args.model, dtype=args.dtype)
@@ -108,6 +108,9 @@ def _cmd_plan_memory(args) -> int:
     for what, d in diag.items():
         n = d.components["buffers"] // (4 * d.geometry_scalars)
         print(f"  {f'diagnostics, {what} ({n} buffers)':<48} {d.total / gib:9.2f} GiB")
+    shape = dict(batch=args.batch, length=args.length, checkpointing=args.checkpointing)
+    attack = plan_relearn(args.model, dtype=args.dtype, **shape)
+    print(f"  {'relearning attack (every parameter)':<48} {attack.total / gib:9.2f} GiB")
     print(
         "  (a runner scores a cell's methods one after another, keeping only the buffers still to "
         "be read, when every method's buffers do not fit)"

@@ -7,6 +7,7 @@ to watch (DIR-R); a benchmark's own interventions draw theirs through ``interven
 the terminal score."""
 
 import pytest
+import torch
 
 from supportbench.benchmarks.base import curve_point
 from supportbench.errors import SpecError
@@ -56,8 +57,12 @@ def test_a_curve_reads_the_model_and_never_changes_the_terminal_run(tofu, cache,
     assert RunRecord.from_json(curved.to_json()).outcome.curve == curved.outcome.curve
 
     # the last point, recomputed by hand on the terminal model: the slice is the split's first
-    # records, against theta_0's NLLs of the same records
+    # records, against theta_0's NLLs of the same records; the reset also drops every gradient an
+    # earlier phase left (a whole model's, after an in-process fine-tune)
+    for p in runner.live_model(_spec()).parameters():
+        p.grad = torch.ones_like(p)
     bench, model = runner.theta0(_spec())
+    assert all(p.grad is None for p in model.parameters())
     roles = bench.roles("forget01", 0)
     assert curve_point(model, roles, 3)["J"] == 0.0  # theta_0 itself: nothing changed
 

@@ -7,6 +7,7 @@ import resource
 import pytest
 import torch
 
+from supportbench.errors import SpecError
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import ARCH_CONFIGS, largest_batch, meta_model, plan_memory
 from supportbench.unlearning.objectives import get_objective
@@ -157,3 +158,26 @@ def test_diagnostics_plan_counts_the_buffers_of_the_keys():
     assert p.components["buffers"] == 5 * L * f * d * 4
     assert p.components["contraction"] == 2 * f * d * 4
     assert p.components["output_grads"] == 8 * 256 * L * d * 2
+
+
+def test_relearning_plan_is_five_weights_and_one_batch_as_measured_at_8b():
+    """The attack trains every parameter: weights, gradients, AdamW's two moments and its
+    multi-tensor step's temporary, all in the weights' dtype, plus one batch's activations; at Llama
+    3 8B's shapes that is within 3 % of the 75.05 GiB measured on an H200 (docs/scaling.md, fifth
+    lending: batch 8 of mini TOFU, activation checkpointing)."""
+    from supportbench.unlearning.memory import plan_relearn
+
+    L, f, d = SHAPES["llama3-8b"]
+    V = 128256
+    n = sum(p.numel() for p in meta_model("llama3-8b").parameters())
+    p = plan_relearn("llama3-8b", batch=8, length=256, checkpointing=True)
+    assert p.components["weights"] == p.components["gradients"] == 2 * n
+    assert p.components["optimizer"] == 4 * n and p.components["optimizer_step"] == 2 * n
+    tokens = 8 * 256  # checkpointed: one d per layer, one layer's full set, whole fp32 logits
+    saved = tokens * (L * d * 2 + (4 * d + 3 * f) * 2) + tokens * V * 4
+    assert p.components["activations"] == saved
+    assert abs(p.total / 2**30 - 75.05) / 75.05 < 0.03
+    fp32 = plan_relearn("llama3-8b", dtype="float32", batch=8, length=256, checkpointing=True)
+    assert fp32.components["optimizer"] == 2 * p.components["optimizer"]
+    with pytest.raises(SpecError, match="dtype 'int8' is not allowed; allowed: float32"):
+        plan_relearn("llama3-8b", dtype="int8")

@@ -221,6 +221,9 @@ class Runner:
             set_activation_checkpointing(model, bool(spec.hp("activation_checkpointing")))
         for p in model.parameters():
             p.requires_grad_(False)
+            # gradients an earlier phase left (a theta_0 built here by fine-tuning keeps its own):
+            # every later run would hold them beside its own, a whole model's at 8B
+            p.grad = None
         remove_column_hooks(model)  # an earlier column_grads run's, had it failed mid-training
         return bench, model
 

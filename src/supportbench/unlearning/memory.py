@@ -28,6 +28,7 @@ Components (bytes):
                      registered method's at once 13); held in the diagnostics phase only (the runner
                      drops them once the cell's methods are scored), never together with a training
                      step
+The relearning attack (``plan_relearn``) trains every parameter: about five times the weights.
 A DIR-R run adds ``dirr_checkpoint_bytes``: whole copies of the geometry's tensors in the weights'
 dtype for C_t, the two probe branches and one terminal state per action.
 The diagnostics phase (``plan_diagnostics``) has its own peak: the weights, one full-size fp32
@@ -198,16 +199,12 @@ def plan_memory(
         )
     scalars -= scalars % group  # whole groups (columns)
     wb = DTYPE_BYTES[dtype]
-    d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
     tokens = batch * length
-    per_layer = (4 * d + 3 * f) * wb
-    act = tokens * (L * d * wb + per_layer) if checkpointing else tokens * L * per_layer
-    act += tokens * d * wb if chunked_loss else tokens * V * 4  # what the loss keeps
-    act *= 2 if uses_retain else 1
+    act = _activations(cfg, tokens, wb, checkpointing, chunked_loss) * (2 if uses_retain else 1)
     if chunked_loss:  # one chunk's logits at a time (``unlearning.chunked_loss``)
         from supportbench.unlearning.chunked_loss import CHUNK_TOKENS
 
-        act += min(tokens, CHUNK_TOKENS) * V * 14
+        act += min(tokens, CHUNK_TOKENS) * cfg.vocab_size * 14
     comps = {
         "weights": n_params * wb,
         "editable_master": scalars * 4,
@@ -234,6 +231,43 @@ def plan_memory(
         column_grads=column_grads,
         chunked_loss=chunked_loss,
     )
+
+
+def _activations(cfg, tokens: int, wb: int, checkpointing: bool, chunked_loss: bool) -> int:
+    """What one batch of ``tokens`` saves for backward (the module doc's ``activations``, for one
+    batch and without the chunked loss's one chunk of logits)."""
+    d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
+    per_layer = (4 * d + 3 * f) * wb
+    act = tokens * (L * d * wb + per_layer) if checkpointing else tokens * L * per_layer
+    return act + (tokens * d * wb if chunked_loss else tokens * V * 4)  # what the loss keeps
+
+
+def plan_relearn(
+    model: str,
+    *,
+    dtype: str = "bfloat16",
+    batch: int = 8,
+    length: int = 256,
+    checkpointing: bool = False,
+) -> MemoryPlan:
+    """The relearning attack's memory (``unlearning.relearn``: every parameter, AdamW): the weights,
+    their gradients and AdamW's two moments, all in the weights' dtype; one more weights-sized
+    temporary of AdamW's multi-tensor step (the moments' square roots: ``torch.optim.AdamW``'s
+    default on a GPU); one batch's activations (no retain term, whole fp32 logits). Five times the
+    weights and more: 75.05 GiB measured at Llama 3 8B's shapes on an H200 (docs/scaling.md)."""
+    if dtype not in DTYPE_BYTES:
+        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+    m = meta_model(model)
+    n_params = sum(p.numel() for p in m.parameters())
+    wb = DTYPE_BYTES[dtype]
+    comps = {
+        "weights": n_params * wb,
+        "gradients": n_params * wb,
+        "optimizer": 2 * n_params * wb,
+        "optimizer_step": n_params * wb,
+        "activations": _activations(m.config, batch * length, wb, checkpointing, False),
+    }
+    return MemoryPlan(model, n_params, 0, 0, dtype, batch, length, checkpointing, comps)
 
 
 def largest_batch(model: str, budget: float, gpu_bytes: float, **kw) -> int:
@@ -283,14 +317,13 @@ def plan_diagnostics(
     cfg = m.config
     geo = discover_geometry(m)
     wb = DTYPE_BYTES[dtype]
-    d, f, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
     tokens = batch * length
     largest = max(t.param.numel() for t in geo.tensors)
     comps = {
         "weights": sum(p.numel() for p in m.parameters()) * wb,
         "buffers": diagnostic_buffers(requires, uses_retain) * geo.total_cost * 4,
-        "activations": tokens * L * (4 * d + 3 * f) * wb + tokens * V * 4,
-        "output_grads": tokens * L * d * wb,
+        "activations": _activations(cfg, tokens, wb, False, False),
+        "output_grads": tokens * cfg.num_hidden_layers * cfg.hidden_size * wb,
         "contraction": 2 * largest * 4,
     }
     return MemoryPlan(

@@ -94,7 +94,7 @@ def relearn(
     finally:
         model.eval()
         for p in model.parameters():  # its gradients too: a whole model's, which every later
-            p.grad = None  # run in the process would hold (11.5 GiB at 8B, measured on a GPU)
+            p.grad = None  # run in the process would hold (14.96 GiB at 8B, measured on a GPU)
             p.requires_grad_(False)
 
 
