@@ -28,7 +28,7 @@ Components (bytes):
                      registered method's at once 13); held in the diagnostics phase only (the runner
                      drops them once the cell's methods are scored), never together with a training
                      step
-The relearning attack (``plan_relearn``) trains every parameter: about five times the weights.
+The relearning attack (``plan_relearn``) trains every parameter: five times the weights or more.
 A DIR-R run adds ``dirr_checkpoint_bytes``: whole copies of the geometry's tensors in the weights'
 dtype for C_t, the two probe branches and one terminal state per action.
 The diagnostics phase (``plan_diagnostics``) has its own peak: the weights, one full-size fp32
@@ -251,10 +251,11 @@ def plan_relearn(
     checkpointing: bool = False,
 ) -> MemoryPlan:
     """The relearning attack's memory (``unlearning.relearn``: every parameter, AdamW): the weights,
-    their gradients and AdamW's two moments, all in the weights' dtype; one more weights-sized
-    temporary of AdamW's multi-tensor step (the moments' square roots: ``torch.optim.AdamW``'s
-    default on a GPU); one batch's activations (no retain term, whole fp32 logits). Five times the
-    weights and more: 75.05 GiB measured at Llama 3 8B's shapes on an H200 (docs/scaling.md)."""
+    their gradients and AdamW's two moments, all in the weights' dtype, and the larger of two
+    things that never coexist -- one batch's activations (no retain term, whole fp32 logits), freed
+    by backward before the step, and the weights-sized temporary of AdamW's multi-tensor step (the
+    moments' square roots: ``torch.optim.AdamW``'s default on a GPU). Five times the weights at
+    Llama 3 8B's shapes: 75.05 GiB measured on an H200 (docs/scaling.md)."""
     if dtype not in DTYPE_BYTES:
         raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
     m = meta_model(model)
@@ -264,8 +265,9 @@ def plan_relearn(
         "weights": n_params * wb,
         "gradients": n_params * wb,
         "optimizer": 2 * n_params * wb,
-        "optimizer_step": n_params * wb,
-        "activations": _activations(m.config, batch * length, wb, checkpointing, False),
+        "activations_or_step": max(
+            _activations(m.config, batch * length, wb, checkpointing, False), n_params * wb
+        ),
     }
     return MemoryPlan(model, n_params, 0, 0, dtype, batch, length, checkpointing, comps)
 
