@@ -110,7 +110,8 @@ def _cmd_plan_memory(args) -> int:
         print(f"  {f'diagnostics, {what} ({n} buffers)':<48} {d.total / gib:9.2f} GiB")
     shape = dict(batch=args.batch, length=args.length, checkpointing=args.checkpointing)
     attack = plan_relearn(args.model, dtype=args.dtype, **shape)
-    print(f"  {'relearning attack (every parameter)':<48} {attack.total / gib:9.2f} GiB")
+    what = "relearning attack (every parameter; --batch)"
+    print(f"  {what:<48} {attack.total / gib:9.2f} GiB")
     print(
         "  (a runner scores a cell's methods one after another, keeping only the buffers still to "
         "be read, when every method's buffers do not fit)"

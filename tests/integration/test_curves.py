@@ -6,9 +6,12 @@ to watch (DIR-R); a benchmark's own interventions draw theirs through ``interven
 (tests/integration/test_controlled.py). The relearning attack (same issue) runs after
 the terminal score."""
 
+import weakref
+
 import pytest
 import torch
 
+import supportbench.harness.runner as runner_module
 from supportbench.benchmarks.base import curve_point
 from supportbench.errors import SpecError
 from supportbench.experiments.record import RunRecord
@@ -185,16 +188,35 @@ def test_curve_settings_are_range_checked():
             _spec(**bad)
 
 
-def test_the_relearning_attack_runs_after_the_score_and_is_keyed(tofu, cache, tmp_path):
+def test_the_relearning_attack_runs_after_the_score_and_is_keyed(
+    tofu, cache, tmp_path, monkeypatch
+):
     """``relearn_steps`` = N: the terminal score and the enforcement count are the run's without
     the attack (it comes after them); LACUNA's counts join the components and the registry's
     terminal metrics; the attack's settings are in the key, a run without it keeps its key. TOFU's
     attacker trains on background text no role reads; its units are the forget evaluation
-    questions, each answer the target."""
+    questions, each answer the target. The run's trainer (its support state) is released before
+    the attack, which trains every parameter beside it otherwise."""
     runner = Runner(tmp_path / "results", cache_dir=cache, progress=False)
     plain = runner.run(_spec()).record
+    trainers, alive = [], []
+
+    class Recorded(runner_module.SupportTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            trainers.append(weakref.ref(self))
+
+    attack = Runner._relearn
+
+    def watched(*args, **kwargs):
+        alive.append(sum(r() is not None for r in trainers))
+        return attack(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "SupportTrainer", Recorded)
+    monkeypatch.setattr(Runner, "_relearn", staticmethod(watched))
     attacked = runner.run(_spec(relearn_steps=3)).record
     assert attacked.status == "ok", attacked.error
+    assert len(trainers) == 1 and alive == [0]
     assert attacked.outcome.J == plain.outcome.J
     c = attacked.outcome.components
     counts = {k: c.pop(k) for k in RESURFACING}

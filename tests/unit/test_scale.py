@@ -9,7 +9,13 @@ import torch
 
 from supportbench.errors import SpecError
 from supportbench.unlearning.losses import reference_nll
-from supportbench.unlearning.memory import ARCH_CONFIGS, largest_batch, meta_model, plan_memory
+from supportbench.unlearning.memory import (
+    ARCH_CONFIGS,
+    largest_batch,
+    meta_model,
+    plan_memory,
+    plan_relearn,
+)
 from supportbench.unlearning.objectives import get_objective
 from supportbench.unlearning.support import Support, discover_geometry
 from supportbench.unlearning.train import SupportTrainer, TrainConfig, UnlearningData
@@ -166,10 +172,8 @@ def test_relearning_plan_is_five_weights_or_more_as_measured_at_8b():
     step's weights-sized temporary (allocated after it); at Llama 3 8B's shapes within 3 % of the
     75.05 GiB measured on an H200 (docs/scaling.md, fifth lending: batch 8 of mini TOFU,
     activation checkpointing)."""
-    from supportbench.unlearning.memory import plan_relearn
-
     L, f, d = SHAPES["llama3-8b"]
-    V = 128256
+    V = ARCH_CONFIGS["llama3-8b"][1]["vocab_size"]
     n = sum(p.numel() for p in meta_model("llama3-8b").parameters())
     p = plan_relearn("llama3-8b", batch=8, length=256, checkpointing=True)
     assert p.components["weights"] == p.components["gradients"] == 2 * n

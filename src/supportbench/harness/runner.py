@@ -205,6 +205,8 @@ class Runner:
         bench = self.benchmark(spec)
         if key not in self._models:
             prepared = bench.prepare(spec.model_path())
+            for p in prepared.model.parameters():  # a theta_0 fine-tuned here holds its gradients:
+                p.grad = None  # not moved to the device beside the weights
             # frozen weights in the run's dtype (bf16 on a GPU); the support trains in fp32
             # (SupportTrainer)
             self._models[key] = prepared.model.to(self.device, getattr(torch, spec.hp("dtype")))
@@ -556,6 +558,9 @@ class Runner:
             wall["train"] = time.perf_counter() - t0 - wall.get("curve", 0.0)
             draft.compute.step_equivalents = float(spec.T)
             trained = [support]
+            # its support state (fp32 leaves, their gradients, AdamW's moments: 10 GiB at the
+            # paper's 8B budget) is not held through enforcement, evaluation and the attack
+            del trainer
         else:
             from supportbench.harness.dirr import run_dirr
 

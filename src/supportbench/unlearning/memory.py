@@ -28,7 +28,16 @@ Components (bytes):
                      registered method's at once 13); held in the diagnostics phase only (the runner
                      drops them once the cell's methods are scored), never together with a training
                      step
-The relearning attack (``plan_relearn``) trains every parameter: five times the weights or more.
+The relearning attack (``plan_relearn``, runs with ``relearn_steps`` > 0) trains every parameter, at
+``--batch`` x ``--length`` (a run's attack: ``relearn_batch_size`` records of the relearning set):
+  weights              as above
+  gradients            every parameter's, in the weights' dtype
+  optimizer            AdamW's two moments of every parameter, in the weights' dtype (not the
+                       support's fp32 moments above)
+  activations_or_step  the larger of one batch's ``activations`` (no retain batch, whole fp32
+                       logits), freed by backward, and the weights-sized temporary AdamW's
+                       multi-tensor step allocates after it (the second moment's square roots)
+five times the weights or more; the static run's trainer is released before it.
 A DIR-R run adds ``dirr_checkpoint_bytes``: whole copies of the geometry's tensors in the weights'
 dtype for C_t, the two probe branches and one terminal state per action.
 The diagnostics phase (``plan_diagnostics``) has its own peak: the weights, one full-size fp32
@@ -36,7 +45,8 @@ buffer per full-size key the cell's methods ask for, the forward graph of one di
 ``activations`` above, without checkpointing), the output gradients the hooks keep (one d_model per
 token and layer), and one down-projection's contraction at a time (two fp32 copies of the largest
 geometry tensor). This is an estimate for planning (a real run adds the CUDA context, allocator
-fragmentation and temporaries); ``bench/gpu_step.py`` measures both peaks on a GPU.
+fragmentation and other temporaries); ``bench/gpu_step.py`` measures the training and diagnostics
+peaks on a GPU, ``bench/gpu_cell.py`` the relearning attack's.
 """
 
 from __future__ import annotations
@@ -254,8 +264,8 @@ def plan_relearn(
     their gradients and AdamW's two moments, all in the weights' dtype, and the larger of two
     things that never coexist -- one batch's activations (no retain term, whole fp32 logits), freed
     by backward before the step, and the weights-sized temporary of AdamW's multi-tensor step (the
-    moments' square roots: ``torch.optim.AdamW``'s default on a GPU). Five times the weights at
-    Llama 3 8B's shapes: 75.05 GiB measured on an H200 (docs/scaling.md)."""
+    second moment's square roots: ``torch.optim.AdamW``'s default on a GPU). Five times the
+    weights at Llama 3 8B's shapes: 75.05 GiB measured on an H200 (docs/scaling.md)."""
     if dtype not in DTYPE_BYTES:
         raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
     m = meta_model(model)
