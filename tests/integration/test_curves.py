@@ -203,8 +203,8 @@ def test_the_relearning_attack_runs_after_the_score_and_is_keyed(
 
     class Recorded(runner_module.SupportTrainer):
         def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            trainers.append(weakref.ref(self))
+            super().__init__(*args, **kwargs)  # the trainer, its optimizer and a support leaf
+            trainers.extend(weakref.ref(x) for x in (self, self.optimizer, self.leaves.params[0]))
 
     attack = Runner._relearn
 
@@ -216,7 +216,7 @@ def test_the_relearning_attack_runs_after_the_score_and_is_keyed(
     monkeypatch.setattr(Runner, "_relearn", staticmethod(watched))
     attacked = runner.run(_spec(relearn_steps=3)).record
     assert attacked.status == "ok", attacked.error
-    assert len(trainers) == 1 and alive == [0]
+    assert len(trainers) == 3 and alive == [0]
     assert attacked.outcome.J == plain.outcome.J
     c = attacked.outcome.components
     counts = {k: c.pop(k) for k in RESURFACING}
