@@ -188,3 +188,59 @@ def test_relearning_plan_is_five_weights_or_more_as_measured_at_8b():
     assert fp32.components["optimizer"] == 2 * p.components["optimizer"]
     with pytest.raises(SpecError, match="dtype 'int8' is not allowed; allowed: float32"):
         plan_relearn("llama3-8b", dtype="int8")
+
+
+def test_the_training_plan_counts_what_the_trainer_holds_for_its_support(
+    tiny_model, tiny_sets, tmp_path
+):
+    """The support's state as a trainer allocates it, byte for byte: fp32 leaves (the master copy),
+    AdamW's two fp32 moments, the int64 flat indices (8 bytes a scalar: 3.4 GiB at paper.toml's 8B
+    budget of 456,862,557) and, after backward, the leaves' fp32 gradients."""
+    import copy
+
+    groups = (1, 5, 40, 50, 70)
+    model = copy.deepcopy(tiny_model)
+    model.config.save_pretrained(tmp_path)  # plan_memory reads a local folder's config.json
+    geo = discover_geometry(model)
+    support = Support.of(geo, groups)
+    data = UnlearningData(
+        tiny_sets["forget"], tiny_sets["retain"], reference_nll(model, tiny_sets["forget"])
+    )
+    cfg = TrainConfig(steps=1, lr=5e-3, batch_size=2, seed=3)
+    tr = SupportTrainer(model, geo, support, get_objective("npo"), data, cfg, progress=False)
+    tr.run()
+    d = model.config.hidden_size  # a group is one down-projection column: d_model scalars
+    plan = plan_memory(str(tmp_path), len(groups) * d, dtype="float32", batch=2, length=16)
+    assert plan.budget == len(groups) * d == sum(leaf.numel() for leaf in tr.leaves.params)
+
+    def nbytes(tensors):
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    slots = tr.leaves.slots
+    assert all(i.dtype == torch.int64 for _, i, _ in slots)
+    assert nbytes(i for _, i, _ in slots) == plan.components["support_indices"] == 8 * plan.budget
+    assert nbytes(leaf for _, _, leaf in slots) == plan.components["editable_master"]
+    moments = [s[k] for s in tr.optimizer.state.values() for k in ("exp_avg", "exp_avg_sq")]
+    assert nbytes(moments) == plan.components["optimizer"]
+    leaf_grads = nbytes(leaf.grad for _, _, leaf in slots)
+    assert leaf_grads == 4 * plan.budget
+    backward = plan.components["activations"] + plan.components["geometry_grads"]
+    assert plan.components["leaf_grads"] == max(0, leaf_grads - backward) == 0
+    column = plan_memory(str(tmp_path), len(groups) * d, column_grads=True)
+    assert column.components["leaf_grads"] == 0  # the hooks write them in backward: geometry_grads
+    assert column.components["support_indices"] == 8 * column.budget
+
+
+def test_the_leaves_gradients_count_only_beyond_the_backward_they_follow():
+    """Without column gradients the leaves' fp32 gradients are gathered after backward, as the
+    activations and the geometry's buffers are freed: the plan adds only their excess, which a
+    support of the whole geometry at one token has (hand-computed at Llama 3 8B's shapes)."""
+    L, f, d = SHAPES["llama3-8b"]
+    V = 128256
+    whole = L * f * d
+    p = plan_memory("llama3-8b", whole, batch=1, length=1)
+    act = 2 * (L * (4 * d + 3 * f) * 2 + V * 4)  # forget + retain, one token each, fp32 logits
+    assert p.components["activations"] == act and p.components["geometry_grads"] == 2 * whole
+    assert p.components["leaf_grads"] == 4 * whole - act - 2 * whole > 0
+    assert p.components["support_indices"] == 8 * whole
+    assert plan_memory("llama3-8b", 6e6).components["leaf_grads"] == 0  # batch 8 x 256: none

@@ -6,11 +6,18 @@ Components (bytes):
   weights            every parameter in the run's dtype (bf16: 2 bytes)
   editable_master    the support's fp32 master copy (4 bytes x budget scalars)
   optimizer          AdamW's two fp32 moments of the support (8 bytes x budget)
+  support_indices    each support scalar's flat int64 index into its tensor (8 bytes x budget),
+                     held for the whole run (``SupportLeaves.slots``: the gather and the
+                     write-back)
   geometry_grads     the gradient buffers of the geometry's tensors (every MLP down-projection), in
                      the weights' dtype: autograd fills whole tensors before the support's slice is
                      taken; with ``column_grads`` (per-column contractions in hooks) only the
                      support's fp32 gradients (4 bytes x budget) and each batch's inputs at the
                      support's columns (tokens x columns, weights' dtype) instead
+  leaf_grads         without ``column_grads``: the leaves' fp32 gradients (4 bytes x budget),
+                     gathered after backward as the activations and the geometry's buffers are
+                     freed, so never beside both: only what exceeds those two (0 unless the support
+                     is most of the geometry and the batch is small)
   reference_nll      NPO's cached reference NLLs (negligible)
   activations        saved for backward (for the forget and the retain batch when the objective has
                      a retain term: one backward of their sum), per token: per layer ~
@@ -215,15 +222,18 @@ def plan_memory(
         from supportbench.unlearning.chunked_loss import CHUNK_TOKENS
 
         act += min(tokens, CHUNK_TOKENS) * cfg.vocab_size * 14
+    grads = (
+        scalars * 4 + (2 if uses_retain else 1) * tokens * (scalars // group) * wb
+        if column_grads
+        else geo.total_cost * wb
+    )
     comps = {
         "weights": n_params * wb,
         "editable_master": scalars * 4,
         "optimizer": scalars * 8,
-        "geometry_grads": (
-            scalars * 4 + (2 if uses_retain else 1) * tokens * (scalars // group) * wb
-            if column_grads
-            else geo.total_cost * wb
-        ),
+        "support_indices": scalars * 8,
+        "geometry_grads": grads,
+        "leaf_grads": 0 if column_grads else max(0, scalars * 4 - act - grads),
         "reference_nll": batch * 4,
         "activations": act,
         "diagnostics": 6 * geo.total_cost * 4,
