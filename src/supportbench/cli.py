@@ -88,7 +88,7 @@ def _cmd_plan_memory(args) -> int:
     from supportbench.unlearning.memory import dirr_checkpoint_bytes, plan_diagnostics, plan_relearn
 
     train = p.without_diagnostics()
-    dirr = dirr_checkpoint_bytes(args.model, dtype=args.dtype)
+    dirr = dirr_checkpoint_bytes(args.model, dtype=args.dtype, support=p.budget)
     every = sorted({r for name in list_methods() for r in get_method(name).requires})
     diag = {
         what: plan_diagnostics(
@@ -104,7 +104,9 @@ def _cmd_plan_memory(args) -> int:
         "at --batch records of --length tokens per pass):"
     )
     print(f"  {'training step':<48} {train / gib:9.2f} GiB")
-    print(f"  {'DIR-R run (+ 8 copies of the geometry)':<48} {(train + dirr) / gib:9.2f} GiB")
+    print(
+        f"  {'DIR-R run (+ 8 geometry copies, 3 moment sets)':<48} {(train + dirr) / gib:9.2f} GiB"
+    )
     for what, d in diag.items():
         n = d.components["buffers"] // (4 * d.geometry_scalars)
         print(f"  {f'diagnostics, {what} ({n} buffers)':<48} {d.total / gib:9.2f} GiB")

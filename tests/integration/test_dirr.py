@@ -105,3 +105,34 @@ def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, 
         Runner(tmp_path / "r2", cache_dir=cache, progress=False).run(
             RunSpec(**{**BASE, "d": 3}, seed=5, variant="dirr"), decision=dec
         )
+
+
+@pytest.mark.parametrize("columns", [False, True])
+def test_one_trainer_lives_at_a_time(tofu, cache, tmp_path, monkeypatch, columns):
+    """Each of DIR-R's trainers (commit, two probes, five continuations) begins with no other
+    trainer's state alive: the one before it released and dropped, as plan-memory counts a DIR-R
+    run (one trainer's support state at a time, beside the checkpoints), with the same outcome."""
+    import weakref
+
+    import supportbench.harness.dirr as dirr_module
+
+    hp = {"lr": 0.01, "tau": -1.0, "column_grads": columns}
+    spec = RunSpec(**{**BASE, "hyperparameters": hp}, seed=0, variant="dirr")
+    plain = Runner(tmp_path / "plain", cache_dir=cache, progress=False).run(spec).record
+    made, alive = [], []
+
+    class Recorded(dirr_module.SupportTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)  # the trainer, its optimizer and a support leaf
+            made.append([weakref.ref(x) for x in (self, self.optimizer, self.leaves.params[0])])
+
+        def run(self, *args, **kwargs):
+            alive.append([i for i, refs in enumerate(made) if any(r() for r in refs)])
+            return super().run(*args, **kwargs)
+
+    monkeypatch.setattr(dirr_module, "SupportTrainer", Recorded)
+    rec = Runner(tmp_path / "watched", cache_dir=cache, progress=False).run(spec).record
+    assert rec.status == "ok", rec.error
+    assert rec.dirr.triggered and len(made) == 8  # commit, 2 probes, 5 continuations
+    assert alive == [[k] for k in range(8)]  # only the trainer that is about to run
+    assert rec.outcome.J == plain.outcome.J and rec.dirr.candidates == plain.dirr.candidates

@@ -190,27 +190,32 @@ def test_relearning_plan_is_five_weights_or_more_as_measured_at_8b():
         plan_relearn("llama3-8b", dtype="int8")
 
 
+@pytest.mark.parametrize("columns", [False, True])
 def test_the_training_plan_counts_what_the_trainer_holds_for_its_support(
-    tiny_model, tiny_sets, tmp_path
+    tiny_model, tiny_sets, tmp_path, columns
 ):
     """The support's state as a trainer allocates it, byte for byte: fp32 leaves (the master copy),
-    AdamW's two fp32 moments, the int64 flat indices (8 bytes a scalar: 3.4 GiB at paper.toml's 8B
-    budget of 456,862,557) and, after backward, the leaves' fp32 gradients."""
+    AdamW's two fp32 moments, the int64 flat indices (8 bytes a scalar) and the leaves' fp32
+    gradients, held after the step into the next (with column gradients the hooks write them:
+    counted with the batch's inputs at the support's columns in ``geometry_grads``)."""
     import copy
+
+    from supportbench.unlearning.column_grads import use_column_grads
 
     groups = (1, 5, 40, 50, 70)
     model = copy.deepcopy(tiny_model)
     model.config.save_pretrained(tmp_path)  # plan_memory reads a local folder's config.json
     geo = discover_geometry(model)
-    support = Support.of(geo, groups)
     data = UnlearningData(
         tiny_sets["forget"], tiny_sets["retain"], reference_nll(model, tiny_sets["forget"])
     )
-    cfg = TrainConfig(steps=1, lr=5e-3, batch_size=2, seed=3)
-    tr = SupportTrainer(model, geo, support, get_objective("npo"), data, cfg, progress=False)
-    tr.run()
+    cfg = TrainConfig(steps=2, lr=5e-3, batch_size=2, seed=3)
+    obj = get_objective("npo")
+    tr = SupportTrainer(model, geo, Support.of(geo, groups), obj, data, cfg, progress=False)
+    use_column_grads(tr, columns).run()
     d = model.config.hidden_size  # a group is one down-projection column: d_model scalars
-    plan = plan_memory(str(tmp_path), len(groups) * d, dtype="float32", batch=2, length=16)
+    kw = dict(dtype="float32", batch=2, length=16, column_grads=columns)
+    plan = plan_memory(str(tmp_path), len(groups) * d, **kw)
     assert plan.budget == len(groups) * d == sum(leaf.numel() for leaf in tr.leaves.params)
 
     def nbytes(tensors):
@@ -221,26 +226,31 @@ def test_the_training_plan_counts_what_the_trainer_holds_for_its_support(
     assert nbytes(i for _, i, _ in slots) == plan.components["support_indices"] == 8 * plan.budget
     assert nbytes(leaf for _, _, leaf in slots) == plan.components["editable_master"]
     moments = [s[k] for s in tr.optimizer.state.values() for k in ("exp_avg", "exp_avg_sq")]
-    assert nbytes(moments) == plan.components["optimizer"]
-    leaf_grads = nbytes(leaf.grad for _, _, leaf in slots)
-    assert leaf_grads == 4 * plan.budget
-    backward = plan.components["activations"] + plan.components["geometry_grads"]
-    assert plan.components["leaf_grads"] == max(0, leaf_grads - backward) == 0
-    column = plan_memory(str(tmp_path), len(groups) * d, column_grads=True)
-    assert column.components["leaf_grads"] == 0  # the hooks write them in backward: geometry_grads
-    assert column.components["support_indices"] == 8 * column.budget
+    assert nbytes(moments) == plan.components["optimizer"] == 8 * plan.budget
+    held = nbytes(leaf.grad for _, _, leaf in slots)  # after the last step: kept until the next
+    assert held == 4 * plan.budget
+    if columns:
+        inputs = 2 * (2 * 16) * len(groups) * 4  # forget + retain batch, tokens x columns, fp32
+        assert plan.components["geometry_grads"] == held + inputs
+        assert plan.components["leaf_grads"] == 0
+    else:
+        assert plan.components["leaf_grads"] == held
+        assert plan.components["geometry_grads"] == nbytes(t.param for t in geo.tensors)
 
 
-def test_the_leaves_gradients_count_only_beyond_the_backward_they_follow():
-    """Without column gradients the leaves' fp32 gradients are gathered after backward, as the
-    activations and the geometry's buffers are freed: the plan adds only their excess, which a
-    support of the whole geometry at one token has (hand-computed at Llama 3 8B's shapes)."""
+def test_the_support_state_at_the_paper_budget_and_in_a_dirr_run():
+    """At paper.toml's 8B budget (456,862,557 scalars, floored to 111,538 whole columns of 4,096)
+    the indices are 3.40 GiB and the leaves' gradients 1.70 GiB; a DIR-R run adds the geometry's
+    eight copies and the three checkpoints' fp32 moments (hand-computed)."""
+    from supportbench.unlearning.memory import dirr_checkpoint_bytes
+
     L, f, d = SHAPES["llama3-8b"]
-    V = 128256
-    whole = L * f * d
-    p = plan_memory("llama3-8b", whole, batch=1, length=1)
-    act = 2 * (L * (4 * d + 3 * f) * 2 + V * 4)  # forget + retain, one token each, fp32 logits
-    assert p.components["activations"] == act and p.components["geometry_grads"] == 2 * whole
-    assert p.components["leaf_grads"] == 4 * whole - act - 2 * whole > 0
-    assert p.components["support_indices"] == 8 * whole
-    assert plan_memory("llama3-8b", 6e6).components["leaf_grads"] == 0  # batch 8 x 256: none
+    s = 111_538 * 4096
+    p = plan_memory("llama3-8b", 456_862_557, batch=32, length=256)
+    assert p.budget == s == 456_859_648
+    assert p.components["support_indices"] == 8 * s and round(8 * s / 2**30, 2) == 3.40
+    assert p.components["leaf_grads"] == 4 * s
+    col = plan_memory("llama3-8b", 456_862_557, batch=32, length=256, column_grads=True)
+    assert col.components["leaf_grads"] == 0
+    assert col.components["geometry_grads"] == 4 * s + 2 * 32 * 256 * 111_538 * 2
+    assert dirr_checkpoint_bytes("llama3-8b", support=s) == 8 * L * f * d * 2 + 3 * 8 * s

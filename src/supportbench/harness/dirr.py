@@ -138,6 +138,8 @@ def run_dirr(
     use_column_grads(trainer, columns)
     trainer.run(until=t, desc=f"DIR-R commit to t={t}")
     ckpt = trainer.checkpoint()
+    trainer.leaves.release()  # hooks and gradients off: with the trainer, its support state freed
+    del trainer  # one trainer's state on the device at a time, as plan-memory counts a DIR-R run
     wall["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -149,6 +151,8 @@ def run_dirr(
         use_column_grads(tr, columns).run(until=t + d, desc=f"probe rho={rho}")
         probe[rho] = value("dev")
         branch[rho] = tr.checkpoint()
+        tr.leaves.release()
+        del tr  # before the next trainer is built
     s_t = max(0.0, probe[spec.rho_p] - probe[0.0])
     triggered = True if calibration else bool(s_t > tau)
     wall["probe"] = time.perf_counter() - t0
@@ -159,24 +163,13 @@ def run_dirr(
     for rho in actions:
         if rho not in (0.0,) and not run_all:
             continue
-        if rho in branch:
-            tr = SupportTrainer.restore(
-                model, geometry, branch[rho], objective, data, config, progress=progress
-            )
-        else:
-            tr = SupportTrainer.restore(
-                model,
-                geometry,
-                ckpt,
-                objective,
-                data,
-                config,
-                support=cands[rho],
-                progress=progress,
-            )
+        start, sup = (branch[rho], None) if rho in branch else (ckpt, cands[rho])  # None: C's own
+        tr = SupportTrainer.restore(
+            model, geometry, start, objective, data, config, support=sup, progress=progress
+        )
         use_column_grads(tr, columns).run(until=T, desc=f"continue rho={rho}")
-        if columns:  # its hooks off the model
-            tr.leaves.release()
+        tr.leaves.release()  # its hooks off the model, its gradients cleared
+        del tr  # before the next trainer is built
         terminal[rho] = _snapshot(geometry)
         V[rho] = value(crit)
         J_eval[rho] = V[rho] if crit == "eval" else value("eval")

@@ -15,9 +15,9 @@ Components (bytes):
                      support's fp32 gradients (4 bytes x budget) and each batch's inputs at the
                      support's columns (tokens x columns, weights' dtype) instead
   leaf_grads         without ``column_grads``: the leaves' fp32 gradients (4 bytes x budget),
-                     gathered after backward as the activations and the geometry's buffers are
-                     freed, so never beside both: only what exceeds those two (0 unless the support
-                     is most of the geometry and the batch is small)
+                     gathered after backward and replaced only when the next step's are gathered,
+                     so held beside every backward after the first (with ``column_grads`` the
+                     hooks write them: in ``geometry_grads``)
   reference_nll      NPO's cached reference NLLs (negligible)
   activations        saved for backward (for the forget and the retain batch when the objective has
                      a retain term: one backward of their sum), per token: per layer ~
@@ -46,7 +46,9 @@ The relearning attack (``plan_relearn``, runs with ``relearn_steps`` > 0) trains
                        multi-tensor step allocates after it (the second moment's square roots)
 five times the weights or more; the static run's trainer is released before it.
 A DIR-R run adds ``dirr_checkpoint_bytes``: whole copies of the geometry's tensors in the weights'
-dtype for C_t, the two probe branches and one terminal state per action.
+dtype for C_t, the two probe branches and one terminal state per action, and the AdamW moments of
+C_t's and the two branches' supports (fp32, 8 bytes x budget each; their indices go to the CPU); one
+trainer lives at a time (``harness.dirr`` frees each before the next is built).
 The diagnostics phase (``plan_diagnostics``) has its own peak: the weights, one full-size fp32
 buffer per full-size key the cell's methods ask for, the forward graph of one diagnostics batch (as
 ``activations`` above, without checkpointing), the output gradients the hooks keep (one d_model per
@@ -222,18 +224,17 @@ def plan_memory(
         from supportbench.unlearning.chunked_loss import CHUNK_TOKENS
 
         act += min(tokens, CHUNK_TOKENS) * cfg.vocab_size * 14
-    grads = (
-        scalars * 4 + (2 if uses_retain else 1) * tokens * (scalars // group) * wb
-        if column_grads
-        else geo.total_cost * wb
-    )
     comps = {
         "weights": n_params * wb,
         "editable_master": scalars * 4,
         "optimizer": scalars * 8,
         "support_indices": scalars * 8,
-        "geometry_grads": grads,
-        "leaf_grads": 0 if column_grads else max(0, scalars * 4 - act - grads),
+        "geometry_grads": (
+            scalars * 4 + (2 if uses_retain else 1) * tokens * (scalars // group) * wb
+            if column_grads
+            else geo.total_cost * wb
+        ),
+        "leaf_grads": 0 if column_grads else scalars * 4,
         "reference_nll": batch * 4,
         "activations": act,
         "diagnostics": 6 * geo.total_cost * 4,
@@ -361,12 +362,16 @@ def plan_diagnostics(
     )
 
 
-def dirr_checkpoint_bytes(model: str, *, dtype: str = "bfloat16", n_actions: int = 5) -> int:
+def dirr_checkpoint_bytes(
+    model: str, *, support: int, dtype: str = "bfloat16", n_actions: int = 5
+) -> int:
     """What a DIR-R run holds beside a training step: the geometry's tensors (every down-projection,
     in the weights' dtype) copied for C_t, for each of the two probe branches and for each action's
-    terminal state."""
+    terminal state, and the fp32 AdamW moments of the three checkpoints' supports of ``support``
+    scalars each (a plan's ``budget``)."""
     from supportbench.unlearning.support import discover_geometry
 
     if dtype not in DTYPE_BYTES:
         raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
-    return (3 + n_actions) * discover_geometry(meta_model(model)).total_cost * DTYPE_BYTES[dtype]
+    copies = (3 + n_actions) * discover_geometry(meta_model(model)).total_cost * DTYPE_BYTES[dtype]
+    return copies + 3 * 8 * support
