@@ -109,9 +109,10 @@ def test_final_run_follows_frozen_decision_and_post_hoc_completion(tofu, cache, 
 
 @pytest.mark.parametrize("columns", [False, True])
 def test_one_trainer_lives_at_a_time(tofu, cache, tmp_path, monkeypatch, columns):
-    """Each of DIR-R's trainers (commit, two probes, five continuations) begins with no other
-    trainer's state alive: the one before it released and dropped, as plan-memory counts a DIR-R
-    run (one trainer's support state at a time, beside the checkpoints), with the same outcome."""
+    """Each of DIR-R's trainers (commit, two probes, five continuations) is built with no other
+    trainer's state alive, the one before it released and dropped, and runs alone, as plan-memory
+    counts a DIR-R run (one trainer's support state at a time, beside the checkpoints), with the
+    same outcome."""
     import weakref
 
     import supportbench.harness.dirr as dirr_module
@@ -119,20 +120,25 @@ def test_one_trainer_lives_at_a_time(tofu, cache, tmp_path, monkeypatch, columns
     hp = {"lr": 0.01, "tau": -1.0, "column_grads": columns}
     spec = RunSpec(**{**BASE, "hyperparameters": hp}, seed=0, variant="dirr")
     plain = Runner(tmp_path / "plain", cache_dir=cache, progress=False).run(spec).record
-    made, alive = [], []
+    made, built, alive = [], [], []
+
+    def living():
+        return [i for i, refs in enumerate(made) if any(r() is not None for r in refs)]
 
     class Recorded(dirr_module.SupportTrainer):
         def __init__(self, *args, **kwargs):
+            built.append(living())  # before this trainer allocates its own state
             super().__init__(*args, **kwargs)  # the trainer, its optimizer and a support leaf
             made.append([weakref.ref(x) for x in (self, self.optimizer, self.leaves.params[0])])
 
         def run(self, *args, **kwargs):
-            alive.append([i for i, refs in enumerate(made) if any(r() for r in refs)])
+            alive.append(living())
             return super().run(*args, **kwargs)
 
     monkeypatch.setattr(dirr_module, "SupportTrainer", Recorded)
     rec = Runner(tmp_path / "watched", cache_dir=cache, progress=False).run(spec).record
     assert rec.status == "ok", rec.error
     assert rec.dirr.triggered and len(made) == 8  # commit, 2 probes, 5 continuations
+    assert built == [[]] * 8  # every earlier trainer gone before the next is built
     assert alive == [[k] for k in range(8)]  # only the trainer that is about to run
     assert rec.outcome.J == plain.outcome.J and rec.dirr.candidates == plain.dirr.candidates

@@ -229,6 +229,9 @@ def test_the_training_plan_counts_what_the_trainer_holds_for_its_support(
     assert nbytes(moments) == plan.components["optimizer"] == 8 * plan.budget
     held = nbytes(leaf.grad for _, _, leaf in slots)  # after the last step: kept until the next
     assert held == 4 * plan.budget
+    tr.leaves.clear_grads()  # what the next step does before its forward and backward
+    kept = [leaf.grad for _, _, leaf in slots if leaf.grad is not None]
+    assert nbytes(kept) == (0 if columns else held)  # the hooks' are cleared; the gathered are not
     if columns:
         inputs = 2 * (2 * 16) * len(groups) * 4  # forget + retain batch, tokens x columns, fp32
         assert plan.components["geometry_grads"] == held + inputs
@@ -240,8 +243,8 @@ def test_the_training_plan_counts_what_the_trainer_holds_for_its_support(
 
 def test_the_support_state_at_the_paper_budget_and_in_a_dirr_run():
     """At paper.toml's 8B budget (456,862,557 scalars, floored to 111,538 whole columns of 4,096)
-    the indices are 3.40 GiB and the leaves' gradients 1.70 GiB; a DIR-R run adds the geometry's
-    eight copies and the three checkpoints' fp32 moments (hand-computed)."""
+    the indices are 3.40 GiB and the leaves' gradients 1.70 GiB (docs/scaling.md); a DIR-R run adds
+    the geometry's eight copies and the three checkpoints' fp32 moments (hand-computed)."""
     from supportbench.unlearning.memory import dirr_checkpoint_bytes
 
     L, f, d = SHAPES["llama3-8b"]
@@ -249,7 +252,7 @@ def test_the_support_state_at_the_paper_budget_and_in_a_dirr_run():
     p = plan_memory("llama3-8b", 456_862_557, batch=32, length=256)
     assert p.budget == s == 456_859_648
     assert p.components["support_indices"] == 8 * s and round(8 * s / 2**30, 2) == 3.40
-    assert p.components["leaf_grads"] == 4 * s
+    assert p.components["leaf_grads"] == 4 * s and round(4 * s / 2**30, 2) == 1.70
     col = plan_memory("llama3-8b", 456_862_557, batch=32, length=256, column_grads=True)
     assert col.components["leaf_grads"] == 0
     assert col.components["geometry_grads"] == 4 * s + 2 * 32 * 256 * 111_538 * 2

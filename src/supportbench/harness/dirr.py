@@ -138,7 +138,7 @@ def run_dirr(
     use_column_grads(trainer, columns)
     trainer.run(until=t, desc=f"DIR-R commit to t={t}")
     ckpt = trainer.checkpoint()
-    trainer.leaves.release()  # hooks and gradients off: with the trainer, its support state freed
+    trainer.leaves.release()  # column hooks off, geometry frozen; the del frees leaves and moments
     del trainer  # one trainer's state on the device at a time, as plan-memory counts a DIR-R run
     wall["train"] = time.perf_counter() - t0
 
@@ -163,12 +163,12 @@ def run_dirr(
     for rho in actions:
         if rho not in (0.0,) and not run_all:
             continue
-        start, sup = (branch[rho], None) if rho in branch else (ckpt, cands[rho])  # None: C's own
+        start, sup = (branch[rho], None) if rho in branch else (ckpt, cands[rho])  # None: its own
         tr = SupportTrainer.restore(
             model, geometry, start, objective, data, config, support=sup, progress=progress
         )
         use_column_grads(tr, columns).run(until=T, desc=f"continue rho={rho}")
-        tr.leaves.release()  # its hooks off the model, its gradients cleared
+        tr.leaves.release()  # its column hooks off the model, the geometry frozen
         del tr  # before the next trainer is built
         terminal[rho] = _snapshot(geometry)
         V[rho] = value(crit)

@@ -89,7 +89,7 @@ class ColumnLeaves(SupportLeaves):
         _HOOKS[self.model] = (weakref.ref(self), handles)  # not self: it holds the model
 
     def clear_grads(self) -> None:
-        # a later trainer on the same model (a DIR-R probe) took the hooks: this step's are ours
+        # a trainer built on the same model since (one not yet released) took the hooks: ours now
         owner = _HOOKS.get(self.model, (None,))[0]
         if owner is None or owner() is not self:
             self._install()
