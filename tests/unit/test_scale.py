@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from supportbench.errors import SpecError
+from supportbench.unlearning import memory
 from supportbench.unlearning.losses import reference_nll
 from supportbench.unlearning.memory import (
     ARCH_CONFIGS,
@@ -188,6 +189,27 @@ def test_relearning_plan_is_five_weights_or_more_as_measured_at_8b():
     assert fp32.components["optimizer"] == 2 * p.components["optimizer"]
     with pytest.raises(SpecError, match="dtype 'int8' is not allowed; allowed: float32"):
         plan_relearn("llama3-8b", dtype="int8")
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        lambda dtype: memory.plan_memory("llama3-8b", 6e6, dtype=dtype),
+        lambda dtype: memory.plan_diagnostics("llama3-8b", ("forget_grad",), dtype=dtype),
+        lambda dtype: memory.dirr_checkpoint_bytes("llama3-8b", support=4096, dtype=dtype),
+        lambda dtype: memory.plan_relearn("llama3-8b", dtype=dtype),
+    ],
+    ids=["step", "diagnostics", "dirr_checkpoints", "relearn"],
+)
+def test_every_plan_refuses_a_dtype_it_has_no_size_for_before_building_a_model(plan, monkeypatch):
+    def no_model(name):
+        raise AssertionError(f"a model was built for {name} before the dtype was checked")
+
+    monkeypatch.setattr(memory, "meta_model", no_model)
+    with pytest.raises(SpecError, match=r"^dtype 'fp8' is not allowed; allowed: float32, bfloat16"):
+        plan("fp8")
+    with pytest.raises(AssertionError, match="a model was built"):  # float16 passes the check
+        plan("float16")
 
 
 @pytest.mark.parametrize("columns", [False, True])

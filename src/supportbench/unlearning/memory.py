@@ -120,6 +120,14 @@ ARCH_CONFIGS = {
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
+def _dtype_bytes(dtype: str) -> int:
+    """Bytes a weight takes in ``dtype`` (``DTYPE_BYTES``); another name is refused naming it and
+    what is allowed, before any model is built."""
+    if dtype not in DTYPE_BYTES:
+        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+    return DTYPE_BYTES[dtype]
+
+
 def arch_config(name: str):
     """The transformers config of one of ``ARCH_CONFIGS``."""
     import transformers
@@ -194,11 +202,9 @@ def plan_memory(
     """The training step's memory (module doc). ``uses_retain``: the objective has a retain term
     (NPO, SimNPO, GradDiff; not GA), so a step holds the graphs of two batches -- forget and
     retain -- for one backward."""
-    from supportbench.errors import SpecError
     from supportbench.unlearning.support import discover_geometry
 
-    if dtype not in DTYPE_BYTES:
-        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+    wb = _dtype_bytes(dtype)
     m = meta_model(model)
     cfg = m.config
     geo = discover_geometry(m)
@@ -217,7 +223,6 @@ def plan_memory(
             f"all {geo.total_cost:,} of its down-projection geometry"
         )
     scalars -= scalars % group  # whole groups (columns)
-    wb = DTYPE_BYTES[dtype]
     tokens = batch * length
     act = _activations(cfg, tokens, wb, checkpointing, chunked_loss) * (2 if uses_retain else 1)
     if chunked_loss:  # one chunk's logits at a time (``unlearning.chunked_loss``)
@@ -277,11 +282,9 @@ def plan_relearn(
     by backward before the step, and the weights-sized temporary of AdamW's multi-tensor step (the
     second moment's square roots: ``torch.optim.AdamW``'s default on a GPU). Five times the
     weights at Llama 3 8B's shapes: 75.05 GiB measured on an H200 (docs/scaling.md)."""
-    if dtype not in DTYPE_BYTES:
-        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+    wb = _dtype_bytes(dtype)
     m = meta_model(model)
     n_params = sum(p.numel() for p in m.parameters())
-    wb = DTYPE_BYTES[dtype]
     comps = {
         "weights": n_params * wb,
         "gradients": n_params * wb,
@@ -334,12 +337,10 @@ def plan_diagnostics(
     as in the module's doc."""
     from supportbench.unlearning.support import discover_geometry
 
-    if dtype not in DTYPE_BYTES:
-        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
+    wb = _dtype_bytes(dtype)
     m = meta_model(model)
     cfg = m.config
     geo = discover_geometry(m)
-    wb = DTYPE_BYTES[dtype]
     tokens = batch * length
     largest = max(t.param.numel() for t in geo.tensors)
     comps = {
@@ -371,7 +372,6 @@ def dirr_checkpoint_bytes(
     scalars each (a plan's ``budget``)."""
     from supportbench.unlearning.support import discover_geometry
 
-    if dtype not in DTYPE_BYTES:
-        raise SpecError(f"dtype {dtype!r} is not allowed; allowed: {', '.join(DTYPE_BYTES)}")
-    copies = (3 + n_actions) * discover_geometry(meta_model(model)).total_cost * DTYPE_BYTES[dtype]
+    wb = _dtype_bytes(dtype)
+    copies = (3 + n_actions) * discover_geometry(meta_model(model)).total_cost * wb
     return copies + 3 * 8 * support
