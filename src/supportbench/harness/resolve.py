@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from supportbench._options import allowed_list, check, declared, did_you_mean
+from supportbench._options import check_declared, declared
 from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS, is_relearnable
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import RunSpec
@@ -95,19 +95,14 @@ def check_options(owner: str, target, options: dict, prefix: str) -> None:
     (``benchmark.finetune.epochs``) is checked against the dataclass it configures. Before any model
     loads; the error names the option, the value and what is allowed, or the options there are."""
     allowed = {k: v for k, v in declared(target).items() if k not in SHARED_KEYWORDS}
+    nested = {}  # name -> the dataclass its table configures
     for k, v in options.items():
-        if k not in allowed:
-            raise SpecError(
-                f"{owner} has no option '{prefix}{k}'{did_you_mean(k, allowed, prefix)}; "
-                + allowed_list(allowed, prefix)
-            )
-        nested = getattr(target, f"{k}_config", None)
-        if isinstance(v, dict) and dataclasses.is_dataclass(nested):
-            check_options(
-                owner, type(nested) if not isinstance(nested, type) else nested, v, f"{prefix}{k}."
-            )
-        else:
-            check(f"{prefix}{k}", v, allowed[k][0])
+        of = getattr(target, f"{k}_config", None) if k in allowed and isinstance(v, dict) else None
+        if dataclasses.is_dataclass(of):
+            nested[k] = of if isinstance(of, type) else type(of)
+    check_declared(owner, {k: v for k, v in options.items() if k not in nested}, allowed, prefix)
+    for k, of in nested.items():
+        check_options(owner, of, options[k], f"{prefix}{k}.")
 
 
 def _check_benchmark(spec: RunSpec, cls, options: dict, read_inputs: bool) -> None:

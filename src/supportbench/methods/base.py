@@ -21,14 +21,12 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from supportbench._options import (
-    allowed_list,
-    check,
+    check_declared,
     declared,
-    did_you_mean,
     option,  # noqa: F401 -- re-exported: a method file declares its options with it
 )
 from supportbench._registry import Registry, package_modules
-from supportbench.errors import MethodOutputError, SpecError, UnknownMethodError
+from supportbench.errors import MethodOutputError, UnknownMethodError
 
 # Every file of this package is a built-in but these (the registry scans the package,
 # ``package_modules``, so a new method is one new file); the paper's eleven are listed in
@@ -124,15 +122,9 @@ def get_method(name: str, **hyperparameters) -> SelectionMethod:
         check_method_class(name, cls)
     except TypeError as exc:
         raise MethodOutputError(str(exc)) from None
-    allowed = declared(cls)
-    checked = {}
-    for k, v in hyperparameters.items():
-        if k not in allowed:
-            hint = did_you_mean(k, allowed, "method.")
-            raise SpecError(
-                f"method '{name}' has no option '{k}'{hint}; " + allowed_list(allowed, "method.")
-            )
-        checked[k] = check(f"method.{k}", v, allowed[k][0])
+    checked = check_declared(
+        f"method '{name}'", hyperparameters, declared(cls), "method.", bare=True
+    )
     try:
         return cls(**checked)
     except TypeError as exc:

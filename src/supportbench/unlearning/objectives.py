@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from supportbench._options import allowed_list, check, declared, did_you_mean, option
+from supportbench._options import check_declared, declared, option
 from supportbench._registry import Registry
 from supportbench.errors import SpecError, UnknownObjectiveError
 
@@ -148,14 +148,7 @@ def get_objective(name: str, **overrides) -> Objective:
     option it does not read, or a value outside its declaration, is refused naming it and what is
     allowed."""
     base = OBJECTIVES.get(name)
-    allowed = objective_options(name)
-    checked = {}
-    for k, v in overrides.items():
-        if k not in allowed:
-            hint = did_you_mean(k, allowed, "objective.")
-            raise SpecError(
-                f"objective '{name}' has no option '{k}'{hint}; "
-                + allowed_list(allowed, "objective.")
-            )
-        checked[k] = check(f"objective.{k}", v, allowed[k][0])
+    checked = check_declared(
+        f"objective '{name}'", overrides, objective_options(name), "objective.", bare=True
+    )
     return replace(base, **checked) if checked else base
