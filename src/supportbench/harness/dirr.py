@@ -102,6 +102,20 @@ def _load(geometry: Geometry, snap: dict[str, torch.Tensor]) -> None:
             t.param.copy_(snap[t.name])
 
 
+def _train(trainer, columns: bool, until: int, desc: str, *, after=None, checkpoint=True):
+    """Run ``trainer`` (column gradients as ``columns``) to step ``until``; then ``after()`` (the
+    probe's evaluation: before the checkpoint, which captures the RNG), the checkpoint if asked,
+    and release (its column hooks off the model, the geometry frozen). Returns (checkpoint or None,
+    what ``after`` returned). Called with a trainer nothing else refers to, so its leaves and
+    moments are freed on return, before the next is built: one trainer's support state on the
+    device at a time, as plan-memory counts a DIR-R run."""
+    use_column_grads(trainer, columns).run(until=until, desc=desc)
+    value = after() if after is not None else None
+    ckpt = trainer.checkpoint() if checkpoint else None
+    trainer.leaves.release()
+    return ckpt, value
+
+
 # Algorithm 1 from theta_0: commit to t; probe (independent restorations of C_t for rho = 0 and
 # rho_p, d steps each); continuations (rho = 0 always, the others after a trigger or post hoc,
 # flagged). It leaves the chosen branch's terminal weights in ``model``: the caller evaluates it,
@@ -134,25 +148,26 @@ def run_dirr(
 
     t0 = time.perf_counter()
     columns = bool(spec.hp("column_grads"))
-    trainer = SupportTrainer(model, geometry, support, objective, data, config, progress=progress)
-    use_column_grads(trainer, columns)
-    trainer.run(until=t, desc=f"DIR-R commit to t={t}")
-    ckpt = trainer.checkpoint()
-    trainer.leaves.release()  # column hooks off, geometry frozen; the del frees leaves and moments
-    del trainer  # one trainer's state on the device at a time, as plan-memory counts a DIR-R run
+
+    def train(start, sup, until: int, desc: str, **kw):
+        """``_train`` a trainer built from theta_0 (``start`` None) or restored from ``start``."""
+        if start is None:
+            tr = SupportTrainer(model, geometry, sup, objective, data, config, progress=progress)
+        else:
+            tr = SupportTrainer.restore(
+                model, geometry, start, objective, data, config, support=sup, progress=progress
+            )
+        return _train(tr, columns, until, desc, **kw)  # our ``tr`` goes with this frame
+
+    ckpt, _ = train(None, support, t, f"DIR-R commit to t={t}")
     wall["train"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     probe, branch = {}, {}
     for rho in (0.0, spec.rho_p):
-        tr = SupportTrainer.restore(
-            model, geometry, ckpt, objective, data, config, support=cands[rho], progress=progress
+        branch[rho], probe[rho] = train(
+            ckpt, cands[rho], t + d, f"probe rho={rho}", after=lambda: value("dev")
         )
-        use_column_grads(tr, columns).run(until=t + d, desc=f"probe rho={rho}")
-        probe[rho] = value("dev")
-        branch[rho] = tr.checkpoint()
-        tr.leaves.release()
-        del tr  # before the next trainer is built
     s_t = max(0.0, probe[spec.rho_p] - probe[0.0])
     triggered = True if calibration else bool(s_t > tau)
     wall["probe"] = time.perf_counter() - t0
@@ -164,12 +179,7 @@ def run_dirr(
         if rho not in (0.0,) and not run_all:
             continue
         start, sup = (branch[rho], None) if rho in branch else (ckpt, cands[rho])  # None: its own
-        tr = SupportTrainer.restore(
-            model, geometry, start, objective, data, config, support=sup, progress=progress
-        )
-        use_column_grads(tr, columns).run(until=T, desc=f"continue rho={rho}")
-        tr.leaves.release()  # its column hooks off the model, the geometry frozen
-        del tr  # before the next trainer is built
+        train(start, sup, T, f"continue rho={rho}", checkpoint=False)
         terminal[rho] = _snapshot(geometry)
         V[rho] = value(crit)
         J_eval[rho] = V[rho] if crit == "eval" else value("eval")
