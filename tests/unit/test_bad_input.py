@@ -47,6 +47,15 @@ CASES = [
         IS + ["--set", "method.epsilon=1e-6"],
         "method 'intervention_score' has no option 'epsilon' (did you mean 'method.eps'?)",
     ),
+    # an option nothing declares is named first, whatever the order and the other values
+    (
+        IS + ["--set", "method.eps=-1", "--set", "method.epsilon=1e-6"],
+        "method 'intervention_score' has no option 'epsilon' (did you mean 'method.eps'?)",
+    ),
+    (
+        RUN + ["--set", "objective.beta=0", "--set", "objective.bta=1"],
+        "objective 'npo' has no option 'bta' (did you mean 'objective.beta'?)",
+    ),
     (
         ["run", "--benchmark", "tofu", "--method", "fila", "--set", "method.batch_size=2.5"],
         "method.batch_size = 2.5: must be a whole number in 1..4096",
