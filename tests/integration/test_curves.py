@@ -54,6 +54,9 @@ def test_a_curve_reads_the_model_and_never_changes_the_terminal_run(tofu, cache,
         assert pytest.approx(p.G_F - p.D_coll, abs=1e-12) == p.J
         assert {"forget_prob", "retain_prob", "protected_prob"} <= set(p.components)
     assert curved.compute.wall_s["curve"] > 0
+    # the trained model is left as inference expects it: the geometry frozen, no gradient held
+    live = runner.live_model(_spec())
+    assert not any(p.requires_grad or p.grad is not None for p in live.parameters())
     # a run without a curve keeps its file and its key as before curves existed
     assert plain.outcome.curve is None and "curve" not in plain.to_dict()["outcome"]
     assert _spec(eval_every=0).run_key == _spec().run_key != _spec(eval_every=2).run_key

@@ -553,8 +553,7 @@ class Runner:
             use_column_grads(trainer, columns)
             curve = self._watch(spec, trainer, bench, model, roles, wall)
             trainer.run(desc=f"{spec.method}/{spec.objective}/{spec.field}/s{spec.seed}")
-            if columns:  # its hooks off the model
-                trainer.leaves.release()
+            trainer.leaves.release()  # column hooks off the model, the geometry frozen, as DIR-R's
             wall["train"] = time.perf_counter() - t0 - wall.get("curve", 0.0)
             draft.compute.step_equivalents = float(spec.T)
             trained = [support]
