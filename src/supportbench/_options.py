@@ -196,21 +196,28 @@ def help_line(name: str, hint: Any, default: Any) -> str:
     return f"{name}: {describe(hint)}{dflt}" + (f" -- {doc}" if doc else "")
 
 
-def check_declared(
-    owner: str, options: dict, allowed: dict[str, tuple[Any, Any]], prefix: str, *, bare=False
-) -> dict[str, Any]:
-    """``options`` converted to their declarations in ``allowed`` (``declared``: name ->
-    (declaration, default)), each by ``check``. An option ``allowed`` does not declare is refused
-    first, naming ``owner``, the option (``prefix`` + name; the bare name with ``bare``), the
-    closest declared name and what is allowed. ``options`` values that ``check`` cannot judge alone
-    (a nested table) are the caller's: leave them out."""
-    for k in options:
+def refuse_undeclared(
+    owner: str, names, allowed: dict[str, tuple[Any, Any]], prefix: str, *, bare=False
+) -> None:
+    """The first of ``names`` that ``allowed`` (``declared``) does not declare is refused, naming
+    ``owner``, the option (``prefix`` + name; the bare name with ``bare``), the closest declared
+    name and what is allowed."""
+    for k in names:
         if k not in allowed:
             shown = k if bare else f"{prefix}{k}"
             raise SpecError(
                 f"{owner} has no option '{shown}'{did_you_mean(k, allowed, prefix)}; "
                 + allowed_list(allowed, prefix)
             )
+
+
+def check_declared(
+    owner: str, options: dict, allowed: dict[str, tuple[Any, Any]], prefix: str, *, bare=False
+) -> dict[str, Any]:
+    """``options`` converted to their declarations in ``allowed``, each by ``check``, once no name
+    is undeclared (``refuse_undeclared``): an undeclared option is named before any value is
+    judged."""
+    refuse_undeclared(owner, options, allowed, prefix, bare=bare)
     return {k: check(f"{prefix}{k}", v, allowed[k][0]) for k, v in options.items()}
 
 

@@ -964,11 +964,15 @@ def _check_options_light(benchmark: str, st: dict) -> None:
         "objective": (*st["objectives"], *(st["replication_objectives"] or ())),
         "benchmark": (benchmark,),
     }
+    problems = []
     for key, value in st["hyperparameters"].items():
         kind, dot, opt = key.partition(".")
         for name in names.get(kind, ()) if dot else ():
             if problem := catalog.option_problem(kind, name, opt, value):
-                raise SpecError(f"[{benchmark}] {problem[1]}")
+                problems.append(problem)
+    if problems:  # an undeclared option first, as the run itself names it (``_options``)
+        first = next((p for p in problems if p[0] == "undeclared"), problems[0])
+        raise SpecError(f"[{benchmark}] {first[1]}")
 
 
 def _dry_run(spec, step_seconds: float | None) -> int:

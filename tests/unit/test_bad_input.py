@@ -47,7 +47,7 @@ CASES = [
         IS + ["--set", "method.epsilon=1e-6"],
         "method 'intervention_score' has no option 'epsilon' (did you mean 'method.eps'?)",
     ),
-    # an option nothing declares is named first, whatever the order and the other values
+    # an option nothing declares is named before any value is judged (options are sorted)
     (
         IS + ["--set", "method.eps=-1", "--set", "method.epsilon=1e-6"],
         "method 'intervention_score' has no option 'epsilon' (did you mean 'method.eps'?)",
@@ -56,6 +56,12 @@ CASES = [
         RUN + ["--set", "objective.beta=0", "--set", "objective.bta=1"],
         "objective 'npo' has no option 'bta' (did you mean 'objective.beta'?)",
     ),
+    # ... at any depth: a nested table's undeclared name before a top-level option's bad value
+    (
+        RUN + ["--set", "benchmark.finetune.epoch=3", "--set", "benchmark.max_new_tokens=0"],
+        "no option 'benchmark.finetune.epoch' (did you mean 'benchmark.finetune.epochs'?)",
+    ),
+    (RUN + ["--set", "benchmark.max_new_tokens=0"], "benchmark.max_new_tokens = 0: must be"),
     (
         ["run", "--benchmark", "tofu", "--method", "fila", "--set", "method.batch_size=2.5"],
         "method.batch_size = 2.5: must be a whole number in 1..4096",
@@ -561,6 +567,12 @@ def test_t_and_d_follow_T_and_are_recorded():
         ("[hyperparameters.objective]\nbeta = -1", 2, "objective.beta = -1: must be a number"),
         ("[hyperparameters.method]\neps = 5", 2, "method.eps = 5: must be a number in (0, 1]"),
         ('"objective.beta" = 0.2\nobjective.beta = 0.3', 2, "'objective.beta' is given twice"),
+        # an undeclared option is named first, as the run names it
+        (
+            '"method.eps" = 5\n"method.epsilon" = 1e-6',
+            2,
+            "method.epsilon is not an option of method 'intervention_score'",
+        ),
         ("objective.beta = 0.5", 0, "experiment 'x'"),
     ],
 )

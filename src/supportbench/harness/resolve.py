@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from supportbench._options import check_declared, declared
+from supportbench._options import check, declared, refuse_undeclared
 from supportbench.benchmarks.base import BENCHMARKS, SHARED_KEYWORDS, is_relearnable
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import RunSpec
@@ -93,16 +93,27 @@ def check_options(owner: str, target, options: dict, prefix: str) -> None:
     """Every option the user set is one ``target`` (a dataclass or a class's constructor) declares,
     with a value its declaration allows (``_options``); a nested table
     (``benchmark.finetune.epochs``) is checked against the dataclass it configures. Before any model
-    loads; the error names the option, the value and what is allowed, or the options there are."""
+    loads; the error names the option, the value and what is allowed, or the options there are. The
+    names at every depth are checked before any value: an undeclared option is named first."""
+    for pre, allowed, values in _tables(owner, target, options, prefix):
+        for k, v in values.items():
+            check(f"{pre}{k}", v, allowed[k][0])
+
+
+def _tables(owner: str, target, options: dict, prefix: str) -> list[tuple[str, dict, dict]]:
+    """(prefix, declarations, values) of ``options``' own values and of each nested table's, depth
+    first; an undeclared name at any depth is refused here (``refuse_undeclared``)."""
     allowed = {k: v for k, v in declared(target).items() if k not in SHARED_KEYWORDS}
-    nested = {}  # name -> the dataclass its table configures
+    refuse_undeclared(owner, options, allowed, prefix)
+    values, nested = {}, []
     for k, v in options.items():
-        of = getattr(target, f"{k}_config", None) if k in allowed and isinstance(v, dict) else None
+        of = getattr(target, f"{k}_config", None) if isinstance(v, dict) else None
         if dataclasses.is_dataclass(of):
-            nested[k] = of if isinstance(of, type) else type(of)
-    check_declared(owner, {k: v for k, v in options.items() if k not in nested}, allowed, prefix)
-    for k, of in nested.items():
-        check_options(owner, of, options[k], f"{prefix}{k}.")
+            of = of if isinstance(of, type) else type(of)
+            nested += _tables(owner, of, v, f"{prefix}{k}.")
+        else:
+            values[k] = v
+    return [(prefix, allowed, values), *nested]
 
 
 def _check_benchmark(spec: RunSpec, cls, options: dict, read_inputs: bool) -> None:
