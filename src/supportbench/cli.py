@@ -960,19 +960,20 @@ def _check_options_light(benchmark: str, st: dict) -> None:
     from supportbench.errors import SpecError
 
     names = {
-        "method": (*st["methods"], *st["dirr_methods"]),
-        "objective": (*st["objectives"], *(st["replication_objectives"] or ())),
         "benchmark": (benchmark,),
+        "objective": (*st["objectives"], *(st["replication_objectives"] or ())),
+        "method": (*st["methods"], *st["dirr_methods"]),
     }
-    problems = []
+    problems = {kind: [] for kind in names}  # in the order a run checks them (``resolve``)
     for key, value in st["hyperparameters"].items():
         kind, dot, opt = key.partition(".")
         for name in names.get(kind, ()) if dot else ():
             if problem := catalog.option_problem(kind, name, opt, value):
-                problems.append(problem)
-    if problems:  # an undeclared option first, as the run itself names it (``_options``)
-        first = next((p for p in problems if p[0] == "undeclared"), problems[0])
-        raise SpecError(f"[{benchmark}] {first[1]}")
+                problems[kind].append(problem)
+    for found in problems.values():  # within an owner, an undeclared option first, as a run
+        if found:
+            first = next((p for p in found if p[0] == "undeclared"), found[0])
+            raise SpecError(f"[{benchmark}] {first[1]}")
 
 
 def _dry_run(spec, step_seconds: float | None) -> int:

@@ -573,6 +573,12 @@ def test_t_and_d_follow_T_and_are_recorded():
             2,
             "method.epsilon is not an option of method 'intervention_score'",
         ),
+        # ... the benchmark's options before the objective's, as a run (``harness/resolve``)
+        (
+            '"objective.bta" = 1\n"benchmark.max_new_tokens" = 0',
+            2,
+            "benchmark.max_new_tokens = 0: must be a whole number in 1..4096",
+        ),
         ("objective.beta = 0.5", 0, "experiment 'x'"),
     ],
 )
