@@ -75,12 +75,16 @@ def put(res, rec: dict) -> None:
 
 @pytest.fixture
 def appends(monkeypatch):
-    """Every (kind, keys) the code under test hands to ``ledger.append``, passed on unchanged."""
+    """Every (kind, keys) the code under test hands to ``ledger.append``, passed on unchanged (with
+    ``staged``: the digests an ingest took as it stored each chunk)."""
     calls, real = [], ledger.append
     monkeypatch.setattr(
         ledger,
         "append",
-        lambda con, kind, keys: (calls.append((kind, list(keys))), real(con, kind, keys))[1],
+        lambda con, kind, keys, **kw: (
+            calls.append((kind, list(keys))),
+            real(con, kind, keys, **kw),
+        )[1],
     )
     return calls
 
@@ -176,3 +180,36 @@ def test_keys_handed_over_in_any_order_are_logged_in_key_order(tmp_path):
     con.execute("COMMIT")
     logged_as_before(con, [("run", keys)], after)
     assert ledger.head(con)["seq"] == after + 2000
+
+
+def test_an_ingest_in_many_chunks_logs_what_the_row_by_row_append_logged(tmp_path, appends):
+    """An ingest takes each chunk's digests as it stores the chunk (``ledger.take_digests``),
+    while the next is read: in chunks of 16 records, with runs that a later chunk of the same
+    ingest replaces (a failed run retried, one of them retried twice, after its first retry failed
+    too) and DIR-R runs, the log holds what the row-by-row append logs from the registry as the
+    ingest left it; a digest a replaced run's first chunk took is not the one logged."""
+    res, con = tmp_path / "res", connect(tmp_path / "r.duckdb")
+    for r in syn.grid(300):
+        put(res, r)
+    for seed in range(6):
+        cands = {"0.0": 0.1, "0.05": 0.2 + seed} if seed % 2 else None  # complete or not
+        put(res, syn.record(experiment="dirr", variant="dirr", seed=seed, candidates=cands))
+    for seed in range(5):  # failed first (sorted early: 'runs/<key>.json'), retried in later files
+        failed = syn.record(experiment="retried", seed=seed, status="failed")
+        put(res, failed)
+        retry = syn.record(experiment="retried", seed=seed, J=float(seed) + 0.5)
+        if seed == 0:  # retried twice: a second failure, then the good run
+            again = {**failed, "error": "failed again"}
+            (res / "runs" / f"zy-{failed['run_key']}.json").write_text(json.dumps(again))
+        (res / "runs" / f"zz-{retry['run_key']}.json").write_text(json.dumps(retry))
+    rep = ingest(con, res, chunk=16)
+    # a replaced run is stored anew: counted new as well
+    assert (rep.new, rep.replaced, rep.conflicts) == (300 + 6 + 5 + 6, 6, [])
+    assert [kind for kind, keys in appends if keys] == ["replacement", "run"]
+    logged_as_before(con, appends, 0)
+    assert ledger.verify(con) == []
+    retried = con.execute(
+        "SELECT count(*) FROM ingest_log l JOIN outcomes o ON o.run_key = l.key "
+        "WHERE l.kind = 'replacement' AND o.status = 'ok'"
+    ).fetchall()[0][0]
+    assert retried == 6  # the twice-retried run is logged twice, both times as finally stored

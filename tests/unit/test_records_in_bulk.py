@@ -200,3 +200,42 @@ def test_chunks_cover_the_files_in_order_with_short_edges(n, size):
     edge = max(1, size // EDGE)
     if got:
         assert len(got[0]) <= edge and len(got[-1]) <= edge
+
+
+def test_names_are_checked_once_per_spec_shape_and_decided_as_each_spec_alone(
+    tmp_path, monkeypatch
+):
+    """An ingest checks a record's names once per spec shape (``NameCheck.check_shape``: specs that
+    differ only in seed and build name the same benchmark, method, objective and options): 40
+    records in two shapes are checked twice, and what it decides is what checking every spec alone
+    decides: an unknown method refused naming the first file that holds it, or with
+    --allow-unknown stored and counted at that file."""
+    from supportbench.registry.names import NameCheck
+
+    checked, real = [], NameCheck.check
+    monkeypatch.setattr(
+        NameCheck,
+        "check",
+        lambda self, cell, where, texts=True: (
+            checked.append(where),
+            real(self, cell, where, texts),
+        )[1],
+    )
+    res = tmp_path / "res"
+    (res / "runs").mkdir(parents=True)
+    for seed in range(20):
+        for method in ("wagle", "wagel"):  # the second is no method: refused or counted
+            rec = syn.record(method=method, seed=seed, build=1 + seed % 2)
+            (res / "runs" / f"{rec['run_key']}.json").write_text(json.dumps(rec))
+    files = ResultsDir(res).record_files()
+    first_bad = next(f for f in files if '"method": "wagel"' in open(f).read())
+    with pytest.raises(RegistryError, match="unknown method 'wagel'") as exc:
+        ingest(connect(tmp_path / "a.duckdb"), res)
+    assert first_bad in str(exc.value)
+    checked.clear()
+    rep = ingest(connect(tmp_path / "b.duckdb"), res, allow_unknown=True)
+    assert rep.new == 40 and len(checked) == 2
+    alone = NameCheck(allow_unknown=True)
+    for f in files:
+        alone.check(json.loads(open(f).read())["spec"], f, texts=False)
+    assert rep.unknown == alone.summary() and first_bad in str(alone.unknown)

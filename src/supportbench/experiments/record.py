@@ -511,10 +511,18 @@ def records_from_json(texts: list[bytes], sources: list[str]):
     proof of plain JSON (``_parse_plain``, its scans done once per group of texts), then each check
     of ``_check_identity`` and the same conversion, each failure a None, never an error. Lazy: a
     caller that checks each record before taking the next raises at the first bad one, in order."""
+    return (rec for rec, _ in records_with_shapes(texts, sources))
+
+
+def records_with_shapes(texts: list[bytes], sources: list[str]):
+    """``records_from_json``'s records, each with its spec's shape (``_shape``: the spec up to a
+    valid seed and build, as bytes), or None beside a record it does not prove. Specs of one shape
+    name the same benchmark, method, objective and options, so a caller may check those once per
+    shape (``registry.names.NameCheck.check_shape``)."""
     for s in range(0, len(texts), _GROUP):
         group = texts[s : s + _GROUP]
         for obj, source in zip(_parse_plain_group(group), sources[s : s + _GROUP]):
-            yield None if obj is None else _typed(obj, source)
+            yield (None, None) if obj is None else _typed(obj, source)
 
 
 def _parse_plain_group(texts: list[bytes]) -> list[Any]:
@@ -540,22 +548,25 @@ def _parse_plain_group(texts: list[bytes]) -> list[Any]:
     return out
 
 
-def _typed(obj: Any, source: str) -> RunRecord | None:
-    """``RunRecord.from_dict(obj)`` when every check of ``_check_identity`` passes and the
-    conversion succeeds; None otherwise (``from_json`` then raises the error, in its order). ``obj``
-    comes from msgspec's parse: its floats are finite."""
+_UNPROVEN = (None, None)
+
+
+def _typed(obj: Any, source: str) -> tuple[RunRecord | None, bytes | None]:
+    """(``RunRecord.from_dict(obj)``, its spec's shape) when every check of ``_check_identity``
+    passes and the conversion succeeds; (None, None) otherwise (``from_json`` then raises the
+    error, in its order). ``obj`` comes from msgspec's parse: its floats are finite."""
     if type(obj) is not dict:
-        return None
+        return _UNPROVEN
     spec, key = obj.get("spec"), obj.get("run_key")
     if type(spec) is not dict or type(key) is not str or not key:
-        return None
+        return _UNPROVEN
     if spec.get("variant") not in VARIANTS or spec.get("split") not in SPLITS:
-        return None
+        return _UNPROVEN
     if obj.get("status") not in STATUSES or type(spec.get("seed")) is not int:
-        return None
+        return _UNPROVEN
     for k in _NAMES:
         if type(spec.get(k)) is not str or not spec[k]:
-            return None
+            return _UNPROVEN
     if obj["status"] == "ok":  # an ok run carries a finite outcome (``_check_identity``)
         out = obj.get("outcome")  # a number msgspec parsed is finite: its type says enough
         if type(out) is not dict or not (
@@ -563,18 +574,18 @@ def _typed(obj: Any, source: str) -> RunRecord | None:
             and type(out.get("G_F")) in _NUMBER
             and type(out.get("D_coll")) in _NUMBER
         ):
-            return None
+            return _UNPROVEN
     if _bad_time(obj) or _bad_enforcement(obj):
-        return None
+        return _UNPROVEN
     try:
         shape = _shape(spec, finite=True)
         if shape is None or _spec_key(spec, shape) != key:
-            return None
+            return _UNPROVEN
         if shape not in _RESOLVED:
             _check_resolved(spec, source)
-        return msgspec.convert(obj, RunRecord)
+        return msgspec.convert(obj, RunRecord), shape
     except Exception:  # noqa: BLE001 -- whatever it is, the strict path raises it in its turn
-        return None
+        return _UNPROVEN
 
 
 _SLOTS = {"seed": '"\\u0000seed\\u0000"', "build": '"\\u0000build\\u0000"'}

@@ -18,7 +18,6 @@ names the file. The DuckDB parse structure is generated from the same type (``re
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -37,7 +36,7 @@ from supportbench.errors import DecisionError, RegistryError
 from supportbench.experiments.claims import is_claims, verify_claims
 from supportbench.experiments.controlled_decision import is_controlled, verify_controlled
 from supportbench.experiments.decisions import verify_decision
-from supportbench.experiments.record import RecordError, RunRecord, records_from_json
+from supportbench.experiments.record import RecordError, RunRecord, records_with_shapes
 from supportbench.experiments.results import ResultsDir
 from supportbench.experiments.spec import RunSpec
 from supportbench.registry import ledger
@@ -70,7 +69,7 @@ def record_structure() -> str:
     """One JSON parse per record: ``json_transform`` into this structure, generated from
     ``RunRecord`` (the spec's keys from ``RunSpec``). spec.T and spec.t differ only by case, which
     json_transform cannot tell apart: they are left out here and taken from the record the reader
-    checked (``Chunk``)."""
+    checked (``_read_all``)."""
     tree = duckdb_type(RunRecord)
     spec_types = typing.get_type_hints(RunSpec)
     tree["spec"] = {
@@ -149,43 +148,41 @@ def _read_by_open(path: str) -> bytes:
         return f.read()
 
 
-@dataclass
-class Chunk:
-    """One chunk of checked record files as the reader hands it to DuckDB: each file's text, its
-    content hash (md5 of the bytes: DuckDB's ``md5`` of the same text), the spec's T and t (the
-    two keys ``json_transform`` cannot tell apart) and each record's rank among the chunk's records
-    of its run key (1: the first, in the files' sorted order), all read from the records the reader
-    checked, so DuckDB parses each text once."""
-
-    names: list[str]
-    texts: list[bytes]
-    hashes: list[str]
-    horizons: list[int | None]
-    checkpoints: list[int | None]
-    ranks: list[int]
-
-
-def _read_all(names: list[str], check: NameCheck | None = None) -> Chunk:
+def _read_all(names: list[str], check: NameCheck | None = None) -> pa.Table:
     """Read and check one chunk (on the reader thread, while DuckDB ingests the previous chunk):
     each record against ``RunRecord``, and its names (``check``: printable, known or allowed). The
-    records are proven valid together (``records_from_json``); one it does not prove is checked on
-    its own (``check_record``), which refuses it with the file's name, in the files' order."""
+    records are proven valid together (``records_with_shapes``); one it does not prove is checked
+    on its own (``check_record``), which refuses it with the file's name, in the files' order.
+
+    The chunk as the reader hands it to DuckDB: each file's name and text, the spec's T and t (the
+    two keys ``json_transform`` cannot tell apart) and each record's rank among the chunk's records
+    of its run key (``k``, 1: the first, in the files' sorted order), all read from the records the
+    reader checked, so DuckDB parses each text once (and hashes it: ``_stage_chunk``)."""
     texts = [_read(n) for n in names]
     for n, t in zip(names, texts):
         if b"\\u" in t and _SURROGATE.search(t):
             _refuse_lone_surrogates(n, t)
-    out = Chunk(names, texts, [hashlib.md5(t).hexdigest() for t in texts], [], [], [])
+    horizons, checkpoints, ranks = [], [], []
     seen: dict[str, int] = {}
-    for n, t, rec in zip(names, texts, records_from_json(texts, names)):
+    for n, t, (rec, shape) in zip(names, texts, records_with_shapes(texts, names)):
         if rec is None:
             rec = check_record(n, t)
-        if check is not None:
-            check.check(rec.spec, n, texts=False)  # RunSpec refused control characters
-        out.horizons.append(_whole(rec.spec.get("T")))
-        out.checkpoints.append(_whole(rec.spec.get("t")))
+        if check is not None:  # RunSpec refused control characters
+            check.check_shape(rec.spec, n, shape)
+        horizons.append(_whole(rec.spec.get("T")))
+        checkpoints.append(_whole(rec.spec.get("t")))
         seen[rec.run_key] = rank = seen.get(rec.run_key, 0) + 1
-        out.ranks.append(rank)
-    return out
+        ranks.append(rank)
+    return pa.table(
+        {
+            "filename": pa.array(names, pa.string()),
+            # checked UTF-8 (``check_record`` refuses other bytes), so the cast holds
+            "content": pa.array(texts, pa.binary()).cast(pa.string()),
+            "horizon": pa.array(horizons, pa.int32()),
+            "checkpoint": pa.array(checkpoints, pa.int32()),
+            "k": pa.array(ranks, pa.int32()),
+        }
+    )
 
 
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escaped UTF-16 surrogate, paired or not
@@ -256,7 +253,7 @@ def ingest(
     dec_files = results.decision_files()
     rep.files = len(run_files)
     check = NameCheck(allow_unknown)
-    with transaction(con):
+    with transaction(con), ledger.staging(con):
         _ingest_decisions(con, dec_files, rep)
         # Read chunk k+1 on a thread while DuckDB (which releases the GIL) ingests chunk k.
         chunks = _chunks(run_files, chunk)
@@ -273,7 +270,12 @@ def ingest(
         replaced = set(rep.accepted["replacement"])
         # after every insert of this ingest: the log vouches for it
         for kind, keys in rep.accepted.items():
-            ledger.append(con, kind, [k for k in keys if kind != "run" or k not in replaced])
+            ledger.append(
+                con,
+                kind,
+                [k for k in keys if kind != "run" or k not in replaced],
+                staged=kind != "decision",
+            )
     rep.unknown = check.summary()
     return rep
 
@@ -419,7 +421,7 @@ def _check_decision_extras(dec: dict, source: str, dirr: bool = True) -> None:
             raise RegistryError(f"{at}.field = {inst['field']!r} must be a name (text)")
 
 
-def _ingest_chunk(con, chunk: Chunk, rep: IngestReport, replace_reruns: bool = False) -> None:
+def _ingest_chunk(con, chunk: pa.Table, rep: IngestReport, replace_reruns: bool = False) -> None:
     """One chunk of records into the registry: parsed, the same runs done again replaced, the rest
     classified as new, unchanged or conflicting, and the new ones inserted."""
     _stage_chunk(con, chunk)
@@ -428,31 +430,24 @@ def _ingest_chunk(con, chunk: Chunk, rep: IngestReport, replace_reruns: bool = F
     _replace_runs_done_again(con, rep, replace_reruns)
     if _classify_chunk(con, rep):
         _insert_new_runs(con)
+        # their rows as stored now, for the ingest log: no later write of this ingest changes
+        # them but a replacement, which stores the run again as new in a later chunk
+        ledger.take_digests(con, f"SELECT run_key FROM {_NEW}")
 
 
-def _stage_chunk(con, chunk: Chunk) -> None:
-    """The temp table ``st2``: each record's content hash and typed parse (the records were checked
-    on the reader: one ``json_transform``, no validation or second parse here), the content hash
-    stored for its run key, and its rank among the chunk's records of that run key (``k``, counted
-    by the reader)."""
-    tbl = pa.table(
-        {
-            "filename": chunk.names,
-            "content": pa.array(chunk.texts, type=pa.binary()).cast(pa.string()),
-            "h": chunk.hashes,
-            "horizon": pa.array(chunk.horizons, type=pa.int32()),
-            "checkpoint": pa.array(chunk.checkpoints, type=pa.int32()),
-            "k": pa.array(chunk.ranks, type=pa.int32()),
-        }
-    )
-    con.register("raw_chunk", tbl)
+def _stage_chunk(con, chunk: pa.Table) -> None:
+    """The temp table ``st2``: each record's content hash (``h``: DuckDB's md5 of the text, the
+    md5 of the file's bytes) and typed parse (the records were checked on the reader: one
+    ``json_transform``, no validation or second parse here), the content hash stored for its run
+    key, and its rank among the chunk's records of that run key (``k``, counted by the reader)."""
+    con.register("raw_chunk", chunk)
     try:
         con.execute(
             """CREATE OR REPLACE TEMP TABLE st2 AS
             SELECT p.*, r2.content_hash AS old_h
             FROM (SELECT filename, h, r, r.run_key AS run_key, r.status AS status, horizon,
                          checkpoint, k
-            FROM (SELECT filename, h, horizon, checkpoint, k, """
+            FROM (SELECT filename, md5(content) AS h, horizon, checkpoint, k, """
             f"""json_transform(content, '{RECORD_STRUCTURE}') AS r
                   FROM raw_chunk)) p LEFT JOIN runs r2 ON r2.run_key = p.run_key"""
         )

@@ -16,6 +16,8 @@ recomputing the chain after an edit changes it. Threat model: docs/registry.md.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -25,9 +27,11 @@ _TS = "%Y-%m-%dT%H:%M:%S.%f"
 
 
 def _link(prev: str, seq: int, at: str, kind: str, key: str, content_hash: str) -> str:
-    return hashlib.sha256(
-        "|".join((prev, str(seq), at, kind, key, content_hash)).encode()
-    ).hexdigest()
+    """sha256(prev|seq|at|kind|key|content_hash), hex: an entry's hash."""
+    return _sha256(f"{prev}|{seq}|{at}|{kind}|{key}|{content_hash}".encode()).hexdigest()
+
+
+_sha256 = hashlib.sha256
 
 
 def has_log(con) -> bool:
@@ -51,20 +55,50 @@ def head(con) -> dict:
     return {"seq": row[0], "hash": row[1]} if row else {"seq": 0, "hash": GENESIS}
 
 
-def append(con, kind: str, keys: list[str]) -> None:
+STAGED = "ledger_staged"  # an ingest's run digests, taken chunk by chunk (``take_digests``)
+
+
+@contextmanager
+def staging(con) -> Iterator[None]:
+    """An empty ``STAGED`` table for the block's ``take_digests`` (a temp table of the caller's
+    transaction), dropped when the block ends; a block that fails leaves it to the rollback."""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {STAGED} (key VARCHAR, digest VARCHAR)")
+    yield
+    con.execute(f"DROP TABLE {STAGED}")
+
+
+def take_digests(con, keys_sql: str) -> None:
+    """Note in ``STAGED`` the digest (``run_digests``) of the stored runs whose keys the query
+    ``keys_sql`` (one column, ``run_key``) yields, as their rows are now; a key taken again keeps
+    its latest digest. An ingest takes each chunk's after storing it, in DuckDB alone (the reader
+    thread keeps the interpreter), and ``append(..., staged=True)`` logs them: they are the view's
+    at the end as long as every later write of a run's rows is followed by a take of its key."""
+    keys = f"SELECT DISTINCT run_key FROM ({keys_sql})"
+    # no key index (it would cost a third of the taking): a key taken before is deleted first
+    con.execute(f"DELETE FROM {STAGED} WHERE key IN ({keys})")
+    con.execute(
+        f"INSERT INTO {STAGED} SELECT v.run_key, v.digest FROM run_digests v "
+        f"JOIN ({keys}) n ON n.run_key = v.run_key"
+    )
+
+
+def append(con, kind: str, keys: list[str], staged: bool = False) -> None:
     """Log the rows ``keys`` of ``kind`` as stored now (run_key for run/replacement/import, hash for
-    decision), chained after the last entry; within the caller's transaction.
+    decision), chained after the last entry, in key order; within the caller's transaction. A key
+    named twice is logged twice; a key with no stored row (``staged``: no digest taken) is not
+    logged. The digests come from the view (``run_digests`` / ``decision_digests``), or with
+    ``staged`` from those the caller took (``take_digests``) after its last write of the rows.
 
     Set-based, because row-by-row inserts made this most of an ingest's time: the keys go to DuckDB
-    as one Arrow table and the entries come back as one. DuckDB pushes the join's keys into the scan
-    of the view's table (a dynamic filter), so only these rows reach the digest, not the whole
-    table. Only the chain is a Python loop: each hash needs the one before it."""
+    as one Arrow table and the entries come back as one (for the view, DuckDB pushes the join's keys
+    into the scan of the view's table, a dynamic filter, so only these rows reach the digest). Only
+    the chain is a Python loop: each hash needs the one before it."""
     if not keys:
         return
     view, col = ("decision_digests", "hash") if kind == "decision" else ("run_digests", "run_key")
+    if staged:
+        view, col = STAGED, "key"
     con.register("ledger_keys", pa.table({"k": pa.array(keys, pa.string())}))
-    # a key named twice is logged twice, as the join yields it; a key with no stored row is not
-    # logged
     try:
         got = con.sql(
             f"SELECT {col} AS key, digest FROM {view} JOIN ledger_keys ON k = {col} ORDER BY {col}"

@@ -75,6 +75,9 @@ def known(kind: str) -> set[str]:
     return names
 
 
+_SHAPES_MAX = 10_000  # a sweep's records come in a few hundred shapes; a bound, not a need
+
+
 class NameCheck:
     """Checks the names of the runs a registry is about to store: control characters always refused;
     unknown benchmark, method and objective names refused, or (``allow_unknown``) kept, counted."""
@@ -85,6 +88,7 @@ class NameCheck:
         self.allow_unknown = allow_unknown
         self._known = {k: known(k) | set((extra or {}).get(k, ())) for k in KINDS}
         self.unknown: dict[tuple[str, str], str] = {}  # (kind, name) -> where it was first seen
+        self._shapes: set[bytes] = set()  # spec shapes already checked (``check_shape``)
 
     def check(self, cell: dict, where: str, texts: bool = True) -> None:
         """Every name of ``cell`` (a spec, an imported run's cell) that is text (``texts``: a
@@ -108,6 +112,20 @@ class NameCheck:
         hp = cell.get("hyperparameters")
         if isinstance(hp, dict) and any(map(_IS_OPTION, hp)):
             self._check_options(cell, hp, where)
+
+    def check_shape(self, spec: dict, where: str, shape: bytes | None) -> None:
+        """``check(spec, where, texts=False)`` once per spec shape (``shape``: the spec up to its
+        seed and build, ``experiments.record.records_with_shapes``; None: always checked). Specs of
+        one shape hold the same names and options, so the first decides for all of them: an error
+        is raised there, and an unknown name it keeps is counted where ``check`` counts it, at the
+        first file that holds it."""
+        if shape is not None and shape in self._shapes:
+            return
+        self.check(spec, where, texts=False)
+        if shape is not None:
+            if len(self._shapes) >= _SHAPES_MAX:
+                self._shapes.clear()
+            self._shapes.add(shape)
 
     def _check_options(self, cell: dict, hp: dict, where: str) -> None:
         """Each ``method.x``/``objective.x`` hyperparameter against the option its method or
