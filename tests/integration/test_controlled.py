@@ -399,7 +399,11 @@ def test_bad_controlled_input(tmp_path):
         I.load_lora(m, wrong, I.make_interfaces(m, -1, 9))
 
 
-def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_path):
+def test_sweep_freezes_the_controlled_decision_before_the_final_runs(ctl, cache, tmp_path):
+    """A sweep of the small construction (``ctl``'s: its theta_0 is the cached one, not a third
+    built for this test) runs the calibration grid (4 calibration targets x 2 interfaces x 5
+    learning rates), freezes the controlled decision, then the final runs; a second sweep reuses
+    both, and one by changed code reruns the grid and freezes a new decision."""
     from supportbench.experiments.plan import ExperimentSpec
     from supportbench.experiments.results import ResultsDir
     from supportbench.harness.executors.local import LocalExecutor
@@ -424,9 +428,8 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_
             },
             "hyperparameters": {
                 "lr": 0.01,
-                "benchmark.n_targets": 4,
-                "benchmark.n_calibration_targets": 2,
-                "benchmark.inject_epochs": 5,
+                "benchmark.n_targets": 12,
+                "benchmark.n_calibration_targets": 4,
             },
         }
     )
@@ -444,7 +447,7 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_
 
     decs = controlled_decisions()
     assert (
-        len(decs) == 1 and len(list(ResultsDir(res).controlled_calibration.records())) == 2 * 2 * 5
+        len(decs) == 1 and len(list(ResultsDir(res).controlled_calibration.records())) == 4 * 2 * 5
     )
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
@@ -474,7 +477,7 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(cache, tmp_
     # the decision names the calibration runs it was taken
     # from (run key and code fingerprint of each) ...
     runs = json.loads(dec)["calibration_runs"]
-    assert runs == sorted(runs) and len(runs) == 2 * 2 * 5
+    assert runs == sorted(runs) and len(runs) == 4 * 2 * 5
     assert {r.split(":")[0] for r in runs} == {
         r.run_key for r in ResultsDir(res).controlled_calibration.records()
     }
