@@ -192,7 +192,8 @@ def test_an_ingest_in_many_chunks_logs_what_the_row_by_row_append_logged(tmp_pat
     for r in syn.grid(300):
         put(res, r)
     for seed in range(6):
-        cands = {"0.0": 0.1, "0.05": 0.2 + seed} if seed % 2 else None  # complete or not
+        # every candidate (``_derive`` then sets available_gain after the digest is taken) or two
+        cands = dict.fromkeys(syn.ACTIONS, 0.1 * seed) if seed % 2 else {"0.0": 0.1, "0.05": 0.2}
         put(res, syn.record(experiment="dirr", variant="dirr", seed=seed, candidates=cands))
     for seed in range(5):  # failed first (sorted early: 'runs/<key>.json'), retried in later files
         failed = syn.record(experiment="retried", seed=seed, status="failed")
@@ -213,3 +214,5 @@ def test_an_ingest_in_many_chunks_logs_what_the_row_by_row_append_logged(tmp_pat
         "WHERE l.kind = 'replacement' AND o.status = 'ok'"
     ).fetchall()[0][0]
     assert retried == 6  # the twice-retried run is logged twice, both times as finally stored
+    gains = "SELECT count(*) FROM gate_events WHERE available_gain IS NOT NULL"
+    assert con.execute(gains).fetchall()[0][0] == 3  # derived after the chunks were digested

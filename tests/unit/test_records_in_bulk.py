@@ -5,6 +5,7 @@ decided by ``from_json``, whose error ingest reports, for the first bad file in 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -228,7 +229,7 @@ def test_names_are_checked_once_per_spec_shape_and_decided_as_each_spec_alone(
             rec = syn.record(method=method, seed=seed, build=1 + seed % 2)
             (res / "runs" / f"{rec['run_key']}.json").write_text(json.dumps(rec))
     files = ResultsDir(res).record_files()
-    first_bad = next(f for f in files if '"method": "wagel"' in open(f).read())
+    first_bad = next(f for f in files if '"method": "wagel"' in Path(f).read_text())
     with pytest.raises(RegistryError, match="unknown method 'wagel'") as exc:
         ingest(connect(tmp_path / "a.duckdb"), res)
     assert first_bad in str(exc.value)
@@ -237,5 +238,6 @@ def test_names_are_checked_once_per_spec_shape_and_decided_as_each_spec_alone(
     assert rep.new == 40 and len(checked) == 2
     alone = NameCheck(allow_unknown=True)
     for f in files:
-        alone.check(json.loads(open(f).read())["spec"], f, texts=False)
+        alone.check(json.loads(Path(f).read_text())["spec"], f, texts=False)
     assert rep.unknown == alone.summary() and first_bad in str(alone.unknown)
+    assert first_bad in checked  # the ingest counted it where it first stands, as alone

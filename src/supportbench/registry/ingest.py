@@ -430,8 +430,9 @@ def _ingest_chunk(con, chunk: pa.Table, rep: IngestReport, replace_reruns: bool 
     _replace_runs_done_again(con, rep, replace_reruns)
     if _classify_chunk(con, rep):
         _insert_new_runs(con)
-        # their rows as stored now, for the ingest log: no later write of this ingest changes
-        # them but a replacement, which stores the run again as new in a later chunk
+        # their rows as stored now, for the ingest log: no later write of this ingest changes a
+        # digested column but a replacement, which stores the run again as new in a later chunk
+        # (``_derive`` sets available_gain, which the digest leaves out)
         ledger.take_digests(con, f"SELECT run_key FROM {_NEW}")
 
 

@@ -72,7 +72,8 @@ def take_digests(con, keys_sql: str) -> None:
     ``keys_sql`` (one column, ``run_key``) yields, as their rows are now; a key taken again keeps
     its latest digest. An ingest takes each chunk's after storing it, in DuckDB alone (the reader
     thread keeps the interpreter), and ``append(..., staged=True)`` logs them: they are the view's
-    at the end as long as every later write of a run's rows is followed by a take of its key."""
+    at the end as long as every later write of a column the view digests is followed by a take of
+    the run's key."""
     keys = f"SELECT DISTINCT run_key FROM ({keys_sql})"
     # no key index (it would cost a third of the taking): a key taken before is deleted first
     con.execute(f"DELETE FROM {STAGED} WHERE key IN ({keys})")
