@@ -31,8 +31,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ctl(cache):
-    """A small construction (12 final + 4 calibration targets): the one the CLI test below runs, so
-    both share one cached theta_0 (~3 min)."""
+    """A small construction (12 final + 4 calibration targets): the one the CLI, sweep, relearning
+    and curve tests below run, so they share one cached theta_0 (~1.5-3 min)."""
     b = get_benchmark(
         "controlled", cache_dir=cache, progress=False, n_targets=12, n_calibration_targets=4
     )
@@ -402,8 +402,9 @@ def test_bad_controlled_input(tmp_path):
 def test_sweep_freezes_the_controlled_decision_before_the_final_runs(ctl, cache, tmp_path):
     """A sweep of the small construction (``ctl``'s: its theta_0 is the cached one, not a third
     built for this test) runs the calibration grid (4 calibration targets x 2 interfaces x 5
-    learning rates), freezes the controlled decision, then the final runs; a second sweep reuses
-    both, and one by changed code reruns the grid and freezes a new decision."""
+    learning rates), freezes the controlled decision, then the final runs, which follow its
+    learning rates and pass the audit; a second sweep reuses the decision and skips every run, and
+    one by changed code freezes a new decision and reruns the final runs."""
     from supportbench.experiments.plan import ExperimentSpec
     from supportbench.experiments.results import ResultsDir
     from supportbench.harness.executors.local import LocalExecutor
@@ -434,7 +435,9 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(ctl, cache,
         }
     )
     res = tmp_path / "res"
+    built = sorted((cache / "controlled").iterdir())
     s = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))
+    assert sorted((cache / "controlled").iterdir()) == built  # ctl's theta_0, no other built
     assert s.runs == 8 and s.ok == 8 and list(s.decisions) == ["controlled/npo/seed 4099/build 0"]
 
     # beside them: the claims the sweep registered first (experiments.claims)
