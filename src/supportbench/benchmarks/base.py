@@ -37,7 +37,7 @@ import inspect
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -469,6 +469,21 @@ def check_disjoint(
                 raise SpecError(
                     f"{field}: {which}/{name} overlaps the diagnostic records ({clash[0]!r})"
                 )
+
+
+EVAL_ROLES = ("forget", "retain", "protected")
+
+
+def role_splits(
+    split: Callable[[str, list[dict]], EvalSplit], **parts: tuple[list[dict], ...]
+) -> dict[str, dict[str, EvalSplit]]:
+    """``Roles.splits`` from rows: each keyword names a split (``dev=``, ``eval=``, ...) and gives
+    its rows role by role in the order of ``EVAL_ROLES`` (a shorter tuple leaves the last roles
+    out); ``split(role, rows)`` is the benchmark's own ``EvalSplit`` builder."""
+    return {
+        which: {role: split(role, rows) for role, rows in zip(EVAL_ROLES, by_role)}
+        for which, by_role in parts.items()
+    }
 
 
 def record_theta0_nll(model, roles: Roles) -> None:

@@ -156,27 +156,7 @@ def targets(n_targets: int = 36, seed: int = 0) -> list[dict]:
             f"at most {len(ATTRIBUTES)} targets (distinct attributes), got {n_targets}"
         )
     attrs = rng.sample(ATTRIBUTES, n_targets)
-    out = []
-    for k in range(n_targets):
-        rel = RELATIONS[k % len(RELATIONS)]
-        out.append(
-            {
-                "id": f"t{k:02d}",
-                "subject": names[k],
-                "attribute": attrs[k],
-                "relation": rel,
-                "pair": k // 2,
-                "train": [t.format(rel=rel, s=names[k]) for t in TRAIN],
-                "diag": [t.format(rel=rel, s=names[k]) for t in DIAG],
-                "eval": [t.format(rel=rel, s=names[k]) for t in EVAL],
-            }
-        )
-    coin = random.Random(f"controlled-coin:{seed}")
-    for p in range(n_targets // 2):
-        first = coin.random() < 0.5
-        out[2 * p]["interface"] = "backbone" if first else "lora"
-        out[2 * p + 1]["interface"] = "lora" if first else "backbone"
-    return out
+    return _blind_pairs("t", names, attrs, random.Random(f"controlled-coin:{seed}"))
 
 
 def calibration_targets(n: int = 12, n_targets: int = 36, seed: int = 0) -> list[dict]:
@@ -201,23 +181,32 @@ def calibration_targets(n: int = 12, n_targets: int = 36, seed: int = 0) -> list
         if name not in final and name not in names:
             names.append(name)
     attrs = rng.sample(CALIBRATION_ATTRIBUTES, n)
-    coin = random.Random(f"controlled-calibration-coin:{seed}")
+    return _blind_pairs("c", names, attrs, random.Random(f"controlled-calibration-coin:{seed}"))
+
+
+def _blind_pairs(
+    prefix: str, names: list[str], attrs: list[str], coin: random.Random
+) -> list[dict]:
+    """Target ``k`` (id ``{prefix}{k:02d}``) states ``names[k]``'s ``attrs[k]`` by the ``k``-th
+    relation (cycling) in every phrasing; targets ``2p`` and ``2p + 1`` form blind pair ``p``, and
+    one draw of ``coin`` per pair decides which of the two the backbone injects (the other: the
+    LoRA)."""
     out = []
-    for k in range(n):
+    for k, (name, attr) in enumerate(zip(names, attrs, strict=True)):
         rel = RELATIONS[k % len(RELATIONS)]
         out.append(
             {
-                "id": f"c{k:02d}",
-                "subject": names[k],
-                "attribute": attrs[k],
+                "id": f"{prefix}{k:02d}",
+                "subject": name,
+                "attribute": attr,
                 "relation": rel,
                 "pair": k // 2,
-                "train": [t.format(rel=rel, s=names[k]) for t in TRAIN],
-                "diag": [t.format(rel=rel, s=names[k]) for t in DIAG],
-                "eval": [t.format(rel=rel, s=names[k]) for t in EVAL],
+                "train": [t.format(rel=rel, s=name) for t in TRAIN],
+                "diag": [t.format(rel=rel, s=name) for t in DIAG],
+                "eval": [t.format(rel=rel, s=name) for t in EVAL],
             }
         )
-    for p in range(n // 2):
+    for p in range(len(out) // 2):
         first = coin.random() < 0.5
         out[2 * p]["interface"] = "backbone" if first else "lora"
         out[2 * p + 1]["interface"] = "lora" if first else "backbone"

@@ -42,9 +42,8 @@ from typing import Literal
 import torch
 
 from supportbench._options import option
-from supportbench.benchmarks import base as B
+from supportbench.benchmarks import base, saved
 from supportbench.benchmarks import evaluators as ev
-from supportbench.benchmarks import saved
 from supportbench.benchmarks.base import EvalSplit, Prepared, Roles, register_benchmark
 from supportbench.benchmarks.lacuna import generator as gen
 from supportbench.benchmarks.lacuna import precision as prec
@@ -62,7 +61,7 @@ from supportbench.benchmarks.lacuna.reader import (
 )
 from supportbench.errors import SpecError
 from supportbench.experiments.spec import DEFAULT_MODELS
-from supportbench.unlearning import models as M
+from supportbench.unlearning import models
 from supportbench.unlearning.data import (
     DiagnosticRecords,
     TokenizedSet,
@@ -146,9 +145,9 @@ class Lacuna:
             raise SpecError(
                 f"benchmark.mask_mode must be 'element' or 'component', got {mask_mode!r}"
             )
-        self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else base.default_cache_dir()
         self.progress = progress
-        self.device = M.resolve_device(device)
+        self.device = models.resolve_device(device)
         # the build seeds the construction: generated people, masks, theta_pre's initialisation and
         # batch order
         self.people, self.mask_mode, self.mask_ratio, self.build = (
@@ -242,9 +241,9 @@ class Lacuna:
 
     # ---- theta_0 ---------------------------------------------------------------------------------
     def prepare(self, model_preset: str) -> Prepared:
-        M.base_identity(model_preset)  # an unknown name fails here, before any data is read
+        models.base_identity(model_preset)  # an unknown name fails here, before any data is read
         self._roles = {}
-        if M.is_model_dir(model_preset):
+        if models.is_model_dir(model_preset):
             if self.layout is None:
                 raise SpecError(
                     "LACUNA with a local model needs benchmark.data_dir "
@@ -254,23 +253,25 @@ class Lacuna:
                 raise SpecError(
                     f"no mask.pt next to '{self.layout.data_dir}': set benchmark.mask to its path"
                 )
-            model, tok = M.load_model(model_preset, device=self.device)
+            model, tok = models.load_model(model_preset, device=self.device)
             path, hit = Path(model_preset), True
         else:
             model, tok, path, hit = self._mini(model_preset, self.build)
         params = {n: p for n, p in model.named_parameters()}
         self._mask = load_mask(self.mask_file, params)
-        self._prepared = Prepared(model, tok, str(path), M.model_hash(model), self.data_hash, hit)
+        self._prepared = Prepared(
+            model, tok, str(path), models.model_hash(model), self.data_hash, hit
+        )
         return self._prepared
 
     def _mini(self, preset: str, seed: int):
-        key = B.content_key(
+        key = base.content_key(
             PREP_VERSION,
-            B.build_code(type(self)),
+            base.build_code(type(self)),
             gen.VERSION,
             self.people,
             self.build,
-            M.base_identity(preset),
+            models.base_identity(preset),
             self.mask_mode,
             self.mask_ratio,
             asdict(self.finetune_config),
@@ -282,18 +283,18 @@ class Lacuna:
         root = self.cache_dir / "lacuna" / f"{preset}-{key}"
         data, model_dir = root / "data-masked" / "data", root / "masked"
         if not (model_dir / "config.json").is_file() or not (model_dir / "mask.pt").is_file():
-            with B.building(root) as tmp:
+            with base.building(root) as tmp:
                 gen.generate(tmp / "data-masked" / "data", people=self.people, seed=self.build)
                 self._data_dir = tmp / "data-masked" / "data"
-                with M.reproducible_build(seed):
+                with models.reproducible_build(seed):
                     net, tok = self._inject(preset, seed, tmp / "masked", tmp / "pretrained")
-                M.save_model(net, tok, tmp / "masked")
+                models.save_model(net, tok, tmp / "masked")
             hit = False
         else:
             hit = True
         self._data_dir, self._rows, self._pre_dir = data, {}, root / "pretrained"
         self.mask_file = model_dir / "mask.pt"
-        model, tok = M.load_model(model_dir, device=self.device)
+        model, tok = models.load_model(model_dir, device=self.device)
         return model, tok, model_dir, hit
 
     def _neutral_pairs(self) -> list[tuple[str, str]]:
@@ -309,18 +310,10 @@ class Lacuna:
         tags = (
             LACUNA_TAGS.user_start_tag + "x" + LACUNA_TAGS.user_end_tag + LACUNA_TAGS.asst_start_tag
         )
-        tok = M.train_tokenizer(texts + self.neutral_texts() + [tags], 2048)
-        net = M.build_model(preset, tok, seed=seed).to(self.device)
+        tok = models.train_tokenizer(texts + self.neutral_texts() + [tags], 2048)
+        net = models.build_model(preset, tok, seed=seed).to(self.device)
         neutral = self._neutral_pairs()
-        pre = concat_sets(
-            [
-                self._qa(tok, background),
-                tokenize_pairs(
-                    tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False
-                ),
-            ],
-            tok.pad_token_id,
-        )
+        pre = self._with_neutral(tok, background, neutral)
         finetune(
             net,
             pre,
@@ -328,21 +321,13 @@ class Lacuna:
             progress=self.progress,
             desc="prepare lacuna (pretraining)",
         )
-        M.save_model(net, tok, pre_dir)  # theta_pre: the weights injection starts from
+        models.save_model(net, tok, pre_dir)  # theta_pre: the weights injection starts from
         mask = gen.build_mask(net, self.mask_mode, self.mask_ratio, seed=self.build)
         out.mkdir(parents=True, exist_ok=True)
         torch.save(mask, out / "mask.pt")
         facts = [r for f in FIELDS for r in self.rows(f, "full")]
         groups = [r["group_id"] for r in facts] + [-1] * len(neutral)
-        data = concat_sets(
-            [
-                self._qa(tok, facts),
-                tokenize_pairs(
-                    tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False
-                ),
-            ],
-            tok.pad_token_id,
-        )
+        data = self._with_neutral(tok, facts, neutral)
         masked_finetune(
             net,
             data,
@@ -362,7 +347,7 @@ class Lacuna:
             raise SpecError(
                 "theta_pre exists only for the mini benchmark (a preset model), after prepare()"
             )
-        return M.load_model(self._pre_dir, device=self.device)[0]
+        return models.load_model(self._pre_dir, device=self.device)[0]
 
     # ---- roles -----------------------------------------------------------------------------------
     @staticmethod
@@ -374,6 +359,14 @@ class Lacuna:
         return tokenize_qa(
             tok, fmt, [r["question"] for r in rows], [r["answer"] for r in rows], subjects=subj
         )
+
+    def _with_neutral(self, tok, rows: list[dict], neutral: list[tuple[str, str]]) -> TokenizedSet:
+        """``rows`` as QA records, then the neutral (prompt, continuation) pairs as raw text (no
+        EOS): what pretraining and the injection train on."""
+        pairs = tokenize_pairs(
+            tok, [p for p, _ in neutral], [a for _, a in neutral], append_eos=False
+        )
+        return concat_sets([self._qa(tok, rows), pairs], tok.pad_token_id)
 
     def _tok(self, rows: list[dict], subjects: bool = False) -> TokenizedSet:
         return self._qa(self._prepared.tokenizer, rows, subjects)
@@ -396,7 +389,7 @@ class Lacuna:
 
     def roles(self, field: str, seed: int) -> Roles:
         check_field(field)
-        B.require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
+        base.require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
         key = (field, seed)
         if key in self._roles:
             return self._roles[key]
@@ -419,23 +412,13 @@ class Lacuna:
             P=self._tok(protected),
             N=tokenize_pairs(self._prepared.tokenizer, [p for p, _ in nd], [a for _, a in nd]),
         )
-        splits = {
-            "dev": {
-                "forget": self._split("forget", f_dev),
-                "retain": self._split("retain", r_dev),
-                "protected": self._split("protected", p_dev),
-            },
-            "eval": {
-                "forget": self._split("forget", f_eval),
-                "retain": self._split("retain", r_eval),
-                "protected": self._split("protected", p_eval),
-            },
-            "plain": {
-                "forget": self._split("forget", forget),
-                "retain": self._split("retain", retain),
-            },
-        }
-        B.check_disjoint(
+        splits = base.role_splits(
+            self._split,
+            dev=(f_dev, r_dev, p_dev),
+            eval=(f_eval, r_eval, p_eval),
+            plain=(forget, retain),
+        )
+        base.check_disjoint(
             field, forget + retain + protected, {w: splits[w] for w in ("dev", "eval")}
         )
         # unlearning trains on open-unlearning's QA rows (LACUNA runs its NPO/SimNPO/GradDiff
@@ -460,15 +443,17 @@ class Lacuna:
 
     # ---- evaluation ------------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> B.Outcome:
+    def evaluate(
+        self, model, roles: Roles, which: str = "eval", full: bool = False
+    ) -> base.Outcome:
         # "plain" is diagnostic rows
-        comp, nll = B.j_components(model, roles, which, allowed=("dev", "eval"))
+        comp, nll = base.j_components(model, roles, which, allowed=("dev", "eval"))
         comp["evaluation_set"] = f"{which}: paraphrased questions"
         if which == "eval":
             comp.update(self.precision(model, roles))
         if full:
             comp.update(self._behaviour(model, roles))
-        return B.to_outcome(comp, B.j_items(roles, which, nll))
+        return base.to_outcome(comp, base.j_items(roles, which, nll))
 
     def _behaviour(self, model, roles: Roles) -> dict:
         out = {}

@@ -36,7 +36,7 @@ from typing import Literal
 import torch
 
 from supportbench._options import option
-from supportbench.benchmarks import base as B
+from supportbench.benchmarks import base
 from supportbench.benchmarks import evaluators as ev
 from supportbench.benchmarks.base import EvalSplit, Prepared, Roles, register_benchmark
 from supportbench.benchmarks.tofu import generator as gen
@@ -53,7 +53,7 @@ from supportbench.benchmarks.tofu.reader import (
 )
 from supportbench.errors import SpecError, UnknownNameError
 from supportbench.experiments.spec import DEFAULT_MODELS
-from supportbench.unlearning import models as M
+from supportbench.unlearning import models
 from supportbench.unlearning.data import (
     DiagnosticRecords,
     TokenizedSet,
@@ -159,7 +159,8 @@ class Tofu:
             if not isinstance(v, str):
                 raise SpecError(f"benchmark.template.{k}={v!r} must be a string")
         if retain_model is not None:
-            M.check_model_dir(retain_model)  # names the folder and what it lacks, before any work
+            # names the folder and what it lacks, before any work
+            models.check_model_dir(retain_model)
         # theta0="given": the run's model is a ready fine-tuned theta_0 (e.g. open-unlearning's
         # tofu_*_full), used as it is; retain_model: a ready retain model (tofu_*_retain90 for
         # forget10), instead of one trained
@@ -175,13 +176,13 @@ class Tofu:
             )
         # seeds the generated data and theta_0's training (docs/benchmarks.md)
         self.build = int(build)
-        self.cache_dir = Path(cache_dir) if cache_dir else B.default_cache_dir()
+        self.cache_dir = Path(cache_dir) if cache_dir else base.default_cache_dir()
         if data_dir is None:
             # build 0 keeps the folder name it had before builds existed
             suffix = f"-b{self.build}" if self.build else ""
             data_dir = self.cache_dir / "data" / f"tofu-{size}-g{gen.VERSION}{suffix}"
             if not (data_dir / "full.json").exists():
-                with B.building(data_dir) as tmp:
+                with base.building(data_dir) as tmp:
                     gen.generate(tmp, size=size, seed=self.build)
         self.data_dir = Path(data_dir)
         if not self.data_dir.is_dir():
@@ -190,7 +191,7 @@ class Tofu:
         self.max_new_tokens = max_new_tokens
         self.chat_template = chat_template
         # where its models train and run (not part of any identity)
-        self.device = M.resolve_device(device)
+        self.device = models.resolve_device(device)
         # e.g. {"epochs": 3, "batch_size": 8}: overrides the recipe for either kind of base
         if finetune:
             known = set(FinetuneConfig.__dataclass_fields__)
@@ -229,7 +230,9 @@ class Tofu:
                     f"benchmark.data_dir '{data_dir}' is a file, not a folder of TOFU's files"
                 )
             background = (
-                () if M.is_model_dir(settings.get("model", "")) else ("real_authors", "world_facts")
+                ()
+                if models.is_model_dir(settings.get("model", ""))
+                else ("real_authors", "world_facts")
             )
             for config in (
                 "full",
@@ -304,18 +307,20 @@ class Tofu:
         return texts + self.neutral_texts() + [tags]
 
     def _recipe(self, model: str) -> FinetuneConfig:
-        return self.pretrained_finetune_config if M.is_model_dir(model) else self.finetune_config
+        return (
+            self.pretrained_finetune_config if models.is_model_dir(model) else self.finetune_config
+        )
 
     def _train_model(self, model: str, seed: int, rows: list[dict], desc: str):
         """A fresh base (preset or local directory) fine-tuned on ``rows`` (+ background for
         presets)."""
         qa, text = list(rows), []
-        if not M.is_model_dir(model):
+        if not models.is_model_dir(model):
             bg_qa, text = self._background()
             qa += bg_qa
         # retain model: theta_0's
         shared = self._prepared.tokenizer if self._prepared is not None else None
-        net, tokenizer = M.base_model(
+        net, tokenizer = models.base_model(
             model, () if shared else self._tokenizer_texts(), seed=seed, tokenizer=shared
         )
         net.to(self.device)
@@ -335,59 +340,61 @@ class Tofu:
         return net, tokenizer
 
     def _cached_model(self, kind: str, model: str, seed: int, rows: list[dict]):
-        key = B.content_key(
+        key = base.content_key(
             PREP_VERSION,
-            B.build_code(type(self)),
+            base.build_code(type(self)),
             kind,
             self.data_hash,
-            M.base_identity(model),
+            models.base_identity(model),
             asdict(self._recipe(model)),
             seed,
             self.chat_template,
             *([self.template] if self.template else []),
         )
-        label = Path(model).name if M.is_model_dir(model) else model
+        label = Path(model).name if models.is_model_dir(model) else model
         path = self.cache_dir / "models" / f"{self.name}-{kind}-{label}-{key}"
         if (path / "config.json").exists():
-            net, tok = M.load_model(path, device=self.device)
+            net, tok = models.load_model(path, device=self.device)
             return net, tok, path, True
-        with M.reproducible_build(seed):
+        with models.reproducible_build(seed):
             net, tokenizer = self._train_model(
                 model, seed, rows, desc=f"prepare {self.name} {kind}"
             )
-        with B.building(path) as tmp:
-            M.save_model(net, tokenizer, tmp)
+        with base.building(path) as tmp:
+            models.save_model(net, tokenizer, tmp)
         return net, tokenizer, path, False
 
     def prepare(self, model_preset: str = "tiny-llama") -> Prepared:
         """theta_0 for ``model_preset`` (a preset name, or a local HF model directory to fine-tune)
         and this benchmark's build (the seed of its training)."""
-        M.base_identity(model_preset)  # an unknown name fails here, before any data is read
+        models.base_identity(model_preset)  # an unknown name fails here, before any data is read
         if model_preset != self._preset:  # roles and references belong to one model
             self._roles, self._retain_models, self._retain_tr = {}, {}, {}
         self._prepared = None
         if self.theta0 == "given":  # a ready theta_0: loaded as it is, never trained again
-            if not M.is_model_dir(model_preset):
+            if not models.is_model_dir(model_preset):
                 raise SpecError(
                     "benchmark.theta0=given needs the model to be a local model folder (a "
                     "fine-tuned theta_0, e.g. open-unlearning's "
                     f"tofu_<model>_full); got {model_preset!r}"
                 )
-            model, tok = M.load_model(model_preset, device=self.device)
+            model, tok = models.load_model(model_preset, device=self.device)
             path, hit = model_preset, True
         else:
             model, tok, path, hit = self._cached_model(
                 "full", model_preset, self.build, self.rows("full")
             )
-        self._prepared = Prepared(model, tok, str(path), M.model_hash(model), self.data_hash, hit)
+        self._prepared = Prepared(
+            model, tok, str(path), models.model_hash(model), self.data_hash, hit
+        )
         self._preset = model_preset
         return self._prepared
 
     def retain_model(self, field: str):
         if field not in self._retain_models:
-            B.require_prepared(self._prepared, "asking for the retain model")
+            base.require_prepared(self._prepared, "asking for the retain model")
             if self.retain_model_path is not None:
-                model, _ = M.load_model(self.retain_model_path, device=self.device)
+                model, _ = models.load_model(self.retain_model_path, device=self.device)
             elif self.theta0 == "given":
                 raise SpecError(
                     "TOFU's forget quality needs a retain model, and none can be trained from a "
@@ -416,7 +423,7 @@ class Tofu:
     def roles(self, field: str, seed: int) -> Roles:
         if field not in FIELDS:
             raise UnknownNameError("TOFU field", field, FIELDS)
-        B.require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
+        base.require_prepared(self._prepared, "roles(): tokenisation uses theta_0's tokenizer")
         key = (field, seed)
         if key in self._roles:
             return self._roles[key]
@@ -478,19 +485,10 @@ class Tofu:
         )
         train_f = self._tok([r["question"] for r in forget], [r["answer"] for r in forget])
         train_r = self._tok([r["question"] for r in retain], [r["answer"] for r in retain])
-        splits = {
-            "dev": {
-                "forget": self._split("forget", f_dev),
-                "retain": self._split("retain", r_dev),
-                "protected": self._split("protected", p_dev),
-            },
-            "eval": {
-                "forget": self._split("forget", f_eval),
-                "retain": self._split("retain", r_eval),
-                "protected": self._split("protected", p_eval),
-            },
-        }
-        B.check_disjoint(field, f_diag + r_diag + p_diag, splits)
+        splits = base.role_splits(
+            self._split, dev=(f_dev, r_dev, p_dev), eval=(f_eval, r_eval, p_eval)
+        )
+        base.check_disjoint(field, f_diag + r_diag + p_diag, splits)
         roles = Roles(
             field, seed, records, train_f, train_r, splits, data_hash=self.data_hash, notes=notes
         )
@@ -499,12 +497,14 @@ class Tofu:
 
     # ---- evaluation ------------------------------------------------------------------------------
     @torch.no_grad()
-    def evaluate(self, model, roles: Roles, which: str = "eval", full: bool = False) -> B.Outcome:
-        comp, nll = B.j_components(model, roles, which, allowed=("dev", "eval"))
-        items = B.j_items(roles, which, nll)
+    def evaluate(
+        self, model, roles: Roles, which: str = "eval", full: bool = False
+    ) -> base.Outcome:
+        comp, nll = base.j_components(model, roles, which, allowed=("dev", "eval"))
+        items = base.j_items(roles, which, nll)
         if full:
             comp.update(self._tofu_metrics(model, roles, which, nll, items))
-        return B.to_outcome(comp, items)
+        return base.to_outcome(comp, items)
 
     def _answer_nll(self, model, split: EvalSplit, answers: list[str]) -> torch.Tensor:
         """Per item: mean answer-token NLL of ``answers`` after the split's questions
