@@ -145,6 +145,23 @@ def read_json_object(path: str | Path, error: type[Exception], what: str) -> dic
     return obj
 
 
+def file_or_shipped(name: str | Path, shipped: dict[str, Path], what: str, error) -> Path:
+    """``name`` itself when it is a file, else the shipped file it names (``NAME`` or
+    ``NAME.toml``, with no folder: ``shipped`` maps stems to paths): a folder of that name in the
+    current directory (a results folder, say) does not hide the shipped file. ``error(message)``
+    names ``what`` was asked for and what is shipped."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    stem = path.name[:-5] if path.name.endswith(".toml") else path.name
+    if stem in shipped and path.parent == Path("."):
+        return shipped[stem]
+    raise error(
+        f"no {what} '{name}': not a file, and not a shipped {what} "
+        f"(shipped: {', '.join(shipped) or 'none'})"
+    )
+
+
 NAME_MAX = 255  # bytes in one path component, on every file system supportbench writes to
 PATH_MAX = 4096  # bytes in a whole path, its terminating NUL included (Linux)
 

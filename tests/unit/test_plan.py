@@ -83,6 +83,23 @@ def test_shipped_spec_by_name_and_unknown_name(tmp_path, monkeypatch):
         resolve_spec_path("mini-papre")
 
 
+def test_a_folder_named_like_a_shipped_spec_or_claims_file_does_not_hide_it(tmp_path, monkeypatch):
+    """``supportbench sweep mini-paper`` from a folder that holds a results folder named
+    mini-paper/ runs the shipped spec (it read the folder as the spec and failed with EISDIR); the
+    claims files resolve by the same rule."""
+    from supportbench.experiments import claims
+    from supportbench.experiments.plan import resolve_spec_path, shipped_specs
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mini-paper").mkdir()
+    (tmp_path / "paper.toml").mkdir()
+    assert resolve_spec_path("mini-paper") == shipped_specs()["mini-paper"]
+    assert ExperimentSpec.from_toml("mini-paper").name == "mini-paper"
+    assert claims.resolve("paper.toml") == claims.SHIPPED / "paper.toml"
+    with pytest.raises(SpecError, match="no claims file 'nope': not a file, .*shipped: .*paper"):
+        claims.resolve("nope")
+
+
 def test_per_benchmark_settings_override_the_experiment():
     raw = {
         "experiment": {

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from supportbench._io import write_json_atomic
+from supportbench._io import file_or_shipped, write_json_atomic
 from supportbench.errors import DecisionError, SpecError
 
 KIND = "claims"
@@ -113,18 +113,8 @@ def text_hash(text: str) -> str:
 
 def resolve(name: str | Path | None) -> Path:
     """A claims file's path: the file itself when it exists, else the shipped file of that name."""
-    name = DEFAULT if name is None else name
-    path = Path(name)
-    if path.is_file():
-        return path
     shipped = {p.stem: p for p in sorted(SHIPPED.glob("*.toml"))}
-    stem = path.name[:-5] if path.name.endswith(".toml") else path.name
-    if stem in shipped and path.parent == Path("."):
-        return shipped[stem]
-    raise SpecError(
-        f"no claims file '{name}': not a file, and not a shipped claims file "
-        f"(shipped: {', '.join(shipped) or 'none'})"
-    )
+    return file_or_shipped(DEFAULT if name is None else name, shipped, "claims file", SpecError)
 
 
 def load(name: str | Path | None = None) -> Claims:

@@ -34,6 +34,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from supportbench._io import file_or_shipped
 from supportbench.errors import SpecError
 from supportbench.experiments.claims import load as load_claims
 from supportbench.experiments.decisions import SELECTIONS
@@ -55,18 +56,8 @@ def shipped_specs() -> dict[str, Path]:
 
 
 def resolve_spec_path(spec: str | Path) -> Path:
-    """A spec file's path: the file itself when it exists, else the shipped spec of that name."""
-    path = Path(spec)
-    if path.exists():
-        return path
-    shipped = shipped_specs()
-    name = path.name[:-5] if path.name.endswith(".toml") else path.name
-    if name in shipped and path.parent == Path("."):
-        return shipped[name]
-    raise SpecError(
-        f"no experiment spec '{spec}': not a file, and not a shipped spec "
-        f"(shipped: {', '.join(shipped) or 'none'})"
-    )
+    """A spec file's path: the file itself when it is one, else the shipped spec of that name."""
+    return file_or_shipped(spec, shipped_specs(), "experiment spec", SpecError)
 
 
 SECTIONS = ("experiment", "hyperparameters", "dirr")
