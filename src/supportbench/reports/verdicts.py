@@ -401,17 +401,8 @@ def agreement(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
             f"{why}; the interval rule alone would read '{v}'"
         )
         per = [{**row, "verdict": f"not judged ({row['verdict']})"} for row in per]
-    return Verdict(
-        claim,
-        verdict,
-        why,
-        est.value,
-        est.interval,
-        power,
-        None if mde is None else f"agreement <= {th - mde:.3f} (a drop of {mde:.3f} below {th})",
-        per,
-        detail,
-    )
+    drop = None if mde is None else f"agreement <= {th - mde:.3f} (a drop of {mde:.3f} below {th})"
+    return Verdict(claim, verdict, why, est.value, est.interval, power, drop, per, detail)
 
 
 def _constant_rule(u: pl.DataFrame, defaults: dict) -> list[str]:
@@ -538,17 +529,9 @@ def count(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         detail += _all_baselines(claim, df, defaults)
     k_pos = sum(1 for _, _, e in comps if e.interval and e.interval[0] > 0)
     k_neg = sum(1 for _, _, e in comps if e.interval and e.interval[1] < 0)
+    bounds = (float(k_pos), float(len(comps) - k_neg))
     return Verdict(
-        claim,
-        verdict,
-        why,
-        float(k_pos),
-        (float(k_pos), float(len(comps) - k_neg)),
-        power,
-        mde,
-        per,
-        detail,
-        total=len(comps),
+        claim, verdict, why, float(k_pos), bounds, power, mde, per, detail, total=len(comps)
     )
 
 
@@ -685,21 +668,10 @@ def contrast(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
         f"objectives across seeds {fr['across'].mean():.3f}; across objectives at the same seed "
         f"{np.mean(same):.3f} (paper: about 0.143)"
     ]
-    return Verdict(
-        claim,
-        verdict,
-        why,
-        est.value,
-        est.interval,
-        power,
-        None
-        if mde is None
-        else f"a contrast of {mde:.3f} (d_z {mde / est.sd:.2f})"
-        if est.sd
-        else None,
-        per,
-        detail,
+    contrast = (
+        None if mde is None or not est.sd else f"a contrast of {mde:.3f} (d_z {mde / est.sd:.2f})"
     )
+    return Verdict(claim, verdict, why, est.value, est.interval, power, contrast, per, detail)
 
 
 def paired_mean(claim: Claim, defaults: dict, ctx, con=None) -> Verdict:
