@@ -151,7 +151,7 @@ def main():
         print("RESULT name=gpu_cell_runs_ok value=nan target=>=2 SKIP")
         return
 
-    import supportbench.harness.runner as R
+    import supportbench.harness.runner as runner_module
     from supportbench.benchmarks.base import get_benchmark
     from supportbench.experiments.spec import RunSpec
     from supportbench.harness.compute import sweep_estimate
@@ -173,24 +173,26 @@ def main():
     )
 
     ph = Phases(dev.type == "cuda")
-    R.Runner.theta0 = ph.wrap("theta_0 load", R.Runner.theta0)
-    R.record_theta0_nll = ph.wrap("reference NLLs", R.record_theta0_nll)
-    R.reference_nll = ph.wrap("reference NLLs", R.reference_nll)
-    R.Runner.diagnostics = ph.wrap("diagnostics", R.Runner.diagnostics)
-    R.compute_scores = ph.wrap("scores + selection", R.compute_scores)
+    runner_module.Runner.theta0 = ph.wrap("theta_0 load", runner_module.Runner.theta0)
+    runner_module.record_theta0_nll = ph.wrap("reference NLLs", runner_module.record_theta0_nll)
+    runner_module.reference_nll = ph.wrap("reference NLLs", runner_module.reference_nll)
+    runner_module.Runner.diagnostics = ph.wrap("diagnostics", runner_module.Runner.diagnostics)
+    runner_module.compute_scores = ph.wrap("scores + selection", runner_module.compute_scores)
     TR.SupportTrainer.run = ph.wrap("training", TR.SupportTrainer.run)
-    import supportbench.harness.dirr as D
+    import supportbench.harness.dirr as dirr
 
     R_dirr = ph.wrap("DIR-R (Algorithm 1)", run_dirr)
-    D.run_dirr = R_dirr
-    R.Runner._evaluate = ph.wrap("evaluation", R.Runner._evaluate)
+    dirr.run_dirr = R_dirr
+    runner_module.Runner._evaluate = ph.wrap("evaluation", runner_module.Runner._evaluate)
     # issue 35: the exact count of changed scalars against theta_0's snapshot, tensor by tensor
-    R.Runner._enforce = ph.wrap("enforcement count", R.Runner._enforce)
+    runner_module.Runner._enforce = ph.wrap("enforcement count", runner_module.Runner._enforce)
     # issue 29's additions, in runs that ask for them (--hp eval_every=N relearn_steps=N)
-    R.curve_point = ph.wrap(CURVE, R.curve_point)
-    R.relearning_attack = ph.wrap(ATTACK, R.relearning_attack)
+    runner_module.curve_point = ph.wrap(CURVE, runner_module.curve_point)
+    runner_module.relearning_attack = ph.wrap(ATTACK, runner_module.relearning_attack)
 
-    runner = R.Runner(work / "results", cache_dir=cache, progress=False, device=args.device)
+    runner = runner_module.Runner(
+        work / "results", cache_dir=cache, progress=False, device=args.device
+    )
     from supportbench.cli import _parse_sets
 
     hp = {"dtype": "bfloat16", "benchmark.theta0": "given", **_parse_sets(args.hp, "--hp")}

@@ -67,7 +67,7 @@ def main():
 
     from supportbench.benchmarks.lacuna import adapter as lac
     from supportbench.benchmarks.lacuna.reader import bits_set
-    from supportbench.unlearning import train as T
+    from supportbench.unlearning import train as train
     from supportbench.unlearning.data import dataset_nll
 
     saved = {}
@@ -152,7 +152,7 @@ def main():
                 ]
             batches += [epoch[i] for i in torch.randperm(len(epoch), generator=g).tolist()]
         batches = [(NEUTRAL_BIT if grp < 0 else grp, idx) for grp, idx in batches]
-        return T._with_group_dropout(model, batches, m, n_groups, p, seed) if p > 0 else batches
+        return train._with_group_dropout(model, batches, m, n_groups, p, seed) if p > 0 else batches
 
     print(
         f"{'setting':<32} {'epochs':>6} | {'theta_0 NLL per group (nats)':<42} | "
@@ -176,7 +176,7 @@ def main():
                     for grp in torch.unique(groups).tolist()
                 )
             )
-            T._fit(model, data, sched, steps, m, cfg, False, label)
+            train._fit(model, data, sched, steps, m, cfg, False, label)
         nll, ratios, own = isolation(model, m)
         table.append((label, max(ratios), float(nll.max())))
         print(

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from supportbench.benchmarks.base import get_benchmark
-from supportbench.benchmarks.controlled import interfaces as I
+from supportbench.benchmarks.controlled import interfaces as interfaces
 from supportbench.benchmarks.controlled.generator import DIAG, TRAIN, background_subjects, targets
 from supportbench.benchmarks.controlled.locators import (
     LocatorInputs,
@@ -65,7 +65,7 @@ def _eval_recall(b, model, t) -> float:
 
 def test_interfaces_have_equal_editable_size(ctl):
     itf = ctl.itf
-    lora = sum(p.numel() for p in I._lora_params(ctl._prepared.model, itf))
+    lora = sum(p.numel() for p in interfaces._lora_params(ctl._prepared.model, itf))
     assert itf.size == itf.lora_size == lora == 3 * len(itf.columns) * itf.d_model  # gate, up, down
 
 
@@ -84,7 +84,7 @@ def test_each_interface_holds_its_own_targets(ctl):
     target, which measures what theta_0 held as much as what the removal took."""
     model = ctl._prepared.model
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    W = I._base_weight(model, ctl.itf)
+    W = interfaces._base_weight(model, ctl.itf)
     lora_B = [p for n, p in model.named_parameters() if "lora_B" in n]
     base = {k: _eval_nll(ctl, model, t) for k, t in ctl.targets.items()}
     with torch.no_grad():
@@ -137,7 +137,8 @@ def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
         t["attribute"] for t in b.calibration.values()
     }
     recall = {
-        w: [b.recall[k] for k, t in b.targets.items() if t["interface"] == w] for w in I.INTERFACES
+        w: [b.recall[k] for k, t in b.targets.items() if t["interface"] == w]
+        for w in interfaces.INTERFACES
     }
     primary = choose_primary(b.calibration_aurocs())
     y = [int(t["interface"] == "backbone") for t in b.targets.values()]
@@ -146,7 +147,7 @@ def test_construction_passes_its_gates_and_isolates_every_target_at_36(ctl36):
     model = b._prepared.model
     state = {k: v.clone() for k, v in model.state_dict().items()}
     base = {k: _eval_nll(b, model, t) for k, t in b.targets.items()}
-    W = I._base_weight(model, b.itf)
+    W = interfaces._base_weight(model, b.itf)
     with torch.no_grad():
         W[:, list(b.itf.columns)] = 0  # the block writes nothing through W
     no_backbone = {k: _eval_nll(b, model, t) - base[k] for k, t in b.targets.items()}
@@ -196,13 +197,15 @@ def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatc
     roles = ctl.roles("t00", 0)
     data = UnlearningData(roles.forget, roles.retain)
     config = TrainConfig(steps=3, lr=1e-2, batch_size=4, weight_decay=0.01)
-    full = I._mlp_weights(model, ctl.itf)  # gate, up, down
+    full = interfaces._mlp_weights(model, ctl.itf)  # gate, up, down
     g_name, u_name, w_name = (next(n for n, p in model.named_parameters() if p is q) for q in full)
     cols = list(ctl.itf.columns)
     try:
-        for which in I.INTERFACES:
+        for which in interfaces.INTERFACES:
             model.load_state_dict(state)
-            losses = I.unlearn(model, ctl.itf, which, get_objective("graddiff"), data, config)
+            losses = interfaces.unlearn(
+                model, ctl.itf, which, get_objective("graddiff"), data, config
+            )
             assert len(losses) == 3
             after = model.state_dict()
             changed = {n for n in after if not torch.equal(after[n], state[n])}
@@ -223,7 +226,7 @@ def test_interface_unlearning_runs_through_the_one_training_loop(ctl, monkeypatc
 
 
 def _inputs(b) -> LocatorInputs:
-    probes = I.TargetProbes({k: b._tok(b._rows(t, "diag")) for k, t in b.targets.items()})
+    probes = interfaces.TargetProbes({k: b._tok(b._rows(t, "diag")) for k, t in b.targets.items()})
     return LocatorInputs(
         probes, b._tok(background_subjects(seed=b.build, phrasings=DIAG, extra_attributes=b._extra))
     )
@@ -242,7 +245,7 @@ def test_locators_are_outcome_blind_and_leave_theta0_bitwise(ctl):
     roles = ctl.roles("t00", 0)
     model = ctl._prepared.model
     with pytest.raises(TypeError, match="diagnostic phrasings"):
-        I.TargetProbes({"t00": roles.splits["eval"]["forget"]})
+        interfaces.TargetProbes({"t00": roles.splits["eval"]["forget"]})
     assert (
         set(ctl.locator_scores)
         == set(list_locators())
@@ -261,7 +264,7 @@ def test_locators_are_outcome_blind_and_leave_theta0_bitwise(ctl):
         )
         assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items()), name
     other = copy.deepcopy(model)
-    I.unlearn(
+    interfaces.unlearn(
         other,
         ctl.itf,
         "lora",
@@ -383,8 +386,8 @@ def test_bad_controlled_input(tmp_path):
     with pytest.raises(
         SpecError, match=r"rank 4 cannot match.*neurons.*possible ranks: 9, 18, 27, 36, 45, 54, 63$"
     ):
-        I.make_interfaces(m, -1, 4)
-    itf = I.make_interfaces(m, -1, 9)
+        interfaces.make_interfaces(m, -1, 4)
+    itf = interfaces.make_interfaces(m, -1, 9)
     assert len(itf.columns) == 11 and itf.size == itf.lora_size == 9 * 352 == 3 * 11 * 96
     with pytest.raises(ValueError, match="blind pairs"):
         targets(7)
@@ -396,7 +399,7 @@ def test_bad_controlled_input(tmp_path):
     wrong.mkdir()
     (wrong / "adapter_config.json").write_text("{}")
     with pytest.raises(SpecError, match="does not fit the model"):
-        I.load_lora(m, wrong, I.make_interfaces(m, -1, 9))
+        interfaces.load_lora(m, wrong, interfaces.make_interfaces(m, -1, 9))
 
 
 def test_sweep_freezes_the_controlled_decision_before_the_final_runs(ctl, cache, tmp_path):

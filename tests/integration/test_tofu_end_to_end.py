@@ -155,16 +155,16 @@ def test_planned_runs_share_one_fused_diagnostics_pass(tofu, cache, tmp_path, mo
     then the Diagnostics are dropped (their full-size buffers are not held through training:
     docs/scaling.md), and the second run reads its scores without a pass. The supports do not depend
     on which run comes first."""
-    import supportbench.harness.runner as R
+    import supportbench.harness.runner as runner_module
 
     made = []
-    real = R.Diagnostics
+    real = runner_module.Diagnostics
 
     def counting(*a, **k):
         made.append(real(*a, **k))
         return made[-1]
 
-    monkeypatch.setattr(R, "Diagnostics", counting)
+    monkeypatch.setattr(runner_module, "Diagnostics", counting)
     a = RunSpec("tofu", "forget10", "npo", "activation", seed=2, T=2, budget=0.1)
     b = RunSpec("tofu", "forget10", "npo", "ap_mlp", seed=2, T=2, budget=0.1)
     groups = {}

@@ -9,7 +9,7 @@ def tiny_qwen2_lora():
     and the LoRA attached. Returns ``build(vocab_size) -> (model, itf)``, a fresh model per call."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from supportbench.benchmarks.controlled import interfaces as I
+    from supportbench.benchmarks.controlled import interfaces as interfaces
 
     def build(vocab_size: int):
         torch.manual_seed(0)
@@ -25,7 +25,7 @@ def tiny_qwen2_lora():
                 use_sliding_window=False,
             )
         )
-        itf = I.make_interfaces(base, -1, 3, seed=0)
-        return I.attach_lora(base, itf), itf
+        itf = interfaces.make_interfaces(base, -1, 3, seed=0)
+        return interfaces.attach_lora(base, itf), itf
 
     return build

@@ -4,7 +4,7 @@ targets in its loss; and every coordinate outside the two interfaces bitwise unc
 
 import torch
 
-from supportbench.benchmarks.controlled import interfaces as I
+from supportbench.benchmarks.controlled import interfaces as interfaces
 from supportbench.unlearning.data import IGNORE, TokenizedSet
 
 V, L = 40, 7
@@ -19,29 +19,31 @@ def _set(n: int, seed: int) -> TokenizedSet:
 
 
 def _block(model, itf) -> list[torch.Tensor]:
-    g, u, w = I._mlp_weights(model, itf)
+    g, u, w = interfaces._mlp_weights(model, itf)
     cols = list(itf.columns)
     return [g.detach()[cols].clone(), u.detach()[cols].clone(), w.detach()[:, cols].clone()]
 
 
 def _lora(model, itf) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in I._lora_params(model, itf)]
+    return [p.detach().clone() for p in interfaces._lora_params(model, itf)]
 
 
 def test_two_phases_each_move_only_their_interface(monkeypatch, tiny_qwen2_lora):
     model, itf = tiny_qwen2_lora(V)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     seen = []  # (phase's interface, block, LoRA) when each phase starts
-    real = I.InterfaceLeaves
+    real = interfaces.InterfaceLeaves
 
     def spy(m, i, which):
         seen.append((which, _block(m, i), _lora(m, i)))
         return real(m, i, which)
 
-    monkeypatch.setattr(I, "InterfaceLeaves", spy)
+    monkeypatch.setattr(interfaces, "InterfaceLeaves", spy)
     rows = {"backbone": _set(6, 1), "lora": _set(6, 2)}
-    losses = I.inject(model, itf, rows, epochs=3, lr=1e-2, batch_size=4, seed=0, replay=_set(5, 3))
-    assert [s[0] for s in seen] == list(I.INJECTION_ORDER) == ["backbone", "lora"]
+    losses = interfaces.inject(
+        model, itf, rows, epochs=3, lr=1e-2, batch_size=4, seed=0, replay=_set(5, 3)
+    )
+    assert [s[0] for s in seen] == list(interfaces.INJECTION_ORDER) == ["backbone", "lora"]
     assert list(losses) == ["backbone", "lora"] and all(
         len(v) == -(-6 * 3 // 4) for v in losses.values()
     )
@@ -56,7 +58,9 @@ def test_two_phases_each_move_only_their_interface(monkeypatch, tiny_qwen2_lora)
     # (weight decay 0, compact leaves written back)
     after = model.state_dict()
     names = {
-        n for n, p in model.named_parameters() if any(p is q for q in I._mlp_weights(model, itf))
+        n
+        for n, p in model.named_parameters()
+        if any(p is q for q in interfaces._mlp_weights(model, itf))
     }
     outside = [c for c in range(itf.d_ff) if c not in itf.columns]
     for k, v in after.items():
@@ -76,15 +80,17 @@ def test_the_lora_phase_keeps_the_backbone_targets_in_its_loss(monkeypatch, tiny
     backbone's facts)."""
     model, itf = tiny_qwen2_lora(V)
     calls = []
-    real = I._mean_nll
+    real = interfaces._mean_nll
 
     def spy(m, data, idx):
         calls.append(len(data))
         return real(m, data, idx)
 
-    monkeypatch.setattr(I, "_mean_nll", spy)
+    monkeypatch.setattr(interfaces, "_mean_nll", spy)
     rows = {"backbone": _set(6, 1), "lora": _set(10, 2)}
-    losses = I.inject(model, itf, rows, epochs=2, lr=1e-2, batch_size=4, seed=0, replay=_set(5, 3))
+    losses = interfaces.inject(
+        model, itf, rows, epochs=2, lr=1e-2, batch_size=4, seed=0, replay=_set(5, 3)
+    )
     n1, n2 = len(losses["backbone"]), len(losses["lora"])
     assert calls[: 2 * n1] == [6, 5] * n1  # phase 1: own targets + background replay
     assert calls[2 * n1 :] == [10, 5, 6] * n2  # phase 2: + the backbone's targets

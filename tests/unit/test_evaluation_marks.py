@@ -12,8 +12,8 @@ from supportbench.registry import synthetic as syn
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
 from supportbench.reports import metric_tables as MT
-from supportbench.reports import overview as O
-from supportbench.reports import tables as T
+from supportbench.reports import overview as overview
+from supportbench.reports import tables as tables_module
 
 
 def _registry(tmp_path, selection):
@@ -39,17 +39,17 @@ def _registry(tmp_path, selection):
         )
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
-    return con, T.Context.from_registry(con, "e")
+    return con, tables_module.Context.from_registry(con, "e")
 
 
 @pytest.mark.parametrize("selection", ["evaluation", "development"])
 def test_method_and_metric_tables_mark_evaluation_selected_rows(tmp_path, selection):
     con, ctx = _registry(tmp_path, selection)
     marked = selection == "evaluation"
-    tables = O.method_tables(ctx)
+    tables = overview.method_tables(ctx)
     assert {t.label for t in tables} >= {"tab:methods:natural_tofu", "tab:methods:dirr"}
     for t in tables:
-        tex, md = O.render_tex(t), "\n".join(O.render_markdown(t))
+        tex, md = overview.render_tex(t), "\n".join(overview.render_markdown(t))
         dirr_rows = [r for r in t.rows if r.get("evaluation")]
         assert bool(dirr_rows) == marked, t.label
         assert ("evaluation split (8 of 8 DIR-R runs)" in t.caption) == marked

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from supportbench.benchmarks import evaluators as ev
-from supportbench.unlearning import models as M
+from supportbench.unlearning import models as models
 from supportbench.unlearning.data import IGNORE, concat_sets, tokenize_pairs, tokenize_qa
 from supportbench.unlearning.formats import (
     BASE_TAGS,
@@ -44,7 +44,7 @@ def _tokenizer(kind: str):
         "Q: x\nA: ",
         "<|im_start|>user\n",
     ]
-    tok = M.train_tokenizer(texts, 600)
+    tok = models.train_tokenizer(texts, 600)
     if kind == "bos":
         from tokenizers.processors import TemplateProcessing
 

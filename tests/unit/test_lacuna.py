@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import rankdata
 
-from supportbench.benchmarks.lacuna import precision as P
+from supportbench.benchmarks.lacuna import precision as precision
 from supportbench.benchmarks.lacuna.generator import build_mask, generate
 from supportbench.benchmarks.lacuna.reader import (
     FIELDS,
@@ -294,7 +294,7 @@ def sources_of(s, y, parts=3):
 def test_exact_precision_equals_numpy_ranks_with_ties(seed):
     s, y = make(seed)
     want_auc, want_p = numpy_reference(s.astype(np.float64), y)
-    got = P.localization_precision(sources_of(s, y), {"f": 1 << 2}, chunk=700)["f"]
+    got = precision.localization_precision(sources_of(s, y), {"f": 1 << 2}, chunk=700)["f"]
     assert got.mode == "exact" and got.auroc == pytest.approx(want_auc, abs=1e-12)
     for k, v in want_p.items():
         assert got.precision_at[k] == pytest.approx(v, abs=1e-12)
@@ -306,16 +306,16 @@ def test_histogram_mode_stays_within_its_stated_bound(seed):
     y = rng.random(20000) < 0.3
     s = (rng.lognormal(size=20000) * (1 + y)).astype(np.float32)
     s[rng.random(20000) < 0.3] = 0.0
-    exact = P.localization_precision(sources_of(s, y), {"f": 4}, chunk=3000)["f"]
+    exact = precision.localization_precision(sources_of(s, y), {"f": 4}, chunk=3000)["f"]
     for bins in (64, 4096):
-        h = P.localization_precision(
+        h = precision.localization_precision(
             sources_of(s, y), {"f": 4}, max_exact=100, bins=bins, chunk=3000
         )["f"]
         assert h.mode == "histogram"
         assert abs(h.auroc - exact.auroc) <= h.auroc_bound + 1e-12
         for k in exact.precision_at:
             assert abs(h.precision_at[k] - exact.precision_at[k]) <= h.precision_bound + 1e-12
-    fine = P.localization_precision(
+    fine = precision.localization_precision(
         sources_of(s, y), {"f": 4}, max_exact=100, bins=1 << 16, chunk=3000
     )["f"]
     assert fine.auroc_bound < 1e-3
@@ -329,7 +329,7 @@ def test_tensor_without_both_classes_is_left_out():
             ("all_pos", 10, lambda a, b: (torch.from_numpy(s[a:b]), torch.from_numpy(ones[a:b])))
         ]
     )
-    r = P.localization_precision(src, {"f": 4})["f"]
+    r = precision.localization_precision(src, {"f": 4})["f"]
     assert r.n == 0 and r.auroc is None and r.skipped == ["all_pos"]
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from supportbench.benchmarks.base import EvalSplit, Outcome, Roles
-from supportbench.benchmarks.controlled import interfaces as I
+from supportbench.benchmarks.controlled import interfaces as interfaces
 from supportbench.benchmarks.controlled.locators import (
     LOCATORS,
     LocatorInputs,
@@ -50,12 +50,12 @@ def _set(rows: list[list[int]], answer: int = 2) -> TokenizedSet:
 def tiny(tiny_qwen2_lora):
     model, itf = tiny_qwen2_lora(V)  # 4 neurons = rank 3 x (96 + 32) / (3 x 32)
     with torch.no_grad():  # a LoRA that does something, a block that matters
-        I.down_proj_module(model, itf).lora_B["default"].weight.normal_(0, 0.5)
-        W = I._base_weight(model, itf)
+        interfaces.down_proj_module(model, itf).lora_B["default"].weight.normal_(0, 0.5)
+        W = interfaces._base_weight(model, itf)
         W[:, list(itf.columns)] *= 8
     model.eval()
     g = torch.Generator().manual_seed(1)
-    probes = I.TargetProbes(
+    probes = interfaces.TargetProbes(
         {f"t{k:02d}": _set(torch.randint(4, V, (2, L), generator=g).tolist()) for k in range(6)}
     )
     background = _set(torch.randint(4, V, (5, L), generator=g).tolist())
@@ -118,8 +118,8 @@ def test_zero_ablation_matches_zeroed_copies(tiny):
     model, itf, inputs = tiny
     no_b, no_l = copy.deepcopy(model), copy.deepcopy(model)
     with torch.no_grad():
-        I._base_weight(no_b, itf)[:, list(itf.columns)] = 0
-        I.down_proj_module(no_l, itf).lora_B["default"].weight.zero_()
+        interfaces._base_weight(no_b, itf)[:, list(itf.columns)] = 0
+        interfaces.down_proj_module(no_l, itf).lora_B["default"].weight.zero_()
     e = {
         w: {k: _mean_nll(m, d) - _mean_nll(model, d) for k, d in inputs.probes.sets.items()}
         for w, m in (("backbone", no_b), ("lora", no_l))
@@ -137,7 +137,7 @@ def test_resample_ablation_properties(tiny):
     loc = get_locator("resample_ablation")
     t0 = inputs.targets[0]
     own = LocatorInputs(inputs.probes, inputs.probes.sets[t0].take([0]))
-    one = I.TargetProbes({t0: inputs.probes.sets[t0].take([0])})
+    one = interfaces.TargetProbes({t0: inputs.probes.sets[t0].take([0])})
     e = loc.effects(model, itf, LocatorInputs(one, own.background))
     assert e["backbone"][t0] == pytest.approx(0, abs=1e-5) and e["lora"][t0] == pytest.approx(
         0, abs=1e-5
@@ -148,7 +148,7 @@ def test_resample_ablation_properties(tiny):
     assert all(abs(v) > 1e-5 for w in e for v in e[w].values())
     zero_lora = copy.deepcopy(model)
     with torch.no_grad():
-        I.down_proj_module(zero_lora, itf).lora_B["default"].weight.zero_()
+        interfaces.down_proj_module(zero_lora, itf).lora_B["default"].weight.zero_()
     assert all(abs(v) < 1e-6 for v in loc.effects(zero_lora, itf, inputs)["lora"].values())
 
 
@@ -158,7 +158,7 @@ def test_dla_is_the_frozen_norm_logit_change(tiny):
     locator's algebra."""
     model, itf, inputs = tiny
     norm, _ = final_norm_and_unembedding(model)
-    module = I.down_proj_module(model, itf)
+    module = interfaces.down_proj_module(model, itf)
     eps = norm.variance_epsilon
     got = get_locator("direct_logit_attribution").effects(model, itf, inputs)
 
@@ -201,12 +201,12 @@ def test_first_order_is_the_signed_difference_of_its_terms(tiny):
     # effective weight: recompute through autograd on a copy
     k0 = inputs.targets[0]
     m = copy.deepcopy(model)
-    W = I._base_weight(m, itf)
+    W = interfaces._base_weight(m, itf)
     W.requires_grad_(True)
     with torch.enable_grad():
         nll, n = sequence_nll(m, inputs.probes.sets[k0])
         (g,) = torch.autograd.grad(nll.sum() / n.sum(), W)
-    mod = I.down_proj_module(m, itf)
+    mod = interfaces.down_proj_module(m, itf)
     delta = (
         mod.scaling["default"] * mod.lora_B["default"].weight @ mod.lora_A["default"].weight
     ).detach()
@@ -258,7 +258,7 @@ def test_locator_inputs_hold_only_diagnostic_and_background_phrasings(tiny):
     with pytest.raises(TypeError, match="background subjects"):
         LocatorInputs(inputs.probes, {"J": 1.0})
     with pytest.raises(TypeError, match="diagnostic phrasings"):
-        I.TargetProbes({"t00": ev})
+        interfaces.TargetProbes({"t00": ev})
     assert [f.name for f in LocatorInputs.__dataclass_fields__.values()] == ["probes", "background"]
 
 
@@ -272,8 +272,8 @@ def test_scores_do_not_change_when_another_model_is_unlearned(tiny):
     before = locate_all(model, itf, inputs, BUILTIN)
     other = copy.deepcopy(model)
     s = inputs.probes.sets[inputs.targets[0]]
-    for which in I.INTERFACES:
-        I.unlearn(
+    for which in interfaces.INTERFACES:
+        interfaces.unlearn(
             other,
             itf,
             which,

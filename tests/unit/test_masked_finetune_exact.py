@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from supportbench.errors import DivergenceError, SpecError
 from supportbench.unlearning import schedules
-from supportbench.unlearning import train as T
+from supportbench.unlearning import train as train
 from supportbench.unlearning.data import TokenizedSet, concat_sets
 from supportbench.unlearning.train import NEUTRAL_BIT, FinetuneConfig, _group_bit
 
@@ -251,7 +251,7 @@ def test_masked_finetune_is_bitwise_the_reference_loop(
         _ref_masked_finetune, tiny_model, data, groups, masks, cfg, monkeypatch, **kw
     )
     got_losses, got, got_state = _train(
-        T.masked_finetune, tiny_model, data, groups, masks, cfg, monkeypatch, **kw
+        train.masked_finetune, tiny_model, data, groups, masks, cfg, monkeypatch, **kw
     )
 
     start = dict(tiny_model.named_parameters())
@@ -274,13 +274,13 @@ def test_finetune_shares_the_loop_and_is_the_reference_too(tiny_model, tiny_sets
     def ref_finetune(model, data, _groups, _masks, config, progress=True):
         steps = max(1, math.ceil(len(data) * config.epochs / config.batch_size))
         batches = (
-            (-1, T.batch_indices(len(data), config.batch_size, k, config.seed, stream=2))
+            (-1, train.batch_indices(len(data), config.batch_size, k, config.seed, stream=2))
             for k in range(steps)
         )
         return _ref_fit(model, data, batches, steps, {}, config, progress, "fine-tune")
 
     def finetune(model, data, _groups, _masks, config, progress=True):
-        return T.finetune(model, data, config, progress=progress)
+        return train.finetune(model, data, config, progress=progress)
 
     data = tiny_sets["forget"]
     cfg = FinetuneConfig(epochs=3, lr=1e-2, batch_size=2, weight_decay=0.1, warmup_frac=0.1, seed=0)

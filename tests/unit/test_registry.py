@@ -305,21 +305,23 @@ def test_decision_tampered_on_disk_is_refused(tmp_path):
 def test_an_audit_check_is_one_entry_of_checks(tmp_path, monkeypatch):
     """Checks are data (issue 34): one more ``Check`` in ``CHECKS`` is run, listed in the text and
     the JSON, read as ``rep.<name>``, and fails the audit when it finds rows; names are unique."""
-    from supportbench.registry import audit as A
+    from supportbench.registry import audit as audit_module
 
-    assert len({c.name for c in A.CHECKS}) == len(A.CHECKS)
+    assert len({c.name for c in audit_module.CHECKS}) == len(audit_module.CHECKS)
     res = tmp_path / "res"
     for s in (1, 2):
         syn.write(res, syn.record(experiment="e", seed=s, J=1.0))
     con = connect(tmp_path / "r.duckdb")
     ingest(con, res)
     assert audit(con, "e").ok
-    extra = A.Check(
+    extra = audit_module.Check(
         "odd_seeds",
         "runs with an odd seed (a test's check)",
-        lambda a: A._rows(a.con, "SELECT run_key, seed FROM arun WHERE seed % 2 = 1 ORDER BY ALL"),
+        lambda a: audit_module._rows(
+            a.con, "SELECT run_key, seed FROM arun WHERE seed % 2 = 1 ORDER BY ALL"
+        ),
     )
-    monkeypatch.setattr(A, "CHECKS", [*A.CHECKS, extra])
+    monkeypatch.setattr(audit_module, "CHECKS", [*audit_module.CHECKS, extra])
     rep = audit(con, "e")
     assert not rep.ok and [r["seed"] for r in rep.odd_seeds] == [1]
     assert "runs with an odd seed (a test's check): 1" in rep.text()

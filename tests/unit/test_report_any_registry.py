@@ -19,7 +19,7 @@ from supportbench.errors import RegistryError
 from supportbench.registry import synthetic as syn
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
-from supportbench.reports import figures as F
+from supportbench.reports import figures as figures
 from supportbench.reports import names
 from supportbench.reports.report import TEX_PACKAGES, report
 from supportbench.reports.tables import Context
@@ -185,7 +185,7 @@ def test_any_registry_gets_per_method_tables_and_every_figure(tmp_path, plugin):
         r"\input{tables/tab-methods-lacuna.tex}" in paper
         and r"\input{tables/tab-methods-dirr.tex}" in paper
     )
-    for name in F.FIGURES:
+    for name in figures.FIGURES:
         if name == "curves":  # named once with its reason instead
             assert "none of the runs they need: curves (needs runs with a curve" in paper
             assert "{figures/curves.pdf}" not in paper
@@ -209,13 +209,13 @@ def figure_texts(fig) -> list[str]:
 def test_figures_never_say_undefined_and_explain_an_untriggered_dirr(tmp_path, plugin):
     con = connect(sweep(tmp_path, triggered=False), read_only=True)
     ctx = Context.from_registry(con, "mine")
-    with matplotlib.rc_context(F.SAFE_TEXT):
-        for name, fn in F.FIGURES.items():
+    with matplotlib.rc_context(figures.SAFE_TEXT):
+        for name, fn in figures.FIGURES.items():
             if name == "curves":  # no run here has a curve: named as missing, never blank
-                with pytest.raises(F.Missing, match="eval_every"):
+                with pytest.raises(figures.Missing, match="eval_every"):
                     fn(ctx, con)
                 continue
-            fig = fn(ctx, con) if name in F._READS_THE_REGISTRY else fn(ctx)
+            fig = fn(ctx, con) if name in figures._READS_THE_REGISTRY else fn(ctx)
             texts = figure_texts(fig)
             assert not any("undefined" in t for t in texts), (name, texts)
             if name == "dirr-gain":
@@ -234,7 +234,7 @@ def test_loo_forest_draws_the_point_of_a_single_unit(tmp_path, plugin):
         ),
         read_only=True,
     )
-    fig = F.loo_forest(Context.from_registry(con, "mine"))
+    fig = figures.loo_forest(Context.from_registry(con, "mine"))
     ax = fig.axes[0]
     points = [tuple(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "o"]
     # method − reference (Intervention Score, static): Random −0.25, SNIP +0.125, and its DIR-R
@@ -247,17 +247,17 @@ def test_loo_forest_draws_the_point_of_a_single_unit(tmp_path, plugin):
 
 def test_heatmap_numbers_take_the_colour_that_reads_on_their_cell(tmp_path, plugin):
     assert (
-        F.text_colour((0.0, 0.0, 0.2, 1.0)) == "white"
-        and F.text_colour((1.0, 1.0, 0.9, 1.0)) == "black"
+        figures.text_colour((0.0, 0.0, 0.2, 1.0)) == "white"
+        and figures.text_colour((1.0, 1.0, 0.9, 1.0)) == "black"
     )
-    fig = F.field_gap_heatmap(
+    fig = figures.field_gap_heatmap(
         Context.from_registry(connect(sweep(tmp_path), read_only=True), "mine")
     )
     ax = fig.axes[0]
     im = ax.get_images()[0]
     for t in ax.texts:
         value = float(t.get_text())
-        assert t.get_color() == F.text_colour(im.cmap(im.norm(value)))
+        assert t.get_color() == figures.text_colour(im.cmap(im.norm(value)))
     assert {t.get_color() for t in ax.texts} == {
         "white",
         "black",

@@ -15,7 +15,7 @@ from supportbench.cli import main
 from supportbench.registry import synthetic as syn
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
-from supportbench.reports import figures as F
+from supportbench.reports import figures as figures
 from supportbench.reports import stats
 from supportbench.reports.report import report, report_kind
 from supportbench.reports.tables import TABLES, Context, file_name
@@ -82,8 +82,8 @@ def test_two_methods_one_objective_get_an_experiment_report(tmp_path, capsys):
     assert "ΔJ method − reference [95% CI]" in md and "positive = better than the reference" in md
     # the figures compare the same reference with the same sign: the forest's point is the table's
     con = connect(db, read_only=True)
-    with matplotlib.rc_context(F.SAFE_TEXT):
-        fig = F.loo_forest(Context.from_registry(con, "mine"))
+    with matplotlib.rc_context(figures.SAFE_TEXT):
+        fig = figures.loo_forest(Context.from_registry(con, "mine"))
     con.close()
     ax = fig.axes[0]
     (point,) = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o"]
@@ -95,8 +95,10 @@ def test_two_methods_one_objective_get_an_experiment_report(tmp_path, capsys):
     assert [t.get_text() for t in ax.get_yticklabels()] == ["Random · NPO"]
     matplotlib.pyplot.close(fig)
     # the heatmap: Random − Intervention Score per field, the same sign as the table
-    with matplotlib.rc_context(F.SAFE_TEXT):
-        fig = F.field_gap_heatmap(Context.from_registry(con := connect(db, read_only=True), "mine"))
+    with matplotlib.rc_context(figures.SAFE_TEXT):
+        fig = figures.field_gap_heatmap(
+            Context.from_registry(con := connect(db, read_only=True), "mine")
+        )
     con.close()
     cells = sorted(float(t.get_text()) for t in fig.axes[0].texts)
     assert cells == pytest.approx(sorted([d[:3].mean(), d[3:].mean()]), abs=1e-3)

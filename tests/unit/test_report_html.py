@@ -18,7 +18,7 @@ from supportbench.cli import main
 from supportbench.registry import synthetic as syn
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
-from supportbench.reports import html as H
+from supportbench.reports import html as html
 from supportbench.reports import stats
 from supportbench.reports.ownership import MARKER
 from supportbench.reports.report import report
@@ -176,7 +176,7 @@ def test_page_is_self_contained_and_inlines_png_figures(tmp_path):
         prefix = "data:image/png;base64,"
         assert img["src"].startswith(prefix), img["src"][:40]
         png = base64.b64decode(img["src"][len(prefix) :], validate=True)
-        assert png.startswith(H.PNG_MAGIC)
+        assert png.startswith(html.PNG_MAGIC)
         assert png == (tmp_path / "out" / "figures" / f"{img['alt']}.png").read_bytes()
 
 
@@ -266,14 +266,14 @@ def test_page_for_a_registry_without_ok_runs(tmp_path):
     ("value", "want"), [(None, "–"), (float("nan"), "–"), (-1.5, "−1.5000"), (2.0, "2.0000")]
 )
 def test_number_format(value, want):
-    assert H.num(value) == want
+    assert html.num(value) == want
 
 
 def test_interval_format():
-    assert H.interval(None) == "[n/a: n < 2]"
-    assert H.interval((-0.5, 0.25), sign=True) == "[−0.5000, +0.2500]"
+    assert html.interval(None) == "[n/a: n < 2]"
+    assert html.interval((-0.5, 0.25), sign=True) == "[−0.5000, +0.2500]"
 
 
 def test_a_gap_that_rounds_to_zero_has_no_minus_sign():
-    assert H.signed(-1e-12) == "+0.0000" and H.num(-1e-12) == "0.0000"
-    assert H.signed(-0.00006) == "−0.0001"
+    assert html.signed(-1e-12) == "+0.0000" and html.num(-1e-12) == "0.0000"
+    assert html.signed(-0.00006) == "−0.0001"

@@ -37,7 +37,7 @@ def test_report_with_tex_specials_is_written_whole(tmp_path):
 
 
 def test_a_failing_report_leaves_the_previous_one(tmp_path, monkeypatch):
-    from supportbench.reports import report as R
+    from supportbench.reports import report as report_module
 
     res = tmp_path / "res"
     syn.write(res, syn.record(experiment="e"))
@@ -45,15 +45,15 @@ def test_a_failing_report_leaves_the_previous_one(tmp_path, monkeypatch):
     con = connect(db)
     ingest(con, res)
     con.close()
-    R.report(db, tmp_path / "out", "e")
+    report_module.report(db, tmp_path / "out", "e")
     before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*"))
 
     def boom(*a, **k):
         raise RuntimeError("figure failed")
 
-    monkeypatch.setattr(R, "render_figures", boom)
+    monkeypatch.setattr(report_module, "render_figures", boom)
     with pytest.raises(RuntimeError):
-        R.report(db, tmp_path / "out", "e")
+        report_module.report(db, tmp_path / "out", "e")
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*")) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from supportbench.experiments import spec as S
+from supportbench.experiments import spec as spec_module
 from supportbench.experiments.identity import clear_memo, model_identity
 from supportbench.experiments.plan import ExperimentSpec
 from supportbench.experiments.spec import RunSpec
@@ -24,7 +24,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 def test_every_setting_is_resolved_into_the_spec():
     spec = RunSpec("tofu", "forget10", "npo", "wagle")
     hp = dict(spec.hyperparameters)
-    assert set(hp) == set(S.DEFAULT_HYPERPARAMETERS)
+    assert set(hp) == set(spec_module.DEFAULT_HYPERPARAMETERS)
     assert (
         hp["lr"] == 1e-2
         and hp["batch_size"] == 8
@@ -73,9 +73,9 @@ def test_a_local_model_gets_the_papers_settings_not_the_tiny_learning_rate(tmp_p
 @pytest.mark.parametrize(
     "change",
     [
-        lambda m: m.setitem(S.DEFAULT_HYPERPARAMETERS, "batch_size", 4),
-        lambda m: m.setitem(S.MODEL_DEFAULTS["preset"], "lr", 5e-2),
-        lambda m: m.setitem(S.MODEL_DEFAULTS["preset"], "T", 41),
+        lambda m: m.setitem(spec_module.DEFAULT_HYPERPARAMETERS, "batch_size", 4),
+        lambda m: m.setitem(spec_module.MODEL_DEFAULTS["preset"], "lr", 5e-2),
+        lambda m: m.setitem(spec_module.MODEL_DEFAULTS["preset"], "T", 41),
     ],
 )
 def test_changing_any_default_changes_the_run_key(monkeypatch, change):
@@ -181,7 +181,7 @@ def test_replace_resolves_the_defaults_again_under_the_change(tmp_path):
 
 def test_a_benchmark_without_a_default_model_must_name_one():
     with pytest.raises(
-        S.SpecError, match=r"benchmark 'nosuch' has no default model .*name the model"
+        spec_module.SpecError, match=r"benchmark 'nosuch' has no default model .*name the model"
     ):
         RunSpec("nosuch", "f", "npo", "random")
     assert RunSpec("nosuch", "f", "npo", "random", model="tiny-llama").model == "tiny-llama"
@@ -189,11 +189,11 @@ def test_a_benchmark_without_a_default_model_must_name_one():
 
 def test_a_builtin_benchmark_cannot_declare_another_default_model():
     with pytest.raises(
-        S.SpecError,
+        spec_module.SpecError,
         match=r"declares DEFAULT_MODEL 'tiny-llama', but its default model is "
         r"'tiny-olmo3'",
     ):
-        S.register_default_model("lacuna", "tiny-llama")
+        spec_module.register_default_model("lacuna", "tiny-llama")
 
 
 def test_a_data_folder_is_known_by_its_content_not_its_path(tmp_path):
@@ -215,7 +215,9 @@ def test_a_data_folder_is_known_by_its_content_not_its_path(tmp_path):
     os.utime(b / "forget10.json", ns=(2, 2))
     clear_memo()
     assert key(b).run_key != key(a).run_key
-    with pytest.raises(S.SpecError, match=r"benchmark.data_dir '.*nowhere' does not exist"):
+    with pytest.raises(
+        spec_module.SpecError, match=r"benchmark.data_dir '.*nowhere' does not exist"
+    ):
         key(tmp_path / "nowhere").canonical()
 
 
@@ -223,7 +225,7 @@ def _stored(spec: dict) -> str:
     from supportbench.experiments.record import Compute, Outcome, Provenance, RunRecord
 
     rec = RunRecord(
-        run_key=S.spec_key(spec),
+        run_key=spec_module.spec_key(spec),
         spec=spec,
         status="ok",
         outcome=Outcome(J=1.0, G_F=1.0, D_coll=0.0),

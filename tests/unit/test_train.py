@@ -196,26 +196,26 @@ def test_group_dropout_trains_with_other_groups_at_theta_pre_and_unowned_scalars
     dropped group's scalars sit at theta_pre for that step, and are back afterwards (so theta_0
     keeps every delta); with unowned_frozen a scalar no group owns (and a tensor without a mask)
     never moves, neutral batches included. The coins are a pure function of the seed."""
-    from supportbench.unlearning import train as T
+    from supportbench.unlearning import train as train_module
 
     data = tiny_sets["forget"]
     masks = _group_masks(tiny_model)
     start = snapshot(tiny_model)
     named = dict(tiny_model.named_parameters())
     groups = torch.tensor([i % 4 - 1 for i in range(len(data))])  # groups -1 (neutral), 0, 1, 2
-    cfg = T.FinetuneConfig(
+    cfg = train_module.FinetuneConfig(
         epochs=3, lr=1e-2, batch_size=2, weight_decay=0.1, warmup_frac=0.1, seed=0
     )
-    during, real = [], T._with_group_dropout
+    during, real = [], train_module._with_group_dropout
 
     def spy(model, batches, masks_, n_groups, p, seed):  # the state each step sees
         for grp, idx in real(model, batches, masks_, n_groups, p, seed):
             during.append((grp, {n: q.detach().clone() for n, q in named.items()}))
             yield grp, idx
 
-    T._with_group_dropout = spy
+    train_module._with_group_dropout = spy
     try:
-        T.masked_finetune(
+        train_module.masked_finetune(
             tiny_model,
             data,
             groups,
@@ -227,7 +227,7 @@ def test_group_dropout_trains_with_other_groups_at_theta_pre_and_unowned_scalars
             dropout_seed=7,
         )
     finally:
-        T._with_group_dropout = real
+        train_module._with_group_dropout = real
     dropped_seen = 0
     for k, (grp, state) in enumerate(during):
         if grp >= 3 or k == 0:

@@ -14,18 +14,18 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from supportbench.experiments import claims as C
+from supportbench.experiments import claims as claims
 from supportbench.registry import synthetic as syn
 from supportbench.registry.ingest import ingest
 from supportbench.registry.store import connect
-from supportbench.reports import tables as T
-from supportbench.reports import verdicts as V
+from supportbench.reports import tables as tables
+from supportbench.reports import verdicts as verdicts
 
-DEFAULTS = {**C.DEFAULTS, "n_boot": 2000, "seed": 7}
-PAPER = C.load()
+DEFAULTS = {**claims.DEFAULTS, "n_boot": 2000, "seed": 7}
+PAPER = claims.load()
 
 
-def _registry(tmp_path: Path, write) -> T.Context:
+def _registry(tmp_path: Path, write) -> tables.Context:
     res = tmp_path / "res"
     write(lambda **kw: syn.write(res, syn.record(experiment="e", **kw)))
     db = tmp_path / "r.duckdb"
@@ -33,7 +33,7 @@ def _registry(tmp_path: Path, write) -> T.Context:
     ingest(con, res)
     con.close()
     con = connect(db, read_only=True)
-    return T.Context.from_registry(con, "e"), con
+    return tables.Context.from_registry(con, "e"), con
 
 
 def _dirr_pair(
@@ -59,68 +59,93 @@ def _dirr_pair(
 @pytest.mark.parametrize(
     ("interval", "side", "fails_below", "want"),
     [
-        ((0.1, 0.3), "above", None, V.HOLDS),
-        ((-0.3, -0.1), "above", None, V.FAILS),
-        ((-0.1, 0.1), "above", None, V.INCONCLUSIVE),
-        ((0.02, 0.06), "above", 0.05, V.HOLDS),
-        ((0.01, 0.04), "above", 0.05, V.FAILS),  # surely above 0, surely negligible: does not hold
-        ((-0.01, 0.04), "above", 0.05, V.FAILS),
-        ((-0.01, 0.06), "above", 0.05, V.INCONCLUSIVE),
-        ((0.5, 0.7), "below", None, V.HOLDS),
-        ((0.75, 0.9), "below", None, V.FAILS),
-        ((0.6, 0.8), "below", None, V.INCONCLUSIVE),
-        (None, "above", None, V.INCONCLUSIVE),
+        ((0.1, 0.3), "above", None, verdicts.HOLDS),
+        ((-0.3, -0.1), "above", None, verdicts.FAILS),
+        ((-0.1, 0.1), "above", None, verdicts.INCONCLUSIVE),
+        ((0.02, 0.06), "above", 0.05, verdicts.HOLDS),
+        (
+            (0.01, 0.04),
+            "above",
+            0.05,
+            verdicts.FAILS,
+        ),  # surely above 0, surely negligible: does not hold
+        ((-0.01, 0.04), "above", 0.05, verdicts.FAILS),
+        ((-0.01, 0.06), "above", 0.05, verdicts.INCONCLUSIVE),
+        ((0.5, 0.7), "below", None, verdicts.HOLDS),
+        ((0.75, 0.9), "below", None, verdicts.FAILS),
+        ((0.6, 0.8), "below", None, verdicts.INCONCLUSIVE),
+        (None, "above", None, verdicts.INCONCLUSIVE),
     ],
 )
 def test_the_interval_rule(interval, side, fails_below, want):
     th = 0.75 if side == "below" else 0.0
-    assert V.side_verdict(interval, th, side, fails_below) == want
+    assert verdicts.side_verdict(interval, th, side, fails_below) == want
 
 
 def test_builds_that_disagree_make_any_verdict_inconclusive():
-    per = [{"verdict": V.HOLDS}, {"verdict": V.FAILS}, {"verdict": V.HOLDS}]
-    v, why = V.combine(V.HOLDS, per, 0.99, DEFAULTS, 3, "r")
-    assert v == V.INCONCLUSIVE and "the builds disagree" in why
+    per = [{"verdict": verdicts.HOLDS}, {"verdict": verdicts.FAILS}, {"verdict": verdicts.HOLDS}]
+    v, why = verdicts.combine(verdicts.HOLDS, per, 0.99, DEFAULTS, 3, "r")
+    assert v == verdicts.INCONCLUSIVE and "the builds disagree" in why
     # a pooled "does not hold" too, powered (review: only the "holds" case was tested)
-    v, why = V.combine(V.FAILS, per, 0.99, DEFAULTS, 3, "r")
-    assert v == V.INCONCLUSIVE and "the builds disagree" in why and "pooled: does not hold" in why
+    v, why = verdicts.combine(verdicts.FAILS, per, 0.99, DEFAULTS, 3, "r")
+    assert (
+        v == verdicts.INCONCLUSIVE
+        and "the builds disagree" in why
+        and "pooled: does not hold" in why
+    )
     # agreeing builds leave the verdict alone; inconclusive builds are no disagreement
     assert (
-        V.combine(
-            V.HOLDS, [{"verdict": V.HOLDS}, {"verdict": V.INCONCLUSIVE}] * 2, 0.99, DEFAULTS, 4, "r"
+        verdicts.combine(
+            verdicts.HOLDS,
+            [{"verdict": verdicts.HOLDS}, {"verdict": verdicts.INCONCLUSIVE}] * 2,
+            0.99,
+            DEFAULTS,
+            4,
+            "r",
         )[0]
-        == V.HOLDS
+        == verdicts.HOLDS
     )
 
 
 def test_too_few_builds_or_too_little_power_is_inconclusive_never_does_not_hold():
-    assert V.combine(V.FAILS, [], 0.99, DEFAULTS, 2, "r")[0] == V.INCONCLUSIVE
-    v, why = V.combine(V.FAILS, [{"verdict": V.FAILS}] * 3, 0.3, DEFAULTS, 3, "r")
-    assert v == V.INCONCLUSIVE and "underpowered: power 0.30" in why
-    assert V.combine(V.FAILS, [{"verdict": V.FAILS}] * 3, 0.9, DEFAULTS, 3, "r")[0] == V.FAILS
+    assert verdicts.combine(verdicts.FAILS, [], 0.99, DEFAULTS, 2, "r")[0] == verdicts.INCONCLUSIVE
+    v, why = verdicts.combine(
+        verdicts.FAILS, [{"verdict": verdicts.FAILS}] * 3, 0.3, DEFAULTS, 3, "r"
+    )
+    assert v == verdicts.INCONCLUSIVE and "underpowered: power 0.30" in why
+    assert (
+        verdicts.combine(verdicts.FAILS, [{"verdict": verdicts.FAILS}] * 3, 0.9, DEFAULTS, 3, "r")[
+            0
+        ]
+        == verdicts.FAILS
+    )
     # a "holds" is not demoted for low power (its interval bounds its error); the low power is said
-    v, why = V.combine(V.HOLDS, [{"verdict": V.HOLDS}] * 3, 0.3, DEFAULTS, 3, "r")
-    assert v == V.HOLDS and "power at the effect of interest only 0.30" in why
+    v, why = verdicts.combine(
+        verdicts.HOLDS, [{"verdict": verdicts.HOLDS}] * 3, 0.3, DEFAULTS, 3, "r"
+    )
+    assert v == verdicts.HOLDS and "power at the effect of interest only 0.30" in why
 
 
 def test_power_and_detectable_effect_by_hand():
     se, level = 0.1, 0.95
     zc, tc = sps.norm.ppf(0.975), sps.t.ppf(0.975, 2)  # within one build / over three builds
     for crit in (zc, tc):
-        e = V.Estimate(0.0, (-1.0, 1.0), se, 1.0, 30, crit)
-        assert V.power_at(0.3, e, level) == pytest.approx(sps.norm.cdf(3 - crit))
-        assert V.detectable(e, {"level": level, "power": 0.8}) == pytest.approx(
+        e = verdicts.Estimate(0.0, (-1.0, 1.0), se, 1.0, 30, crit)
+        assert verdicts.power_at(0.3, e, level) == pytest.approx(sps.norm.cdf(3 - crit))
+        assert verdicts.detectable(e, {"level": level, "power": 0.8}) == pytest.approx(
             (crit + sps.norm.ppf(0.8)) * se
         )
         # at the detectable effect the power is the stated one
-        assert V.power_at(
-            V.detectable(e, {"level": level, "power": 0.8}), e, level
+        assert verdicts.power_at(
+            verdicts.detectable(e, {"level": level, "power": 0.8}), e, level
         ) == pytest.approx(0.8)
 
 
 def test_the_pooled_interval_is_a_t_interval_on_the_builds_statistics_by_hand():
     vals = np.array([1.0, 3.0, 2.0, 2.0, 6.0, 8.0])  # builds 0, 1, 2: means 2, 2, 7
-    e = V.estimate(vals, V.Nested([0, 0, 1, 1, 2, 2], [0] * 6, list("abcdef")), DEFAULTS)
+    e = verdicts.estimate(
+        vals, verdicts.Nested([0, 0, 1, 1, 2, 2], [0] * 6, list("abcdef")), DEFAULTS
+    )
     se = np.std([2.0, 2.0, 7.0], ddof=1) / np.sqrt(3)
     half = sps.t.ppf(0.975, 2) * se
     assert e.value == pytest.approx(vals.mean()) and e.se == pytest.approx(se) and e.builds == 3
@@ -137,10 +162,10 @@ def test_the_pooled_interval_covers_at_its_level_with_three_builds():
         np.tile(np.repeat(np.arange(2), 4), 3),
         np.tile(np.arange(4), 6),
     )
-    nested, hits, sims = V.Nested(b.tolist(), s.tolist(), u.tolist()), 0, 400
+    nested, hits, sims = verdicts.Nested(b.tolist(), s.tolist(), u.tolist()), 0, 400
     for _ in range(sims):
         vals = rng.normal(0, 1, 3)[b] + rng.normal(0, 1, len(b))
-        lo, hi = V.estimate(vals, nested, DEFAULTS).interval
+        lo, hi = verdicts.estimate(vals, nested, DEFAULTS).interval
         hits += lo <= 0.0 <= hi
     assert hits / sims >= 0.92
 
@@ -153,9 +178,9 @@ def test_poisson_binomial_tail_against_enumeration():
             for xs in itertools.product([0, 1], repeat=len(p))
             if sum(xs) >= k
         )
-        assert V.poisson_binomial_tail(p, k) == pytest.approx(brute)
+        assert verdicts.poisson_binomial_tail(p, k) == pytest.approx(brute)
     # the issue's example: 20 comparisons each positive with probability 0.9, at least 19 of them
-    assert V.poisson_binomial_tail([0.9] * 20, 19) == pytest.approx(0.3917, abs=1e-4)
+    assert verdicts.poisson_binomial_tail([0.9] * 20, 19) == pytest.approx(0.3917, abs=1e-4)
 
 
 # ---- the hierarchical bootstrap ------------------------------------------------------------------
@@ -163,7 +188,7 @@ def test_resamples_draw_builds_then_seeds_then_units():
     """One build, seed 5 with one unit (row 0), seed 6 with three (rows 1-3): a resample draws two
     seeds, then each drawn seed's units, so it has 2, 4 or 6 rows -- a flat resample of the four
     rows always has 4."""
-    nested = V.Nested([0, 0, 0, 0], [5, 6, 6, 6], ["a", "a", "b", "c"])
+    nested = verdicts.Nested([0, 0, 0, 0], [5, 6, 6, 6], ["a", "a", "b", "c"])
     rng = np.random.default_rng(0)
     sizes, repeats = set(), 0
     for _ in range(300):
@@ -175,7 +200,7 @@ def test_resamples_draw_builds_then_seeds_then_units():
         )  # a unit drawn twice within its seed
     assert sizes == {2, 4, 6} and repeats > 0
     # builds first: three one-row builds give three rows per resample, drawn with replacement
-    three = V.Nested([0, 1, 2], [0, 0, 0], ["a", "a", "a"])
+    three = verdicts.Nested([0, 1, 2], [0, 0, 0], ["a", "a", "a"])
     draws = [tuple(sorted(three.draw(rng))) for _ in range(200)]
     assert {len(d) for d in draws} == {3} and any(len(set(d)) < 3 for d in draws)
 
@@ -189,11 +214,13 @@ def test_build_level_variation_widens_the_interval():
         for f in "xy"
     ]
     vals = np.array([r[3] for r in rows])
-    hier = V.estimate(
-        vals, V.Nested([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]), DEFAULTS
+    hier = verdicts.estimate(
+        vals,
+        verdicts.Nested([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]),
+        DEFAULTS,
     )
-    flat = V.estimate(
-        vals, V.Nested([0] * len(rows), [0] * len(rows), list(range(len(rows)))), DEFAULTS
+    flat = verdicts.estimate(
+        vals, verdicts.Nested([0] * len(rows), [0] * len(rows), list(range(len(rows)))), DEFAULTS
     )
     width = lambda e: e.interval[1] - e.interval[0]  # noqa: E731
     assert width(hier) > 2 * width(flat)  # 3 builds that disagree: the mean is poorly known
@@ -208,8 +235,8 @@ def test_a_never_triggered_setting_is_not_tested(tmp_path):
             _dirr_pair(w, b, f, "simnpo", s, 0.0, triggered=False)
 
     ctx, con = _registry(tmp_path, write)
-    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
-    assert v.verdict == V.NOT_TESTED
+    v = verdicts.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert v.verdict == verdicts.NOT_TESTED
     assert "simnpo: not tested (DIR-R never triggered" in v.why
     assert any(
         line.startswith("npo: Intervention Score + DIR-R − Intervention Score: mean +0.")
@@ -228,8 +255,8 @@ def test_a_setting_missing_from_a_build_is_not_judged_on_the_benchmarks_build_co
                 _dirr_pair(w, b, f, "simnpo", s, 0.5 + 0.1 * s)
 
     ctx, con = _registry(tmp_path, write)
-    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
-    assert v.verdict == V.INCONCLUSIVE
+    v = verdicts.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert v.verdict == verdicts.INCONCLUSIVE
     assert "simnpo: inconclusive (2 theta_0 build(s); the claims file asks for at least 3" in v.why
     assert "npo: holds" in v.why
 
@@ -239,7 +266,9 @@ def test_builds_that_agree_by_chance_do_not_narrow_the_interval_below_one_builds
     the interval's se is the within-build floor sqrt(mean(s^2/n) / B) = sqrt(1/3), at t's critical
     value for the 6 - 3 units' degrees of freedom (review: the interval was a point)."""
     vals = np.array([3.0, 1.0, 3.0, 1.0, 3.0, 1.0])
-    e = V.estimate(vals, V.Nested([0, 0, 1, 1, 2, 2], [0] * 6, list("abcdef")), DEFAULTS)
+    e = verdicts.estimate(
+        vals, verdicts.Nested([0, 0, 1, 1, 2, 2], [0] * 6, list("abcdef")), DEFAULTS
+    )
     half = sps.t.ppf(0.975, 3) * np.sqrt(1 / 3)
     assert e.se == pytest.approx(np.sqrt(1 / 3)) and e.interval == pytest.approx(
         (2 - half, 2 + half)
@@ -254,13 +283,13 @@ def test_the_interval_over_builds_is_centred_on_the_builds_statistics():
     x = np.tile([0.0, 1.0, 0.0, 1.0], 3) + np.repeat([0.0, 5.0, 10.0], 4)
     y = np.tile([0.0, 0.0, 1.0, 1.0], 3) - np.repeat([0.0, 5.0, 10.0], 4)
     n = len(x)
-    nested = V.Nested(np.repeat([0, 1, 2], 4).tolist(), [0] * n, list(range(n)))
+    nested = verdicts.Nested(np.repeat([0, 1, 2], 4).tolist(), [0] * n, list(range(n)))
 
     def r(idx):
         return float(np.corrcoef(x[idx], y[idx])[0, 1]) if len(idx) > 2 else float("nan")
 
     assert r(np.arange(n)) < -0.9
-    e = V.estimate(np.zeros(n), nested, DEFAULTS, stat=r)
+    e = verdicts.estimate(np.zeros(n), nested, DEFAULTS, stat=r)
     assert e.value == pytest.approx(0.0, abs=1e-12) and e.interval[0] < 0 < e.interval[1]
 
 
@@ -271,8 +300,11 @@ def test_evaluation_selected_dirr_is_not_tested(tmp_path):
                 _dirr_pair(w, b, f, obj, s, 0.5, selection="evaluation")
 
     ctx, con = _registry(tmp_path, write)
-    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
-    assert v.verdict == V.NOT_TESTED and "selected their candidate on the evaluation split" in v.why
+    v = verdicts.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert (
+        v.verdict == verdicts.NOT_TESTED
+        and "selected their candidate on the evaluation split" in v.why
+    )
 
 
 def test_a_straddling_interval_is_inconclusive_and_a_clear_one_holds(tmp_path):
@@ -286,8 +318,8 @@ def test_a_straddling_interval_is_inconclusive_and_a_clear_one_holds(tmp_path):
             _dirr_pair(w, b, f, "simnpo", s, 2.0 + rng.gauss(0, 0.5))  # a large one: holds
 
     ctx, con = _registry(tmp_path, write)
-    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
-    assert v.verdict == V.INCONCLUSIVE
+    v = verdicts.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    assert v.verdict == verdicts.INCONCLUSIVE
     assert "npo: inconclusive" in v.why and "simnpo: inconclusive" not in v.why
     assert any(line.startswith("simnpo:") and line.endswith("verdict: holds") for line in v.detail)
 
@@ -304,12 +336,12 @@ def test_disagreeing_builds_make_the_claim_inconclusive_end_to_end(tmp_path):
                 _dirr_pair(w, b, f, obj, s, gain + rng.gauss(0, 0.005))
 
     ctx, con = _registry(tmp_path, write)
-    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    v = verdicts.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
     assert {r["build"]: r["verdict"] for r in v.per_build if r["build"].endswith("(npo)")} == {
-        f"{b} (npo)": V.FAILS if b == 1 else V.HOLDS for b in range(6)
+        f"{b} (npo)": verdicts.FAILS if b == 1 else verdicts.HOLDS for b in range(6)
     }
     assert all(r["statistic"] is not None and r["interval"] is not None for r in v.per_build)
-    assert v.verdict == V.INCONCLUSIVE and "the builds disagree" in v.why
+    assert v.verdict == verdicts.INCONCLUSIVE and "the builds disagree" in v.why
 
 
 def _controlled(w, builds=3, n=20, lora_wins=True, informative=False, gap=0.5, gaps=None):
@@ -348,9 +380,9 @@ def _controlled(w, builds=3, n=20, lora_wins=True, informative=False, gap=0.5, g
 
 def test_a_constant_rule_that_beats_storage_is_named_in_the_controlled_verdict(tmp_path):
     ctx, con = _registry(tmp_path, _controlled)
-    v = V.agreement(PAPER.by_id("controlled"), DEFAULTS, ctx, con)
+    v = verdicts.agreement(PAPER.by_id("controlled"), DEFAULTS, ctx, con)
     assert v.statistic == pytest.approx(0.5)  # storage right on the LoRA-stored half only
-    assert v.verdict == V.HOLDS  # agreement [~0.4, ~0.6] < 0.75, powered, 3 builds
+    assert v.verdict == verdicts.HOLDS  # agreement [~0.4, ~0.6] < 0.75, powered, 3 builds
     rule = next(line for line in v.detail if line.startswith("best constant rule (always LoRA)"))
     assert "right on 60/60, storage on 30/60" in rule and "the constant rule beats storage" in rule
     assert any(
@@ -362,8 +394,8 @@ def test_a_constant_rule_that_beats_storage_is_named_in_the_controlled_verdict(t
 
 def test_informative_storage_fails_the_controlled_claim_and_shows_the_interaction(tmp_path):
     ctx, con = _registry(tmp_path, lambda w: _controlled(w, informative=True))
-    v = V.agreement(PAPER.by_id("controlled"), DEFAULTS, ctx, con)
-    assert v.statistic == pytest.approx(1.0) and v.verdict == V.FAILS
+    v = verdicts.agreement(PAPER.by_id("controlled"), DEFAULTS, ctx, con)
+    assert v.statistic == pytest.approx(1.0) and v.verdict == verdicts.FAILS
     inter = next(line for line in v.detail if line.startswith("storage x interface interaction"))
     assert ": +1.0" in inter  # LoRA better by 0.5 on its targets, worse on the others
     assert any("storage beats the constant rule" in line for line in v.detail)
@@ -379,10 +411,10 @@ def test_the_controlled_claim_is_not_tested_when_a_gate_fails(tmp_path):
             ctx.components["name"] != "storage_score", ctx.components["value"] * 0
         )
     )
-    v = V.agreement(
-        PAPER.by_id("controlled"), DEFAULTS, T.Context(ctx.results, ctx.decisions, flat), con
+    v = verdicts.agreement(
+        PAPER.by_id("controlled"), DEFAULTS, tables.Context(ctx.results, ctx.decisions, flat), con
     )
-    assert v.verdict == V.NOT_TESTED and "storage localizable" in v.why
+    assert v.verdict == verdicts.NOT_TESTED and "storage localizable" in v.why
     # the numbers are still shown, marked as not judged
     assert (
         "Reported, not judged: agreement" in v.why
@@ -425,9 +457,9 @@ def test_count_claims_need_every_comparison_in_every_build(tmp_path):
                         )
 
     ctx, con = _registry(tmp_path, write)
-    v = V.count(claim, DEFAULTS, ctx, con)
+    v = verdicts.count(claim, DEFAULTS, ctx, con)
     assert (
-        v.verdict == V.NOT_TESTED
+        v.verdict == verdicts.NOT_TESTED
         and "simnpo: Intervention Score + DIR-R − FILA (builds [0, 1])" in v.why
     )
 
@@ -469,21 +501,27 @@ def _count_registry(w, gain_of, same_noise=True, selection="development"):
 @pytest.mark.parametrize(
     ("gain_of", "same_noise", "want"),
     [
-        (lambda o, m: 1.0, True, V.HOLDS),  # all six named comparisons positive
-        (lambda o, m: -1.0 if m == "memflex" else 1.0, True, V.FAILS),  # two of six surely negative
-        (lambda o, m: 0.0, False, V.INCONCLUSIVE),
+        (lambda o, m: 1.0, True, verdicts.HOLDS),  # all six named comparisons positive
+        (
+            lambda o, m: -1.0 if m == "memflex" else 1.0,
+            True,
+            verdicts.FAILS,
+        ),  # two of six surely negative
+        (lambda o, m: 0.0, False, verdicts.INCONCLUSIVE),
     ],
 )  # no effect: neither reaches
 def test_a_count_claim_holds_fails_or_is_inconclusive_by_its_comparisons(
     tmp_path, gain_of, same_noise, want
 ):
     ctx, con = _registry(tmp_path, lambda w: _count_registry(w, gain_of, same_noise))
-    v = V.count(PAPER.by_id("lacuna-named"), DEFAULTS, ctx, con)
+    v = verdicts.count(PAPER.by_id("lacuna-named"), DEFAULTS, ctx, con)
     assert v.verdict == want, v.why
     assert v.total == 6 and len(v.per_build) == 3
 
 
-@pytest.mark.parametrize(("overlap", "want"), [("objective", V.HOLDS), ("none", V.INCONCLUSIVE)])
+@pytest.mark.parametrize(
+    ("overlap", "want"), [("objective", verdicts.HOLDS), ("none", verdicts.INCONCLUSIVE)]
+)
 def test_the_support_contrast_against_seed_to_seed_overlap(tmp_path, overlap, want):
     """Supports that depend on the objective (each objective its own groups, shared across seeds)
     hold; supports drawn afresh per seed whatever the objective have no contrast."""
@@ -505,24 +543,24 @@ def test_the_support_contrast_against_seed_to_seed_overlap(tmp_path, overlap, wa
                 )
 
     ctx, con = _registry(tmp_path, write)
-    v = V.contrast(PAPER.by_id("natural-support"), DEFAULTS, ctx, con)
+    v = verdicts.contrast(PAPER.by_id("natural-support"), DEFAULTS, ctx, con)
     assert v.verdict == want, v.why
     assert len(v.per_build) == 3
 
 
 # ---- a claim's own minimum power (review: claims.toml could state it only file-wide) -------------
 def _one_claim(extra: str) -> str:
-    paper = C.load()
+    paper = claims.load()
     text = paper.text.split("[[claim]]")[0] + "[[claim]]" + paper.text.split("[[claim]]")[1]
     return text.replace('kind = "agreement"', f'kind = "agreement"\n{extra}', 1)
 
 
 def test_a_claim_may_state_its_own_power_effect_level_and_builds():
-    c = C.parse(_one_claim("power = 0.95\neffect_dz = 0.3\nbuilds = 5")).claims[0]
-    got = c.settings(C.DEFAULTS)
+    c = claims.parse(_one_claim("power = 0.95\neffect_dz = 0.3\nbuilds = 5")).claims[0]
+    got = c.settings(claims.DEFAULTS)
     assert (got["power"], got["effect_dz"], got["builds"]) == (0.95, 0.3, 5)
-    assert got["level"] == C.DEFAULTS["level"] and got["n_boot"] == C.DEFAULTS["n_boot"]
-    assert C.parse(_one_claim("")).claims[0].settings(C.DEFAULTS) == C.DEFAULTS
+    assert got["level"] == claims.DEFAULTS["level"] and got["n_boot"] == claims.DEFAULTS["n_boot"]
+    assert claims.parse(_one_claim("")).claims[0].settings(claims.DEFAULTS) == claims.DEFAULTS
 
 
 @pytest.mark.parametrize(
@@ -535,8 +573,8 @@ def test_a_claim_may_state_its_own_power_effect_level_and_builds():
     ],
 )
 def test_a_claims_own_settings_are_checked(extra, message):
-    with pytest.raises(C.SpecError, match=re.escape(message)):
-        C.parse(_one_claim(extra))
+    with pytest.raises(claims.SpecError, match=re.escape(message)):
+        claims.parse(_one_claim(extra))
 
 
 def test_judge_applies_a_claims_own_minimum_power(monkeypatch):
@@ -546,13 +584,13 @@ def test_judge_applies_a_claims_own_minimum_power(monkeypatch):
 
     def fake(claim, defaults, ctx, con=None):
         seen[claim.id] = defaults
-        per = [{"verdict": V.FAILS}] * 3
-        v, why = V.combine(V.FAILS, per, 0.9, defaults, 3, "r")
-        return V.Verdict(claim, v, why, power=0.9)
+        per = [{"verdict": verdicts.FAILS}] * 3
+        v, why = verdicts.combine(verdicts.FAILS, per, 0.9, defaults, 3, "r")
+        return verdicts.Verdict(claim, v, why, power=0.9)
 
-    monkeypatch.setitem(V.KINDS, "agreement", fake)
-    for extra, want in (("", V.FAILS), ("power = 0.95", V.INCONCLUSIVE)):
-        (v,) = V.judge(C.parse(_one_claim(extra)), ctx=None)
+    monkeypatch.setitem(verdicts.KINDS, "agreement", fake)
+    for extra, want in (("", verdicts.FAILS), ("power = 0.95", verdicts.INCONCLUSIVE)):
+        (v,) = verdicts.judge(claims.parse(_one_claim(extra)), ctx=None)
         assert v.verdict == want and seen["controlled"]["power"] == (0.95 if extra else 0.8)
 
 
@@ -563,8 +601,8 @@ def test_a_count_claim_over_evaluation_selected_dirr_is_not_tested(tmp_path):
     ctx, con = _registry(
         tmp_path, lambda w: _count_registry(w, lambda o, m: 1.0, selection="evaluation")
     )
-    v = V.count(PAPER.by_id("lacuna-named"), DEFAULTS, ctx, con)
-    assert v.verdict == V.NOT_TESTED and "evaluation split" in v.why
+    v = verdicts.count(PAPER.by_id("lacuna-named"), DEFAULTS, ctx, con)
+    assert v.verdict == verdicts.NOT_TESTED and "evaluation split" in v.why
 
 
 def test_a_build_where_dirr_never_triggered_is_not_tested_in_the_per_build_table(tmp_path):
@@ -574,9 +612,9 @@ def test_a_build_where_dirr_never_triggered_is_not_tested_in_the_per_build_table
                 _dirr_pair(w, b, f, obj, s, 0.0 if b == 1 else 1.0, triggered=b != 1)
 
     ctx, con = _registry(tmp_path, write)
-    v = V.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
+    v = verdicts.paired_mean(PAPER.by_id("natural-dirr"), DEFAULTS, ctx, con)
     rows = {r["build"]: r["verdict"] for r in v.per_build}
-    assert rows["1 (npo)"] == V.NOT_TESTED and rows["0 (npo)"] != V.NOT_TESTED, rows
+    assert rows["1 (npo)"] == verdicts.NOT_TESTED and rows["0 (npo)"] != verdicts.NOT_TESTED, rows
     # review (issue 32): the quiet build's zeros stay out of the pooled estimate (the mean is the
     # tested builds' +1, not 2/3) and out of the build count (2 builds: below the minimum)
     npo = next(
@@ -606,7 +644,7 @@ def test_the_contrast_claims_power_is_at_its_own_negligible_bound(tmp_path):
     ctx, con = _registry(tmp_path, write)
     claim = PAPER.by_id("natural-support")
     near, far = (
-        V.contrast(
+        verdicts.contrast(
             dataclasses.replace(claim, params={**claim.params, "fails_below": fb}),
             DEFAULTS,
             ctx,
@@ -623,8 +661,8 @@ def test_table_1_pools_the_paired_difference_over_builds_not_targets(tmp_path):
     the three builds (t_2 * sd(build means) / sqrt(3), hand-computed), not the 60 targets' t
     interval, which treats targets sharing a theta_0 as independent and is ten times narrower."""
     ctx, _ = _registry(tmp_path, lambda w: _controlled(w, gaps=(0.1, 0.5, 0.9)))
-    q = T.controlled_main(ctx)
-    units = T.controlled_units(ctx)
+    q = tables.controlled_main(ctx)
+    units = tables.controlled_units(ctx)
     d = (units["J_lora"] - units["J_backbone"]).to_numpy()
     builds = units["build"].to_numpy()
     means = np.array([d[builds == b].mean() for b in range(3)])
@@ -659,7 +697,7 @@ def test_a_build_of_one_unit_adds_nothing_to_the_floor_in_verdicts_and_table_1_a
 
     values = np.array([0.0, 2.0, 1.0, 3.0, 1.5])
     builds = [0, 0, 1, 1, 2]  # build 2: one unit
-    e = V.estimate(values, V.Nested(builds, [0] * 5, list("abcde")), DEFAULTS)
+    e = verdicts.estimate(values, verdicts.Nested(builds, [0] * 5, list("abcde")), DEFAULTS)
     centre, interval = stats.mean_over_builds(values, np.array(builds))
     half = sps.t.ppf(0.975, 2) * math.sqrt(1 / 3)
     assert e.builds == 3 and e.value == pytest.approx(centre) == pytest.approx(1.5)
@@ -673,7 +711,7 @@ def test_a_build_whose_statistic_is_undefined_leaves_the_others_their_own_noise(
     the within-build bootstrap of the others resamples: each kept build is floored by its own
     noise (builds 1 and 2 are identical here, so the floor equals either one's alone)."""
     x = np.array([0.0, 1.0, 0.0, 1.0, 2.0, 3.0, 0.0, 1.0, 2.0, 3.0])
-    nested = V.Nested([0, 0, 1, 1, 1, 1, 2, 2, 2, 2], [0] * 10, list(range(10)))
+    nested = verdicts.Nested([0, 0, 1, 1, 1, 1, 2, 2, 2, 2], [0] * 10, list(range(10)))
 
     def spread(idx):
         return float(np.ptp(x[idx])) if len(idx) > 2 else float("nan")
@@ -681,7 +719,9 @@ def test_a_build_whose_statistic_is_undefined_leaves_the_others_their_own_noise(
     def spread_one(idx):
         return float(np.ptp(x[2:6][idx]))
 
-    e = V.estimate(x, nested, DEFAULTS, stat=spread)
-    one = V.estimate(x[2:6], V.Nested([0] * 4, [0] * 4, list(range(4))), DEFAULTS, spread_one)
+    e = verdicts.estimate(x, nested, DEFAULTS, stat=spread)
+    one = verdicts.estimate(
+        x[2:6], verdicts.Nested([0] * 4, [0] * 4, list(range(4))), DEFAULTS, spread_one
+    )
     assert e.builds == 2 and e.value == pytest.approx(3.0)
     assert e.se == pytest.approx(one.se / math.sqrt(2), rel=0.2)
