@@ -549,7 +549,8 @@ def _insert_new_runs(con) -> None:
         f"""INSERT INTO provenance SELECT run_key, r.provenance.supportbench, r.provenance.git,
             r.provenance.torch, r.provenance.transformers, r.provenance.data_hash,
             r.provenance.model_hash, TRY_CAST(r.provenance.started_at AS TIMESTAMPTZ),
-            TRY_CAST(r.provenance.finished_at AS TIMESTAMPTZ), r.fingerprint.hash FROM {_NEW}""",
+            TRY_CAST(r.provenance.finished_at AS TIMESTAMPTZ), r.fingerprint.hash,
+            r.provenance.cpu_mode FROM {_NEW}""",
         f"""INSERT INTO gate_events SELECT run_key, r.dirr.decision_hash, r.dirr.tau,
             r.dirr.probe_signal, r.dirr.triggered, r.dirr.chosen_rho, r.dirr.selection,
             r.dirr.post_hoc, r.dirr.complete, r.dirr.unfrozen, r.dirr.rho0_J, NULL

@@ -690,6 +690,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(_schema_sql())
         # columns added within schema version 1 (older files gain them, empty)
         con.execute("ALTER TABLE provenance ADD COLUMN IF NOT EXISTS fingerprint VARCHAR")
+        con.execute("ALTER TABLE provenance ADD COLUMN IF NOT EXISTS cpu_mode VARCHAR")
         have = con.execute("SELECT max(version) FROM schema_migrations").fetchall()[0][0]
         if have is None:
             con.execute(

@@ -301,9 +301,18 @@ def stamp_text(stamp: dict) -> str:
     )
     return (
         f"{stamp['records']} records (registry digest `{stamp['registry']}`); code fingerprints of "
-        f"the runs: {len(stamp['fingerprints'])} distinct; θ0: {theta0}; reports code "
+        f"the runs: {len(stamp['fingerprints'])} distinct; θ0: {theta0}; CPU kernels of the runs "
+        f"(cpu_mode): {_cpu_modes(stamp)}; reports code "
         f"`{stamp['reports_code']}`.\n\n<!-- {STAMP_MARK} {json.dumps(stamp, sort_keys=True)} -->"
     )
+
+
+def _cpu_modes(stamp: dict) -> str:
+    """``native-avx2 (948 runs)``; a stamp written before the CPU modes were kept says so."""
+    modes = stamp.get("cpu_modes")
+    if modes is None:
+        return "not kept by this stamp"
+    return ", ".join(f"{m} ({n} run{'s' if n != 1 else ''})" for m, n in modes.items()) or "none"
 
 
 def read_stamp(text: str) -> dict | None:
@@ -322,23 +331,28 @@ def read_stamp(text: str) -> dict | None:
 def registry_stamp(con, experiment: str | None) -> dict:
     """What a report was made from: the registry's content (a digest of its runs' keys and content
     hashes, and the head of its ingest log), the code fingerprints of those runs, their theta_0
-    hashes, and the reports code itself."""
+    hashes, the CPU kernels they computed with (records' ``provenance.cpu_mode``: theta_0's bits,
+    so every outcome, differ between CPU kinds; ``supportbench._cpumode``), and the reports code
+    itself."""
     where = "WHERE r.experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None
     rows = con.sql(
-        f"SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash FROM runs r "
-        f"LEFT JOIN provenance p USING (run_key) {where} ORDER BY r.run_key",
+        "SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash, p.cpu_mode "
+        f"FROM runs r LEFT JOIN provenance p USING (run_key) {where} ORDER BY r.run_key",
         params=params,
     ).fetchall()
     digest = hashlib.sha256("".join(f"{k}:{h}\n" for k, h, *_ in rows).encode()).hexdigest()[:16]
     theta0: dict[str, list[str]] = {}
-    for _, _, b, _, m in rows:
+    cpu_modes: dict[str, int] = {}
+    for _, _, b, _, m, mode in rows:
         if m and m not in theta0.setdefault(b, []):
             theta0[b].append(m)
+        cpu_modes[mode or "not recorded"] = cpu_modes.get(mode or "not recorded", 0) + 1
     return {
         "records": len(rows),
         "registry": digest,
-        "fingerprints": sorted({f for _, _, _, f, _ in rows if f}),
+        "fingerprints": sorted({f for _, _, _, f, *_ in rows if f}),
+        "cpu_modes": dict(sorted(cpu_modes.items())),
         "theta0": {b: sorted(v) for b, v in sorted(theta0.items())},
         "ingest_log_head": ledger.head(
             con

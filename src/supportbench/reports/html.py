@@ -287,6 +287,7 @@ def page(
         "digest": stamp["registry"],
         "fingerprints": stamp["fingerprints"],
         "theta0": stamp["theta0"],
+        "cpu_modes": stamp["cpu_modes"],
         "reports_code": stamp["reports_code"],
         "ingest_log_head": stamp["ingest_log_head"],
         "results": ctx.results.height,
