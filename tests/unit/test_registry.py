@@ -333,41 +333,56 @@ def test_an_audit_check_is_one_entry_of_checks(tmp_path, monkeypatch):
 def test_the_registry_keeps_each_runs_cpu_mode_and_the_findings_stamp_counts_them(tmp_path):
     """A record's provenance.cpu_mode (the CPU kernels it computed with: theta_0's bits differ
     between an Intel avx2 and an AMD native-avx2 process) reaches the registry, and a report's
-    provenance counts the runs of each mode; a record without one counts as not recorded. A
-    registry made before the column existed gains it, empty, and ingests into it."""
+    provenance counts the runs of each mode; a record without one counts as unknown. A registry
+    made before the column existed gains it, empty, when opened for writing and ingests new runs
+    into it; opened read-only (as a report opens it) it is reported with every mode unknown."""
     import duckdb
 
     from supportbench.reports import findings as report_findings
 
+    def write(res, modes):
+        for seed, mode in modes:
+            rec = syn.record(experiment="e", seed=seed, started_at=f"2026-01-0{seed + 1}T00:00:00Z")
+            if mode is not None:
+                rec["provenance"]["cpu_mode"] = mode
+            syn.write(res, rec)
+
+    def provenance_columns(path):
+        with duckdb.connect(str(path), read_only=True) as c:
+            return {r[0] for r in c.execute("DESCRIBE provenance").fetchall()}
+
     res = tmp_path / "res"
-    modes = ["avx2", "native-avx2", "avx2", None]
-    for seed, mode in enumerate(modes):
-        rec = syn.record(
-            experiment="e", seed=seed, started_at=f"2026-01-0{seed + 1}T00:00:00+00:00"
-        )
-        if mode is not None:
-            rec["provenance"]["cpu_mode"] = mode
-        syn.write(res, rec)
-    old = tmp_path / "old.duckdb"
-    con = connect(old)
-    con.execute("ALTER TABLE provenance DROP COLUMN cpu_mode")  # as a file from before it existed
+    modes = [(0, "avx2"), (1, "native-avx2"), (2, "avx2"), (3, None)]
+    write(res, modes)
+    con = connect(tmp_path / "new.duckdb")
+    assert ingest(con, res).new == 4
+    got = con.execute(
+        "SELECT r.seed, p.cpu_mode FROM runs r JOIN provenance p USING (run_key) ORDER BY seed"
+    ).fetchall()
+    assert got == modes
+    stamp = report_findings.registry_stamp(con, "e")
+    assert stamp["cpu_modes"] == {"avx2": 2, "native-avx2": 1, "unknown": 1}
+    text = report_findings.stamp_text(stamp)
+    assert "CPU kernels of the runs (cpu_mode): avx2 (2 runs), native-avx2 (1 run), " in text
+    assert report_findings.read_stamp(text)["cpu_modes"] == stamp["cpu_modes"]
     con.close()
-    assert "cpu_mode" not in {
-        r[0] for r in duckdb.connect(str(old)).execute("DESCRIBE provenance").fetchall()
-    }
-    for path in (tmp_path / "new.duckdb", old):
-        con = connect(path)
-        assert ingest(con, res).new == 4
-        got = con.execute(
-            "SELECT r.seed, p.cpu_mode FROM runs r JOIN provenance p USING (run_key) ORDER BY seed"
-        ).fetchall()
-        assert got == list(enumerate(modes))
-        stamp = report_findings.registry_stamp(con, "e")
-        assert stamp["cpu_modes"] == {"avx2": 2, "native-avx2": 1, "not recorded": 1}
-        text = report_findings.stamp_text(stamp)
-        assert "CPU kernels of the runs (cpu_mode): avx2 (2 runs), native-avx2 (1 run), " in text
-        assert report_findings.read_stamp(text)["cpu_modes"] == stamp["cpu_modes"]
-        con.close()
     # a stamp written before the modes were kept says so instead of failing
     del stamp["cpu_modes"]
     assert "(cpu_mode): not kept by this stamp;" in report_findings.stamp_text(stamp)
+
+    # a registry from before the column: its runs stored, then the column taken away
+    old = tmp_path / "old.duckdb"
+    con = connect(old)
+    ingest(con, res)
+    con.execute("ALTER TABLE provenance DROP COLUMN cpu_mode")
+    con.close()
+    assert "cpu_mode" not in provenance_columns(old)
+    con = connect(old, read_only=True)  # never migrated: a report of it still has its stamp
+    assert report_findings.registry_stamp(con, "e")["cpu_modes"] == {"unknown": 4}
+    con.close()
+    con = connect(old)  # opened for writing: migrated
+    assert "cpu_mode" in report_findings.columns(con, "provenance")
+    write(res, [(4, "avx2")])
+    assert ingest(con, res).new == 1  # the new run has its mode; the four stored ones stay unknown
+    assert report_findings.registry_stamp(con, "e")["cpu_modes"] == {"avx2": 1, "unknown": 4}
+    con.close()

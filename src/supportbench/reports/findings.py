@@ -328,6 +328,22 @@ def read_stamp(text: str) -> dict | None:
     return None
 
 
+# a run whose CPU mode the registry lacks: its record names none, or it was stored before the
+# registry kept the mode (ingest skips an unchanged record; a new registry ingested from the
+# records has every mode)
+UNKNOWN_MODE = "unknown"
+
+
+def columns(con, table: str) -> set[str]:
+    """The columns ``table`` has in this registry (an older file may lack later ones)."""
+    return {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = $t", {"t": table}
+        ).fetchall()
+    }
+
+
 def registry_stamp(con, experiment: str | None) -> dict:
     """What a report was made from: the registry's content (a digest of its runs' keys and content
     hashes, and the head of its ingest log), the code fingerprints of those runs, their theta_0
@@ -336,8 +352,10 @@ def registry_stamp(con, experiment: str | None) -> dict:
     itself."""
     where = "WHERE r.experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None
+    # a registry made before the column, opened read-only (never migrated): every mode unknown
+    mode = "p.cpu_mode" if "cpu_mode" in columns(con, "provenance") else "NULL AS cpu_mode"
     rows = con.sql(
-        "SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash, p.cpu_mode "
+        f"SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash, {mode} "
         f"FROM runs r LEFT JOIN provenance p USING (run_key) {where} ORDER BY r.run_key",
         params=params,
     ).fetchall()
@@ -347,7 +365,7 @@ def registry_stamp(con, experiment: str | None) -> dict:
     for _, _, b, _, m, mode in rows:
         if m and m not in theta0.setdefault(b, []):
             theta0[b].append(m)
-        cpu_modes[mode or "not recorded"] = cpu_modes.get(mode or "not recorded", 0) + 1
+        cpu_modes[mode or UNKNOWN_MODE] = cpu_modes.get(mode or UNKNOWN_MODE, 0) + 1
     return {
         "records": len(rows),
         "registry": digest,

@@ -33,6 +33,7 @@ from jinja2 import Environment, StrictUndefined
 
 from supportbench._io import write_text_atomic
 from supportbench.reports.findings import (
+    columns,
     judged,
     registry_stamp,
     shown,
@@ -191,15 +192,6 @@ def gates_part(ctx: Context, kind: str = "paper") -> dict | None:
         return None if kind != "paper" and not ran else {"rows": [], "missing": str(m)}
 
 
-def _columns(con, table: str) -> set[str]:
-    return {
-        r[0]
-        for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = $t", {"t": table}
-        ).fetchall()
-    }
-
-
 def _query(con, sql: str, experiment: str | None) -> tuple[list[dict], int]:
     """The rows of ``sql`` (which selects from ``runs r``, with a ``{where}`` slot) for the
     experiment, at most ROW_LIMIT of them, and how many there are."""
@@ -215,7 +207,7 @@ def gate_events_part(con, experiment: str | None, kind: str = "paper") -> dict |
     """Each DIR-R run's gate decision: its probe signal against tau, whether it triggered, the
     candidate rho it chose and on which split it selected; None in an experiment report of an
     experiment that ran no DIR-R (nothing it asked for)."""
-    build = "r.build" if "build" in _columns(con, "runs") else "0::BIGINT AS build"
+    build = "r.build" if "build" in columns(con, "runs") else "0::BIGINT AS build"
     rows, total = _query(
         con,
         f"""SELECT r.run_key, r.benchmark, r.split, {build}, r.field, r.objective, r.method,
@@ -232,7 +224,7 @@ def gate_events_part(con, experiment: str | None, kind: str = "paper") -> dict |
 def identity_part(con, experiment: str | None) -> dict:
     """What identifies each run: its key, its spec's fields, the fingerprint of the code behind it
     and the theta_0 (model) and data hashes."""
-    build = "r.build" if "build" in _columns(con, "runs") else "0::BIGINT AS build"
+    build = "r.build" if "build" in columns(con, "runs") else "0::BIGINT AS build"
     rows, total = _query(
         con,
         f"""SELECT r.run_key, r.benchmark, {build}, r.field, r.objective, r.method, r.variant,
