@@ -172,3 +172,21 @@ def test_dry_run_counts_and_step_equivalents_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and "726 runs" in out.stdout, out.stderr
+
+
+def test_a_spec_from_a_pipe_is_read_as_before(tmp_path):
+    """``supportbench sweep <(...)``: a named pipe is a spec, not a shipped name (review of the
+    folder fix, which first asked for a regular file)."""
+    import os
+    import threading
+
+    from supportbench.experiments.plan import resolve_spec_path
+
+    fifo = tmp_path / "spec.toml"
+    os.mkfifo(fifo)
+    assert resolve_spec_path(fifo) == fifo
+    text = (resolve_spec_path("mini-paper")).read_text()
+    writer = threading.Thread(target=lambda: fifo.write_text(text))
+    writer.start()
+    assert ExperimentSpec.from_toml(fifo).name == "mini-paper"
+    writer.join()
