@@ -146,13 +146,13 @@ def read_json_object(path: str | Path, error: type[Exception], what: str) -> dic
 
 
 def file_or_shipped(name: str | Path, shipped: dict[str, Path], what: str, error) -> Path:
-    """``name`` itself when it is there and not a folder (a file, or a pipe such as ``<(...)``),
+    """``name`` itself when it is a file or a pipe (``<(...)``; a device or socket is neither),
     else the shipped file it names (``NAME`` or ``NAME.toml``, with no folder: ``shipped`` maps
     stems to paths): a folder of that name in the current directory (a results folder, say) does
     not hide the shipped file. ``error(message)`` names ``what`` was asked for and what is
     shipped."""
     path = Path(name)
-    if path.exists() and not path.is_dir():
+    if path.is_file() or path.is_fifo():
         return path
     stem = path.name[:-5] if path.name.endswith(".toml") else path.name
     if stem in shipped and path.parent == Path("."):

@@ -186,7 +186,9 @@ def test_a_spec_from_a_pipe_is_read_as_before(tmp_path):
     os.mkfifo(fifo)
     assert resolve_spec_path(fifo) == fifo
     text = (resolve_spec_path("mini-paper")).read_text()
-    writer = threading.Thread(target=lambda: fifo.write_text(text))
+    # a daemon: were the read to fail before it opens the pipe, the test fails instead of hanging
+    writer = threading.Thread(target=lambda: fifo.write_text(text), daemon=True)
     writer.start()
     assert ExperimentSpec.from_toml(fifo).name == "mini-paper"
-    writer.join()
+    writer.join(timeout=30)
+    assert not writer.is_alive()

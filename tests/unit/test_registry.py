@@ -339,6 +339,7 @@ def test_the_registry_keeps_each_runs_cpu_mode_and_the_findings_stamp_counts_the
     import duckdb
 
     from supportbench.reports import findings as report_findings
+    from supportbench.reports import html as report_html
 
     def write(res, modes):
         for seed, mode in modes:
@@ -374,11 +375,16 @@ def test_the_registry_keeps_each_runs_cpu_mode_and_the_findings_stamp_counts_the
     old = tmp_path / "old.duckdb"
     con = connect(old)
     ingest(con, res)
+    # both columns migrate added later (fingerprint before cpu_mode)
     con.execute("ALTER TABLE provenance DROP COLUMN cpu_mode")
+    con.execute("ALTER TABLE provenance DROP COLUMN fingerprint")
     con.close()
-    assert "cpu_mode" not in provenance_columns(old)
+    assert not {"cpu_mode", "fingerprint"} & provenance_columns(old)
     con = connect(old, read_only=True)  # never migrated: a report of it still has its stamp
-    assert report_findings.registry_stamp(con, "e")["cpu_modes"] == {"unknown": 4}
+    stamp = report_findings.registry_stamp(con, "e")
+    assert stamp["cpu_modes"] == {"unknown": 4} and stamp["fingerprints"] == []
+    page = report_html.identity_part(con, "e")  # and the page's table of runs
+    assert page["total"] == 4 and all(r["fingerprint"] is None for r in page["rows"])
     con.close()
     con = connect(old)  # opened for writing: migrated
     assert "cpu_mode" in report_findings.columns(con, "provenance")

@@ -115,7 +115,7 @@ CREATE TABLE IF NOT EXISTS provenance (
     started_at   TIMESTAMP,
     finished_at  TIMESTAMP,
     fingerprint  VARCHAR,               -- hash of the code behind the run (method, objective, benchmark)
-    cpu_mode     VARCHAR                -- the CPU kernels it computed with (supportbench._cpumode); NULL: not recorded
+    cpu_mode     VARCHAR                -- the CPU kernels it computed with (supportbench._cpumode); NULL: unknown
 );
 -- Every stored record that ingest replaced, and why: a replacement is a recorded act, never silent.
 CREATE TABLE IF NOT EXISTS replacements (

@@ -687,10 +687,13 @@ def _plain(v):
 def migrate(con: duckdb.DuckDBPyConnection) -> None:
     """Create the schema's tables that are missing, and record the schema version."""
     with transaction(con):
+        # columns added within schema version 1 (older files gain them, empty), before the schema's
+        # views, which read them; a new file's tables come from the schema itself
+        for column in ("fingerprint", "cpu_mode"):
+            con.execute(
+                f"ALTER TABLE IF EXISTS provenance ADD COLUMN IF NOT EXISTS {column} VARCHAR"
+            )
         con.execute(_schema_sql())
-        # columns added within schema version 1 (older files gain them, empty)
-        con.execute("ALTER TABLE provenance ADD COLUMN IF NOT EXISTS fingerprint VARCHAR")
-        con.execute("ALTER TABLE provenance ADD COLUMN IF NOT EXISTS cpu_mode VARCHAR")
         have = con.execute("SELECT max(version) FROM schema_migrations").fetchall()[0][0]
         if have is None:
             con.execute(

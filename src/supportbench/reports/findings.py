@@ -335,13 +335,22 @@ UNKNOWN_MODE = "unknown"
 
 
 def columns(con, table: str) -> set[str]:
-    """The columns ``table`` has in this registry (an older file may lack later ones)."""
+    """The columns ``table`` has in this registry (an older file may lack later ones); a temp
+    table or an attached database's table of that name does not count."""
     return {
         r[0]
         for r in con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = $t", {"t": table}
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = $t "
+            "AND database_name = current_database() AND schema_name = current_schema()",
+            {"t": table},
         ).fetchall()
     }
+
+
+def column_or_null(con, alias: str, table: str, column: str) -> str:
+    """``alias.column`` where ``table`` has it, else ``NULL AS column``: a registry made before
+    ``migrate`` added the column and opened read-only (as a report opens it) is never migrated."""
+    return f"{alias}.{column}" if column in columns(con, table) else f"NULL AS {column}"
 
 
 def registry_stamp(con, experiment: str | None) -> dict:
@@ -352,10 +361,11 @@ def registry_stamp(con, experiment: str | None) -> dict:
     itself."""
     where = "WHERE r.experiment = $exp" if experiment else ""
     params = {"exp": experiment} if experiment else None
-    # a registry made before the column, opened read-only (never migrated): every mode unknown
-    mode = "p.cpu_mode" if "cpu_mode" in columns(con, "provenance") else "NULL AS cpu_mode"
+    fingerprint, mode = (
+        column_or_null(con, "p", "provenance", c) for c in ("fingerprint", "cpu_mode")
+    )
     rows = con.sql(
-        f"SELECT r.run_key, r.content_hash, r.benchmark, p.fingerprint, p.model_hash, {mode} "
+        f"SELECT r.run_key, r.content_hash, r.benchmark, {fingerprint}, p.model_hash, {mode} "
         f"FROM runs r LEFT JOIN provenance p USING (run_key) {where} ORDER BY r.run_key",
         params=params,
     ).fetchall()

@@ -33,6 +33,7 @@ from jinja2 import Environment, StrictUndefined
 
 from supportbench._io import write_text_atomic
 from supportbench.reports.findings import (
+    column_or_null,
     columns,
     judged,
     registry_stamp,
@@ -228,8 +229,9 @@ def identity_part(con, experiment: str | None) -> dict:
     rows, total = _query(
         con,
         f"""SELECT r.run_key, r.benchmark, {build}, r.field, r.objective, r.method, r.variant,
-        r.seed, r.split, r.budget, r.horizon, r.checkpoint, r.model, o.status, p.fingerprint,
-        p.model_hash, p.data_hash FROM runs r LEFT JOIN outcomes o USING (run_key)
+        r.seed, r.split, r.budget, r.horizon, r.checkpoint, r.model, o.status,
+        {column_or_null(con, "p", "provenance", "fingerprint")}, p.model_hash, p.data_hash
+        FROM runs r LEFT JOIN outcomes o USING (run_key)
         LEFT JOIN provenance p USING (run_key) {{where}}
         ORDER BY r.benchmark, r.split, r.method, r.variant, r.objective, r.field, r.seed,
         r.run_key""",
