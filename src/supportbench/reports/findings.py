@@ -330,7 +330,7 @@ def read_stamp(text: str) -> dict | None:
 
 # a run whose CPU mode the registry lacks: its record names none, or it was stored before the
 # registry kept the mode (ingest skips an unchanged record; a new registry ingested from the
-# records has every mode)
+# records has every mode they name)
 UNKNOWN_MODE = "unknown"
 
 
