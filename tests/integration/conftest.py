@@ -1,16 +1,26 @@
+import fcntl
+
 import pytest
 
 from supportbench.benchmarks.base import get_benchmark
 
 
 @pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    """One prepared-model cache for the whole session: theta_0 is trained once (~30 s)."""
-    return tmp_path_factory.mktemp("sbcache")
+def cache(tmp_path_factory, worker_id):
+    """One prepared-model cache for the whole run, shared by the pytest-xdist workers: theta_0 is
+    trained once (~30-60 s), not once per worker. Every entry is published whole
+    (``benchmarks.base.building``), as for a sweep's workers, so two workers that build one entry at
+    once only lose time; ``tofu`` below builds under a lock, so the other waits and reads it."""
+    root = tmp_path_factory.getbasetemp()  # a worker's: pytest-N/popen-gwK, shared: pytest-N
+    path = (root if worker_id == "master" else root.parent) / "sbcache-shared"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session")
 def tofu(cache):
-    b = get_benchmark("tofu", cache_dir=cache, progress=False)
-    b.prepare("tiny-llama")
+    with open(cache / ".tofu-prepare.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        b = get_benchmark("tofu", cache_dir=cache, progress=False)
+        b.prepare("tiny-llama")
     return b
