@@ -46,7 +46,10 @@ lint: $(STAMP)
 # (``xdist_group``: the one-node Slurm, the process-killing tests, each integration module's theta_0; it
 # needs pytest < 9 with xdist 3.8, and tests/conftest.py refuses to run ungrouped). TEST_WORKERS=0: this process.
 TEST_WORKERS ?= auto
-test: $(STAMP) lint browser
+# The environment and the browser are made side by side (pip and uv on one core, apt-get on the other).
+test:
+	@$(MAKE) --no-print-directory -j2 $(STAMP) browser
+	@$(MAKE) --no-print-directory lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # Headless Chromium for the report page's browser test (tests/integration/test_report_browser.py),
