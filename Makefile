@@ -11,10 +11,10 @@ UV_VERSION := 0.13.8
 
 # Installs from the lock: every dependency at the version the project was tested with. pyproject.toml
 # keeps the declared ranges for users who install supportbench into their own environment.
-# torch first, pinned, by pip: the CPU wheel on disk (pip's find-links; uv does not look there); an
-# unpinned torch pulls a multi-GB CUDA build. The rest by uv (pinned too): the lock's 75 packages in
-# some 7 s where pip took 90 s here (its resolver and unpacking, in Python), the install being a third
-# of `make test`'s budget.
+# torch first, pinned, by pip: the CPU wheel on disk (in pip's configured find-links, which uv does not
+# read); an unpinned torch pulls a multi-GB CUDA build. The rest by uv (pinned too): the lock's 73
+# packages in some 7 s where pip took 90 s here (its resolver and unpacking, in Python); a fresh .venv
+# took 112 s by pip alone, 49 s so, of `make test`'s 8-minute budget.
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q torch==2.13.0 uv==$(UV_VERSION)
@@ -48,8 +48,8 @@ lint: $(STAMP)
 TEST_WORKERS ?= auto
 # The environment and the browser are made side by side (pip and uv on one core, apt-get on the other).
 test:
-	@$(MAKE) --no-print-directory -j2 $(STAMP) browser
-	@$(MAKE) --no-print-directory lint
+	@$(MAKE) -f $(firstword $(MAKEFILE_LIST)) --no-print-directory -j2 $(STAMP) browser
+	@$(MAKE) -f $(firstword $(MAKEFILE_LIST)) --no-print-directory lint
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # Headless Chromium for the report page's browser test (tests/integration/test_report_browser.py),

@@ -11,7 +11,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 pytestmark = pytest.mark.slow
 
 
-def test_the_api_docs_run(tmp_path, monkeypatch, cache):
+def test_the_api_docs_run(tmp_path, monkeypatch, cache, tofu):
+    # ``tofu``: the docs' default TOFU theta_0, built under the shared cache's lock, or read
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.S)
     assert len(blocks) >= 4
     monkeypatch.chdir(tmp_path)

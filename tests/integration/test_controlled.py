@@ -438,9 +438,13 @@ def test_sweep_freezes_the_controlled_decision_before_the_final_runs(ctl, cache,
         }
     )
     res = tmp_path / "res"
-    built = sorted((cache / "controlled").iterdir())
+
+    def entries():  # published entries, not another worker's build in progress (``.tmp<pid>``)
+        return sorted(p for p in (cache / "controlled").iterdir() if ".tmp" not in p.name)
+
+    built = entries()
     s = run_sweep(spec, res, LocalExecutor(1), cache_dir=str(cache))
-    assert sorted((cache / "controlled").iterdir()) == built  # ctl's theta_0, no other built
+    assert entries() == built  # ctl's theta_0, no other built
     assert s.runs == 8 and s.ok == 8 and list(s.decisions) == ["controlled/npo/seed 4099/build 0"]
 
     # beside them: the claims the sweep registered first (experiments.claims)
