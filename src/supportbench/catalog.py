@@ -34,7 +34,7 @@ import ast
 import functools
 import importlib.util
 import pkgutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -122,7 +122,7 @@ def builtins(kind: str) -> dict[str, Entry]:
     if "." in spec.register:  # instances registered by a call in one module (objectives)
         path = module_source(spec.package)
         registry, _, method = spec.register.partition(".")
-        names = _called_names(parse_source(path), method, registry) if path else []
+        names = _called_names(ast.walk(parse_source(path)), method, registry) if path else []
         return {n: Entry(n, f"{spec.package}:{registry}") for n in names}
     found: dict[str, Entry] = {}
     for module, path in _package_files(spec):
@@ -130,7 +130,7 @@ def builtins(kind: str) -> dict[str, Entry]:
         attrs = source.class_attrs(spec.attrs)
         for name, cls in source.registered_classes(spec.register):
             found[name] = Entry(name, f"{module}:{cls}", attrs=attrs.get(cls, {}))
-        for name in _called_names(source.tree, spec.register):  # register_x("name")(obj)
+        for name in _called_names(source.nodes, spec.register):  # register_x("name")(obj)
             found.setdefault(name, Entry(name, module))
     return found
 
@@ -186,9 +186,10 @@ def _package_files(spec: Kind) -> list[tuple[str, Path]]:
     return files
 
 
-def _called_names(tree: ast.AST, func: str, owner: str | None = None) -> list[str]:
-    """The names registered by every call ``func("name", ...)`` (``owner.func`` when ``owner``)."""
-    return [n for node in ast.walk(tree) if (n := _registration(node, func, owner)) is not None]
+def _called_names(nodes: Iterable[ast.AST], func: str, owner: str | None = None) -> list[str]:
+    """The names registered by every call ``func("name", ...)`` among ``nodes`` (``owner.func``
+    when ``owner``)."""
+    return [n for node in nodes if (n := _registration(node, func, owner)) is not None]
 
 
 def _registration(node: ast.AST, func: str, owner: str | None = None) -> str | None:
@@ -309,6 +310,17 @@ class SourceFile:
                 for target in _assigned_names(node):
                     self._assigned[target] = node.value
 
+    @functools.cached_property
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the tree (``ast.walk``'s order), walked once for all the readings of the
+        file: a listing reads each file three to five ways."""
+        return list(ast.walk(self.tree))
+
+    @functools.cached_property
+    def classes(self) -> list[ast.ClassDef]:
+        """Every class the file defines, nested ones included."""
+        return [n for n in self.nodes if isinstance(n, ast.ClassDef)]
+
     def constant(self, name: str):
         """The value of the module's top-level constant ``name``, or ``_MISSING``."""
         if name not in self._values:
@@ -369,17 +381,16 @@ class SourceFile:
     def registered_classes(self, decorator: str) -> list[tuple[str, str]]:
         """``(registered name, class name)`` of every class decorated ``@decorator("name")``."""
         found = []
-        for cls in ast.walk(self.tree):
-            if isinstance(cls, ast.ClassDef):
-                for d in cls.decorator_list:
-                    if (name := _registration(d, decorator)) is not None:
-                        found.append((name, cls.name))
+        for cls in self.classes:
+            for d in cls.decorator_list:
+                if (name := _registration(d, decorator)) is not None:
+                    found.append((name, cls.name))
         return found
 
     def class_attrs(self, attrs: tuple[str, ...]) -> dict[str, dict[str, object]]:
         """``{class name: {attr: value}}`` of the readable ``attrs`` of every class of the file; a
         class without its own value inherits the first base's of the same file that has one."""
-        classes = [n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)]
+        classes = self.classes
         own: dict[str, dict[str, object]] = {}
         for cls in classes:
             for stmt in cls.body:
@@ -400,7 +411,7 @@ class SourceFile:
         """``{class name: {option: declaration}}``: every field of each class of the file
         (``name: option(...) = default``, or a plain annotated one: ``_field``), its bases' of the
         same file included at any depth (a subclass's own win)."""
-        classes = [n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)]
+        classes = self.classes
         own: dict[str, dict[str, Any]] = {}
         for cls in classes:
             for stmt in cls.body:
@@ -450,7 +461,7 @@ class SourceFile:
         ``option(...)`` is none (``cache_dir``, ``progress``, ``device``, ``build``). A class
         without its own ``__init__`` has its nearest base's of this file; None when that is in
         another file (not known from here)."""
-        classes = {n.name: n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef)}
+        classes = {n.name: n for n in self.classes}
 
         def own(cls: ast.ClassDef) -> dict[str, Any] | None:
             init = next(
@@ -486,7 +497,7 @@ class SourceFile:
         Objective(..., options=(...)))`` lets a user set, declared on the ``Objective`` class."""
         fields = self.class_options().get("Objective", {})
         found = {}
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             name = _registration(node, "register", "OBJECTIVES")
             made = node.args[1] if name is not None and len(node.args) > 1 else None
             if isinstance(made, ast.Call):
