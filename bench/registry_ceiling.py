@@ -103,7 +103,7 @@ def main() -> None:
         for con in opened:  # closed after the clock, as bench/registry.py leaves its own open
             con.close()
     floor = max(db_wall, read_wall / cores, (read_cpu + db_cpu) / cores)
-    print(f"box_seconds {box:.2f}; {cores} cores; {N} records, medians of {REPEATS}")
+    print(f"box_seconds {box:.2f}; {cores} cores; {N} records; each the median run of {REPEATS}")
     print(f"reader alone      {read_wall:6.2f} s wall {read_cpu:6.2f} s CPU")
     print(f"DuckDB side alone {db_wall:6.2f} s wall {db_cpu:6.2f} s CPU")
     print(f"ingest            {wall:6.2f} s wall {cpu:6.2f} s CPU = {N / wall:,.0f} records/s")
